@@ -1,0 +1,9 @@
+package main
+
+import (
+	"io"
+)
+
+func cmdDemo(args []string, stdout, stderr io.Writer) error {
+	return usageError{"demo: not yet"}
+}

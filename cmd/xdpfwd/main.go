@@ -1,0 +1,253 @@
+// Command xdpfwd forwards packets between two Linux links from user space
+// through AF_XDP sockets on one premapped UMEM.
+//
+//	xdpfwd run --link A --link B [flags]   forward until SIGINT/SIGTERM
+//	xdpfwd demo [--duration 5s]            build two namespaces, forward, prove it
+//	xdpfwd version
+//
+// Exit codes: 0 success, 1 runtime failure, 2 usage or bad input.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// usageError is a bad command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: xdpfwd <command> [flags]
+
+commands:
+  run      forward between two links until SIGINT/SIGTERM
+  demo     build two namespaces, forward between them, prove traffic crosses
+  version  print the version
+
+'xdpfwd <command> --help' lists a command's flags.
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(args[1:], stderr)
+	case "demo":
+		err = cmdDemo(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "xdpfwd %s\n", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "xdpfwd: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	return exitCode(err, stderr)
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue) || fwd.IsInputError(err):
+		fmt.Fprintf(stderr, "xdpfwd: %v\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "xdpfwd: %v\n", err)
+		return exitFailure
+	}
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// fwdFlags are the forwarder's flags, shared by run and demo.
+type fwdFlags struct {
+	links     listFlag
+	queues    int
+	frameSize int
+	xdpMode   string
+	zeroCopy  string
+	hugePages string
+	force     bool
+	logFormat string
+	logLevel  string
+}
+
+func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
+	if withLinks {
+		fs.Var(&ff.links, "link", "a link to forward between (give exactly two)")
+		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
+	}
+	fs.IntVar(&ff.queues, "queues", 0, "queues (and workers) per link; 0 = the links' RX queue count")
+	fs.IntVar(&ff.frameSize, "frame-size", 2048, "RX frame size: 2048 or 4096")
+	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
+	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
+	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
+	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
+	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
+}
+
+func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
+	var cfg fwd.Config
+	var err error
+	bad := func(err error) error { return usageError{err.Error()} }
+	if cfg.XDPMode, err = xsk.ParseXDPMode(ff.xdpMode); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.ZeroCopy, err = xsk.ParseZeroCopy(ff.zeroCopy); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.HugePages, err = umem.ParseHugePages(ff.hugePages); err != nil {
+		return cfg, nil, bad(err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(ff.logLevel)); err != nil {
+		return cfg, nil, bad(fmt.Errorf("log level %q: want debug, info, warn or error", ff.logLevel))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var logger *slog.Logger
+	switch ff.logFormat {
+	case "text":
+		logger = slog.New(slog.NewTextHandler(stderr, opts))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		return cfg, nil, bad(fmt.Errorf("log format %q: want text or json", ff.logFormat))
+	}
+	cfg.Links = ff.links
+	cfg.Queues = ff.queues
+	cfg.FrameSize = ff.frameSize
+	cfg.Force = ff.force
+	cfg.Logger = logger
+	return cfg, logger, nil
+}
+
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}
+
+func cmdRun(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var ff fwdFlags
+	ff.register(fs, true)
+	interval := fs.Duration("stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
+	summary := fs.String("summary", "", "write a JSON summary to this file on exit")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if *interval < 0 {
+		return usageError{"--stats-interval must not be negative"}
+	}
+	cfg, logger, err := ff.config(stderr)
+	if err != nil {
+		return err
+	}
+	if len(cfg.Links) != 2 {
+		return usageError{fmt.Sprintf("need exactly two --link flags, got %d", len(cfg.Links))}
+	}
+	f, err := fwd.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	sum, err := forward(ctx, f, *interval, stderr)
+	logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
+	if *summary != "" {
+		if werr := writeSummary(*summary, sum); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+// forward runs f until ctx is done, printing a stats line every interval,
+// then shuts it down and returns its summary.
+func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer) (fwd.Summary, error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if interval <= 0 {
+			return
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		names := f.Links()
+		prev := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
+		last := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				cur := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
+				fmt.Fprintln(stderr, fwd.StatsLine(names, prev, cur, now.Sub(last)))
+				prev, last = cur, now
+			}
+		}
+	}()
+	runErr := f.Run(ctx)
+	<-done
+	sum, err := f.Shutdown()
+	return sum, errors.Join(runErr, err)
+}
+
+func writeSummary(path string, s fwd.Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("summary: %w", err)
+	}
+	return nil
+}

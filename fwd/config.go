@@ -1,0 +1,177 @@
+package fwd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Config configures a Forwarder. The zero value of each field but Links is
+// a sensible default.
+type Config struct {
+	Links     []string // exactly two
+	Queues    int      // 0: the links' RX queue count
+	FrameSize int      // 0: 2048
+	XDPMode   xsk.XDPMode
+	ZeroCopy  xsk.ZeroCopy
+	HugePages umem.HugePages
+	Force     bool   // replace a foreign XDP program
+	RingSize  uint32 // 0: 2048 entries per ring
+	Batch     int    // 0: 64 descriptors per ring operation
+	Logger    *slog.Logger
+}
+
+// InputError marks an error caused by the user's input or environment
+// (bad flag, unknown link, missing capability, foreign program): the
+// command reports it with exit code 2.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(format string, args ...any) error {
+	return &InputError{fmt.Errorf(format, args...)}
+}
+
+// IsInputError reports whether err is (or wraps) an InputError.
+func IsInputError(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}
+
+// maxFrameOverhead is what a frame needs beyond the MTU: Ethernet header
+// and one VLAN tag (veth forwards MTU+18), plus the XDP_PACKET_HEADROOM the
+// kernel keeps in front of received data in copy mode.
+const maxFrameOverhead = 14 + 4 + unix.XDP_PACKET_HEADROOM
+
+type linkInfo struct {
+	name     string
+	index    int
+	mtu      int
+	rxQueues int
+	txQueues int
+}
+
+func (c *Config) normalize() error {
+	if c.FrameSize == 0 {
+		c.FrameSize = 2048
+	}
+	if c.RingSize == 0 {
+		c.RingSize = 2048
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case len(c.Links) != 2:
+		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
+	case c.Links[0] == c.Links[1]:
+		return inputErr("link %q given twice: the two links must differ", c.Links[0])
+	case c.FrameSize != 2048 && c.FrameSize != 4096:
+		return inputErr("frame size %d: want 2048 or 4096", c.FrameSize)
+	case c.Queues < 0:
+		return inputErr("queues %d: want a positive count", c.Queues)
+	case c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64:
+		return inputErr("ring size %d: want a power of two, at least 64", c.RingSize)
+	case c.Batch < 1 || uint32(c.Batch) > c.RingSize:
+		return inputErr("batch %d: want 1..ring size", c.Batch)
+	}
+	return nil
+}
+
+func lookupLinks(c *Config) ([2]linkInfo, error) {
+	var out [2]linkInfo
+	for i, name := range c.Links {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				return out, inputErr("unknown link %q", name)
+			}
+			return out, fmt.Errorf("link %q: %w", name, err)
+		}
+		a := l.Attrs()
+		rx, tx := realQueues(name)
+		out[i] = linkInfo{name: name, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
+	}
+	if c.Queues == 0 {
+		c.Queues = min(out[0].rxQueues, out[1].rxQueues, out[0].txQueues, out[1].txQueues)
+	}
+	for _, l := range out {
+		if c.Queues > l.rxQueues || c.Queues > l.txQueues {
+			return out, inputErr("--queues %d: link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
+		}
+		if need := l.mtu + maxFrameOverhead; need > c.FrameSize {
+			return out, inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d",
+				l.name, l.mtu, need, unix.XDP_PACKET_HEADROOM, c.FrameSize)
+		}
+	}
+	return out, nil
+}
+
+// Capabilities the forwarder needs, checked up front so a missing one is
+// named instead of surfacing as EPERM from some later syscall.
+var requiredCaps = []struct {
+	bit  uint
+	name string
+}{
+	{unix.CAP_NET_ADMIN, "CAP_NET_ADMIN"},
+	{unix.CAP_NET_RAW, "CAP_NET_RAW"},
+	{unix.CAP_BPF, "CAP_BPF"},
+	{unix.CAP_IPC_LOCK, "CAP_IPC_LOCK"},
+}
+
+// RequiredCapabilities lists, by name, the capabilities the forwarder
+// checks for (the systemd unit grants exactly these).
+func RequiredCapabilities() []string {
+	var s []string
+	for _, c := range requiredCaps {
+		s = append(s, c.name)
+	}
+	return s
+}
+
+// CheckCapabilities returns an InputError naming every missing capability.
+func CheckCapabilities() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	var missing []string
+	for _, c := range requiredCaps {
+		if data[c.bit/32].Effective&(1<<(c.bit%32)) == 0 {
+			missing = append(missing, c.name)
+		}
+	}
+	if len(missing) > 0 {
+		return inputErr("missing capabilities: %s (run as root or grant them)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// realQueues returns the queues a link uses now, which may be fewer than
+// it was created with (netlink's NumRxQueues): a veth made with 2 queues
+// runs with 1 until told otherwise, and binding to an unused queue fails.
+func realQueues(name string) (rx, tx int) {
+	if c, err := ethtool.GetChannels(name); err == nil && c.RX+c.Combined > 0 {
+		return int(c.RX + c.Combined), int(c.TX + c.Combined)
+	}
+	count := func(kind string) int {
+		m, _ := filepath.Glob("/sys/class/net/" + name + "/queues/" + kind + "-*")
+		return max(len(m), 1)
+	}
+	return count("rx"), count("tx")
+}

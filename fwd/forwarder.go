@@ -1,0 +1,229 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/txring"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Forwarder joins two links. Build it with New, run it with Run, release
+// it with Close.
+type Forwarder struct {
+	cfg     Config
+	links   [2]linkInfo
+	region  *umem.Region
+	progs   [2]*xsk.Program
+	socks   [2][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
+	workers []*worker
+
+	stop     atomic.Bool
+	started  time.Time
+	stopped  time.Time
+	closeErr error
+	closed   bool
+	leaked   int
+	mu       sync.Mutex // guards closed/leaked for Summary
+}
+
+// New validates cfg, then maps the UMEM, attaches the XDP programs and
+// binds the sockets. On any error everything built so far is released.
+func New(cfg Config) (_ *Forwarder, err error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	if err := CheckCapabilities(); err != nil {
+		return nil, err
+	}
+	links, err := lookupLinks(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	f := &Forwarder{cfg: cfg, links: links}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+
+	sockets := 2 * cfg.Queues
+	ucfg := umem.DefaultConfig(sockets)
+	ucfg.FrameSize = cfg.FrameSize
+	ucfg.Frames = sockets * int(2*cfg.RingSize)
+	ucfg.HugePages = cfg.HugePages
+	if f.region, err = umem.New(ucfg); err != nil {
+		return nil, err
+	}
+
+	// Programs first: a link that is not ours to take is refused before
+	// any socket is bound to it.
+	for i, l := range links {
+		p, err := xsk.Attach(l.name, l.index, cfg.Queues, cfg.XDPMode, cfg.Force)
+		if err != nil {
+			if errors.Is(err, xsk.ErrForeignProgram) {
+				return nil, &InputError{err}
+			}
+			return nil, err
+		}
+		f.progs[i] = p
+	}
+
+	zc := cfg.ZeroCopy
+	if err = f.openSockets(zc); err != nil && zc == xsk.ZeroCopyAuto && f.socks[0] != nil && f.socks[0][0] != nil && f.socks[0][0].ZeroCopy() {
+		// The owner got zero-copy but a sharing socket could not follow
+		// (shared sockets inherit the owner's mode): all in copy mode.
+		f.closeSockets()
+		err = f.openSockets(xsk.ZeroCopyOff)
+	}
+	if err != nil {
+		if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
+			return nil, &InputError{err}
+		}
+		return nil, err
+	}
+
+	for q := range cfg.Queues {
+		f.workers = append(f.workers, newWorker(f, q))
+	}
+	for i := range links {
+		for q, s := range f.socks[i] {
+			if err := f.progs[i].Register(q, s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cfg.Logger.Info("forwarder ready",
+		"links", cfg.Links, "queues", cfg.Queues,
+		"xdp_mode", []string{f.progs[0].Mode(), f.progs[1].Mode()},
+		"bind_mode", f.socks[0][0].BindMode(),
+		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size())
+	return f, nil
+}
+
+func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
+	var owner *xsk.Socket
+	for i, l := range f.links {
+		f.socks[i] = make([]*xsk.Socket, f.cfg.Queues)
+		for q := range f.cfg.Queues {
+			s, err := xsk.Open(f.region, xsk.Config{
+				Ifname: l.name, Ifindex: l.index, Queue: q,
+				RingSize: f.cfg.RingSize, Shared: owner, ZeroCopy: zc,
+			})
+			if err != nil {
+				return err
+			}
+			f.socks[i][q] = s
+			if owner == nil {
+				owner = s
+			}
+		}
+	}
+	return nil
+}
+
+func (f *Forwarder) closeSockets() error {
+	var errs []error
+	// Sharing sockets first: the owner holds the UMEM registration.
+	for i := len(f.links) - 1; i >= 0; i-- {
+		for q := len(f.socks[i]) - 1; q >= 0; q-- {
+			if s := f.socks[i][q]; s != nil {
+				errs = append(errs, s.Close())
+			}
+		}
+		f.socks[i] = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Run forwards until ctx is done, then stops receiving, waits (briefly) for
+// what is in flight to complete, and returns.
+func (f *Forwarder) Run(ctx context.Context) error {
+	f.started = time.Now()
+	var wg sync.WaitGroup
+	for _, w := range f.workers {
+		wg.Go(func() { w.run(&f.stop) })
+	}
+	<-ctx.Done()
+	f.Stop()
+	wg.Wait()
+	f.stopped = time.Now()
+	return nil
+}
+
+// Stop asks the workers to drain and return; Run returns once they have.
+func (f *Forwarder) Stop() {
+	// Detaching the programs first stops new packets from arriving while
+	// the workers finish what is already in their rings.
+	for _, p := range f.progs {
+		if p != nil {
+			for q := range f.cfg.Queues {
+				p.Unregister(q)
+			}
+		}
+	}
+	f.stop.Store(true)
+}
+
+// Close detaches the programs, closes the sockets, reclaims what the kernel
+// held and unmaps the UMEM. Call it after Run has returned. It counts as
+// leaked every address that was neither free nor legitimately in the
+// kernel's fill/RX side when the sockets closed.
+func (f *Forwarder) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return f.closeErr
+	}
+	f.closed = true
+	var errs []error
+	for i, p := range f.progs {
+		if p != nil {
+			errs = append(errs, p.Close())
+			f.progs[i] = nil
+		}
+	}
+	errs = append(errs, f.closeSockets())
+	if f.region != nil {
+		for _, w := range f.workers {
+			w.frames.Flush()
+		}
+		// Closing the sockets made the kernel let go of its fill and RX
+		// rings; anything else not free was lost on our side.
+		f.region.Frames.Reclaim(umem.KernelRX)
+		f.leaked = f.region.InUse()
+		if err := f.region.Check(); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, f.region.Close())
+	}
+	f.closeErr = errors.Join(errs...)
+	if f.closeErr != nil {
+		f.closeErr = fmt.Errorf("forwarder close: %w", f.closeErr)
+	}
+	return f.closeErr
+}
+
+// Region is the forwarder's UMEM, for tests and stats.
+func (f *Forwarder) Region() *umem.Region { return f.region }
+
+// Leaked is the number of UMEM addresses lost, valid after Close.
+func (f *Forwarder) Leaked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leaked
+}
+
+// Queues is the number of queues (and workers) in use.
+func (f *Forwarder) Queues() int { return f.cfg.Queues }
+
+// Links returns the two link names.
+func (f *Forwarder) Links() [2]string { return [2]string{f.links[0].name, f.links[1].name} }
+
+// txRing returns the TX ring of link i, queue q.
+func (f *Forwarder) txRing(i, q int) *txring.Ring { return f.workers[q].ports[i].tx }

@@ -1,0 +1,13 @@
+// Package topo builds the throw-away network topologies that xdpfwd's demos,
+// tests and benchmarks run on, and drives traffic across them.
+//
+// A Pair is two named network namespaces, A and B, each joined to the root
+// namespace by a veth pair. The root-side ends are where a forwarder (xdpfwd,
+// a Linux bridge, an XDP redirect program) is attached; without one, A and B
+// cannot reach each other. TCPTransfer, UDPBurst and Ping generate bounded,
+// verifiable traffic between the namespaces.
+//
+// The package owns only what it creates: every namespace and link carries a
+// random per-pair prefix, and cleanup never touches links or namespaces it did
+// not create, even if they share a name pattern.
+package topo

@@ -1,0 +1,106 @@
+// Package txring owns the transmit side of one AF_XDP socket: its TX ring,
+// which user space produces, and its completion ring, which the kernel
+// produces. It batches descriptors, kicks the kernel only when the ring's
+// need_wakeup flag asks for it (or the ring is full), and hands completed
+// addresses back to the caller, which returns each to the zone it came
+// from. It never allocates, never blocks, and makes no syscall per packet.
+//
+// A Ring has a single producer: one goroutine owns it.
+package txring
+
+import (
+	"sync/atomic"
+
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Ring is the TX and completion ring pair of one socket.
+type Ring struct {
+	s    *xsk.Socket
+	tx   *xsk.Producer
+	comp *xsk.Consumer
+
+	reserved  uint32 // reserved, not yet submitted
+	submitted uint64
+	completed uint64
+
+	// Kicks counts sendto calls; KickErrors those that failed (link
+	// down). Atomic so a stats reader may load them while the owner runs.
+	Kicks      atomic.Uint64
+	KickErrors atomic.Uint64
+}
+
+// New wraps the TX side of s.
+func New(s *xsk.Socket) *Ring {
+	return &Ring{s: s, tx: &s.TX, comp: &s.Comp}
+}
+
+// Socket returns the socket the ring belongs to.
+func (r *Ring) Socket() *xsk.Socket { return r.s }
+
+// Free is how many descriptors could be reserved now.
+func (r *Ring) Free(want uint32) uint32 { return r.tx.Free(want) }
+
+// Reserve claims up to n descriptor slots; write them with Set, then call
+// Submit. It returns how many it got and the first slot's index.
+func (r *Ring) Reserve(n uint32) (got, idx uint32) {
+	got, idx = r.tx.Reserve(n)
+	r.reserved += got
+	return got, idx
+}
+
+// Set writes the descriptor in a reserved slot.
+func (r *Ring) Set(idx uint32, addr uint64, length uint32, options uint32) {
+	r.tx.SetDesc(idx, xsk.Desc{Addr: addr, Len: length, Options: options})
+}
+
+// Cancel gives back the last n reserved slots unused.
+func (r *Ring) Cancel(n uint32) {
+	r.tx.Cancel(n)
+	r.reserved -= n
+}
+
+// Submit publishes every reserved descriptor and kicks the kernel if it
+// asked to be woken or the ring is now full.
+func (r *Ring) Submit() {
+	if r.reserved == 0 {
+		return
+	}
+	r.tx.Submit(r.reserved)
+	r.submitted += uint64(r.reserved)
+	r.reserved = 0
+	r.Kick(false)
+}
+
+// Kick makes the sendto the kernel needs to process the TX ring, if its
+// need_wakeup flag is set, the ring is full, or force is set.
+func (r *Ring) Kick(force bool) {
+	if !force && !r.tx.NeedsWakeup() && r.tx.Free(1) != 0 {
+		return
+	}
+	r.Kicks.Add(1)
+	if r.s.Kick() != nil {
+		r.KickErrors.Add(1)
+	}
+}
+
+// Reap copies up to len(buf) completed addresses into buf, releases them
+// to the kernel and returns how many. The caller owns them from then on.
+func (r *Ring) Reap(buf []uint64) int {
+	n, idx := r.comp.Peek(uint32(len(buf)))
+	for i := range n {
+		buf[i] = r.comp.Addr(idx + i)
+	}
+	if n > 0 {
+		r.comp.Release(n)
+		r.completed += uint64(n)
+	}
+	return int(n)
+}
+
+// InFlight is the number of descriptors submitted and not yet reaped.
+func (r *Ring) InFlight() uint64 { return r.submitted - r.completed }
+
+// Pending is the number of submitted descriptors the kernel has not yet
+// consumed from the TX ring.
+func (r *Ring) Pending() uint32 { return r.tx.Pending() }

@@ -1,0 +1,277 @@
+package umem
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// InlineSlotSize is the size of one inline TX slot: the premapped
+	// per-descriptor zone of the seed threads.
+	InlineSlotSize = 256
+	// ChunkMax is the largest UMEM chunk Linux accepts; no descriptor may
+	// exceed it, so larger blocks hold several adjacent descriptors.
+	ChunkMax  = 4096
+	hugePage  = 2 << 20
+	smallPage = 4096
+)
+
+// HugePages selects the backing of the region.
+type HugePages int
+
+const (
+	HugePagesAuto HugePages = iota // hugetlb, else THP, else 4 KiB
+	HugePagesOn                    // hugetlb or fail
+	HugePagesOff                   // 4 KiB pages only
+)
+
+// ParseHugePages parses "auto", "on" or "off".
+func ParseHugePages(s string) (HugePages, error) {
+	switch s {
+	case "auto":
+		return HugePagesAuto, nil
+	case "on":
+		return HugePagesOn, nil
+	case "off":
+		return HugePagesOff, nil
+	}
+	return 0, fmt.Errorf("hugepages %q: want auto, on or off", s)
+}
+
+// Backing says what memory the region ended up on.
+type Backing string
+
+const (
+	BackingHugeTLB Backing = "hugetlb-2MiB"
+	BackingTHP     Backing = "thp-2MiB"
+	Backing4K      Backing = "4KiB"
+)
+
+// Config sizes the region. Zero counts disable a zone (frames excepted).
+type Config struct {
+	FrameSize   int // RX frame size and UMEM chunk size: 2048 or 4096
+	Frames      int // RX frames
+	InlineSlots int // 256-byte inline TX slots
+	FragOrder   int // 0 (no frag zone), 3 (32 KiB blocks) or 4 (64 KiB blocks)
+	FragBlocks  int
+	Headroom    int // XDP_UMEM_REG headroom in front of received data
+	HugePages   HugePages
+}
+
+// DefaultConfig sizes the zones for sockets bound to `sockets` (link,
+// queue) pairs: per socket, enough frames to fill a 2048-entry fill ring
+// with as many again in flight on RX and TX.
+func DefaultConfig(sockets int) Config {
+	sockets = max(sockets, 1)
+	return Config{
+		FrameSize:   2048,
+		Frames:      4096 * sockets,
+		InlineSlots: 8192, // 2 MiB: one huge page
+		FragOrder:   4,
+		FragBlocks:  32 * sockets,
+		HugePages:   HugePagesAuto,
+	}
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.FrameSize != 2048 && c.FrameSize != 4096:
+		return fmt.Errorf("frame size %d: want 2048 or 4096", c.FrameSize)
+	case c.Frames <= 0:
+		return fmt.Errorf("frames %d: want at least 1", c.Frames)
+	case c.InlineSlots < 0 || c.FragBlocks < 0:
+		return fmt.Errorf("negative zone size")
+	case c.FragOrder != 0 && c.FragOrder != 3 && c.FragOrder != 4:
+		return fmt.Errorf("frag order %d: want 0, 3 or 4", c.FragOrder)
+	case c.Headroom < 0 || c.Headroom > c.FrameSize/2:
+		return fmt.Errorf("headroom %d: want 0..%d", c.Headroom, c.FrameSize/2)
+	}
+	return nil
+}
+
+// FragBlockSize is the size of one frag block (0 when the zone is off).
+func (c Config) FragBlockSize() int {
+	if c.FragOrder == 0 {
+		return 0
+	}
+	return smallPage << c.FragOrder
+}
+
+// Region is the process's one premapped packet memory.
+type Region struct {
+	mem     []byte
+	cfg     Config
+	backing Backing
+
+	// Inline comes first so it starts on a huge page boundary: thousands
+	// of in-flight small packets then live in one 2 MiB page.
+	Inline *Zone
+	Frags  *Zone
+	Frames *Zone
+	zones  []*Zone
+}
+
+// New maps and pre-faults the region and carves it into zones.
+func New(cfg Config) (*Region, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("umem: %w", err)
+	}
+	var off uint64
+	inlineOff := off
+	off += uint64(cfg.InlineSlots) * InlineSlotSize
+	fragOff := alignUp(off, uint64(max(cfg.FragBlockSize(), smallPage)))
+	if cfg.FragOrder == 0 {
+		cfg.FragBlocks = 0
+	}
+	off = fragOff + uint64(cfg.FragBlocks)*uint64(cfg.FragBlockSize())
+	frameOff := alignUp(off, uint64(cfg.FrameSize))
+	off = frameOff + uint64(cfg.Frames)*uint64(cfg.FrameSize)
+	size := alignUp(off, hugePage)
+
+	mem, backing, err := mapRegion(int(size), cfg.HugePages)
+	if err != nil {
+		return nil, err
+	}
+	r := &Region{mem: mem, cfg: cfg, backing: backing}
+	r.Inline = newZone("inline", inlineOff, InlineSlotSize, cfg.InlineSlots)
+	fragUnit := uint64(max(cfg.FragBlockSize(), smallPage))
+	r.Frags = newZone("frags", fragOff, fragUnit, cfg.FragBlocks)
+	r.Frames = newZone("frames", frameOff, uint64(cfg.FrameSize), cfg.Frames)
+	r.zones = []*Zone{r.Inline, r.Frags, r.Frames}
+	return r, nil
+}
+
+func alignUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
+
+func mapRegion(size int, hp HugePages) ([]byte, Backing, error) {
+	const prot = unix.PROT_READ | unix.PROT_WRITE
+	const flags = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	if hp != HugePagesOff {
+		mem, err := unix.Mmap(-1, 0, size, prot, flags|unix.MAP_HUGETLB|unix.MAP_POPULATE)
+		if err == nil {
+			return mem, BackingHugeTLB, nil
+		}
+		if hp == HugePagesOn {
+			return nil, "", fmt.Errorf("umem: %d MiB of 2 MiB huge pages (vm.nr_hugepages): %w", size>>20, err)
+		}
+	}
+	mem, err := unix.Mmap(-1, 0, size, prot, flags)
+	if err != nil {
+		return nil, "", fmt.Errorf("umem: mmap %d bytes: %w", size, err)
+	}
+	advice := unix.MADV_NOHUGEPAGE
+	if hp == HugePagesAuto {
+		advice = unix.MADV_HUGEPAGE
+	}
+	thp := unix.Madvise(mem, advice) == nil && hp == HugePagesAuto
+	// Pre-fault now, so no packet takes a page fault later.
+	if err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE); err != nil {
+		for i := 0; i < len(mem); i += smallPage {
+			mem[i] = 0
+		}
+	}
+	if thp && anonHugeBytes(mem) > 0 {
+		return mem, BackingTHP, nil
+	}
+	return mem, Backing4K, nil
+}
+
+// anonHugeBytes reads how much of mem the kernel backs with transparent
+// huge pages, from this process's smaps.
+func anonHugeBytes(mem []byte) int64 {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	start := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		if !strings.HasSuffix(fields[0], ":") { // a mapping's header line
+			lo, _, _ := strings.Cut(fields[0], "-")
+			v, err := strconv.ParseUint(lo, 16, 64)
+			in = err == nil && v == start
+			continue
+		}
+		if in && fields[0] == "AnonHugePages:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// Mem is the region's memory. Offsets in descriptors index into it.
+func (r *Region) Mem() []byte { return r.mem }
+
+// Addr is the region's virtual address, for XDP_UMEM_REG.
+func (r *Region) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(&r.mem[0]))) }
+
+// Size is the region's size in bytes.
+func (r *Region) Size() int { return len(r.mem) }
+
+// Backing reports what memory the region got.
+func (r *Region) Backing() Backing { return r.backing }
+
+// Config returns the configuration the region was built with.
+func (r *Region) Config() Config { return r.cfg }
+
+// ChunkSize is the UMEM chunk size to register: the frame size.
+func (r *Region) ChunkSize() int { return r.cfg.FrameSize }
+
+// Zones lists the zones in address order.
+func (r *Region) Zones() []*Zone { return r.zones }
+
+// ZoneOf returns the zone holding addr, or nil.
+func (r *Region) ZoneOf(addr uint64) *Zone {
+	switch {
+	case r.Frames.Contains(addr):
+		return r.Frames
+	case r.Inline.Contains(addr):
+		return r.Inline
+	case r.Frags.Contains(addr):
+		return r.Frags
+	}
+	return nil
+}
+
+// Check runs every zone's Check; call it once workers have stopped.
+func (r *Region) Check() error {
+	var errs []error
+	for _, z := range r.zones {
+		errs = append(errs, z.Check())
+	}
+	return errors.Join(errs...)
+}
+
+// InUse counts units not free (held, or with the kernel) across all zones.
+func (r *Region) InUse() int {
+	n := 0
+	for _, z := range r.zones {
+		c := z.Counts()
+		n += z.Len() - c[Free]
+	}
+	return n
+}
+
+// Close unmaps the region. The sockets using it must be closed first.
+func (r *Region) Close() error {
+	if r.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(r.mem)
+	r.mem = nil
+	return err
+}

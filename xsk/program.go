@@ -1,0 +1,207 @@
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ProgramName is the name xdpfwd's XDP program carries, so another
+// instance (or an operator) can tell it from a foreign program.
+const ProgramName = "xdpfwd_redir"
+
+// XDPMode selects where the XDP program runs.
+type XDPMode int
+
+const (
+	XDPAuto    XDPMode = iota // native, else generic
+	XDPNative                 // in the driver
+	XDPGeneric                // on the skb path, any driver
+)
+
+// ParseXDPMode parses "auto", "native" or "generic".
+func ParseXDPMode(s string) (XDPMode, error) {
+	switch s {
+	case "auto":
+		return XDPAuto, nil
+	case "native":
+		return XDPNative, nil
+	case "generic":
+		return XDPGeneric, nil
+	}
+	return 0, fmt.Errorf("xdp mode %q: want auto, native or generic", s)
+}
+
+// ErrForeignProgram is returned when a link already carries an XDP program
+// that this process did not attach.
+var ErrForeignProgram = errors.New("link already has an XDP program")
+
+// Program is the XDP program of one link and the XSKMAP it redirects into.
+type Program struct {
+	ifname string
+	prog   *ebpf.Program
+	xsks   *ebpf.Map
+	link   link.Link
+	mode   string
+}
+
+// Attach loads the redirect program for a link with up to queues RX queues
+// and attaches it through a BPF link, so the kernel removes it when the
+// last reference goes, even if this process is killed with SIGKILL.
+// A foreign program already on the link is refused unless force is set, in
+// which case it is detached first (possible only for programs attached
+// through netlink, not through someone else's BPF link).
+func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Program, err error) {
+	if err := checkForeign(ifname, ifindex, force); err != nil {
+		return nil, err
+	}
+	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "xdpfwd_xsks",
+		Type:       ebpf.XSKMap,
+		KeySize:    4,
+		ValueSize:  4,
+		MaxEntries: uint32(max(queues, 1)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("xdp %s: XSKMAP: %w", ifname, err)
+	}
+	p := &Program{ifname: ifname, xsks: xsks}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if p.prog, err = loadRedirect(xsks); err != nil {
+		return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
+	}
+	try := []struct {
+		flags link.XDPAttachFlags
+		name  string
+	}{{link.XDPDriverMode, "native"}, {link.XDPGenericMode, "generic"}}
+	switch mode {
+	case XDPNative:
+		try = try[:1]
+	case XDPGeneric:
+		try = try[1:]
+	}
+	var errs []error
+	for _, t := range try {
+		l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: t.flags})
+		if err == nil {
+			p.link, p.mode = l, t.name
+			return p, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
+	}
+	return nil, fmt.Errorf("xdp %s: attach: %w", ifname, errors.Join(errs...))
+}
+
+// loadRedirect assembles, without a C compiler:
+//
+//	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+//
+// The low bits of the flags argument are the action when the map has no
+// socket for the queue: such packets go on to the kernel's stack.
+// The program is frags-aware where the kernel allows it, so multi-buffer
+// (jumbo) packets reach sockets bound with XDP_USE_SG.
+func loadRedirect(xsks *ebpf.Map) (*ebpf.Program, error) {
+	const rxQueueIndexOff = 16 // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, rxQueueIndexOff, asm.Word),
+		asm.LoadMapPtr(asm.R1, xsks.FD()),
+		asm.Mov.Imm(asm.R3, 2), // XDP_PASS
+		asm.FnRedirectMap.Call(),
+		asm.Return(),
+	}
+	spec := &ebpf.ProgramSpec{
+		Name:         ProgramName,
+		Type:         ebpf.XDP,
+		License:      "Dual BSD/GPL",
+		Instructions: insns,
+		Flags:        unix.BPF_F_XDP_HAS_FRAGS,
+	}
+	prog, err := ebpf.NewProgram(spec)
+	if err != nil {
+		spec.Flags = 0
+		prog, err = ebpf.NewProgram(spec)
+	}
+	return prog, err
+}
+
+func checkForeign(ifname string, ifindex int, force bool) error {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("xdp %s: %w", ifname, err)
+	}
+	x := l.Attrs().Xdp
+	if x == nil || !x.Attached && x.ProgId == 0 {
+		return nil
+	}
+	name := "?"
+	if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+		if info, err := prog.Info(); err == nil {
+			name = info.Name
+		}
+		prog.Close()
+	}
+	if strings.HasPrefix(name, ProgramName) {
+		return fmt.Errorf("xdp %s: %w: program %d (%s) belongs to another xdpfwd instance on this link", ifname, ErrForeignProgram, x.ProgId, name)
+	}
+	if !force {
+		return fmt.Errorf("xdp %s: %w: program %d (%s); refusing to replace it without --force", ifname, ErrForeignProgram, x.ProgId, name)
+	}
+	// Detach in whichever mode it sits; a program held by another
+	// process's BPF link cannot be removed this way, and says so.
+	for _, fl := range []int{unix.XDP_FLAGS_SKB_MODE, unix.XDP_FLAGS_DRV_MODE, 0} {
+		if err = netlink.LinkSetXdpFdWithFlags(l, -1, fl); err == nil {
+			break
+		}
+	}
+	if l, err2 := netlink.LinkByIndex(ifindex); err2 == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.ProgId != 0 {
+		return fmt.Errorf("xdp %s: %w: program %d (%s) could not be detached (held by a BPF link?): %v", ifname, ErrForeignProgram, x.ProgId, name, err)
+	}
+	return nil
+}
+
+// Register points the program at a socket for RX queue q.
+func (p *Program) Register(q int, s *Socket) error {
+	if err := p.xsks.Update(uint32(q), uint32(s.FD()), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("xdp %s: XSKMAP[%d] = socket: %w", p.ifname, q, err)
+	}
+	return nil
+}
+
+// Unregister removes the socket for queue q; its packets go to the stack.
+func (p *Program) Unregister(q int) error {
+	if err := p.xsks.Delete(uint32(q)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("xdp %s: XSKMAP delete %d: %w", p.ifname, q, err)
+	}
+	return nil
+}
+
+// Mode is "native" or "generic": where the program got attached.
+func (p *Program) Mode() string { return p.mode }
+
+// Close detaches the program and frees its map.
+func (p *Program) Close() error {
+	var errs []error
+	if p.link != nil {
+		errs = append(errs, p.link.Close())
+		p.link = nil
+	}
+	if p.prog != nil {
+		errs = append(errs, p.prog.Close())
+		p.prog = nil
+	}
+	if p.xsks != nil {
+		errs = append(errs, p.xsks.Close())
+		p.xsks = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,254 @@
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/umem"
+)
+
+const xdpRingNeedWakeup = unix.XDP_RING_NEED_WAKEUP
+
+// ZeroCopy selects how a socket is bound.
+type ZeroCopy int
+
+const (
+	ZeroCopyAuto ZeroCopy = iota // zero-copy if the driver can, else copy
+	ZeroCopyOn                   // zero-copy or fail
+	ZeroCopyOff                  // copy mode
+)
+
+// ParseZeroCopy parses "auto", "on" or "off".
+func ParseZeroCopy(s string) (ZeroCopy, error) {
+	switch s {
+	case "auto":
+		return ZeroCopyAuto, nil
+	case "on":
+		return ZeroCopyOn, nil
+	case "off":
+		return ZeroCopyOff, nil
+	}
+	return 0, fmt.Errorf("zerocopy %q: want auto, on or off", s)
+}
+
+// ErrZeroCopyUnsupported is returned when zero-copy was demanded and the
+// driver cannot do it.
+var ErrZeroCopyUnsupported = errors.New("driver does not support AF_XDP zero-copy")
+
+// Config describes one socket.
+type Config struct {
+	Ifname   string // for messages
+	Ifindex  int
+	Queue    int
+	RingSize uint32 // entries in each of the four rings; a power of two
+	// Shared is the socket that registered the UMEM; nil makes this socket
+	// register it. Shared sockets take their fill and completion rings of
+	// their own (one per link-queue, as the kernel requires) and inherit
+	// the owner's bind mode.
+	Shared   *Socket
+	ZeroCopy ZeroCopy // owner only
+	SG       bool     // owner only: XDP_USE_SG, multi-buffer packets
+}
+
+// Socket is one AF_XDP socket bound to one (link, queue).
+type Socket struct {
+	fd       int
+	cfg      Config
+	zeroCopy bool
+
+	Fill Producer // frames lent to the kernel for RX
+	Comp Consumer // TX frames the kernel is done with
+	RX   Consumer
+	TX   Producer
+}
+
+// Open creates, maps and binds a socket on r. With ZeroCopyAuto a failed
+// zero-copy bind is retried in copy mode on a fresh socket.
+func Open(r *umem.Region, cfg Config) (*Socket, error) {
+	if cfg.RingSize == 0 || cfg.RingSize&(cfg.RingSize-1) != 0 {
+		return nil, fmt.Errorf("xsk %s queue %d: ring size %d is not a power of two", cfg.Ifname, cfg.Queue, cfg.RingSize)
+	}
+	if cfg.Shared != nil {
+		return open(r, cfg, unix.XDP_SHARED_UMEM)
+	}
+	var flags uint16 = unix.XDP_USE_NEED_WAKEUP
+	if cfg.SG {
+		flags |= unix.XDP_USE_SG
+	}
+	switch cfg.ZeroCopy {
+	case ZeroCopyOff:
+		return open(r, cfg, flags|unix.XDP_COPY)
+	case ZeroCopyOn:
+		s, err := open(r, cfg, flags|unix.XDP_ZEROCOPY)
+		if err != nil && errors.Is(err, unix.EOPNOTSUPP) {
+			err = fmt.Errorf("xsk %s queue %d: %w (%w)", cfg.Ifname, cfg.Queue, ErrZeroCopyUnsupported, err)
+		}
+		return s, err
+	}
+	if s, err := open(r, cfg, flags|unix.XDP_ZEROCOPY); err == nil {
+		return s, nil
+	}
+	return open(r, cfg, flags|unix.XDP_COPY)
+}
+
+func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("xsk %s queue %d: socket: %w", cfg.Ifname, cfg.Queue, err)
+	}
+	s := &Socket{fd: fd, cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.Close()
+			err = fmt.Errorf("xsk %s queue %d: %w", cfg.Ifname, cfg.Queue, err)
+		}
+	}()
+	if cfg.Shared == nil {
+		reg := unix.XDPUmemReg{
+			Addr:     r.Addr(),
+			Len:      uint64(r.Size()),
+			Size:     uint32(r.ChunkSize()),
+			Headroom: uint32(r.Config().Headroom),
+			// Unaligned chunks: inline slots and frag-block descriptors
+			// start anywhere, not on chunk boundaries.
+			Flags: unix.XDP_UMEM_UNALIGNED_CHUNK_FLAG,
+		}
+		if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+			return nil, fmt.Errorf("XDP_UMEM_REG (%d bytes, chunk %d): %w", reg.Len, reg.Size, err)
+		}
+	}
+	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt, int(cfg.RingSize)); err != nil {
+			return nil, fmt.Errorf("ring size option %d: %w", opt, err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	optlen := uint32(unsafe.Sizeof(off))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_MMAP_OFFSETS,
+		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&optlen)), 0); e != 0 {
+		return nil, fmt.Errorf("XDP_MMAP_OFFSETS: %w", e)
+	}
+	n := uint64(cfg.RingSize)
+	mapRing := func(o unix.XDPRingOffset, pgoff int64, elem uint64) (ring, error) {
+		mem, err := unix.Mmap(fd, pgoff, int(o.Desc+n*elem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return ring{}, fmt.Errorf("mmap ring at %#x: %w", pgoff, err)
+		}
+		return newRing(mem, o.Producer, o.Consumer, o.Flags, o.Desc, cfg.RingSize), nil
+	}
+	descSize := uint64(unsafe.Sizeof(Desc{}))
+	if s.Fill.ring, err = mapRing(off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, 8); err != nil {
+		return nil, err
+	}
+	if s.Comp.ring, err = mapRing(off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, 8); err != nil {
+		return nil, err
+	}
+	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, descSize); err != nil {
+		return nil, err
+	}
+	if s.TX.ring, err = mapRing(off.Tx, unix.XDP_PGOFF_TX_RING, descSize); err != nil {
+		return nil, err
+	}
+	s.Fill.initProducer()
+	s.TX.initProducer()
+	s.Comp.initConsumer()
+	s.RX.initConsumer()
+
+	sa := unix.SockaddrXDP{Flags: flags, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
+	if cfg.Shared != nil {
+		sa.SharedUmemFD = uint32(cfg.Shared.fd)
+	}
+	if err := unix.Bind(fd, &sa); err != nil {
+		return nil, fmt.Errorf("bind (flags %#x): %w", flags, err)
+	}
+	// Let one sendto in copy mode move a whole ring's worth instead of the
+	// default 32 descriptors. Older kernels lack the option; that is fine.
+	_ = unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(cfg.RingSize))
+
+	var opts struct{ flags uint32 }
+	optlen = uint32(unsafe.Sizeof(opts))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_OPTIONS,
+		uintptr(unsafe.Pointer(&opts)), uintptr(unsafe.Pointer(&optlen)), 0); e == 0 {
+		s.zeroCopy = opts.flags&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	return s, nil
+}
+
+func setsockopt(fd, opt int, p unsafe.Pointer, n uintptr) error {
+	if _, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, uintptr(opt), uintptr(p), n, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// FD is the socket's file descriptor, for the XSKMAP and poll.
+func (s *Socket) FD() int { return s.fd }
+
+// Queue is the queue the socket is bound to.
+func (s *Socket) Queue() int { return s.cfg.Queue }
+
+// Ifname is the link the socket is bound to.
+func (s *Socket) Ifname() string { return s.cfg.Ifname }
+
+// ZeroCopy reports whether the kernel bound the socket in zero-copy mode.
+func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
+
+// BindMode is "zerocopy" or "copy".
+func (s *Socket) BindMode() string {
+	if s.zeroCopy {
+		return "zerocopy"
+	}
+	return "copy"
+}
+
+// Kick asks the kernel to process the TX ring: one syscall for a batch.
+// EAGAIN/EBUSY/ENOBUFS mean the kernel is still busy with earlier work and
+// are not errors; ENETDOWN is returned so the caller can count it.
+func (s *Socket) Kick() error {
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
+		return nil
+	}
+	return e
+}
+
+// WakeRX wakes a driver that asked for it on the fill ring.
+func (s *Socket) WakeRX() {
+	unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+}
+
+// Stats are the kernel's XDP_STATISTICS for the socket.
+type Stats = unix.XDPStatistics
+
+// Stats reads the kernel's counters for the socket.
+func (s *Socket) Stats() (Stats, error) {
+	var st Stats
+	optlen := uint32(unsafe.Sizeof(st))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_XDP, unix.XDP_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&optlen)), 0); e != 0 {
+		return st, fmt.Errorf("xsk %s queue %d: XDP_STATISTICS: %w", s.cfg.Ifname, s.cfg.Queue, e)
+	}
+	return st, nil
+}
+
+// Close unmaps the rings and closes the socket. The kernel releases every
+// UMEM address still in its rings. A socket that registered the UMEM must
+// be closed after the sockets that share it.
+func (s *Socket) Close() error {
+	for _, r := range []*ring{&s.Fill.ring, &s.Comp.ring, &s.RX.ring, &s.TX.ring} {
+		if r.mem != nil {
+			unix.Munmap(r.mem)
+			*r = ring{}
+		}
+	}
+	if s.fd < 0 {
+		return nil
+	}
+	err := unix.Close(s.fd)
+	s.fd = -1
+	return err
+}
