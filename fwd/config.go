@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
@@ -28,6 +29,19 @@ type Config struct {
 	RingSize  uint32 // 0: 2048 entries per ring
 	Batch     int    // 0: 64 descriptors per ring operation
 	Logger    *slog.Logger
+
+	// InlineMax is the largest packet copied whole into a 256-byte inline
+	// slot. 0: 256 (the slot size); negative: the inline path is off.
+	InlineMax int
+	// FragOrder sizes frag blocks: 3 (32 KiB) or 4 (64 KiB). 0: 4;
+	// negative: no frag zone.
+	FragOrder int
+	// MaxTxFrags is the most descriptors a multi-buffer packet may leave
+	// as before it is repacked into a frag block. 0: 4.
+	MaxTxFrags int
+	// MultiBuffer binds the sockets with XDP_USE_SG so packets longer than
+	// a frame (jumbo MTUs) arrive and leave as descriptor chains.
+	MultiBuffer bool
 }
 
 // InputError marks an error caused by the user's input or environment
@@ -75,6 +89,21 @@ func (c *Config) normalize() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
+	case c.InlineMax == 0:
+		c.InlineMax = 256
+	case c.InlineMax < 0:
+		c.InlineMax = 0
+	}
+	switch {
+	case c.FragOrder == 0:
+		c.FragOrder = 4
+	case c.FragOrder < 0:
+		c.FragOrder = 0
+	}
+	if c.MaxTxFrags == 0 {
+		c.MaxTxFrags = 4
+	}
+	switch {
 	case len(c.Links) != 2:
 		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
 	case c.Links[0] == c.Links[1]:
@@ -85,8 +114,14 @@ func (c *Config) normalize() error {
 		return inputErr("queues %d: want a positive count", c.Queues)
 	case c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64:
 		return inputErr("ring size %d: want a power of two, at least 64", c.RingSize)
-	case c.Batch < 1 || uint32(c.Batch) > c.RingSize:
-		return inputErr("batch %d: want 1..ring size", c.Batch)
+	case c.Batch < linearize.MaxDescs || uint32(c.Batch) > c.RingSize:
+		return inputErr("batch %d: want %d..ring size", c.Batch, linearize.MaxDescs)
+	case c.InlineMax > umem.InlineSlotSize:
+		return inputErr("inline limit %d: at most the slot size, %d", c.InlineMax, umem.InlineSlotSize)
+	case c.FragOrder != 0 && c.FragOrder != 3 && c.FragOrder != 4:
+		return inputErr("frag order %d: want 3 (32 KiB), 4 (64 KiB) or 0 (off)", c.FragOrder)
+	case c.MaxTxFrags < 1 || c.MaxTxFrags > linearize.MaxDescs:
+		return inputErr("max TX frags %d: want 1..%d", c.MaxTxFrags, linearize.MaxDescs)
 	}
 	return nil
 }
@@ -113,9 +148,14 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 		if c.Queues > l.rxQueues || c.Queues > l.txQueues {
 			return out, inputErr("--queues %d: link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
 		}
-		if need := l.mtu + maxFrameOverhead; need > c.FrameSize {
-			return out, inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d",
+		need := l.mtu + maxFrameOverhead
+		switch perFrame := c.FrameSize - unix.XDP_PACKET_HEADROOM; {
+		case need <= c.FrameSize:
+		case !c.MultiBuffer:
+			return out, inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d (use --multi-buffer for jumbo frames)",
 				l.name, l.mtu, need, unix.XDP_PACKET_HEADROOM, c.FrameSize)
+		case (l.mtu+18+perFrame-1)/perFrame > linearize.MaxDescs:
+			return out, inputErr("link %q MTU %d needs more than %d frames of %d bytes per packet", l.name, l.mtu, linearize.MaxDescs, c.FrameSize)
 		}
 	}
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -22,6 +23,7 @@ type Forwarder struct {
 	progs   [2]*xsk.Program
 	socks   [2][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
 	workers []*worker
+	policy  linearize.Policy
 
 	stop     atomic.Bool
 	started  time.Time
@@ -55,8 +57,19 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	sockets := 2 * cfg.Queues
 	ucfg := umem.DefaultConfig(sockets)
 	ucfg.FrameSize = cfg.FrameSize
-	ucfg.Frames = sockets * int(2*cfg.RingSize)
+	// Per socket: a full fill ring (2 × RingSize) lent to the kernel, and
+	// a TX ring's worth in flight towards the other link.
+	ucfg.Frames = sockets * int(3*cfg.RingSize)
 	ucfg.HugePages = cfg.HugePages
+	ucfg.FragOrder = cfg.FragOrder
+	if cfg.InlineMax == 0 {
+		ucfg.InlineSlots = 0
+	}
+	f.policy = linearize.Policy{
+		InlineMax:  cfg.InlineMax,
+		MaxTxFrags: cfg.MaxTxFrags,
+		ChunkSize:  cfg.FrameSize,
+	}
 	if f.region, err = umem.New(ucfg); err != nil {
 		return nil, err
 	}
@@ -114,6 +127,7 @@ func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 			s, err := xsk.Open(f.region, xsk.Config{
 				Ifname: l.name, Ifindex: l.index, Queue: q,
 				RingSize: f.cfg.RingSize, Shared: owner, ZeroCopy: zc,
+				SG: f.cfg.MultiBuffer,
 			})
 			if err != nil {
 				return err
@@ -191,6 +205,7 @@ func (f *Forwarder) Close() error {
 	errs = append(errs, f.closeSockets())
 	if f.region != nil {
 		for _, w := range f.workers {
+			w.build.Close()
 			w.frames.Flush()
 		}
 		// Closing the sockets made the kernel let go of its fill and RX

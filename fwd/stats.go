@@ -2,7 +2,10 @@ package fwd
 
 import (
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/xdpfwd/xdpfwd/linearize"
 )
 
 // LinkStats are one link's counters, summed over its queues.
@@ -15,24 +18,38 @@ type LinkStats struct {
 	XDPMode   string            `json:"xdp_mode"`
 	BindMode  string            `json:"bind_mode"`
 	Queues    int               `json:"queues"`
+
+	// TX layout accounting (packets sent on this link).
+	TXPaths         map[string]uint64 `json:"tx_paths"` // inline, frame, frag, chain
+	TXDescriptors   uint64            `json:"tx_descriptors"`
+	InlineFallbacks uint64            `json:"inline_fallbacks"`
+	// DescsPerPacket is a histogram: "1" → packets that left as one
+	// descriptor, and so on up to "18".
+	DescsPerPacket map[string]uint64 `json:"tx_descs_per_packet"`
 }
 
 // Drop reasons. The kernel's come from XDP_STATISTICS of every socket.
 const (
 	DropRXDropped      = "rx_dropped"               // kernel: no room or frame too long
 	DropRXRingFull     = "rx_ring_full"             // kernel: our RX ring was full
-	DropFillRingEmpty  = "rx_fill_ring_empty_descs" // kernel: no frame to receive into
+	DropFillRingEmpty  = "rx_fill_ring_empty_descs" // kernel: no frame to receive into (also in rx_dropped)
 	DropRXInvalid      = "rx_invalid_descs"         // kernel: bad fill address
 	DropTXInvalid      = "tx_invalid_descs"         // kernel: bad TX descriptor
 	DropUMEMExhausted  = "umem_exhausted"           // us: fill refill found no free frame
 	DropTXKickFailures = "tx_kick_errors"           // us: sendto failed (link down)
+	DropRXBadDesc      = "rx_bad_descs"             // us: RX descriptor outside the frame zone, never followed
+	DropTXNoRoom       = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
 )
 
 // LinkStats returns the counters of link i (0 or 1). It is safe to call
 // while the forwarder runs: it sums per-worker atomics and reads the
 // kernel's statistics with one getsockopt per socket.
 func (f *Forwarder) LinkStats(i int) LinkStats {
-	l := LinkStats{Drops: map[string]uint64{}, Queues: f.cfg.Queues}
+	l := LinkStats{Drops: map[string]uint64{}, Queues: f.cfg.Queues,
+		TXPaths: map[string]uint64{}, DescsPerPacket: map[string]uint64{}}
+	for p := range linearize.NumPaths {
+		l.TXPaths[p.String()] = 0
+	}
 	if f.progs[i] != nil {
 		l.XDPMode = f.progs[i].Mode()
 	}
@@ -47,6 +64,18 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 		l.TXBytes += p.stats.txBytes.Load()
 		l.Drops[DropUMEMExhausted] += p.stats.fillShort.Load()
 		l.Drops[DropTXKickFailures] += p.tx.KickErrors.Load()
+		l.Drops[DropRXBadDesc] += p.stats.rxInvalid.Load()
+		l.Drops[DropTXNoRoom] += p.stats.txNoRoom.Load()
+		l.TXDescriptors += p.stats.txDescs.Load()
+		l.InlineFallbacks += p.stats.inlineFallbacks.Load()
+		for path := range linearize.NumPaths {
+			l.TXPaths[path.String()] += p.stats.txPaths[path].Load()
+		}
+		for k := 1; k <= linearize.MaxDescs; k++ {
+			if v := p.stats.descHist[k].Load(); v != 0 {
+				l.DescsPerPacket[strconv.Itoa(k)] += v
+			}
+		}
 		if q < len(f.socks[i]) && f.socks[i][q] != nil {
 			if ks, err := f.socks[i][q].Stats(); err == nil {
 				l.Drops[DropRXDropped] += ks.Rx_dropped
@@ -60,11 +89,15 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 	return l
 }
 
-// TotalDrops sums every drop reason.
+// TotalDrops sums the drop reasons, each packet once: the kernel's
+// rx_fill_ring_empty_descs is left out because those packets are also in
+// its rx_dropped.
 func (l LinkStats) TotalDrops() uint64 {
 	var n uint64
-	for _, v := range l.Drops {
-		n += v
+	for k, v := range l.Drops {
+		if k != DropFillRingEmpty {
+			n += v
+		}
 	}
 	return n
 }
@@ -82,15 +115,44 @@ type Summary struct {
 	Links     map[string]LinkStats `json:"links"`
 	UMEM      UMEMSummary          `json:"umem"`
 	DurationS float64              `json:"duration_s"`
+
+	// Totals over both links of the TX layout accounting.
+	TXPaths         map[string]uint64 `json:"tx_paths"`
+	TXDescriptors   uint64            `json:"tx_descriptors"`
+	InlineFallbacks uint64            `json:"inline_fallbacks"`
+	// PagesPer1KDesc is the mean number of distinct UMEM pages touched per
+	// 1,000 TX descriptors, at 4 KiB ("4k") and 2 MiB ("2m") granularity.
+	PagesPer1KDesc map[string]float64 `json:"pages_per_1k_desc"`
+}
+
+// PagesPer1K averages the workers' page meters.
+func (f *Forwarder) PagesPer1K() (p4k, p2m float64) {
+	var s4, s2, w uint64
+	for _, wk := range f.workers {
+		a, b, c := wk.meter.Sums()
+		s4, s2, w = s4+a, s2+b, w+c
+	}
+	if w == 0 {
+		return 0, 0
+	}
+	return float64(s4) / float64(w), float64(s2) / float64(w)
 }
 
 // Summary collects the final counters; call it after Run returned and
 // before Close, then read Leaked after Close (FinishSummary does both).
 func (f *Forwarder) Summary() Summary {
-	s := Summary{Links: map[string]LinkStats{}}
+	s := Summary{Links: map[string]LinkStats{}, TXPaths: map[string]uint64{}}
 	for i, l := range f.links {
-		s.Links[l.name] = f.LinkStats(i)
+		ls := f.LinkStats(i)
+		s.Links[l.name] = ls
+		for k, v := range ls.TXPaths {
+			s.TXPaths[k] += v
+		}
+		s.TXDescriptors += ls.TXDescriptors
+		s.InlineFallbacks += ls.InlineFallbacks
 	}
+	p4, p2 := f.PagesPer1K()
+	s.PagesPer1KDesc = map[string]float64{"4k": p4, "2m": p2}
 	if f.region != nil {
 		s.UMEM = UMEMSummary{Backing: string(f.region.Backing()), SizeBytes: f.region.Size()}
 	}
@@ -123,5 +185,22 @@ func StatsLine(names [2]string, prev, cur [2]LinkStats, dt time.Duration) string
 		dr := cur[a].TotalDrops() - prev[a].TotalDrops()
 		return fmt.Sprintf("%s→%s %9.0f pps %8.1f Mbit/s drops %d", names[a], names[b], float64(pk)/sec, float64(by)*8/sec/1e6, dr)
 	}
-	return dir(0, 1) + " | " + dir(1, 0)
+	var paths [linearize.NumPaths]uint64
+	var total uint64
+	for i := range cur {
+		for p := range linearize.NumPaths {
+			v := cur[i].TXPaths[p.String()] - prev[i].TXPaths[p.String()]
+			paths[p] += v
+			total += v
+		}
+	}
+	tail := ""
+	if total > 0 {
+		tail = fmt.Sprintf(" | tx inline %.0f%% frame %.0f%% frag %.0f%% chain %.0f%%",
+			pct(paths[linearize.Inline], total), pct(paths[linearize.Frame], total),
+			pct(paths[linearize.Frag], total), pct(paths[linearize.Chain], total))
+	}
+	return dir(0, 1) + " | " + dir(1, 0) + tail
 }
+
+func pct(v, total uint64) float64 { return 100 * float64(v) / float64(total) }

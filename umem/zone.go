@@ -50,6 +50,10 @@ type Zone struct {
 	pool   []uint32 // free unit indices, a stack
 	caches []*Cache
 
+	// refs counts the descriptors in flight per unit, for zones whose
+	// units hold several packets (frag blocks); nil elsewhere.
+	refs []atomic.Int32
+
 	violations atomic.Uint64
 }
 
@@ -196,6 +200,9 @@ func (z *Zone) Check() error {
 	for i, s := range z.state {
 		if s == Free && !seen[i] {
 			lost++
+		}
+		if s == Free && z.refs != nil && z.refs[i].Load() != 0 {
+			dup++ // a free block still referenced by descriptors
 		}
 	}
 	if v := z.violations.Load(); v != 0 || dup != 0 || busy != 0 || lost != 0 {

@@ -179,3 +179,12 @@ const (
 func Flat(addr uint64) uint64 {
 	return addr&unalignedAddrMask + addr>>unalignedOffsetShift
 }
+
+// PktContd in a descriptor's Options marks a multi-buffer packet that
+// continues in the next descriptor (XDP_PKT_CONTD).
+const PktContd = 1
+
+// Cancel hands back the last n peeked, unreleased entries: they will be
+// peeked again. Used to leave a multi-buffer packet whose tail did not fit
+// in the batch for the next round.
+func (c *Consumer) Cancel(n uint32) { c.cachedCons -= n }

@@ -43,7 +43,11 @@ type Config struct {
 	Ifname   string // for messages
 	Ifindex  int
 	Queue    int
-	RingSize uint32 // entries in each of the four rings; a power of two
+	RingSize uint32 // entries in the RX and TX rings; a power of two
+	// FillSize is the entries in the fill and completion rings; 0 means
+	// twice RingSize, so a worker that is scheduled out for a while loses
+	// packets to a full RX ring, not to an empty fill ring.
+	FillSize uint32
 	// Shared is the socket that registered the UMEM; nil makes this socket
 	// register it. Shared sockets take their fill and completion rings of
 	// their own (one per link-queue, as the kernel requires) and inherit
@@ -70,6 +74,12 @@ type Socket struct {
 func Open(r *umem.Region, cfg Config) (*Socket, error) {
 	if cfg.RingSize == 0 || cfg.RingSize&(cfg.RingSize-1) != 0 {
 		return nil, fmt.Errorf("xsk %s queue %d: ring size %d is not a power of two", cfg.Ifname, cfg.Queue, cfg.RingSize)
+	}
+	if cfg.FillSize == 0 {
+		cfg.FillSize = 2 * cfg.RingSize
+	}
+	if cfg.FillSize&(cfg.FillSize-1) != 0 {
+		return nil, fmt.Errorf("xsk %s queue %d: fill ring size %d is not a power of two", cfg.Ifname, cfg.Queue, cfg.FillSize)
 	}
 	if cfg.Shared != nil {
 		return open(r, cfg, unix.XDP_SHARED_UMEM)
@@ -120,9 +130,12 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 			return nil, fmt.Errorf("XDP_UMEM_REG (%d bytes, chunk %d): %w", reg.Len, reg.Size, err)
 		}
 	}
-	for _, opt := range []int{unix.XDP_UMEM_FILL_RING, unix.XDP_UMEM_COMPLETION_RING, unix.XDP_RX_RING, unix.XDP_TX_RING} {
-		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, opt, int(cfg.RingSize)); err != nil {
-			return nil, fmt.Errorf("ring size option %d: %w", opt, err)
+	for _, o := range []struct {
+		opt  int
+		size uint32
+	}{{unix.XDP_UMEM_FILL_RING, cfg.FillSize}, {unix.XDP_UMEM_COMPLETION_RING, cfg.FillSize}, {unix.XDP_RX_RING, cfg.RingSize}, {unix.XDP_TX_RING, cfg.RingSize}} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, int(o.size)); err != nil {
+			return nil, fmt.Errorf("ring size option %d (%d entries): %w", o.opt, o.size, err)
 		}
 	}
 	var off unix.XDPMmapOffsets
@@ -131,25 +144,24 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&optlen)), 0); e != 0 {
 		return nil, fmt.Errorf("XDP_MMAP_OFFSETS: %w", e)
 	}
-	n := uint64(cfg.RingSize)
-	mapRing := func(o unix.XDPRingOffset, pgoff int64, elem uint64) (ring, error) {
-		mem, err := unix.Mmap(fd, pgoff, int(o.Desc+n*elem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mapRing := func(o unix.XDPRingOffset, pgoff int64, n uint32, elem uint64) (ring, error) {
+		mem, err := unix.Mmap(fd, pgoff, int(o.Desc+uint64(n)*elem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 		if err != nil {
 			return ring{}, fmt.Errorf("mmap ring at %#x: %w", pgoff, err)
 		}
-		return newRing(mem, o.Producer, o.Consumer, o.Flags, o.Desc, cfg.RingSize), nil
+		return newRing(mem, o.Producer, o.Consumer, o.Flags, o.Desc, n), nil
 	}
 	descSize := uint64(unsafe.Sizeof(Desc{}))
-	if s.Fill.ring, err = mapRing(off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, 8); err != nil {
+	if s.Fill.ring, err = mapRing(off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, cfg.FillSize, 8); err != nil {
 		return nil, err
 	}
-	if s.Comp.ring, err = mapRing(off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, 8); err != nil {
+	if s.Comp.ring, err = mapRing(off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, cfg.FillSize, 8); err != nil {
 		return nil, err
 	}
-	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, descSize); err != nil {
+	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, descSize); err != nil {
 		return nil, err
 	}
-	if s.TX.ring, err = mapRing(off.Tx, unix.XDP_PGOFF_TX_RING, descSize); err != nil {
+	if s.TX.ring, err = mapRing(off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, descSize); err != nil {
 		return nil, err
 	}
 	s.Fill.initProducer()

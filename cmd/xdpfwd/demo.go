@@ -1,9 +1,149 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"net/netip"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
+// cmdDemo is the main job on an embedded default: it builds two namespaces
+// joined through xdpfwd, proves that traffic crosses both ways, and removes
+// everything it built, also on Ctrl-C and on failure.
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
-	return usageError{"demo: not yet"}
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	var ff fwdFlags
+	ff.register(fs, false)
+	duration := fs.Duration("duration", 5*time.Second, "how long to keep traffic flowing after the checks")
+	tcpMiB := fs.Int("tcp-mib", 64, "size of the verified TCP transfer, MiB")
+	udpCount := fs.Int("udp-count", 100000, "datagrams in the counted UDP burst")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if *duration < 0 || *tcpMiB < 1 || *udpCount < 1 {
+		return usageError{"demo: --duration must be ≥ 0, --tcp-mib and --udp-count ≥ 1"}
+	}
+	cfg, _, err := ff.config(stderr)
+	if err != nil {
+		return err
+	}
+	if err := fwd.CheckCapabilities(); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	p, err := topo.NewPair(topo.Options{Queues: max(ff.queues, 1)})
+	if err != nil {
+		return fmt.Errorf("demo: build namespaces: %w", err)
+	}
+	defer func() {
+		if err := p.Close(); err != nil {
+			fmt.Fprintf(stderr, "xdpfwd demo: cleanup: %v\n", err)
+			return
+		}
+		fmt.Fprintf(stdout, "removed namespaces %s, %s and links %s, %s\n", p.A.Name, p.B.Name, p.LinkA, p.LinkB)
+	}()
+
+	cfg.Links = []string{p.LinkA, p.LinkB}
+	f, err := fwd.New(cfg)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	a, b := f.LinkStats(0), f.LinkStats(1)
+	fmt.Fprintf(stdout, "xdpfwd demo: namespaces %s and %s, forwarding %s <-> %s\n", p.A.Name, p.B.Name, p.LinkA, p.LinkB)
+	fmt.Fprintf(stdout, "  xdp %s/%s, sockets %s mode, %d queue(s), umem %d MiB on %s\n",
+		a.XDPMode, b.XDPMode, a.BindMode, f.Queues(), f.Region().Size()>>20, f.Region().Backing())
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- f.Run(runCtx) }()
+
+	checks := make(chan error, 1)
+	go func() { checks <- demoTraffic(ctx, p, *tcpMiB, *udpCount, *duration, stdout) }()
+	var checkErr error
+	select {
+	case checkErr = <-checks:
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "interrupted: stopping and cleaning up")
+		checkErr = errors.New("demo: interrupted")
+	}
+	cancelRun()
+	runErr := <-runDone
+	sum, closeErr := f.Shutdown()
+	for _, name := range []string{p.LinkA, p.LinkB} {
+		l := sum.Links[name]
+		fmt.Fprintf(stdout, "  %s: rx %d pkts %d bytes, tx %d pkts %d bytes, drops %d\n", name, l.RXPackets, l.RXBytes, l.TXPackets, l.TXBytes, l.TotalDrops())
+	}
+	fmt.Fprintf(stdout, "  umem: %d addresses leaked\n", sum.UMEM.LeakedAddresses)
+	if checkErr == nil && sum.UMEM.LeakedAddresses != 0 {
+		checkErr = fmt.Errorf("demo: %d UMEM addresses leaked", sum.UMEM.LeakedAddresses)
+	}
+	return errors.Join(checkErr, runErr, closeErr)
+}
+
+// demoTraffic runs the checks, each bounded in time and count.
+func demoTraffic(ctx context.Context, p *topo.Pair, tcpMiB, udpCount int, duration time.Duration, out io.Writer) error {
+	pings := []struct {
+		name string
+		src  *topo.NS
+		dst  netip.Addr
+	}{{"ping  A→B", p.A, p.V4B}, {"ping  B→A", p.B, p.V4A}, {"ping6 A→B", p.A, p.V6B}, {"ping6 B→A", p.B, p.V6A}}
+	for _, c := range pings {
+		r, err := topo.Ping(c.src, c.dst, 3, 3*time.Second)
+		if err != nil || r.Received != r.Sent {
+			return fmt.Errorf("%s %s: %d/%d replies: %v", c.name, c.dst, r.Received, r.Sent, err)
+		}
+		fmt.Fprintf(out, "  %s %-18s %d/%d replies, median rtt %v\n", c.name, c.dst, r.Received, r.Sent, r.RTT.Round(time.Microsecond))
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	n := int64(tcpMiB) << 20
+	t, err := topo.TCPTransfer(p.A, p.B, p.V4B, n, time.Minute)
+	if err != nil {
+		return fmt.Errorf("tcp A→B: %w", err)
+	}
+	fmt.Fprintf(out, "  tcp   A→B %d MiB verified byte for byte in %v: %.2f Gbit/s\n", t.Bytes>>20, t.Elapsed.Round(time.Millisecond), t.Gbps)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	u, err := topo.UDPBurst(p.A, p.B, p.V4B, udpCount, 64, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("udp A→B: %w", err)
+	}
+	fmt.Fprintf(out, "  udp   A→B %d sent, %d received (%.1f%%), %.0f pps, %d out of order\n",
+		u.Sent, u.Received, 100*float64(u.Received)/float64(u.Sent), u.PPS, u.OutOfOrder)
+	if u.Received == 0 {
+		return errors.New("udp A→B: nothing arrived")
+	}
+	// Keep traffic flowing, both ways, for the rest of the demo.
+	end := time.Now().Add(duration)
+	var total, got int
+	for time.Now().Before(end) && ctx.Err() == nil {
+		for _, d := range []struct {
+			src, dst *topo.NS
+			addr     netip.Addr
+		}{{p.A, p.B, p.V4B}, {p.B, p.A, p.V6A}} {
+			u, err := topo.UDPBurst(d.src, d.dst, d.addr, 20000, 256, 5*time.Second)
+			if err != nil {
+				return fmt.Errorf("udp: %w", err)
+			}
+			total += u.Sent
+			got += u.Received
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(out, "  udp   both ways for %v: %d sent, %d received\n", duration, total, got)
+	}
+	return nil
 }

@@ -1,0 +1,148 @@
+// Package inline owns the copy side of xdpfwd's TX paths: it copies small
+// packets whole into 256-byte slots of the UMEM's inline zone, repacks
+// scattered multi-buffer packets into adjacent chunks of a frag block, and
+// returns those slots and blocks when the kernel completes them. A Builder
+// does this for one worker; a Sender wraps one around its own socket for
+// programs that build their own packets.
+//
+// The inline zone is the user-space counterpart of the seeds' premapped
+// per-descriptor header zone: one contiguous run of slots, so thousands of
+// small packets in flight touch a handful of pages (one, on 2 MiB pages),
+// and the buffer a packet arrived in is recycled at once, while it is hot.
+//
+// It never blocks and never allocates per packet; it never touches rings.
+package inline
+
+import (
+	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Builder makes TX descriptors for one worker.
+type Builder struct {
+	mem    []byte
+	region *umem.Region
+	slots  *umem.Cache
+	packer *umem.Packer
+	Policy linearize.Policy
+}
+
+// NewBuilder returns a builder over r's inline and frag zones, with
+// per-worker caches of cacheSize units.
+func NewBuilder(r *umem.Region, policy linearize.Policy, cacheSize int) *Builder {
+	b := &Builder{mem: r.Mem(), region: r, Policy: policy}
+	if r.Inline.Len() == 0 {
+		b.Policy.InlineMax = 0
+	} else {
+		b.slots = r.Inline.NewCache(cacheSize)
+	}
+	b.Policy.InlineMax = min(b.Policy.InlineMax, umem.InlineSlotSize)
+	if r.Frags.Len() == 0 {
+		b.Policy.FragBlocks = false
+	} else {
+		b.packer = r.Frags.NewPacker(max(cacheSize/64, 4), policy.ChunkSize)
+		b.Policy.FragBlocks = true
+	}
+	return b
+}
+
+// Inline copies pkt into a fresh slot, marked as going to the kernel's TX
+// side, and returns its address. ok is false when the zone is exhausted.
+func (b *Builder) Inline(pkt []byte) (addr uint64, ok bool) {
+	if b.slots == nil || len(pkt) > umem.InlineSlotSize {
+		return 0, false
+	}
+	if addr, ok = b.slots.Alloc(umem.KernelTX); ok {
+		copy(b.mem[addr:addr+umem.InlineSlotSize], pkt)
+	}
+	return addr, ok
+}
+
+// InlineGather copies the data of descs (region offsets) into a fresh
+// slot. ok is false when the zone is exhausted or the data did not all fit.
+func (b *Builder) InlineGather(descs []xsk.Desc) (addr uint64, n int, ok bool) {
+	if b.slots == nil {
+		return 0, 0, false
+	}
+	if addr, ok = b.slots.Alloc(umem.KernelTX); !ok {
+		return 0, 0, false
+	}
+	n = linearize.Gather(b.mem[addr:addr+umem.InlineSlotSize], b.mem, descs)
+	if n != linearize.Total(descs) {
+		b.slots.Free(addr, umem.KernelTX)
+		return 0, 0, false
+	}
+	return addr, n, true
+}
+
+// Pack copies pkt into the current frag block and describes it as the
+// fewest adjacent descriptors, written to out. It returns how many, or 0
+// when there is no room (the caller falls back or drops).
+func (b *Builder) Pack(pkt []byte, out []xsk.Desc) int {
+	if b.packer == nil {
+		return 0
+	}
+	chunk := b.Policy.ChunkSize
+	k := linearize.Count(len(pkt), chunk)
+	if k > len(out) {
+		return 0
+	}
+	addr, ok := b.packer.Place(len(pkt), k)
+	if !ok {
+		return 0
+	}
+	copy(b.mem[addr:addr+uint64(len(pkt))], pkt)
+	return linearize.Cut(out, addr, len(pkt), chunk)
+}
+
+// Repack copies a multi-buffer packet's descs into the current frag block
+// as the fewest adjacent descriptors, written to out; 0 when there is no
+// room.
+func (b *Builder) Repack(descs, out []xsk.Desc) int {
+	if b.packer == nil {
+		return 0
+	}
+	total := linearize.Total(descs)
+	chunk := b.Policy.ChunkSize
+	k := linearize.Count(total, chunk)
+	if k > len(out) {
+		return 0
+	}
+	addr, ok := b.packer.Place(total, k)
+	if !ok {
+		return 0
+	}
+	if linearize.Gather(b.mem[addr:addr+uint64(total)], b.mem, descs) != total {
+		// Descriptors outside the UMEM: give the references back.
+		for range k {
+			b.packer.Release(addr)
+		}
+		return 0
+	}
+	return linearize.Cut(out, addr, total, chunk)
+}
+
+// Release returns a completed TX address if it belongs to the inline or
+// frag zone, and reports whether it did.
+func (b *Builder) Release(addr uint64) bool {
+	switch r := b.region; {
+	case r.Inline.Contains(addr):
+		b.slots.Free(addr, umem.KernelTX)
+	case r.Frags.Contains(addr):
+		b.packer.Release(addr)
+	default:
+		return false
+	}
+	return true
+}
+
+// Close gives back the builder's cached slots and its current block.
+func (b *Builder) Close() {
+	if b.slots != nil {
+		b.slots.Flush()
+	}
+	if b.packer != nil {
+		b.packer.Close()
+	}
+}
