@@ -102,7 +102,12 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	}
 
 	for q := range cfg.Queues {
-		f.workers = append(f.workers, newWorker(f, q))
+		w := newWorker(f, q)
+		// Fill rings go full before the program points at the sockets,
+		// so the first packet after "ready" finds a frame to land in.
+		w.refill(0)
+		w.refill(1)
+		f.workers = append(f.workers, w)
 	}
 	for i := range links {
 		for q, s := range f.socks[i] {

@@ -89,7 +89,7 @@ func newWorker(f *Forwarder, q int) *worker {
 		mem:    f.region.Mem(),
 		zone:   f.region.Frames,
 		frames: f.region.Frames.NewCache(int(4 * f.cfg.RingSize)),
-		build:  inline.NewBuilder(f.region, f.policy, 1024),
+		build:  inline.NewBuilder(f.region, f.policy, 1024, packAlign(f.socks[0][q])),
 		batch:  uint32(f.cfg.Batch),
 		reaped: make([]uint64, f.cfg.Batch),
 		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
@@ -102,6 +102,15 @@ func newWorker(f *Forwarder, q int) *worker {
 		w.pfds[i] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
 	}
 	return w
+}
+
+// packAlign is where copied packets start in a frag block (see
+// inline.NewBuilder).
+func packAlign(s *xsk.Socket) int {
+	if s.ZeroCopy() {
+		return umem.ChunkMax
+	}
+	return 64
 }
 
 func (w *worker) run(stop *atomic.Bool) {

@@ -29,8 +29,11 @@ type Builder struct {
 }
 
 // NewBuilder returns a builder over r's inline and frag zones, with
-// per-worker caches of cacheSize units.
-func NewBuilder(r *umem.Region, policy linearize.Policy, cacheSize int) *Builder {
+// per-worker caches of cacheSize units. Packets copied into frag blocks
+// start on packAlign boundaries: 64 (a cache line) in copy mode; the chunk
+// size in zero-copy mode, where a descriptor may not cross into a page the
+// device does not see as contiguous.
+func NewBuilder(r *umem.Region, policy linearize.Policy, cacheSize, packAlign int) *Builder {
 	b := &Builder{mem: r.Mem(), region: r, Policy: policy}
 	if r.Inline.Len() == 0 {
 		b.Policy.InlineMax = 0
@@ -41,7 +44,7 @@ func NewBuilder(r *umem.Region, policy linearize.Policy, cacheSize int) *Builder
 	if r.Frags.Len() == 0 {
 		b.Policy.FragBlocks = false
 	} else {
-		b.packer = r.Frags.NewPacker(max(cacheSize/64, 4), policy.ChunkSize)
+		b.packer = r.Frags.NewPacker(max(cacheSize/64, 4), packAlign)
 		b.Policy.FragBlocks = true
 	}
 	return b

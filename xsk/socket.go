@@ -94,7 +94,7 @@ func Open(r *umem.Region, cfg Config) (*Socket, error) {
 	case ZeroCopyOn:
 		s, err := open(r, cfg, flags|unix.XDP_ZEROCOPY)
 		if err != nil && errors.Is(err, unix.EOPNOTSUPP) {
-			err = fmt.Errorf("xsk %s queue %d: %w (%w)", cfg.Ifname, cfg.Queue, ErrZeroCopyUnsupported, err)
+			err = fmt.Errorf("xsk %s queue %d: %w (bind: %w); use --zerocopy auto or off", cfg.Ifname, cfg.Queue, ErrZeroCopyUnsupported, unix.EOPNOTSUPP)
 		}
 		return s, err
 	}

@@ -32,6 +32,10 @@ import (
 // spelled out so the test notices if it changes under us).
 const ourProgName = "xdpfwd_redir"
 
+// readyMsg is what xdpfwd logs (text format) once New has bound and
+// registered every socket.
+const readyMsg = `msg="forwarder ready"`
+
 // The binary is built at most once, on first use, and removed by TestMain.
 var bin struct {
 	once sync.Once
@@ -293,7 +297,8 @@ func waitDetached(t *testing.T, within time.Duration, links ...string) {
 }
 
 // waitAttached polls netlink until xdpfwd's program is on both links of p
-// and returns the program IDs. It fails if the process exits first.
+// and xdpfwd has logged that it is ready, and returns the program IDs. It
+// fails if the process exits first.
 func waitAttached(t *testing.T, pr *proc, p *topo.Pair, within time.Duration) [2]uint32 {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -307,7 +312,9 @@ func waitAttached(t *testing.T, pr *proc, p *topo.Pair, within time.Duration) [2
 			}
 			ids[i] = id
 		}
-		if ok {
+		// The programs go on first; "forwarder ready" is logged once the
+		// sockets are bound and registered in the programs' XSKMAPs.
+		if ok && strings.Contains(pr.stderr.String(), readyMsg) {
 			return ids
 		}
 		if pr.exited() {
@@ -324,7 +331,7 @@ func waitAttached(t *testing.T, pr *proc, p *topo.Pair, within time.Duration) [2
 func pingAcross(t *testing.T, p *topo.Pair, pr *proc) {
 	t.Helper()
 	start := time.Now()
-	res, err := topo.Ping(p.A, p.V4B, 3, 5*time.Second)
+	res, err := topo.Ping(p.A, p.V4B, 3, 3*time.Second)
 	t.Logf("ping %s → %s: %d/%d answered in %v", p.A.Name, p.V4B, res.Received, res.Sent, time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("ping across the forwarder: %v\nxdpfwd stderr:\n%s", err, pr.stderr.String())

@@ -110,6 +110,11 @@ type fwdFlags struct {
 	force     bool
 	logFormat string
 	logLevel  string
+
+	inlineMax   int
+	fragOrder   int
+	maxTxFrags  int
+	multiBuffer bool
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
@@ -122,6 +127,10 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
 	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
 	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
+	fs.IntVar(&ff.inlineMax, "inline-max", 256, "largest packet copied whole into a 256-byte inline TX slot; 0 turns the inline path off")
+	fs.IntVar(&ff.fragOrder, "frag-order", 4, "frag block size for repacked multi-buffer packets: 3 (32 KiB), 4 (64 KiB), 0 (off)")
+	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
+	fs.BoolVar(&ff.multiBuffer, "multi-buffer", false, "AF_XDP multi-buffer (XDP_USE_SG): carry packets longer than a frame, for jumbo MTUs")
 	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
 	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
 }
@@ -158,16 +167,39 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	cfg.FrameSize = ff.frameSize
 	cfg.Force = ff.force
 	cfg.Logger = logger
+	switch {
+	case ff.inlineMax < 0 || ff.inlineMax > umem.InlineSlotSize:
+		return cfg, nil, bad(fmt.Errorf("--inline-max %d: want 0..%d", ff.inlineMax, umem.InlineSlotSize))
+	case ff.inlineMax == 0:
+		cfg.InlineMax = -1
+	default:
+		cfg.InlineMax = ff.inlineMax
+	}
+	switch ff.fragOrder {
+	case 0:
+		cfg.FragOrder = -1
+	case 3, 4:
+		cfg.FragOrder = ff.fragOrder
+	default:
+		return cfg, nil, bad(fmt.Errorf("--frag-order %d: want 3, 4 or 0", ff.fragOrder))
+	}
+	cfg.MaxTxFrags = ff.maxTxFrags
+	cfg.MultiBuffer = ff.multiBuffer
 	return cfg, logger, nil
 }
 
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
-	fs.SetOutput(stderr)
+	// The flag package would print its error and the whole usage; we
+	// print one line (exitCode) and the usage only when asked for it.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintf(stderr, "usage: xdpfwd %s [flags]\n", fs.Name())
+			fs.PrintDefaults()
 			return err
 		}
-		return usageError{err.Error()}
+		return usageError{fmt.Sprintf("%s: %v (see 'xdpfwd %s --help')", fs.Name(), err, fs.Name())}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
@@ -193,6 +225,15 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	if len(cfg.Links) != 2 {
 		return usageError{fmt.Sprintf("need exactly two --link flags, got %d", len(cfg.Links))}
+	}
+	if *summary != "" {
+		// Find out now, not after an hour of forwarding, that the
+		// summary cannot be written.
+		fh, err := os.OpenFile(*summary, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return usageError{fmt.Sprintf("--summary: %v", err)}
+		}
+		fh.Close()
 	}
 	f, err := fwd.New(cfg)
 	if err != nil {

@@ -1,69 +1,157 @@
-// Package ethtool makes the few SIOCETHTOOL ioctls xdpfwd needs, in the
-// calling thread's network namespace, without shelling out to ethtool(8).
+// Package ethtool makes the few SIOCETHTOOL ioctls xdpfwd and its test
+// topologies need, without shelling out to ethtool(8).
+//
+// Every function resolves the interface name in the network namespace of the
+// calling OS thread. To reach a link in another namespace, call it on a
+// thread switched into that namespace and locked there (topo.NS.Do does
+// both).
+//
+// Only the legacy ioctl commands are used. The kernel implements them
+// generically on top of netdev features, so they work for every driver, veth
+// included, without the ethtool netlink family.
 package ethtool
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
+// ETH_FLAG_* bits of ETHTOOL_GFLAGS/SFLAGS (linux/ethtool.h).
 const (
-	cmdGTxCsum   = 0x16 // ETHTOOL_GTXCSUM
-	cmdSTxCsum   = 0x17 // ETHTOOL_STXCSUM
-	cmdGChannels = 0x3c // ETHTOOL_GCHANNELS
+	flagTxVLAN = 1 << 7 // tx-vlan-hw-insert (NETIF_F_HW_VLAN_CTAG_TX)
+	flagRxVLAN = 1 << 8 // rx-vlan-hw-parse (NETIF_F_HW_VLAN_CTAG_RX)
+	flagsVLAN  = flagTxVLAN | flagRxVLAN
 )
 
-// ifreq is struct ifreq with ifr_data: a name and a pointer.
+// ifreq is struct ifreq with the ifr_data member of its union.
 type ifreq struct {
 	name [unix.IFNAMSIZ]byte
 	data unsafe.Pointer
-	_    [16]byte // the union is 24 bytes on 64-bit
+	_    [24 - unsafe.Sizeof(uintptr(0))]byte // the union is 24 bytes
 }
 
-// ioctl runs one SIOCETHTOOL command; data points at its struct, whose
-// first field is the command.
+// ioctl runs one SIOCETHTOOL command on ifname; data points at the
+// command's struct, whose first field is the command number. The error is
+// the bare errno (or a name/socket problem), for callers to wrap.
 func ioctl(ifname string, data unsafe.Pointer) error {
-	if len(ifname) >= unix.IFNAMSIZ {
-		return fmt.Errorf("ethtool %s: name too long", ifname)
+	var ifr ifreq
+	if len(ifname) == 0 || len(ifname) >= len(ifr.name) {
+		return fmt.Errorf("invalid interface name %q (1..%d bytes)", ifname, len(ifr.name)-1)
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("ethtool %s: socket: %w", ifname, err)
+		return fmt.Errorf("socket: %w", err)
 	}
 	defer unix.Close(fd)
-	var ifr ifreq
 	copy(ifr.name[:], ifname)
 	ifr.data = data
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); e != 0 {
-		return e
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	runtime.KeepAlive(&ifr)
+	if errno != 0 {
+		return errno
 	}
 	return nil
 }
 
+// value is struct ethtool_value.
 type value struct{ cmd, data uint32 }
+
+func get(ifname string, cmd uint32) (uint32, error) {
+	v := value{cmd: cmd}
+	if err := ioctl(ifname, unsafe.Pointer(&v)); err != nil {
+		return 0, err
+	}
+	return v.data, nil
+}
+
+func set(ifname string, cmd, data uint32) error {
+	v := value{cmd: cmd, data: data}
+	return ioctl(ifname, unsafe.Pointer(&v))
+}
 
 // TxChecksum reports whether TX checksum offload is on.
 func TxChecksum(ifname string) (bool, error) {
-	v := value{cmd: cmdGTxCsum}
-	if err := ioctl(ifname, unsafe.Pointer(&v)); err != nil {
-		return false, fmt.Errorf("ethtool %s: get tx checksum: %w", ifname, err)
+	got, err := get(ifname, unix.ETHTOOL_GTXCSUM)
+	if err != nil {
+		return false, fmt.Errorf("read tx checksum offload on %s (ETHTOOL_GTXCSUM): %w", ifname, err)
 	}
-	return v.data != 0, nil
+	return got != 0, nil
 }
 
-// SetTxChecksum turns TX checksum offload on or off. Off also turns off
-// what depends on it (TSO, GSO of partial checksums), so every segment
-// leaves with its checksum complete: required when an XDP/AF_XDP datapath
-// carries the packets, since nothing finishes a partial checksum there.
+// SetTxChecksum turns TX checksum offload on or off and reads it back, since
+// the kernel may silently keep a feature it cannot change.
+//
+// Off also turns off what depends on it (TSO, GSO of partial checksums), so
+// every segment leaves with its checksum complete. That is required when an
+// XDP/AF_XDP datapath carries the packets: a veth with TX checksum offload
+// hands its peer TCP/UDP segments whose checksum is only partial
+// (CHECKSUM_PARTIAL), trusting the receiver to be the kernel, while a
+// forwarder copies the frame bytes verbatim and nothing completes the
+// checksum, so the far side drops the segment.
 func SetTxChecksum(ifname string, on bool) error {
-	v := value{cmd: cmdSTxCsum}
+	var data uint32
 	if on {
-		v.data = 1
+		data = 1
 	}
-	if err := ioctl(ifname, unsafe.Pointer(&v)); err != nil {
-		return fmt.Errorf("ethtool %s: set tx checksum %v: %w", ifname, on, err)
+	if err := set(ifname, unix.ETHTOOL_STXCSUM, data); err != nil {
+		return fmt.Errorf("set tx checksum offload on %s to %v (ETHTOOL_STXCSUM): %w", ifname, on, err)
+	}
+	got, err := TxChecksum(ifname)
+	if err != nil {
+		return err
+	}
+	if got != on {
+		return fmt.Errorf("tx checksum offload on %s is still %v", ifname, got)
+	}
+	return nil
+}
+
+// VLANOffload reports whether TX VLAN tag insertion (tx-vlan-hw-insert) and
+// RX VLAN tag stripping (rx-vlan-hw-parse) are on.
+func VLANOffload(ifname string) (tx, rx bool, err error) {
+	flags, err := get(ifname, unix.ETHTOOL_GFLAGS)
+	if err != nil {
+		return false, false, fmt.Errorf("read offload flags of %s (ETHTOOL_GFLAGS): %w", ifname, err)
+	}
+	return flags&flagTxVLAN != 0, flags&flagRxVLAN != 0, nil
+}
+
+// SetVLANOffload turns TX VLAN tag insertion and RX VLAN tag stripping both
+// on or both off, leaving the other offload flags as they are, and reads
+// them back. It does nothing if they are already as asked.
+//
+// With TX VLAN offload the tag of a frame sent on a VLAN sub-interface
+// travels in skb metadata, not in the frame, so an XDP program on the peer
+// never sees it; turn it off on links whose frames an XDP datapath carries.
+//
+// The legacy ETHTOOL_SFLAGS path is implemented by the ethtool core for
+// every device; if it refuses, the feature is fixed for this device and
+// ETHTOOL_SFEATURES would be refused for the same reason, so the error is
+// reported instead of trying that.
+func SetVLANOffload(ifname string, on bool) error {
+	flags, err := get(ifname, unix.ETHTOOL_GFLAGS)
+	if err != nil {
+		return fmt.Errorf("read offload flags of %s (ETHTOOL_GFLAGS): %w", ifname, err)
+	}
+	want, state, other, hint := flags&^flagsVLAN, "off", "on", "; VLAN tags would stay out of the frame data XDP sees"
+	if on {
+		want, state, other, hint = flags|flagsVLAN, "on", "off", ""
+	}
+	if flags == want {
+		return nil
+	}
+	if err := set(ifname, unix.ETHTOOL_SFLAGS, want); err != nil {
+		return fmt.Errorf("turn %s VLAN offload on %s (ETHTOOL_SFLAGS %#x): %w%s", state, ifname, want, err, hint)
+	}
+	flags, err = get(ifname, unix.ETHTOOL_GFLAGS)
+	if err != nil {
+		return fmt.Errorf("read offload flags of %s (ETHTOOL_GFLAGS): %w", ifname, err)
+	}
+	if flags&flagsVLAN != want&flagsVLAN {
+		return fmt.Errorf("VLAN offload on %s still %s (flags %#x)", ifname, other, flags)
 	}
 	return nil
 }
@@ -76,13 +164,14 @@ type Channels struct {
 
 // GetChannels reads the link's current and maximum queue counts.
 func GetChannels(ifname string) (Channels, error) {
+	// struct ethtool_channels: the command, then the counts in this order.
 	var c struct {
 		cmd uint32
 		Channels
 	}
-	c.cmd = cmdGChannels
+	c.cmd = unix.ETHTOOL_GCHANNELS
 	if err := ioctl(ifname, unsafe.Pointer(&c)); err != nil {
-		return Channels{}, fmt.Errorf("ethtool %s: get channels: %w", ifname, err)
+		return Channels{}, fmt.Errorf("read channels of %s (ETHTOOL_GCHANNELS): %w", ifname, err)
 	}
 	return c.Channels, nil
 }

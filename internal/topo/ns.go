@@ -114,21 +114,6 @@ func (ns *NS) handle() (*netlink.Handle, error) {
 	return h, nil
 }
 
-// socket opens a datagram socket in ns, for ioctls that resolve interface
-// names in the socket's namespace.
-func (ns *NS) socket() (int, error) {
-	fd := -1
-	err := ns.Do(func() error {
-		var err error
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		return err
-	})
-	if err != nil {
-		return -1, fmt.Errorf("socket in namespace %s: %w", ns.Name, err)
-	}
-	return fd, nil
-}
-
 var netnsDirOnce struct {
 	sync.Mutex
 	done bool

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 )
 
 // Options for NewPair. The zero value gives one queue, MTU 1500, TX checksum
@@ -21,7 +23,7 @@ import (
 type Options struct {
 	Queues     int  // rx/tx queue count of every veth end (0: 1)
 	MTU        int  // MTU of all four veth ends (0: 1500)
-	TxChecksum bool // keep TX checksum offload on the namespace-side ends (see SetTxChecksum)
+	TxChecksum bool // keep TX checksum offload on the namespace-side ends (see ethtool.SetTxChecksum)
 	VLAN       int  // if > 0, add a VLAN sub-interface with this ID on each namespace-side end
 }
 
@@ -48,7 +50,8 @@ type Pair struct {
 
 // ErrVLANUnsupported is returned by NewPair when Options.VLAN is set but the
 // kernel cannot create VLAN interfaces (built without CONFIG_VLAN_8021Q, or
-// the 8021q module is unavailable). Tests can skip on it.
+// the 8021q module is unavailable). Tests can skip on it, or check tagged
+// forwarding with VLANFrames, which needs no VLAN interfaces.
 var ErrVLANUnsupported = errors.New("kernel has no 802.1Q VLAN interface support (CONFIG_VLAN_8021Q)")
 
 const (
@@ -239,6 +242,20 @@ func (p *Pair) addSide(ns *NS, root *rootLink, v4, v6, vlan4 netip.Addr, opt Opt
 		return fmt.Errorf("set VLAN %s up in %s: %w", vl.Name, ns.Name, err)
 	}
 	return nil
+}
+
+// disableOffloads turns off TX checksum offload (unless keepTxChecksum) and
+// TX/RX VLAN offload on ifname inside ns, so that every frame a forwarder
+// sees carries a complete checksum and its VLAN tag in the frame data.
+func disableOffloads(ns *NS, ifname string, keepTxChecksum bool) error {
+	return ns.Do(func() error {
+		if !keepTxChecksum {
+			if err := ethtool.SetTxChecksum(ifname, false); err != nil {
+				return err
+			}
+		}
+		return ethtool.SetVLANOffload(ifname, false)
+	})
 }
 
 func vlanName(id int) string { return peerName + "." + strconv.Itoa(id) }

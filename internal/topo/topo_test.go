@@ -2,11 +2,14 @@ package topo
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 )
 
 func testID() string {
@@ -147,24 +152,7 @@ func TestPairBridged(t *testing.T) {
 
 	// Offloads on the namespace-side ends must be off by default.
 	for _, ns := range []*NS{p.A, p.B} {
-		err := ns.Do(func() error {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(fd)
-			if on, err := txChecksum(fd, peerName); err != nil || on {
-				t.Errorf("%s/%s: tx checksum offload on=%v err=%v, want off", ns.Name, peerName, on, err)
-			}
-			flags, err := ethtoolGet(fd, peerName, ethtoolGFLAGS)
-			if err != nil || flags&(ethFlagTXVLAN|ethFlagRXVLAN) != 0 {
-				t.Errorf("%s/%s: flags %#x err=%v, want VLAN offload off", ns.Name, peerName, flags, err)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		checkOffloads(t, ns, false)
 	}
 
 	removeBridge()
@@ -271,43 +259,45 @@ func TestNewPairCleansUpOnError(t *testing.T) {
 	}
 }
 
-func TestSetTxChecksum(t *testing.T) {
-	RequireRoot(t)
-	p := newTestPair(t, Options{TxChecksum: true})
-	err := p.A.Do(func() error {
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			return err
+// checkOffloads fails t unless eth0 in ns has TX checksum offload as
+// wantTxCsum and TX/RX VLAN offload off.
+func checkOffloads(t *testing.T, ns *NS, wantTxCsum bool) {
+	t.Helper()
+	err := ns.Do(func() error {
+		if on, err := ethtool.TxChecksum(peerName); err != nil || on != wantTxCsum {
+			t.Errorf("%s/%s: tx checksum offload on=%v err=%v, want %v", ns.Name, peerName, on, err, wantTxCsum)
 		}
-		defer unix.Close(fd)
-		check := func(want bool) {
-			t.Helper()
-			got, err := txChecksum(fd, p.PeerA)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != want {
-				t.Fatalf("tx checksum offload on %s = %v, want %v", p.PeerA, got, want)
-			}
-		}
-		check(true) // Options.TxChecksum keeps the veth default
-		for _, on := range []bool{false, true, false} {
-			if err := SetTxChecksum(p.PeerA, on); err != nil {
-				t.Fatal(err)
-			}
-			check(on)
+		if tx, rx, err := ethtool.VLANOffload(peerName); err != nil || tx || rx {
+			t.Errorf("%s/%s: VLAN offload tx=%v rx=%v err=%v, want off", ns.Name, peerName, tx, rx, err)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := SetTxChecksum("xfnonexistent0", false); !errors.Is(err, unix.ENODEV) {
-		t.Errorf("SetTxChecksum on missing link: %v, want ENODEV", err)
+}
+
+// Options.TxChecksum keeps the veth default on the namespace-side ends, but
+// VLAN offload is off regardless; and package ethtool, called through Do,
+// reaches the link inside the namespace.
+func TestTxChecksumOption(t *testing.T) {
+	RequireRoot(t)
+	p := newTestPair(t, Options{TxChecksum: true})
+	checkOffloads(t, p.A, true)
+	checkOffloads(t, p.B, true)
+	err := p.A.Do(func() error {
+		for _, on := range []bool{false, true, false} {
+			if err := ethtool.SetTxChecksum(p.PeerA, on); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := DisableOffloads(p.B, p.PeerB); err != nil {
-		t.Fatalf("DisableOffloads: %v", err)
-	}
+	checkOffloads(t, p.A, false)
+	checkOffloads(t, p.B, true)
 }
 
 func TestOptionsAndSetMTU(t *testing.T) {
@@ -440,4 +430,149 @@ func TestDo(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func vlanFramesOK(t *testing.T, src, dst *NS, vid uint16, count int) {
+	t.Helper()
+	res, err := vlanFrames(src, dst, vid, count, 10*time.Second)
+	t.Logf("VLAN %d %s -> %s: %+v", vid, src.Name, dst.Name, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != count || res.Matched != count {
+		t.Fatalf("VLAN %d %s -> %s: sent %d, %d arrived unchanged; want all %d", vid, src.Name, dst.Name, res.Sent, res.Matched, count)
+	}
+}
+
+// Without 8021q no VLAN sub-interface exists, but tagged frames sent with
+// packet sockets must still cross a forwarder with their tag and bytes
+// intact, and must not cross when nothing forwards.
+func TestVLANFramesBridged(t *testing.T) {
+	RequireRoot(t)
+	p := newTestPair(t, Options{})
+	// Off on the namespace-side ends, so frames from a VLAN device would
+	// carry the tag in their data, as the packet socket's frames do.
+	checkOffloads(t, p.A, false)
+	checkOffloads(t, p.B, false)
+	const count = 100
+
+	n, err := VLANFrames(p.A, p.B, 300, count, time.Second)
+	if err != nil || n != 0 {
+		t.Fatalf("VLANFrames across unjoined pair: %d arrived, err %v; want 0, nil", n, err)
+	}
+
+	bridge(t, p)
+	n, err = VLANFrames(p.A, p.B, 300, count, 10*time.Second)
+	if err != nil || n != count {
+		t.Fatalf("VLANFrames across bridge: %d of %d arrived, err %v", n, count, err)
+	}
+	vlanFramesOK(t, p.B, p.A, 4094, count)
+	vlanFramesOK(t, p.A, p.B, 1, count)
+
+	// A packet socket writes the tag into the frame data itself, so the
+	// sender's TX VLAN offload makes no difference.
+	setVLANOffload := func(ns *NS, on bool) {
+		t.Helper()
+		if err := ns.Do(func() error { return ethtool.SetVLANOffload(peerName, on) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setVLANOffload(p.A, true)
+	vlanFramesOK(t, p.A, p.B, 300, count)
+	setVLANOffload(p.A, false)
+
+	// With TX VLAN offload off on the bridge's egress port the tag goes back
+	// into the frame data on the way to B; B's kernel strips it again.
+	if err := ethtool.SetVLANOffload(p.LinkB, false); err != nil {
+		t.Fatal(err)
+	}
+	vlanFramesOK(t, p.A, p.B, 300, count)
+}
+
+func TestVLANFramesArgs(t *testing.T) {
+	ns := &NS{Name: "unused", fd: -1}
+	for _, tc := range []struct {
+		vid   uint16
+		count int
+	}{{0, 1}, {4095, 1}, {1, -1}} {
+		if _, err := VLANFrames(ns, ns, tc.vid, tc.count, time.Second); err == nil || !strings.Contains(err.Error(), "range") && !strings.Contains(err.Error(), "negative") {
+			t.Errorf("VLANFrames(vid %d, count %d): %v, want an argument error", tc.vid, tc.count, err)
+		}
+	}
+	if _, err := VLANFrames(ns, ns, 5, 1, time.Second); err == nil {
+		t.Error("VLANFrames on a closed namespace succeeded")
+	}
+}
+
+// match accepts a frame whose tag comes back in PACKET_AUXDATA or in the data,
+// ignores strangers and reports every alteration of its own frames.
+func TestVLANMatch(t *testing.T) {
+	spec := vlanSpec{
+		dst:    net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		src:    net.HardwareAddr{2, 0, 0, 0, 0, 1},
+		vid:    300,
+		count:  10,
+		marker: [vlanMarkerLen]byte{1, 2, 3, 4, 5, 6, 7, 8},
+	}
+	sent := spec.frame(7)
+	// untag is what the receiving kernel does: the tag into metadata.
+	untag := func(f []byte) ([]byte, *unix.TpacketAuxdata) {
+		aux := &unix.TpacketAuxdata{
+			Status:    unix.TP_STATUS_VLAN_VALID | unix.TP_STATUS_VLAN_TPID_VALID,
+			Vlan_tpid: binary.BigEndian.Uint16(f[12:]),
+			Vlan_tci:  binary.BigEndian.Uint16(f[14:]),
+		}
+		return append(slices.Clone(f[:12]), f[16:]...), aux
+	}
+	edit := func(i int, v byte) []byte {
+		f := slices.Clone(sent)
+		f[i] = v
+		return f
+	}
+	foreign := slices.Clone(sent)
+	foreign[vlanHdrLen] ^= 0xff // another call's marker
+
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		aux     *unix.TpacketAuxdata
+		ours    bool
+		how     tagSource
+		wantErr string
+	}{
+		{name: "auxdata", ours: true, how: tagAuxdata},
+		{name: "in data", data: sent, ours: true, how: tagInData},
+		{name: "in data, empty auxdata", data: sent, aux: &unix.TpacketAuxdata{}, ours: true, how: tagInData},
+		{name: "tag lost", data: append(slices.Clone(sent[:12]), sent[16:]...), aux: &unix.TpacketAuxdata{}, ours: true, wantErr: "without a VLAN tag"},
+		{name: "other VLAN", data: edit(15, 45), ours: true, how: tagInData, wantErr: "VLAN id 301"},
+		{name: "802.1ad", data: edit(13, 0xa8), ours: true, wantErr: "without a VLAN tag"},
+		{name: "payload changed", data: edit(len(sent)-1, 0), ours: true, how: tagInData, wantErr: "byte 81"},
+		{name: "address changed", data: edit(0, 9), ours: true, how: tagInData, wantErr: "byte 0"},
+		{name: "too long", data: append(slices.Clone(sent), 0), ours: true, how: tagInData, wantErr: "83 bytes"},
+		{name: "bad sequence", data: edit(vlanHdrLen+vlanMarkerLen, 1), ours: true, wantErr: "out of range"},
+		{name: "foreign", data: foreign},
+		{name: "short", data: sent[:20]},
+	} {
+		data, aux := tc.data, tc.aux
+		if data == nil {
+			data, aux = untag(sent)
+		}
+		ours, seq, how, err := spec.match(data, aux)
+		if ours != tc.ours || how != tc.how || (err == nil) != (tc.wantErr == "") ||
+			err != nil && !strings.Contains(err.Error(), tc.wantErr) || ours && tc.wantErr == "" && seq != 7 {
+			t.Errorf("%s: ours %v seq %d how %v err %v; want ours %v seq 7 how %v err containing %q",
+				tc.name, ours, seq, how, err, tc.ours, tc.how, tc.wantErr)
+		}
+	}
+	// A TPID other than 802.1Q reported through auxdata is a change too.
+	data, aux := untag(sent)
+	aux.Vlan_tpid = 0x88a8
+	if _, _, _, err := spec.match(data, aux); err == nil || !strings.Contains(err.Error(), "TPID 0x88a8") {
+		t.Errorf("802.1ad in auxdata: %v, want a TPID error", err)
+	}
+	// Older kernels set no TPID; 802.1Q is assumed.
+	aux.Status, aux.Vlan_tpid = unix.TP_STATUS_VLAN_VALID, 0
+	if _, _, how, err := spec.match(data, aux); err != nil || how != tagAuxdata {
+		t.Errorf("auxdata without TPID: %v %v, want a match", how, err)
+	}
 }
