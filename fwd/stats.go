@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
 // LinkStats are one link's counters, summed over its queues.
@@ -41,14 +42,13 @@ const (
 	DropTXNoRoom       = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
 )
 
-// LinkStats returns the counters of link i (0 or 1). It is safe to call
-// while the forwarder runs: it sums per-worker atomics and reads the
-// kernel's statistics with one getsockopt per socket.
+// LinkStats returns the counters of link i (0 or 1), summed over its
+// queues. It is safe to call while the forwarder runs: it sums per-worker
+// atomics and reads the kernel's statistics with one getsockopt per socket.
 func (f *Forwarder) LinkStats(i int) LinkStats {
-	l := LinkStats{Drops: map[string]uint64{}, Queues: f.cfg.Queues,
-		TXPaths: map[string]uint64{}, DescsPerPacket: map[string]uint64{}}
-	for p := range linearize.NumPaths {
-		l.TXPaths[p.String()] = 0
+	l := newLinkStats()
+	for q := range f.workers {
+		l.add(f.QueueStats(i, q))
 	}
 	if f.progs[i] != nil {
 		l.XDPMode = f.progs[i].Mode()
@@ -56,37 +56,97 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 	if len(f.socks[i]) > 0 && f.socks[i][0] != nil {
 		l.BindMode = f.socks[i][0].BindMode()
 	}
-	for q, w := range f.workers {
-		p := &w.ports[i]
-		l.RXPackets += p.stats.rxPackets.Load()
-		l.RXBytes += p.stats.rxBytes.Load()
-		l.TXPackets += p.stats.txPackets.Load()
-		l.TXBytes += p.stats.txBytes.Load()
-		l.Drops[DropUMEMExhausted] += p.stats.fillShort.Load()
-		l.Drops[DropTXKickFailures] += p.tx.KickErrors.Load()
-		l.Drops[DropRXBadDesc] += p.stats.rxInvalid.Load()
-		l.Drops[DropTXNoRoom] += p.stats.txNoRoom.Load()
-		l.TXDescriptors += p.stats.txDescs.Load()
-		l.InlineFallbacks += p.stats.inlineFallbacks.Load()
-		for path := range linearize.NumPaths {
-			l.TXPaths[path.String()] += p.stats.txPaths[path].Load()
-		}
-		for k := 1; k <= linearize.MaxDescs; k++ {
-			if v := p.stats.descHist[k].Load(); v != 0 {
-				l.DescsPerPacket[strconv.Itoa(k)] += v
-			}
-		}
-		if q < len(f.socks[i]) && f.socks[i][q] != nil {
-			if ks, err := f.socks[i][q].Stats(); err == nil {
-				l.Drops[DropRXDropped] += ks.Rx_dropped
-				l.Drops[DropRXRingFull] += ks.Rx_ring_full
-				l.Drops[DropFillRingEmpty] += ks.Rx_fill_ring_empty_descs
-				l.Drops[DropRXInvalid] += ks.Rx_invalid_descs
-				l.Drops[DropTXInvalid] += ks.Tx_invalid_descs
-			}
-		}
+	l.Queues = f.cfg.Queues
+	return l
+}
+
+func newLinkStats() LinkStats {
+	l := LinkStats{Drops: map[string]uint64{}, TXPaths: map[string]uint64{}, DescsPerPacket: map[string]uint64{}}
+	for p := range linearize.NumPaths {
+		l.TXPaths[p.String()] = 0
 	}
 	return l
+}
+
+func (l *LinkStats) add(o LinkStats) {
+	l.RXPackets += o.RXPackets
+	l.RXBytes += o.RXBytes
+	l.TXPackets += o.TXPackets
+	l.TXBytes += o.TXBytes
+	l.TXDescriptors += o.TXDescriptors
+	l.InlineFallbacks += o.InlineFallbacks
+	for k, v := range o.Drops {
+		l.Drops[k] += v
+	}
+	for k, v := range o.TXPaths {
+		l.TXPaths[k] += v
+	}
+	for k, v := range o.DescsPerPacket {
+		l.DescsPerPacket[k] += v
+	}
+}
+
+// QueueStats returns the counters of queue q of link i.
+func (f *Forwarder) QueueStats(i, q int) LinkStats {
+	l := newLinkStats()
+	l.Queues = 1
+	if q >= len(f.workers) {
+		return l
+	}
+	p := &f.workers[q].ports[i]
+	l.RXPackets = p.stats.rxPackets.Load()
+	l.RXBytes = p.stats.rxBytes.Load()
+	l.TXPackets = p.stats.txPackets.Load()
+	l.TXBytes = p.stats.txBytes.Load()
+	l.Drops[DropUMEMExhausted] = p.stats.fillShort.Load()
+	l.Drops[DropTXKickFailures] = p.tx.KickErrors.Load()
+	l.Drops[DropRXBadDesc] = p.stats.rxInvalid.Load()
+	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()
+	l.TXDescriptors = p.stats.txDescs.Load()
+	l.InlineFallbacks = p.stats.inlineFallbacks.Load()
+	for path := range linearize.NumPaths {
+		l.TXPaths[path.String()] = p.stats.txPaths[path].Load()
+	}
+	for k := 1; k <= linearize.MaxDescs; k++ {
+		if v := p.stats.descHist[k].Load(); v != 0 {
+			l.DescsPerPacket[strconv.Itoa(k)] = v
+		}
+	}
+	if ks, err := f.KernelStats(i, q); err == nil {
+		l.Drops[DropRXDropped] = ks.Rx_dropped
+		l.Drops[DropRXRingFull] = ks.Rx_ring_full
+		l.Drops[DropFillRingEmpty] = ks.Rx_fill_ring_empty_descs
+		l.Drops[DropRXInvalid] = ks.Rx_invalid_descs
+		l.Drops[DropTXInvalid] = ks.Tx_invalid_descs
+	}
+	return l
+}
+
+// KernelStats returns the kernel's XDP_STATISTICS of the socket of link i,
+// queue q.
+func (f *Forwarder) KernelStats(i, q int) (xsk.Stats, error) {
+	if q >= len(f.socks[i]) || f.socks[i][q] == nil {
+		return xsk.Stats{}, fmt.Errorf("link %d queue %d: no socket", i, q)
+	}
+	return f.socks[i][q].Stats()
+}
+
+// ZoneUsage is one UMEM zone's occupancy.
+type ZoneUsage struct {
+	Name      string
+	Units     int
+	UnitBytes int
+	FreeUnits int // in the pool or a worker's cache, as last published
+}
+
+// Zones returns the UMEM zones' occupancy, approximate while running
+// (caches publish their fill level once per batch).
+func (f *Forwarder) Zones() []ZoneUsage {
+	var out []ZoneUsage
+	for _, z := range f.region.Zones() {
+		out = append(out, ZoneUsage{Name: z.Name(), Units: z.Len(), UnitBytes: z.UnitSize(), FreeUnits: z.FreeUnits()})
+	}
+	return out
 }
 
 // TotalDrops sums the drop reasons, each packet once: the kernel's

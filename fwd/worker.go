@@ -126,6 +126,8 @@ func (w *worker) run(stop *atomic.Bool) {
 		n := w.forward(0, 1) + w.forward(1, 0)
 		w.reap(0)
 		w.reap(1)
+		w.frames.Publish()
+		w.build.Publish()
 		if n > 0 {
 			idle = 0
 			continue

@@ -140,6 +140,16 @@ func (b *Builder) Release(addr uint64) bool {
 	return true
 }
 
+// Publish makes the builder's cache levels visible to occupancy readers.
+func (b *Builder) Publish() {
+	if b.slots != nil {
+		b.slots.Publish()
+	}
+	if b.packer != nil {
+		b.packer.Publish()
+	}
+}
+
 // Close gives back the builder's cached slots and its current block.
 func (b *Builder) Close() {
 	if b.slots != nil {

@@ -92,6 +92,9 @@ func (p *Packer) unref(addr uint64) {
 	}
 }
 
+// Publish makes the packer's cache level visible to occupancy readers.
+func (p *Packer) Publish() { p.cache.Publish() }
+
 // Close gives up the current block; it is freed once its descriptors
 // complete (at once, if none are in flight).
 func (p *Packer) Close() {

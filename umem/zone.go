@@ -139,6 +139,18 @@ func (z *Zone) NewCache(size int) *Cache {
 	return c
 }
 
+// FreeUnits returns the units in the pool plus those the caches last
+// published: an occupancy reading safe to take while workers run.
+func (z *Zone) FreeUnits() int {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	n := len(z.pool)
+	for _, c := range z.caches {
+		n += int(c.published.Load())
+	}
+	return n
+}
+
 // Counts returns how many units are in each state. It reads states written
 // by workers, so call it only once they have stopped.
 func (z *Zone) Counts() [numStates]int {
@@ -218,7 +230,14 @@ func (z *Zone) Check() error {
 type Cache struct {
 	z     *Zone
 	items []uint32
+	// published is len(items) as of the last Publish, for readers that
+	// want occupancy without racing the owner.
+	published atomic.Int64
 }
+
+// Publish makes the cache's fill level visible to FreeUnits. Owners call
+// it once per batch, not per unit.
+func (c *Cache) Publish() { c.published.Store(int64(len(c.items))) }
 
 // Zone returns the zone the cache draws from.
 func (c *Cache) Zone() *Zone { return c.z }
@@ -278,6 +297,7 @@ func (c *Cache) refill() bool {
 	n := min(want, len(z.pool))
 	c.items = append(c.items, z.pool[len(z.pool)-n:]...)
 	z.pool = z.pool[:len(z.pool)-n]
+	c.published.Store(int64(len(c.items)))
 	z.mu.Unlock()
 	return n > 0
 }
@@ -287,6 +307,7 @@ func (c *Cache) flush(n int) {
 	k := len(c.items) - n
 	z.mu.Lock()
 	z.pool = append(z.pool, c.items[k:]...)
-	z.mu.Unlock()
 	c.items = c.items[:k]
+	c.published.Store(int64(k))
+	z.mu.Unlock()
 }

@@ -50,6 +50,7 @@ const usage = `usage: xdpfwd <command> [flags]
 commands:
   run      forward between two links until SIGINT/SIGTERM
   demo     build two namespaces, forward between them, prove traffic crosses
+  stats    show a running daemon's counters per second (from --metrics)
   version  print the version
 
 'xdpfwd <command> --help' lists a command's flags.
@@ -66,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdRun(args[1:], stderr)
 	case "demo":
 		err = cmdDemo(args[1:], stdout, stderr)
+	case "stats":
+		err = cmdStats(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "xdpfwd %s\n", version)
 	case "help", "-h", "--help":
@@ -213,6 +216,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	ff.register(fs, true)
 	interval := fs.Duration("stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
 	summary := fs.String("summary", "", "write a JSON summary to this file on exit")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -241,6 +245,14 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *metricsAddr != "" {
+		stopMetrics, err := serveMetrics(*metricsAddr, f, logger)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
 	sum, err := forward(ctx, f, *interval, stderr)
 	logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 	if *summary != "" {
