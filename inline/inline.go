@@ -34,6 +34,9 @@ type Builder struct {
 // size in zero-copy mode, where a descriptor may not cross into a page the
 // device does not see as contiguous.
 func NewBuilder(r *umem.Region, policy linearize.Policy, cacheSize, packAlign int) *Builder {
+	if policy.ChunkSize <= 0 {
+		policy.ChunkSize = r.ChunkSize()
+	}
 	b := &Builder{mem: r.Mem(), region: r, Policy: policy}
 	if r.Inline.Len() == 0 {
 		b.Policy.InlineMax = 0

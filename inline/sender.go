@@ -118,12 +118,15 @@ func NewSender(cfg SenderConfig) (_ *Sender, err error) {
 // nothing queued, when the TX ring or the zones are full even after
 // reaping completions: the caller may retry. It never blocks.
 func (s *Sender) Send(pkt []byte) (bool, error) {
+	if len(pkt) == 0 {
+		return false, fmt.Errorf("sender %s: empty packet", s.cfg.Ifname)
+	}
 	path := linearize.Inline
 	need := 1
 	if len(pkt) > s.b.Policy.InlineMax {
 		path = linearize.Frag
 		need = linearize.Count(len(pkt), s.cfg.ChunkSize)
-		if need > 1 && !s.cfg.MultiBuffer || need > linearize.MaxDescs {
+		if need > 1 && !s.cfg.MultiBuffer || need > linearize.MaxDescs || len(pkt) > s.region.Frags.UnitSize() {
 			return false, fmt.Errorf("sender %s: %d bytes: %w", s.cfg.Ifname, len(pkt), ErrTooLong)
 		}
 	}
@@ -225,8 +228,7 @@ func (s *Sender) Close() error {
 		s.sock = nil
 	}
 	if s.region != nil {
-		errs = append(errs, s.region.Close())
-		s.region = nil
+		errs = append(errs, s.region.Close()) // idempotent; Region() stays usable for Check
 	}
 	return errors.Join(errs...)
 }

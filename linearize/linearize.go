@@ -56,7 +56,7 @@ type Policy struct {
 // descriptors (n ≥ 1).
 func (p Policy) Decide(total, n int) Path {
 	switch {
-	case total <= p.InlineMax:
+	case p.InlineMax > 0 && total <= p.InlineMax:
 		return Inline
 	case n <= 1:
 		return Frame
@@ -69,7 +69,7 @@ func (p Policy) Decide(total, n int) Path {
 // Count is the fewest descriptors of at most chunk bytes that carry total
 // bytes.
 func Count(total, chunk int) int {
-	if total <= 0 {
+	if total <= 0 || chunk <= 0 {
 		return 1
 	}
 	return (total + chunk - 1) / chunk

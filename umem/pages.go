@@ -82,6 +82,10 @@ func (s *pageSet) add(page uint64) {
 }
 
 func (s *pageSet) reset() {
-	s.gen++
 	s.count = 0
+	if s.gen++; s.gen == 0 {
+		// Wrapped: stale stamps would look current again.
+		s.gens = [len(s.gens)]uint32{}
+		s.gen = 1
+	}
 }
