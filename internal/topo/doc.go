@@ -5,8 +5,10 @@
 // namespace by a veth pair. The root-side ends are where a forwarder (xdpfwd,
 // a Linux bridge, an XDP redirect program) is attached; without one, A and B
 // cannot reach each other. TCPTransfer, UDPBurst and Ping generate bounded,
-// verifiable traffic between the namespaces; VLANFrames sends 802.1Q-tagged
-// frames, which needs no VLAN interface support in the kernel.
+// verifiable traffic between the namespaces; SendFrames sends raw Ethernet
+// frames of chosen lengths, jumbo frames included, and checks them byte for
+// byte; VLANFrames sends 802.1Q-tagged frames, which needs no VLAN interface
+// support in the kernel.
 //
 // The package owns only what it creates: every namespace and link carries a
 // random per-pair prefix, and cleanup never touches links or namespaces it did

@@ -45,7 +45,7 @@ func newTestPair(t *testing.T, opt Options) *Pair {
 // a forwarder, and returns a function that removes it.
 func bridge(t *testing.T, p *Pair) (remove func()) {
 	t.Helper()
-	name := "xf" + strings.TrimPrefix(p.Name, "xdpfwd-") + "br"
+	name := bridgeName(p)
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = name
 	br := &netlink.Bridge{LinkAttrs: attrs}
@@ -78,6 +78,8 @@ func bridge(t *testing.T, p *Pair) (remove func()) {
 	}
 	return remove
 }
+
+func bridgeName(p *Pair) string { return "xf" + strings.TrimPrefix(p.Name, "xdpfwd-") + "br" }
 
 // leftovers lists /run/netns entries and root links that carry prefix.
 func leftovers(t *testing.T, nsPrefix string, links ...string) []string {
@@ -574,5 +576,157 @@ func TestVLANMatch(t *testing.T) {
 	aux.Status, aux.Vlan_tpid = unix.TP_STATUS_VLAN_VALID, 0
 	if _, _, how, err := spec.match(data, aux); err != nil || how != tagAuxdata {
 		t.Errorf("auxdata without TPID: %v %v, want a match", how, err)
+	}
+}
+
+func frameSizes(from, to int) []int {
+	s := make([]int, 0, to-from+1)
+	for n := from; n <= to; n++ {
+		s = append(s, n)
+	}
+	return s
+}
+
+// sendFramesOK sends sizes from src to dst and fails t unless all arrive
+// unchanged.
+func sendFramesOK(t *testing.T, src, dst *NS, sizes []int) {
+	t.Helper()
+	start := time.Now()
+	res, err := SendFrames(src, dst, sizes, 20*time.Second)
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("SendFrames %s -> %s: %v (%+v)", src.Name, dst.Name, err, res)
+	}
+	n := len(sizes)
+	if res.Sent != n || res.Matched != n || len(res.Missing) != 0 || len(res.Mismatch) != 0 {
+		t.Fatalf("SendFrames %s -> %s: %+v; want all %d sent and matched", src.Name, dst.Name, res, n)
+	}
+	t.Logf("SendFrames %s -> %s: %d frames (%d..%d bytes) matched in %v",
+		src.Name, dst.Name, n, slices.Min(sizes), slices.Max(sizes), elapsed.Round(time.Millisecond))
+}
+
+// Frames of every standard size, and jumbo frames once the MTU allows them,
+// cross a bridge byte for byte, in both directions; without a forwarder none
+// arrives; a frame too large for the sending link is an error, not a loss.
+func TestSendFramesBridged(t *testing.T) {
+	RequireRoot(t)
+	p := newTestPair(t, Options{})
+	all := frameSizes(60, 1514) // 1455 sizes
+
+	// Not joined: nothing arrives, every size is missing (the first 50 of
+	// a longer list).
+	few := []int{60, 61, 64, 128, 512, 1000, 1513, 1514}
+	for _, tc := range []struct {
+		sizes, missing []int
+	}{{few, few}, {all, all[:50]}} {
+		start := time.Now()
+		res, err := SendFrames(p.A, p.B, tc.sizes, 5*time.Second)
+		t.Logf("unjoined, %d sizes: sent %d, matched %d, %d listed missing, in %v",
+			len(tc.sizes), res.Sent, res.Matched, len(res.Missing), time.Since(start).Round(time.Millisecond))
+		if err != nil || res.Sent != len(tc.sizes) || res.Matched != 0 || !slices.Equal(res.Missing, tc.missing) || len(res.Mismatch) != 0 {
+			t.Fatalf("SendFrames across unjoined pair: %+v, err %v; want all %d sent, none matched, missing %v",
+				res, err, len(tc.sizes), tc.missing)
+		}
+	}
+
+	bridge(t, p)
+	sendFramesOK(t, p.A, p.B, all)
+	sendFramesOK(t, p.B, p.A, all)
+
+	// 1515 bytes need an MTU of 1501: refused before anything is sent.
+	res, err := SendFrames(p.A, p.B, []int{60, 1515, 1000}, 5*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "1515-byte") || !strings.Contains(err.Error(), "MTU 1500") || res.Sent != 0 {
+		t.Fatalf("SendFrames of 1515 bytes at MTU 1500: %+v, err %v; want an error naming the size and the MTU", res, err)
+	}
+	t.Logf("expected error: %v", err)
+
+	if err := p.SetMTU(9000); err != nil {
+		t.Fatal(err)
+	}
+	br, err := netlink.LinkByName(bridgeName(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetMTU(br, 9000); err != nil {
+		t.Fatalf("set MTU 9000 on bridge %s: %v", br.Attrs().Name, err)
+	}
+	if br, err = netlink.LinkByName(bridgeName(p)); err != nil || br.Attrs().MTU != 9000 {
+		t.Fatalf("bridge %s after setting MTU 9000: %v, err %v", bridgeName(p), br, err)
+	}
+	jumbo := []int{1515, 2048, 4096, 4097, 8192, 9014}
+	sendFramesOK(t, p.A, p.B, jumbo)
+	sendFramesOK(t, p.B, p.A, jumbo)
+	if _, err := SendFrames(p.A, p.B, []int{9015}, 5*time.Second); err == nil || !strings.Contains(err.Error(), "9015-byte") || !strings.Contains(err.Error(), "MTU 9000") {
+		t.Fatalf("SendFrames of 9015 bytes at MTU 9000: %v, want an error naming the size and the MTU", err)
+	}
+}
+
+func TestSendFramesArgs(t *testing.T) {
+	ns := &NS{Name: "unused", fd: -1}
+	for _, sizes := range [][]int{{59}, {60, 65536}, {-1}} {
+		if _, err := SendFrames(ns, ns, sizes, time.Second); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("SendFrames(%v): %v, want a size error", sizes, err)
+		}
+	}
+	if _, err := SendFrames(ns, ns, []int{60}, time.Second); err == nil {
+		t.Error("SendFrames on a closed namespace succeeded")
+	}
+}
+
+// check recognizes this call's frames, ignores strangers and describes what
+// changed in an altered frame: size and first differing offset.
+func TestRawSpecCheck(t *testing.T) {
+	spec := rawSpec{
+		dst:    net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		src:    net.HardwareAddr{2, 0, 0, 0, 0, 1},
+		sizes:  []int{60, 1514, 9014, 65535},
+		marker: [markerLen]byte{1, 2, 3, 4, 5, 6, 7, 8},
+	}
+	for seq, n := range spec.sizes {
+		f := spec.appendFrame(nil, seq)
+		if len(f) != n || etherType(f) != localEtherType || !slices.Equal(f[:12], append(slices.Clone(spec.dst), spec.src...)) {
+			t.Fatalf("frame %d: %d bytes, EtherType %#04x, header % x; want %d bytes", seq, len(f), etherType(f), f[:14], n)
+		}
+	}
+	// The fill is deterministic, and differs between sequence numbers.
+	sent := spec.appendFrame(nil, 1)
+	if again := spec.appendFrame(make([]byte, 0, 10), 1); !slices.Equal(sent, again) {
+		t.Fatal("appendFrame is not deterministic")
+	}
+	if other := spec.appendFrame(nil, 2); slices.Equal(sent[26:100], other[26:100]) {
+		t.Fatal("frames 1 and 2 have the same fill")
+	}
+	edit := func(i int, v byte) []byte {
+		f := slices.Clone(sent)
+		f[i] = v
+		return f
+	}
+	foreign := slices.Clone(sent)
+	foreign[ethHdrLen] ^= 0xff
+
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		aux     *unix.TpacketAuxdata
+		ours    bool
+		seq     int
+		wantErr string
+	}{
+		{name: "intact", data: sent, ours: true, seq: 1},
+		{name: "intact, empty auxdata", data: sent, aux: &unix.TpacketAuxdata{}, ours: true, seq: 1},
+		{name: "last byte", data: edit(1513, sent[1513]^1), ours: true, seq: 1, wantErr: "frame 1 (1514 bytes): first difference at offset 1513"},
+		{name: "address", data: edit(3, 9), ours: true, seq: 1, wantErr: "offset 3"},
+		{name: "longer", data: append(slices.Clone(sent), 0), ours: true, seq: 1, wantErr: "1515 bytes arrived, identical up to offset 1514"},
+		{name: "shorter", data: sent[:1000], ours: true, seq: 1, wantErr: "1000 bytes arrived, identical up to offset 1000"},
+		{name: "tag in metadata", data: sent, aux: &unix.TpacketAuxdata{Status: unix.TP_STATUS_VLAN_VALID, Vlan_tci: 7}, ours: true, seq: 1, wantErr: "VLAN id 7"},
+		{name: "bad sequence", data: edit(ethHdrLen+markerLen, 1), ours: true, seq: -1, wantErr: "out of range"},
+		{name: "truncated", data: sent[:ethHdrLen+markerLen+2], ours: true, seq: -1, wantErr: "truncated"},
+		{name: "foreign", data: foreign, seq: -1},
+		{name: "short", data: sent[:ethHdrLen+4], seq: -1},
+	} {
+		ours, seq, _, err := spec.check(tc.data, tc.aux, nil)
+		if ours != tc.ours || seq != tc.seq || (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: ours %v seq %d err %v; want ours %v seq %d err containing %q", tc.name, ours, seq, err, tc.ours, tc.seq, tc.wantErr)
+		}
 	}
 }

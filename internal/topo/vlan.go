@@ -4,28 +4,22 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 const (
-	// vlanInnerType is the EtherType inside the 802.1Q tag: IEEE 802 "local
-	// experimental EtherType 1", which no protocol stack handles.
-	vlanInnerType = 0x88b5
-	vlanMarkerLen = 8
-	vlanSeqLen    = 4
+	// vlanInnerType is the EtherType inside the 802.1Q tag.
+	vlanInnerType = localEtherType
+	vlanMarkerLen = markerLen
+	vlanSeqLen    = seqLen
 	vlanPayload   = 64 // marker, sequence number, filler
 	vlanHdrLen    = 2*6 + 4 + 2
 	vlanFrameLen  = vlanHdrLen + vlanPayload // well above the 60-byte minimum
 	vlanQuiet     = 200 * time.Millisecond
-	vlanRcvBuf    = 4 << 20
-
-	sizeofAuxdata = 20 // struct tpacket_auxdata
 )
 
 // vlanResult is the detailed outcome of vlanFrames.
@@ -53,9 +47,10 @@ type vlanResult struct {
 // the frame data is accepted too. The whole frame, addresses included, must
 // be unchanged.
 //
+// Frames are sent and checked as SendFrames does, paced the same way.
 // Receiving stops once every frame arrived, at timeout, or after 200 ms
-// without a matching frame once all were sent. Loss is a measurement, not an
-// error: nothing arriving returns 0 and no error. A frame carrying this
+// without a frame of this call once all were sent. Loss is a measurement,
+// not an error: nothing arriving returns 0 and no error. A frame carrying this
 // call's marker but altered in any way (tag lost or changed, bytes changed)
 // is not counted and is reported as an error, together with the count.
 func VLANFrames(src, dst *NS, vid uint16, count int, timeout time.Duration) (int, error) {
@@ -72,18 +67,19 @@ type vlanSpec struct {
 }
 
 // frame returns frame seq as sent: tag in the data.
-func (s *vlanSpec) frame(seq uint32) []byte {
-	b := make([]byte, vlanFrameLen)
-	copy(b[0:6], s.dst)
-	copy(b[6:12], s.src)
-	binary.BigEndian.PutUint16(b[12:], unix.ETH_P_8021Q)
-	binary.BigEndian.PutUint16(b[14:], s.vid) // PCP 0, DEI 0
-	binary.BigEndian.PutUint16(b[16:], vlanInnerType)
-	p := b[vlanHdrLen:]
-	copy(p, s.marker[:])
-	binary.BigEndian.PutUint32(p[vlanMarkerLen:], seq)
-	for i := vlanMarkerLen + vlanSeqLen; i < len(p); i++ {
-		p[i] = byte(uint32(i)*31 + seq)
+func (s *vlanSpec) frame(seq uint32) []byte { return s.appendFrame(nil, int(seq)) }
+
+// appendFrame appends frame seq, as sent, to b.
+func (s *vlanSpec) appendFrame(b []byte, seq int) []byte {
+	b = append(b, s.dst...)
+	b = append(b, s.src...)
+	b = binary.BigEndian.AppendUint16(b, unix.ETH_P_8021Q)
+	b = binary.BigEndian.AppendUint16(b, s.vid) // PCP 0, DEI 0
+	b = binary.BigEndian.AppendUint16(b, vlanInnerType)
+	b = append(b, s.marker[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(seq))
+	for i := vlanMarkerLen + vlanSeqLen; i < vlanPayload; i++ {
+		b = append(b, byte(uint32(i)*31+uint32(seq)))
 	}
 	return b
 }
@@ -158,10 +154,7 @@ func (s *vlanSpec) match(data []byte, aux *unix.TpacketAuxdata) (ours bool, seq 
 	if len(got) != len(want) {
 		return true, seq, how, fmt.Errorf("frame %d (%s): %d bytes, want %d", seq, how, len(got), len(want))
 	}
-	k := 0
-	for got[k] == want[k] {
-		k++
-	}
+	k := firstDiff(got, want)
 	return true, seq, how, fmt.Errorf("frame %d (%s): byte %d is %#02x, want %#02x", seq, how, k, got[k], want[k])
 }
 
@@ -170,57 +163,6 @@ func etherType(b []byte) uint16 {
 		return 0
 	}
 	return binary.BigEndian.Uint16(b[12:])
-}
-
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// packetSocket opens an AF_PACKET raw socket on peerName in the calling
-// thread's namespace. With recv, it receives every frame of that link, with
-// PACKET_AUXDATA; without, it only sends. It also returns the link's index
-// and MAC address.
-func packetSocket(recv bool) (fd, ifindex int, mac net.HardwareAddr, err error) {
-	ifi, err := net.InterfaceByName(peerName)
-	if err != nil {
-		return -1, 0, nil, err
-	}
-	if len(ifi.HardwareAddr) != 6 {
-		return -1, 0, nil, fmt.Errorf("%s has no Ethernet address (%v)", peerName, ifi.HardwareAddr)
-	}
-	// Protocol 0 receives nothing until bound, so no frame of another link
-	// slips in between socket and bind.
-	fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return -1, 0, nil, fmt.Errorf("packet socket: %w", err)
-	}
-	fail := func(what string, err error) (int, int, net.HardwareAddr, error) {
-		unix.Close(fd)
-		return -1, 0, nil, fmt.Errorf("packet socket on %s: %s: %w", peerName, what, err)
-	}
-	var proto uint16 // send only
-	if !recv {
-		// Bound a blocking send, so the sender notices stop and deadline.
-		tv := unix.NsecToTimeval(int64(50 * time.Millisecond))
-		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
-			return fail("SO_SNDTIMEO", err)
-		}
-	} else {
-		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
-			return fail("PACKET_AUXDATA", err)
-		}
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, vlanRcvBuf); err != nil {
-			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, vlanRcvBuf); err != nil {
-				return fail("SO_RCVBUF", err)
-			}
-		}
-		// ETH_P_ALL: taps see a frame before the stack, which without a
-		// VLAN device for its id marks it PACKET_OTHERHOST and drops the
-		// tag metadata before protocol-specific sockets get it.
-		proto = unix.ETH_P_ALL
-	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: ifi.Index}); err != nil {
-		return fail("bind", err)
-	}
-	return fd, ifi.Index, ifi.HardwareAddr, nil
 }
 
 // vlanFrames is VLANFrames with the details.
@@ -233,168 +175,42 @@ func vlanFrames(src, dst *NS, vid uint16, count int, timeout time.Duration) (vla
 	case count < 0:
 		return res, fmt.Errorf("%s: negative count %d", name, count)
 	}
-	deadline := time.Now().Add(timeout)
 	spec := vlanSpec{vid: vid, count: count}
 	if _, err := rand.Read(spec.marker[:]); err != nil {
 		return res, fmt.Errorf("%s: random marker: %w", name, err)
 	}
-
-	rfd := -1
-	err := dst.Do(func() error {
-		var err error
-		rfd, _, spec.dst, err = packetSocket(true)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("%s: receiver in %s: %w", name, dst.Name, err)
-	}
-	defer unix.Close(rfd)
-	sfd, ifindex := -1, 0
-	err = src.Do(func() error {
-		var err error
-		sfd, ifindex, spec.src, err = packetSocket(false)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("%s: sender in %s: %w", name, src.Name, err)
-	}
-	defer unix.Close(sfd)
-
-	// sendDone holds the UnixNano time the sender finished, 0 while it
-	// runs; stop tells the sender the receiver has given up.
-	var (
-		sendDone atomic.Int64
-		stop     atomic.Bool
-	)
-	sent := 0 // the sender's until sendErrc is read
-	sendErrc := make(chan error, 1)
-	go func() {
-		defer func() { sendDone.Store(time.Now().UnixNano()) }()
-		sendErrc <- func() error {
-			to := &unix.SockaddrLinklayer{
-				Protocol: htons(unix.ETH_P_8021Q),
-				Ifindex:  ifindex,
-				Halen:    6,
-			}
-			copy(to.Addr[:], spec.dst)
-			for sent < count {
-				if stop.Load() {
-					return fmt.Errorf("receiver stopped after %d of %d frames were sent", sent, count)
-				}
-				err := unix.Sendto(sfd, spec.frame(uint32(sent)), 0, to)
-				if err != nil {
-					// A full queue (ENOBUFS, at once) or socket buffer
-					// (EAGAIN, after SO_SNDTIMEO) is back-pressure.
-					if (errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN)) && time.Now().Before(deadline) {
-						time.Sleep(50 * time.Microsecond)
-						continue
-					}
-					return fmt.Errorf("send frame %d: %w", sent, err)
-				}
-				sent++
-			}
+	x := exchange{
+		name:  name,
+		count: count,
+		proto: unix.ETH_P_8021Q,
+		quiet: vlanQuiet,
+		prepare: func(s, d *net.Interface) error {
+			spec.src, spec.dst = s.HardwareAddr, d.HardwareAddr
 			return nil
-		}()
-	}()
-
-	seen := make([]bool, count)
-	var (
-		lastRx     = time.Now()
-		recvErr    error
-		firstAlter error
-		buf        = make([]byte, 1<<16)
-		oob        = make([]byte, unix.CmsgSpace(sizeofAuxdata))
-	)
-	for res.Matched < count {
-		now := time.Now()
-		until := deadline
-		if done := sendDone.Load(); done != 0 {
-			quietFrom := time.Unix(0, done)
-			if lastRx.After(quietFrom) {
-				quietFrom = lastRx
-			}
-			until = earliest(until, quietFrom.Add(vlanQuiet))
-		}
-		if !now.Before(until) {
-			break
-		}
-		// Wake up periodically to notice the sender finishing.
-		wait := min(until.Sub(now), 50*time.Millisecond)
-		pfd := []unix.PollFd{{Fd: int32(rfd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, int(wait/time.Millisecond)+1); err != nil && !errors.Is(err, unix.EINTR) {
-			recvErr = fmt.Errorf("poll: %w", err)
-			break
-		}
-		for res.Matched < count {
-			n, oobn, _, from, err := unix.Recvmsg(rfd, buf, oob, unix.MSG_DONTWAIT)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				break
-			}
+		},
+		frame: spec.appendFrame,
+		check: func(data []byte, aux *unix.TpacketAuxdata) (bool, int, int, error) {
+			ours, seq, how, err := spec.match(data, aux)
 			if err != nil {
-				recvErr = fmt.Errorf("receive: %w", err)
-				break
+				return ours, -1, int(how), err
 			}
-			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				continue // sent from dst's eth0, not received by it
-			}
-			ours, seq, how, err := spec.match(buf[:n], auxdata(oob[:oobn]))
-			switch {
-			case !ours:
-				continue
-			case err != nil:
-				res.Altered++
-				if firstAlter == nil {
-					firstAlter = err
-				}
-				continue
-			case seen[seq]:
-				res.Duplicates++
-				continue
-			}
-			seen[seq] = true
-			lastRx = time.Now()
-			res.Matched++
-			if how == tagAuxdata {
-				res.Auxdata++
-			} else {
-				res.InData++
-			}
-		}
-		if recvErr != nil {
-			break
-		}
+			return ours, int(seq), int(how), nil
+		},
 	}
-	// Unblock a sender that is still going before reading its count.
-	stop.Store(true)
-	sendErr := <-sendErrc
-	res.Sent = sent
-
+	r, err := x.run(src, dst, timeout)
+	res = vlanResult{
+		Sent:       r.Sent,
+		Matched:    r.Matched,
+		Auxdata:    r.kinds[int(tagAuxdata)],
+		InData:     r.kinds[int(tagInData)],
+		Duplicates: r.Duplicates,
+		Altered:    r.Altered,
+	}
 	switch {
-	case recvErr != nil:
-		return res, fmt.Errorf("%s: %w", name, recvErr)
-	case sendErr != nil && res.Matched < count:
-		return res, fmt.Errorf("%s: %w", name, sendErr)
+	case err != nil:
+		return res, err
 	case res.Altered > 0:
-		return res, fmt.Errorf("%s: %d frames arrived altered, the first: %w", name, res.Altered, firstAlter)
+		return res, fmt.Errorf("%s: %d frames arrived altered, the first: %w", name, res.Altered, r.alterations[0])
 	}
 	return res, nil
-}
-
-// auxdata finds the PACKET_AUXDATA control message in oob, or returns nil.
-func auxdata(oob []byte) *unix.TpacketAuxdata {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil
-	}
-	for _, m := range msgs {
-		if m.Header.Level != unix.SOL_PACKET || m.Header.Type != unix.PACKET_AUXDATA || len(m.Data) < sizeofAuxdata {
-			continue
-		}
-		var a unix.TpacketAuxdata
-		if _, err := binary.Decode(m.Data, binary.NativeEndian, &a); err != nil {
-			return nil
-		}
-		return &a
-	}
-	return nil
 }
