@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -13,6 +14,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -42,6 +44,22 @@ type Config struct {
 	// MultiBuffer binds the sockets with XDP_USE_SG so packets longer than
 	// a frame (jumbo MTUs) arrive and leave as descriptor chains.
 	MultiBuffer bool
+
+	// XPS picks a flow's TX queue when Queues > 1: sticky (default),
+	// hash or cpu (see package xps).
+	XPS xps.Mode
+	// XPSAsymmetric keys the two directions of a connection apart; by
+	// default they share one decision (the same queue index on both links).
+	XPSAsymmetric bool
+	// FlowTableSize bounds the sticky flow table. 0: xps.DefaultSize.
+	FlowTableSize int
+	// CPUs pins worker q to CPUs[q % len(CPUs)]. Empty: with several
+	// queues, worker q is pinned to the q-th CPU the process may run on,
+	// so that everything a TX queue sends leaves from one CPU (on veth a
+	// TX queue is, in effect, the CPU whose backlog the packet lands in;
+	// a migrating worker would split a flow across two). NoPin disables.
+	CPUs  []int
+	NoPin bool
 }
 
 // InputError marks an error caused by the user's input or environment
@@ -103,6 +121,9 @@ func (c *Config) normalize() error {
 	if c.MaxTxFrags == 0 {
 		c.MaxTxFrags = 4
 	}
+	if c.FlowTableSize == 0 {
+		c.FlowTableSize = xps.DefaultSize
+	}
 	switch {
 	case len(c.Links) != 2:
 		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
@@ -120,6 +141,8 @@ func (c *Config) normalize() error {
 		return inputErr("inline limit %d: at most the slot size, %d", c.InlineMax, umem.InlineSlotSize)
 	case c.FragOrder != 0 && c.FragOrder != 3 && c.FragOrder != 4:
 		return inputErr("frag order %d: want 3 (32 KiB), 4 (64 KiB) or 0 (off)", c.FragOrder)
+	case !validCPUs(c.CPUs):
+		return inputErr("cpus %v: want CPU numbers 0..%d", c.CPUs, runtime.NumCPU()-1)
 	case c.MaxTxFrags < 1 || c.MaxTxFrags > linearize.MaxDescs:
 		return inputErr("max TX frags %d: want 1..%d", c.MaxTxFrags, linearize.MaxDescs)
 	}
@@ -142,7 +165,12 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 		out[i] = linkInfo{name: name, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
 	}
 	if c.Queues == 0 {
-		c.Queues = min(out[0].rxQueues, out[1].rxQueues, out[0].txQueues, out[1].txQueues)
+		// One worker per queue, but no more workers than CPUs: a
+		// worker is a busy thread.
+		c.Queues = min(out[0].rxQueues, out[1].rxQueues, out[0].txQueues, out[1].txQueues, max(runtime.NumCPU(), 1))
+	}
+	if len(c.CPUs) == 0 && !c.NoPin && c.Queues > 1 {
+		c.CPUs = allowedCPUs()
 	}
 	for _, l := range out {
 		if c.Queues > l.rxQueues || c.Queues > l.txQueues {
@@ -214,4 +242,32 @@ func realQueues(name string) (rx, tx int) {
 		return max(len(m), 1)
 	}
 	return count("rx"), count("tx")
+}
+
+func validCPUs(cpus []int) bool {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return false
+	}
+	for _, c := range cpus {
+		if c < 0 || c >= 1024 || !set.IsSet(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// allowedCPUs lists the CPUs the process may run on.
+func allowedCPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -24,6 +25,7 @@ type Forwarder struct {
 	socks   [2][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
 	workers []*worker
 	policy  linearize.Policy
+	flows   *flowState // nil with one queue
 
 	stop     atomic.Bool
 	started  time.Time
@@ -101,6 +103,9 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		return nil, err
 	}
 
+	if cfg.Queues > 1 {
+		f.flows = newFlowState(f.region, cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
+	}
 	for q := range cfg.Queues {
 		w := newWorker(f, q)
 		// Fill rings go full before the program points at the sockets,
@@ -108,6 +113,26 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		w.refill(0)
 		w.refill(1)
 		f.workers = append(f.workers, w)
+	}
+	if f.flows != nil {
+		// A handoff ring from every worker to every other one.
+		for q, w := range f.workers {
+			w.flows = f.flows
+			w.handTo = make([]*handoff, cfg.Queues)
+			w.handFrom = make([]*handoff, cfg.Queues)
+			for tq := range f.workers {
+				if tq != q {
+					w.handTo[tq] = newHandoff(int(cfg.RingSize) * 2)
+				}
+			}
+		}
+		for q, w := range f.workers {
+			for tq, h := range w.handTo {
+				if h != nil {
+					f.workers[tq].handFrom[q] = h
+				}
+			}
+		}
 	}
 	for i := range links {
 		for q, s := range f.socks[i] {
@@ -210,6 +235,9 @@ func (f *Forwarder) Close() error {
 	errs = append(errs, f.closeSockets())
 	if f.region != nil {
 		for _, w := range f.workers {
+			w.dropHandoffs()
+		}
+		for _, w := range f.workers {
 			w.build.Close()
 			w.frames.Flush()
 		}
@@ -247,3 +275,26 @@ func (f *Forwarder) Links() [2]string { return [2]string{f.links[0].name, f.link
 
 // txRing returns the TX ring of link i, queue q.
 func (f *Forwarder) txRing(i, q int) *txring.Ring { return f.workers[q].ports[i].tx }
+
+// SetQueues changes, while running, how many TX queues flows are spread
+// over (1..the queues started with). In sticky mode a flow leaves a queue
+// only when nothing of it is in flight there, so the change reorders
+// nothing; the queues beyond n keep draining what they have.
+func (f *Forwarder) SetQueues(n int) error {
+	if n < 1 || n > f.cfg.Queues {
+		return inputErr("queues %d: want 1..%d (the queues started with)", n, f.cfg.Queues)
+	}
+	if f.flows == nil {
+		return nil
+	}
+	f.flows.active.Store(int32(n))
+	f.flows.table.SetQueues(n)
+	return nil
+}
+
+// SetXPS changes the queue selection mode while running.
+func (f *Forwarder) SetXPS(m xps.Mode) {
+	if f.flows != nil {
+		f.flows.table.SetMode(m)
+	}
+}

@@ -40,6 +40,7 @@ const (
 	DropTXKickFailures = "tx_kick_errors"           // us: sendto failed (link down)
 	DropRXBadDesc      = "rx_bad_descs"             // us: RX descriptor outside the frame zone, never followed
 	DropTXNoRoom       = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
+	DropHandoffFull    = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
 )
 
 // LinkStats returns the counters of link i (0 or 1), summed over its
@@ -102,6 +103,7 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 	l.Drops[DropTXKickFailures] = p.tx.KickErrors.Load()
 	l.Drops[DropRXBadDesc] = p.stats.rxInvalid.Load()
 	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()
+	l.Drops[DropHandoffFull] = p.stats.handoffFull.Load()
 	l.TXDescriptors = p.stats.txDescs.Load()
 	l.InlineFallbacks = p.stats.inlineFallbacks.Load()
 	for path := range linearize.NumPaths {
@@ -183,6 +185,40 @@ type Summary struct {
 	// PagesPer1KDesc is the mean number of distinct UMEM pages touched per
 	// 1,000 TX descriptors, at 4 KiB ("4k") and 2 MiB ("2m") granularity.
 	PagesPer1KDesc map[string]float64 `json:"pages_per_1k_desc"`
+
+	XPS XPSSummary `json:"xps"`
+}
+
+// XPSSummary describes TX queue selection.
+type XPSSummary struct {
+	Mode          string `json:"mode"`
+	Queues        int    `json:"queues"` // TX queues flows are spread over now
+	Flows         uint64 `json:"flows"`  // flow entries created
+	Moves         uint64 `json:"moves"`
+	DeferredMoves uint64 `json:"deferred_moves"`
+	Evictions     uint64 `json:"evictions"`
+	Fallbacks     uint64 `json:"fallbacks"` // packets sent by hash: table bucket all in flight
+	// TXQueuePackets lists, per link, the packets sent on each TX queue.
+	TXQueuePackets map[string][]uint64 `json:"tx_queue_packets"`
+}
+
+// XPS returns the queue selection summary.
+func (f *Forwarder) XPS() XPSSummary {
+	x := XPSSummary{Mode: "single-queue", Queues: f.cfg.Queues, TXQueuePackets: map[string][]uint64{}}
+	for i, l := range f.links {
+		for q := range f.workers {
+			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], f.workers[q].ports[i].stats.txPackets.Load())
+		}
+	}
+	if f.flows == nil {
+		return x
+	}
+	st := f.flows.table.Stats()
+	x.Mode = st.Mode
+	x.Queues = int(f.flows.active.Load())
+	x.Flows, x.Moves, x.DeferredMoves = st.Flows, st.Moves, st.DeferredMoves
+	x.Evictions, x.Fallbacks = st.Evictions, st.Fallbacks
+	return x
 }
 
 // PagesPer1K averages the workers' page meters.
@@ -213,6 +249,7 @@ func (f *Forwarder) Summary() Summary {
 	}
 	p4, p2 := f.PagesPer1K()
 	s.PagesPer1KDesc = map[string]float64{"4k": p4, "2m": p2}
+	s.XPS = f.XPS()
 	if f.region != nil {
 		s.UMEM = UMEMSummary{Backing: string(f.region.Backing()), SizeBytes: f.region.Size()}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -50,6 +51,9 @@ type portStats struct {
 	// txNoRoom counts packets dropped because no TX layout had room
 	// (frag zone exhausted for a chain longer than the kernel takes).
 	txNoRoom atomic.Uint64
+	// handoffFull counts packets dropped because the handoff ring to the
+	// worker owning their flow's TX queue was full.
+	handoffFull atomic.Uint64
 }
 
 type port struct {
@@ -64,6 +68,7 @@ type batchCounts struct {
 	txPackets, txBytes, txDescs uint64
 	paths                       [linearize.NumPaths]uint64
 	fallbacks, invalid, noRoom  uint64
+	handoffFull                 uint64
 }
 
 // worker owns queue q of both links.
@@ -81,6 +86,14 @@ type worker struct {
 	out    []xsk.Desc // one packet's TX descriptors
 	hot    []uint64   // frames to recycle to the fill ring at once
 	pfds   [2]unix.PollFd
+
+	// With several queues: the flow table, and the handoff rings to
+	// (handTo[q]) and from (handFrom[q]) worker q; nil for itself.
+	flows    *flowState
+	now      int64
+	cpu      int // pinned CPU, or -1
+	handTo   []*handoff
+	handFrom []*handoff
 }
 
 func newWorker(f *Forwarder, q int) *worker {
@@ -95,6 +108,10 @@ func newWorker(f *Forwarder, q int) *worker {
 		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
 		out:    make([]xsk.Desc, linearize.MaxDescs),
 		hot:    make([]uint64, 0, f.cfg.Batch),
+		cpu:    -1,
+	}
+	if len(f.cfg.CPUs) > 0 {
+		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
 	}
 	for i := range w.ports {
 		s := f.socks[i][q]
@@ -118,12 +135,22 @@ func (w *worker) run(stop *atomic.Bool) {
 	// time, and poll(2) blocks only this thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if w.cpu >= 0 {
+		var set unix.CPUSet
+		set.Set(w.cpu)
+		// Best effort: a CPU outside the process's cpuset is refused,
+		// and the worker runs unpinned (New checked the list).
+		unix.SchedSetaffinity(0, &set)
+	}
 
 	idle := 0
 	for !stop.Load() {
 		w.refill(0)
 		w.refill(1)
-		n := w.forward(0, 1) + w.forward(1, 0)
+		n := w.forwardAll(0, 1) + w.forwardAll(1, 0)
+		if w.handFrom != nil {
+			n += w.drainHandoffs()
+		}
 		w.reap(0)
 		w.reap(1)
 		w.frames.Publish()
@@ -149,14 +176,35 @@ func (w *worker) run(stop *atomic.Bool) {
 	w.drain()
 }
 
-// forward moves up to one batch of packets from in's RX ring to out's TX
-// ring, each by the path linearize picks: small packets are copied into an
+// forwardAll forwards what the RX ring of link i holds, a batch at a time,
+// up to maxBatches, before the worker turns to what other workers handed
+// it: a flow whose packets arrived on two RX queues then keeps the order
+// in which the two workers read them, as long as a burst fits the budget.
+func (w *worker) forwardAll(i, o int) int {
+	total := 0
+	for range maxBatches {
+		n := w.forward(i, o)
+		total += n
+		if n < int(w.batch)/2 {
+			break
+		}
+	}
+	return total
+}
+
+// maxBatches bounds forwardAll, so one busy link cannot starve the other.
+const maxBatches = 8
+
+// forward moves up to one batch of packets from in's RX ring towards link
+// o, each by the path linearize picks: small packets are copied into an
 // inline slot and their frame goes straight back to the fill ring; larger
 // ones leave from the frame they arrived in; multi-buffer packets leave as
 // their chain or, when it has too many pieces, repacked into a frag block.
-// It peeks no more than out's TX ring can take, so a full TX ring pushes
-// back into the RX ring (and the kernel's rx_ring_full counter) instead of
-// dropping in user space.
+// With several queues, each packet goes to the TX queue its flow is bound
+// to: directly when this worker owns it, else through a handoff ring to
+// the worker that does. It peeks no more than out's TX ring can take, so a
+// full TX ring pushes back into the RX ring (and the kernel's rx_ring_full
+// counter) instead of dropping in user space.
 func (w *worker) forward(i, o int) int {
 	in, out := &w.ports[i], &w.ports[o]
 	room := out.tx.Free(w.batch)
@@ -184,6 +232,9 @@ func (w *worker) forward(i, o int) int {
 	var rxBytes uint64
 	t := tidx
 	packets := 0
+	if w.flows != nil {
+		w.now = time.Now().UnixNano() // one clock read per batch
+	}
 	for k := uint32(0); k < n; {
 		// Collect one packet: descriptors up to one without PktContd.
 		w.chain = w.chain[:0]
@@ -213,12 +264,43 @@ func (w *worker) forward(i, o int) int {
 			w.recycleChain()
 			continue
 		}
-		t += w.place(out, t, total, &c)
+		tq, slot := w.q, xps.NoSlot
+		if w.flows != nil {
+			d := w.chain[0]
+			tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+		}
+		nd := w.build1(total, &c, &out.stats)
+		if nd == 0 {
+			continue
+		}
+		if w.flows != nil {
+			w.flows.sent(w.out[:nd], tq, slot)
+		}
+		if tq == w.q {
+			for j, d := range w.out[:nd] {
+				out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
+			}
+			t += uint32(nd)
+			c.txPackets++
+			c.txBytes += uint64(total)
+			c.txDescs += uint64(nd)
+			continue
+		}
+		if !w.handOff(tq, o, nd, slot) {
+			c.handoffFull++
+			w.flows.completed(w.out[:nd], tq)
+			w.release(w.out[:nd])
+		}
 	}
 	rx.Release(n)
 	out.tx.Cancel(got - (t - tidx))
 	out.tx.Submit()
 	w.recycleHot(in)
+	for _, h := range w.handTo {
+		if h != nil {
+			h.publish()
+		}
+	}
 
 	in.stats.rxPackets.Add(uint64(packets))
 	in.stats.rxBytes.Add(rxBytes)
@@ -240,14 +322,19 @@ func (w *worker) forward(i, o int) int {
 	if c.noRoom != 0 {
 		s.txNoRoom.Add(c.noRoom)
 	}
+	if c.handoffFull != 0 {
+		s.handoffFull.Add(c.handoffFull)
+	}
 	return packets
 }
 
-// place writes the TX descriptors for the packet in w.chain at slot t of
-// out's ring and returns how many it used.
-func (w *worker) place(out *port, t uint32, total int, c *batchCounts) uint32 {
+// build1 lays out the packet in w.chain as TX descriptors in w.out and
+// returns how many (0: dropped, counted). Frames that leave as they came
+// move to the kernel's TX side; frames whose data was copied are queued to
+// go back to the fill ring at once.
+func (w *worker) build1(total int, c *batchCounts, s *portStats) int {
 	path := w.build.Policy.Decide(total, len(w.chain))
-	var nd int
+	nd := 0
 	switch path {
 	case linearize.Inline:
 		var addr uint64
@@ -258,59 +345,146 @@ func (w *worker) place(out *port, t uint32, total int, c *batchCounts) uint32 {
 		} else {
 			addr, _, ok = w.build.InlineGather(w.chain)
 		}
-		if !ok {
+		if ok {
+			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(total)}
+			nd = 1
+		} else {
 			c.fallbacks++
 			path = linearize.Frame
 			if len(w.chain) > 1 {
 				path = linearize.Chain
 			}
-			return w.placeAs(out, t, path, total, c)
 		}
-		out.tx.Set(t, addr, uint32(total), 0)
-		w.meter.Touch(addr, uint32(total))
-		w.recycleChain()
-		nd = 1
 	case linearize.Frag:
-		nd = w.build.Repack(w.chain, w.out)
-		if nd == 0 {
-			return w.placeAs(out, t, linearize.Chain, total, c)
+		if nd = w.build.Repack(w.chain, w.out); nd == 0 {
+			path = linearize.Chain
 		}
-		for j, d := range w.out[:nd] {
-			out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
-			w.meter.Touch(d.Addr, d.Len)
+	}
+	if nd > 0 {
+		w.recycleChain()
+	} else {
+		// Frame or Chain: the packet leaves from its own frames.
+		if len(w.chain) > linearize.MaxDescs || len(w.chain) == cap(w.chain) && w.chain[len(w.chain)-1].Options&xsk.PktContd != 0 {
+			// A chain longer than any kernel takes, and no frag block
+			// to repack it into.
+			c.noRoom++
+			w.recycleChain()
+			return 0
 		}
-		w.recycleChain()
-	default:
-		return w.placeAs(out, t, path, total, c)
+		for j, d := range w.chain {
+			w.zone.Move(d.Addr, umem.KernelRX, umem.KernelTX)
+			w.out[j] = xsk.Desc{Addr: d.Addr, Len: d.Len, Options: d.Options & xsk.PktContd}
+		}
+		nd = len(w.chain)
 	}
-	c.count(path, total, nd, &out.stats)
-	return uint32(nd)
-}
-
-// placeAs sends the packet in w.chain from its own frames (Frame or Chain).
-func (w *worker) placeAs(out *port, t uint32, path linearize.Path, total int, c *batchCounts) uint32 {
-	if len(w.chain) > linearize.MaxDescs || len(w.chain) == cap(w.chain) && w.chain[len(w.chain)-1].Options&xsk.PktContd != 0 {
-		// A chain longer than any kernel takes, and no frag block to
-		// repack it into.
-		c.noRoom++
-		w.recycleChain()
-		return 0
-	}
-	for j, d := range w.chain {
-		w.zone.Move(d.Addr, umem.KernelRX, umem.KernelTX)
-		out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options&xsk.PktContd)
+	for _, d := range w.out[:nd] {
 		w.meter.Touch(d.Addr, d.Len)
 	}
-	c.count(path, total, len(w.chain), &out.stats)
-	return uint32(len(w.chain))
+	c.paths[path]++
+	s.descHist[min(nd, linearize.MaxDescs)].Add(1)
+	return nd
 }
 
-func (c *batchCounts) count(p linearize.Path, total, descs int, s *portStats) {
-	c.txPackets++
-	c.txBytes += uint64(total)
-	c.txDescs += uint64(descs)
-	c.paths[p]++
-	s.descHist[min(descs, linearize.MaxDescs)].Add(1)
+// handOff queues the nd descriptors in w.out for the worker owning TX
+// queue tq, bound for link o. It reports false when the ring is full.
+func (w *worker) handOff(tq, o, nd int, slot xps.Slot) bool {
+	h := w.handTo[tq]
+	if h.room() < uint32(nd) {
+		return false
+	}
+	for _, d := range w.out[:nd] {
+		h.put(handoffEntry{desc: d, slot: uint64(slot), out: uint8(o)})
+	}
+	return true
+}
+
+// release gives back TX descriptors that will not be sent.
+func (w *worker) release(descs []xsk.Desc) {
+	for _, d := range descs {
+		if w.zone.Contains(d.Addr) {
+			w.frames.Free(d.Addr, umem.KernelTX)
+		} else {
+			w.build.Release(d.Addr)
+		}
+	}
+}
+
+// dropHandoffs releases what is left in the rings handed to this worker;
+// for Close, once every worker has stopped.
+func (w *worker) dropHandoffs() {
+	for _, h := range w.handFrom {
+		if h == nil {
+			continue
+		}
+		n, idx := h.peek(^uint32(0))
+		for j := range n {
+			e := h.at(idx + j)
+			if w.flows != nil {
+				w.flows.done(e.desc.Addr, w.q)
+			}
+			if w.zone.Contains(e.desc.Addr) {
+				w.frames.Free(e.desc.Addr, umem.KernelTX)
+			} else {
+				w.build.Release(e.desc.Addr)
+			}
+		}
+		h.release(n)
+	}
+}
+
+// drainHandoffs submits what other workers handed over for this worker's
+// TX queues, in the order they handed it, whole packets at a time.
+func (w *worker) drainHandoffs() int {
+	total := 0
+	for _, h := range w.handFrom {
+		if h == nil {
+			continue
+		}
+		n, idx := h.peek(w.batch)
+		for n > 0 && h.at(idx+n-1).desc.Options&xsk.PktContd != 0 {
+			n--
+		}
+		var used uint32
+		var pk, by, ds [2]uint64
+		for used < n {
+			// One packet: entries up to one without PktContd.
+			end := used
+			for end < n && h.at(idx+end).desc.Options&xsk.PktContd != 0 {
+				end++
+			}
+			end++
+			o := int(h.at(idx + used).out)
+			out := &w.ports[o]
+			k := end - used
+			if out.tx.Free(k) < k {
+				break // TX full: the rest waits for the next round
+			}
+			_, t := out.tx.Reserve(k)
+			for j := range k {
+				e := h.at(idx + used + j)
+				out.tx.Set(t+j, e.desc.Addr, e.desc.Len, e.desc.Options)
+				by[o] += uint64(e.desc.Len)
+			}
+			pk[o]++
+			ds[o] += uint64(k)
+			used = end
+		}
+		if used == 0 {
+			continue
+		}
+		h.release(used)
+		for o := range w.ports {
+			if pk[o] > 0 {
+				w.ports[o].tx.Submit()
+				s := &w.ports[o].stats
+				s.txPackets.Add(pk[o])
+				s.txBytes.Add(by[o])
+				s.txDescs.Add(ds[o])
+			}
+		}
+		total += int(used)
+	}
+	return total
 }
 
 // recycleChain queues the frames of w.chain for the fill ring: their data
@@ -353,6 +527,9 @@ func (w *worker) reap(i int) {
 	p := &w.ports[i]
 	for {
 		n := p.tx.Reap(w.reaped)
+		if w.flows != nil {
+			w.flows.completedAddrs(w.reaped[:n], w.q)
+		}
 		for _, a := range w.reaped[:n] {
 			if w.zone.Contains(a) {
 				w.frames.Free(a, umem.KernelTX)
@@ -398,6 +575,9 @@ func (w *worker) drain() {
 	deadline := time.Now().Add(drainTimeout)
 	for time.Now().Before(deadline) {
 		n := w.forward(0, 1) + w.forward(1, 0)
+		if w.handFrom != nil {
+			n += w.drainHandoffs()
+		}
 		w.reap(0)
 		w.reap(1)
 		if n == 0 && w.ports[0].tx.InFlight() == 0 && w.ports[1].tx.InFlight() == 0 {

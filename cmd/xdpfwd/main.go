@@ -18,12 +18,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -118,6 +120,11 @@ type fwdFlags struct {
 	fragOrder   int
 	maxTxFrags  int
 	multiBuffer bool
+
+	xpsMode    string
+	cpus       string
+	flowTable  int
+	asymmetric bool
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
@@ -134,6 +141,10 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.fragOrder, "frag-order", 4, "frag block size for repacked multi-buffer packets: 3 (32 KiB), 4 (64 KiB), 0 (off)")
 	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
 	fs.BoolVar(&ff.multiBuffer, "multi-buffer", false, "AF_XDP multi-buffer (XDP_USE_SG): carry packets longer than a frame, for jumbo MTUs")
+	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
+	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
+	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
+	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
 	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
 	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
 }
@@ -188,6 +199,14 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	}
 	cfg.MaxTxFrags = ff.maxTxFrags
 	cfg.MultiBuffer = ff.multiBuffer
+	if cfg.XPS, err = xps.ParseMode(ff.xpsMode); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.CPUs, err = parseCPUList(ff.cpus); err != nil {
+		return cfg, nil, bad(err)
+	}
+	cfg.FlowTableSize = ff.flowTable
+	cfg.XPSAsymmetric = ff.asymmetric
 	return cfg, logger, nil
 }
 
@@ -303,4 +322,28 @@ func writeSummary(path string, s fwd.Summary) error {
 		return fmt.Errorf("summary: %w", err)
 	}
 	return nil
+}
+
+// parseCPUList parses "0,2-3" into [0 2 3].
+func parseCPUList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1024 {
+			return nil, fmt.Errorf("--cpus %q: want a list like 0,1 or 2-3", s)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,119 @@
+package fwd
+
+import (
+	"sync/atomic"
+
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// flowState binds flows to TX queues when a forwarder runs several queues
+// (package xps), and remembers, per TX descriptor, which flow it counts
+// against, so that the flow's in-flight count drops when the kernel
+// completes it. That count is what lets a flow move to another queue only
+// when nothing of it is in flight: the kernel's ooo_okay rule.
+type flowState struct {
+	table     *xps.Table
+	symmetric bool
+	active    atomic.Int32 // TX queues flows are spread over
+
+	region *umem.Region
+	// slot of the flow each in-flight descriptor belongs to, by address:
+	// per frame, per inline slot, per 64 bytes of the frag zone (packets
+	// start 64-byte aligned there). Written by the worker that builds the
+	// descriptor, read by the one that reaps it; the handoff ring or the
+	// worker itself orders the two.
+	frames, inline, frags []xps.Slot
+}
+
+const fragMetaShift = 6
+
+func newFlowState(r *umem.Region, mode xps.Mode, size int, symmetric bool, queues int) *flowState {
+	t := xps.NewTable(size, xps.DefaultIdle)
+	t.SetMode(mode)
+	fs := &flowState{
+		table:     t,
+		symmetric: symmetric,
+		region:    r,
+		frames:    make([]xps.Slot, r.Frames.Len()),
+		inline:    make([]xps.Slot, r.Inline.Len()),
+		frags:     make([]xps.Slot, r.Frags.Size()>>fragMetaShift),
+	}
+	fs.active.Store(int32(queues))
+	return fs
+}
+
+// pick returns the TX queue for a frame received on queue rxq.
+func (fs *flowState) pick(frame []byte, rxq int, now int64) (int, xps.Slot) {
+	n := int(fs.active.Load())
+	switch fs.table.Mode() {
+	case xps.ModeCPU:
+		return xps.CPUQueue(rxq, n), xps.NoSlot
+	case xps.ModeHash:
+		k, _ := xps.ParseKey(frame, fs.symmetric)
+		return xps.HashQueue(k.Hash(), n), xps.NoSlot
+	}
+	k, _ := xps.ParseKey(frame, fs.symmetric)
+	return fs.table.Pick(k, k.Hash(), n, rxq, now)
+}
+
+func (fs *flowState) slotOf(addr uint64) *xps.Slot {
+	r := fs.region
+	switch {
+	case r.Frames.Contains(addr):
+		return &fs.frames[r.Frames.Index(addr)]
+	case r.Inline.Contains(addr):
+		return &fs.inline[r.Inline.Index(addr)]
+	case r.Frags.Contains(addr):
+		return &fs.frags[(addr-r.Frags.Base())>>fragMetaShift]
+	}
+	return nil
+}
+
+// sent records descs as in flight on queue tq for the flow in slot. Call it
+// before the descriptors can complete.
+func (fs *flowState) sent(descs []xsk.Desc, tq int, slot xps.Slot) {
+	fs.table.Sent(slot, tq, len(descs))
+	for _, d := range descs {
+		if p := fs.slotOf(d.Addr); p != nil {
+			*p = slot
+		}
+	}
+}
+
+// completed takes descs that will not be sent after all off queue tq.
+func (fs *flowState) completed(descs []xsk.Desc, tq int) {
+	for _, d := range descs {
+		fs.done(d.Addr, tq)
+	}
+}
+
+func (fs *flowState) done(addr uint64, tq int) {
+	slot := xps.NoSlot
+	if p := fs.slotOf(addr); p != nil {
+		slot = *p
+	}
+	fs.table.Completed(slot, tq, 1)
+}
+
+// completedAddrs takes reaped addresses off queue tq, one table call per
+// run of descriptors of the same flow.
+func (fs *flowState) completedAddrs(addrs []uint64, tq int) {
+	run, n := xps.NoSlot, 0
+	for _, a := range addrs {
+		slot := xps.NoSlot
+		if p := fs.slotOf(a); p != nil {
+			slot = *p
+		}
+		if slot != run && n > 0 {
+			fs.table.Completed(run, tq, n)
+			n = 0
+		}
+		run = slot
+		n++
+	}
+	if n > 0 {
+		fs.table.Completed(run, tq, n)
+	}
+}
