@@ -115,24 +115,10 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		f.workers = append(f.workers, w)
 	}
 	if f.flows != nil {
-		// A handoff ring from every worker to every other one.
-		for q, w := range f.workers {
+		for _, w := range f.workers {
 			w.flows = f.flows
-			w.handTo = make([]*handoff, cfg.Queues)
-			w.handFrom = make([]*handoff, cfg.Queues)
-			for tq := range f.workers {
-				if tq != q {
-					w.handTo[tq] = newHandoff(int(cfg.RingSize) * 2)
-				}
-			}
 		}
-		for q, w := range f.workers {
-			for tq, h := range w.handTo {
-				if h != nil {
-					f.workers[tq].handFrom[q] = h
-				}
-			}
-		}
+		setupOrdering(f, int(cfg.RingSize)*2)
 	}
 	for i := range links {
 		for q, s := range f.socks[i] {

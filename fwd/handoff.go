@@ -8,7 +8,8 @@ import (
 
 // handoff carries TX descriptors from the worker that received a packet to
 // the worker that owns the TX queue the packet's flow is sent on, so that
-// every TX ring keeps a single producer. It is a bounded single-producer,
+// every TX ring keeps a single producer. One ring carries the packets of
+// one RX ring bound for one TX link, so its entries are in arrival order. It is a bounded single-producer,
 // single-consumer ring: the producer publishes tail after writing the
 // entries (release), the consumer reads tail (acquire), reads the entries,
 // then publishes head. Entries of one packet are published together, and
@@ -26,12 +27,11 @@ type handoff struct {
 	mask       uint32
 }
 
-// handoffEntry is one TX descriptor bound for link out, with the flow
-// handle it counts against.
+// handoffEntry is one TX descriptor, with the arrival time of its packet
+// (0: unknown) for ordering.
 type handoffEntry struct {
-	desc xsk.Desc
-	slot uint64
-	out  uint8
+	desc  xsk.Desc
+	stamp int64
 }
 
 func newHandoff(size int) *handoff {

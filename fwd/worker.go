@@ -87,13 +87,13 @@ type worker struct {
 	hot    []uint64   // frames to recycle to the fill ring at once
 	pfds   [2]unix.PollFd
 
-	// With several queues: the flow table, and the handoff rings to
-	// (handTo[q]) and from (handFrom[q]) worker q; nil for itself.
-	flows    *flowState
-	now      int64
-	cpu      int // pinned CPU, or -1
-	handTo   []*handoff
-	handFrom []*handoff
+	// With several queues: the flow table and the ordering state (merge.go).
+	flows *flowState
+	now   int64
+	cpu   int // pinned CPU, or -1
+	order *ordering
+	// draining: stopping; held packets go out without waiting for order.
+	draining bool
 }
 
 func newWorker(f *Forwarder, q int) *worker {
@@ -148,15 +148,23 @@ func (w *worker) run(stop *atomic.Bool) {
 		w.refill(0)
 		w.refill(1)
 		n := w.forwardAll(0, 1) + w.forwardAll(1, 0)
-		if w.handFrom != nil {
-			n += w.drainHandoffs()
+		held := 0
+		if w.order != nil {
+			var m int
+			m, held = w.merge()
+			n += m
 		}
 		w.reap(0)
 		w.reap(1)
 		w.frames.Publish()
 		w.build.Publish()
-		if n > 0 {
+		if n > 0 || held > 0 {
+			// Packets held for ordering wait on another worker's
+			// progress: keep looking, do not sleep.
 			idle = 0
+			if n == 0 {
+				runtime.Gosched()
+			}
 			continue
 		}
 		if idle++; idle < spinRounds {
@@ -171,7 +179,13 @@ func (w *worker) run(stop *atomic.Bool) {
 				w.ports[i].tx.Kick(true)
 			}
 		}
+		if w.order != nil {
+			w.order.idle.Store(true)
+		}
 		unix.Poll(w.pfds[:], int(pollTimeout/time.Millisecond))
+		if w.order != nil {
+			w.order.idle.Store(false)
+		}
 	}
 	w.drain()
 }
@@ -233,7 +247,7 @@ func (w *worker) forward(i, o int) int {
 	t := tidx
 	packets := 0
 	if w.flows != nil {
-		w.now = time.Now().UnixNano() // one clock read per batch
+		w.now = monoNow() // one clock read per batch
 	}
 	for k := uint32(0); k < n; {
 		// Collect one packet: descriptors up to one without PktContd.
@@ -265,9 +279,11 @@ func (w *worker) forward(i, o int) int {
 			continue
 		}
 		tq, slot := w.q, xps.NoSlot
+		var stamp int64
 		if w.flows != nil {
 			d := w.chain[0]
 			tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+			stamp = w.stampOf(d.Addr)
 		}
 		nd := w.build1(total, &c, &out.stats)
 		if nd == 0 {
@@ -276,7 +292,7 @@ func (w *worker) forward(i, o int) int {
 		if w.flows != nil {
 			w.flows.sent(w.out[:nd], tq, slot)
 		}
-		if tq == w.q {
+		if tq == w.q && !w.order.merging() {
 			for j, d := range w.out[:nd] {
 				out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
 			}
@@ -286,7 +302,7 @@ func (w *worker) forward(i, o int) int {
 			c.txDescs += uint64(nd)
 			continue
 		}
-		if !w.handOff(tq, o, nd, slot) {
+		if !w.order.push(o, tq, w.out[:nd], stamp) {
 			c.handoffFull++
 			w.flows.completed(w.out[:nd], tq)
 			w.release(w.out[:nd])
@@ -296,10 +312,9 @@ func (w *worker) forward(i, o int) int {
 	out.tx.Cancel(got - (t - tidx))
 	out.tx.Submit()
 	w.recycleHot(in)
-	for _, h := range w.handTo {
-		if h != nil {
-			h.publish()
-		}
+	if w.order != nil {
+		w.order.publish(o)
+		w.publishWatermark(i)
 	}
 
 	in.stats.rxPackets.Add(uint64(packets))
@@ -385,19 +400,6 @@ func (w *worker) build1(total int, c *batchCounts, s *portStats) int {
 	return nd
 }
 
-// handOff queues the nd descriptors in w.out for the worker owning TX
-// queue tq, bound for link o. It reports false when the ring is full.
-func (w *worker) handOff(tq, o, nd int, slot xps.Slot) bool {
-	h := w.handTo[tq]
-	if h.room() < uint32(nd) {
-		return false
-	}
-	for _, d := range w.out[:nd] {
-		h.put(handoffEntry{desc: d, slot: uint64(slot), out: uint8(o)})
-	}
-	return true
-}
-
 // release gives back TX descriptors that will not be sent.
 func (w *worker) release(descs []xsk.Desc) {
 	for _, d := range descs {
@@ -407,84 +409,6 @@ func (w *worker) release(descs []xsk.Desc) {
 			w.build.Release(d.Addr)
 		}
 	}
-}
-
-// dropHandoffs releases what is left in the rings handed to this worker;
-// for Close, once every worker has stopped.
-func (w *worker) dropHandoffs() {
-	for _, h := range w.handFrom {
-		if h == nil {
-			continue
-		}
-		n, idx := h.peek(^uint32(0))
-		for j := range n {
-			e := h.at(idx + j)
-			if w.flows != nil {
-				w.flows.done(e.desc.Addr, w.q)
-			}
-			if w.zone.Contains(e.desc.Addr) {
-				w.frames.Free(e.desc.Addr, umem.KernelTX)
-			} else {
-				w.build.Release(e.desc.Addr)
-			}
-		}
-		h.release(n)
-	}
-}
-
-// drainHandoffs submits what other workers handed over for this worker's
-// TX queues, in the order they handed it, whole packets at a time.
-func (w *worker) drainHandoffs() int {
-	total := 0
-	for _, h := range w.handFrom {
-		if h == nil {
-			continue
-		}
-		n, idx := h.peek(w.batch)
-		for n > 0 && h.at(idx+n-1).desc.Options&xsk.PktContd != 0 {
-			n--
-		}
-		var used uint32
-		var pk, by, ds [2]uint64
-		for used < n {
-			// One packet: entries up to one without PktContd.
-			end := used
-			for end < n && h.at(idx+end).desc.Options&xsk.PktContd != 0 {
-				end++
-			}
-			end++
-			o := int(h.at(idx + used).out)
-			out := &w.ports[o]
-			k := end - used
-			if out.tx.Free(k) < k {
-				break // TX full: the rest waits for the next round
-			}
-			_, t := out.tx.Reserve(k)
-			for j := range k {
-				e := h.at(idx + used + j)
-				out.tx.Set(t+j, e.desc.Addr, e.desc.Len, e.desc.Options)
-				by[o] += uint64(e.desc.Len)
-			}
-			pk[o]++
-			ds[o] += uint64(k)
-			used = end
-		}
-		if used == 0 {
-			continue
-		}
-		h.release(used)
-		for o := range w.ports {
-			if pk[o] > 0 {
-				w.ports[o].tx.Submit()
-				s := &w.ports[o].stats
-				s.txPackets.Add(pk[o])
-				s.txBytes.Add(by[o])
-				s.txDescs.Add(ds[o])
-			}
-		}
-		total += int(used)
-	}
-	return total
 }
 
 // recycleChain queues the frames of w.chain for the fill ring: their data
@@ -572,15 +496,19 @@ func (w *worker) refill(i int) {
 // drain forwards what is already in the RX rings and waits, up to
 // drainTimeout, for the kernel to complete every TX descriptor.
 func (w *worker) drain() {
+	w.draining = true
 	deadline := time.Now().Add(drainTimeout)
 	for time.Now().Before(deadline) {
 		n := w.forward(0, 1) + w.forward(1, 0)
-		if w.handFrom != nil {
-			n += w.drainHandoffs()
+		held := 0
+		if w.order != nil {
+			var m int
+			m, held = w.merge()
+			n += m
 		}
 		w.reap(0)
 		w.reap(1)
-		if n == 0 && w.ports[0].tx.InFlight() == 0 && w.ports[1].tx.InFlight() == 0 {
+		if n == 0 && held == 0 && w.ports[0].tx.InFlight() == 0 && w.ports[1].tx.InFlight() == 0 {
 			break
 		}
 		for i := range w.ports {

@@ -12,6 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// MetaLen is the size of the metadata the program writes in front of each
+// packet: the arrival time, bpf_ktime_get_ns, as a native-endian uint64.
+const MetaLen = 8
+
 // ProgramName is the name xdpfwd's XDP program carries, so another
 // instance (or an operator) can tell it from a foreign program.
 const ProgramName = "xdpfwd_redir"
@@ -111,9 +115,24 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 // The program is frags-aware where the kernel allows it, so multi-buffer
 // (jumbo) packets reach sockets bound with XDP_USE_SG.
 func loadRedirect(xsks *ebpf.Map) (*ebpf.Program, error) {
-	const rxQueueIndexOff = 16 // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
+	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
+	const dataOff, metaOff, rxQueueIndexOff = 0, 8, 16
 	insns := asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R1, rxQueueIndexOff, asm.Word),
+		asm.Mov.Reg(asm.R6, asm.R1),
+		// Stamp the arrival time into 8 bytes of metadata in front of the
+		// packet: user space orders a flow that arrives on several RX
+		// queues by it. Best effort: without room, no stamp.
+		asm.Mov.Imm(asm.R2, -MetaLen),
+		asm.FnXdpAdjustMeta.Call(),
+		asm.JNE.Imm(asm.R0, 0, "redirect"),
+		asm.FnKtimeGetNs.Call(),
+		asm.LoadMem(asm.R2, asm.R6, metaOff, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, dataOff, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, MetaLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "redirect"),
+		asm.StoreMem(asm.R2, 0, asm.R0, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R6, rxQueueIndexOff, asm.Word).WithSymbol("redirect"),
 		asm.LoadMapPtr(asm.R1, xsks.FD()),
 		asm.Mov.Imm(asm.R3, 2), // XDP_PASS
 		asm.FnRedirectMap.Call(),

@@ -188,3 +188,17 @@ const PktContd = 1
 // peeked again. Used to leave a multi-buffer packet whose tail did not fit
 // in the batch for the next round.
 func (c *Consumer) Cancel(n uint32) { c.cachedCons -= n }
+
+// Next returns the next ready entry of an RX ring without claiming it.
+func (c *Consumer) Next() (Desc, bool) {
+	if c.Avail(1) == 0 {
+		return Desc{}, false
+	}
+	return c.Desc(c.cachedCons), true
+}
+
+// Empty reports, from any goroutine, whether the ring holds nothing the
+// consumer has not released: both indices are read atomically.
+func (c *ring) Empty() bool {
+	return atomic.LoadUint32(c.producer) == atomic.LoadUint32(c.consumer)
+}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -580,12 +581,34 @@ func TestNeedsWakeup(t *testing.T) {
 	}
 }
 
-// spin yields while the other side has not moved yet.
-func spin(i *int) {
-	if *i++; *i%64 == 0 {
-		runtime.Gosched()
-	}
+// stallTimeout bounds how long either side of a randomized test waits for
+// the other to move, so a broken protocol fails instead of hanging.
+const stallTimeout = 10 * time.Second
+
+// waiter spins, yielding now and then, while the other side has not moved,
+// and reports a stall once it has waited stallTimeout.
+type waiter struct {
+	n     int
+	since time.Time
 }
+
+// wait is called on every fruitless round; it returns false on a stall or
+// when stop is set.
+func (w *waiter) wait(stop *atomic.Bool) bool {
+	// Yield at once: on a small, busy machine the other side may be
+	// waiting for this very thread's CPU.
+	runtime.Gosched()
+	if w.n++; w.n%64 != 0 {
+		return true
+	}
+	if w.since.IsZero() {
+		w.since = time.Now()
+	}
+	return !stop.Load() && time.Since(w.since) < stallTimeout
+}
+
+// progress is called whenever the other side has moved.
+func (w *waiter) progress() { w.n, w.since = 0, time.Time{} }
 
 // TestRandomProducerKernelConsumer streams sequence numbers from our
 // Producer to a simulated kernel consumer on another goroutine through a
@@ -601,13 +624,14 @@ func TestRandomProducerKernelConsumer(t *testing.T) {
 	f := newFakeRing(size, start, 8)
 	p := f.producer()
 
+	var stop atomic.Bool
 	errc := make(chan error, 1)
 	go func() { // the kernel
 		rng := rand.New(rand.NewPCG(3, 4))
 		prodp, consp := f.word(fakeProdOff), f.word(fakeConsOff)
 		cons := atomic.LoadUint32(consp)
 		var next uint64
-		var w int
+		var w waiter
 		for next < total {
 			avail := atomic.LoadUint32(prodp) - cons
 			if avail > size {
@@ -615,9 +639,13 @@ func TestRandomProducerKernelConsumer(t *testing.T) {
 				return
 			}
 			if avail == 0 {
-				spin(&w)
+				if !w.wait(&stop) {
+					errc <- fmt.Errorf("kernel: no new entry after %d of %d", next, total)
+					return
+				}
 				continue
 			}
+			w.progress()
 			n := min(avail, 1+rng.Uint32N(size))
 			for k := range n {
 				v := f.kAddr(cons + k)
@@ -635,16 +663,25 @@ func TestRandomProducerKernelConsumer(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(1, 2))
 	var seq uint64
-	var w int
+	var w waiter
 	var short, full int
 	for seq < total {
 		want := min(1+rng.Uint32N(size+size/2), uint32(total-seq))
 		got, idx := p.Reserve(want)
 		if got == 0 {
 			full++
-			spin(&w)
+			select {
+			case err := <-errc:
+				t.Fatalf("kernel stopped after %d entries were produced: %v", seq, err)
+			default:
+			}
+			if !w.wait(&stop) {
+				stop.Store(true)
+				t.Fatalf("producer: ring full for %v after %d of %d entries; kernel: %v", stallTimeout, seq, total, <-errc)
+			}
 			continue
 		}
+		w.progress()
 		if got < want {
 			short++
 		}
@@ -684,13 +721,14 @@ func TestRandomKernelProducerConsumer(t *testing.T) {
 	f := newFakeRing(size, start, 16)
 	c := f.consumer()
 
+	var stop atomic.Bool
 	errc := make(chan error, 1)
 	go func() { // the kernel
 		rng := rand.New(rand.NewPCG(5, 6))
 		prodp, consp := f.word(fakeProdOff), f.word(fakeConsOff)
 		prod := atomic.LoadUint32(prodp)
 		var seq uint64
-		var w int
+		var w waiter
 		for seq < total {
 			free := size - (prod - atomic.LoadUint32(consp))
 			if free > size {
@@ -698,9 +736,13 @@ func TestRandomKernelProducerConsumer(t *testing.T) {
 				return
 			}
 			if free == 0 {
-				spin(&w)
+				if !w.wait(&stop) {
+					errc <- fmt.Errorf("kernel: ring still full after %d of %d", seq, total)
+					return
+				}
 				continue
 			}
+			w.progress()
 			n := min(free, 1+rng.Uint32N(size), uint32(total-seq))
 			for k := range n {
 				s := f.slot(prod + k)
@@ -715,16 +757,27 @@ func TestRandomKernelProducerConsumer(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(7, 8))
 	var next uint64
-	var w int
+	var w waiter
 	for next < total {
 		n, idx := c.Peek(1 + rng.Uint32N(size+size/2))
 		if n == 0 {
-			spin(&w)
+			select {
+			case err := <-errc:
+				t.Fatalf("kernel stopped after %d entries were consumed: %v", next, err)
+			default:
+			}
+			if !w.wait(&stop) {
+				stop.Store(true)
+				t.Fatalf("consumer: nothing new for %v after %d of %d entries; kernel: %v", stallTimeout, next, total, <-errc)
+			}
 			continue
 		}
+		w.progress()
 		for k := range n {
 			d := c.Desc(idx + k)
 			if want := (Desc{Addr: next, Len: uint32(next) ^ 0x5A5A, Options: uint32(next >> 32)}); d != want {
+				stop.Store(true)
+				<-errc
 				t.Fatalf("Desc(%#x) = %+v, want %+v", idx+k, d, want)
 			}
 			next++
