@@ -148,9 +148,12 @@ func (x *worker) watermark(i int, now int64) int64 {
 // oldest first. It returns how many it sent and how many descriptors it
 // holds back for later.
 func (w *worker) merge() (sent, held int) {
-	if w.flows != nil {
-		w.now = monoNow()
-	}
+	w.now = monoNow()
+	// Every round, whether or not anything arrived: a worker waiting on
+	// another's watermark must see it advance even when that worker's
+	// rings are empty and it is itself busy waiting.
+	w.publishWatermark(0)
+	w.publishWatermark(1)
 	for o := range w.ports {
 		s, h := w.mergeLink(o)
 		sent += s

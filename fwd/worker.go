@@ -314,7 +314,6 @@ func (w *worker) forward(i, o int) int {
 	w.recycleHot(in)
 	if w.order != nil {
 		w.order.publish(o)
-		w.publishWatermark(i)
 	}
 
 	in.stats.rxPackets.Add(uint64(packets))
