@@ -60,6 +60,38 @@ type Config struct {
 	// a migrating worker would split a flow across two). NoPin disables.
 	CPUs  []int
 	NoPin bool
+
+	// Checksums: whether to finish TCP/UDP checksums that a sender left
+	// partial for offload (a container's veth does, by default): nothing
+	// else would, after XDP/AF_XDP, and the receiver would drop them.
+	// Checksums already complete are left untouched. ChecksumsAuto (the
+	// zero value) turns it on when either link is a veth.
+	Checksums ChecksumMode
+
+	// CompleteChecksums is the resolved Checksums setting.
+	CompleteChecksums bool
+}
+
+// ChecksumMode selects partial-checksum completion.
+type ChecksumMode int
+
+const (
+	ChecksumsAuto ChecksumMode = iota
+	ChecksumsOn
+	ChecksumsOff
+)
+
+// ParseChecksumMode parses "auto", "on" or "off".
+func ParseChecksumMode(s string) (ChecksumMode, error) {
+	switch s {
+	case "auto":
+		return ChecksumsAuto, nil
+	case "on":
+		return ChecksumsOn, nil
+	case "off":
+		return ChecksumsOff, nil
+	}
+	return 0, fmt.Errorf("complete-checksums %q: want auto, on or off", s)
 }
 
 // InputError marks an error caused by the user's input or environment
@@ -163,6 +195,12 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 		a := l.Attrs()
 		rx, tx := realQueues(name)
 		out[i] = linkInfo{name: name, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
+		if l.Type() == "veth" && c.Checksums == ChecksumsAuto {
+			c.CompleteChecksums = true
+		}
+	}
+	if c.Checksums == ChecksumsOn {
+		c.CompleteChecksums = true
 	}
 	if c.Queues == 0 {
 		// One worker per queue, but no more workers than CPUs: a

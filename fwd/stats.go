@@ -27,6 +27,10 @@ type LinkStats struct {
 	// DescsPerPacket is a histogram: "1" → packets that left as one
 	// descriptor, and so on up to "18".
 	DescsPerPacket map[string]uint64 `json:"tx_descs_per_packet"`
+
+	// ChecksumsCompleted counts packets received on this link with a
+	// partial TCP/UDP checksum that xdpfwd finished.
+	ChecksumsCompleted uint64 `json:"checksums_completed"`
 }
 
 // Drop reasons. The kernel's come from XDP_STATISTICS of every socket.
@@ -75,6 +79,7 @@ func (l *LinkStats) add(o LinkStats) {
 	l.TXPackets += o.TXPackets
 	l.TXBytes += o.TXBytes
 	l.TXDescriptors += o.TXDescriptors
+	l.ChecksumsCompleted += o.ChecksumsCompleted
 	l.InlineFallbacks += o.InlineFallbacks
 	for k, v := range o.Drops {
 		l.Drops[k] += v
@@ -106,6 +111,7 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 	l.Drops[DropHandoffFull] = p.stats.handoffFull.Load()
 	l.TXDescriptors = p.stats.txDescs.Load()
 	l.InlineFallbacks = p.stats.inlineFallbacks.Load()
+	l.ChecksumsCompleted = p.stats.csumCompleted.Load()
 	for path := range linearize.NumPaths {
 		l.TXPaths[path.String()] = p.stats.txPaths[path].Load()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/csum"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
@@ -54,6 +55,9 @@ type portStats struct {
 	// handoffFull counts packets dropped because the handoff ring to the
 	// worker owning their flow's TX queue was full.
 	handoffFull atomic.Uint64
+	// csumCompleted counts packets received with a partial TCP/UDP
+	// checksum (left for offload) that were finished in software.
+	csumCompleted atomic.Uint64
 }
 
 type port struct {
@@ -68,7 +72,7 @@ type batchCounts struct {
 	txPackets, txBytes, txDescs uint64
 	paths                       [linearize.NumPaths]uint64
 	fallbacks, invalid, noRoom  uint64
-	handoffFull                 uint64
+	handoffFull, csumCompleted  uint64
 }
 
 // worker owns queue q of both links.
@@ -94,6 +98,8 @@ type worker struct {
 	order *ordering
 	// draining: stopping; held packets go out without waiting for order.
 	draining bool
+	// csum: finish partial TCP/UDP checksums (--complete-checksums).
+	csum bool
 }
 
 func newWorker(f *Forwarder, q int) *worker {
@@ -109,6 +115,7 @@ func newWorker(f *Forwarder, q int) *worker {
 		out:    make([]xsk.Desc, linearize.MaxDescs),
 		hot:    make([]uint64, 0, f.cfg.Batch),
 		cpu:    -1,
+		csum:   f.cfg.CompleteChecksums,
 	}
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
@@ -278,6 +285,12 @@ func (w *worker) forward(i, o int) int {
 			w.recycleChain()
 			continue
 		}
+		if w.csum && len(w.chain) == 1 {
+			d := w.chain[0]
+			if csum.Complete(w.mem[d.Addr:d.Addr+uint64(d.Len)]) == csum.Completed {
+				c.csumCompleted++
+			}
+		}
 		tq, slot := w.q, xps.NoSlot
 		var stamp int64
 		if w.flows != nil {
@@ -333,6 +346,9 @@ func (w *worker) forward(i, o int) int {
 	if c.invalid != 0 {
 		in.stats.rxInvalid.Add(c.invalid)
 	}
+	if c.csumCompleted != 0 {
+		in.stats.csumCompleted.Add(c.csumCompleted)
+	}
 	if c.noRoom != 0 {
 		s.txNoRoom.Add(c.noRoom)
 	}
@@ -372,6 +388,12 @@ func (w *worker) build1(total int, c *batchCounts, s *portStats) int {
 	case linearize.Frag:
 		if nd = w.build.Repack(w.chain, w.out); nd == 0 {
 			path = linearize.Chain
+		} else if w.csum {
+			// Repacked: the packet is contiguous now, so it can be finished.
+			a := w.out[0].Addr
+			if csum.Complete(w.mem[a:a+uint64(total)]) == csum.Completed {
+				c.csumCompleted++
+			}
 		}
 	}
 	if nd > 0 {

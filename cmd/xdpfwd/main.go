@@ -122,6 +122,7 @@ type fwdFlags struct {
 	multiBuffer bool
 
 	xpsMode    string
+	checksums  string
 	cpus       string
 	flowTable  int
 	asymmetric bool
@@ -142,6 +143,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
 	fs.BoolVar(&ff.multiBuffer, "multi-buffer", false, "AF_XDP multi-buffer (XDP_USE_SG): carry packets longer than a frame, for jumbo MTUs")
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
+	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
@@ -203,6 +205,9 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(err)
 	}
 	if cfg.CPUs, err = parseCPUList(ff.cpus); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.Checksums, err = fwd.ParseChecksumMode(ff.checksums); err != nil {
 		return cfg, nil, bad(err)
 	}
 	cfg.FlowTableSize = ff.flowTable

@@ -1,0 +1,329 @@
+// Package csum finishes TCP and UDP checksums that a sender left partial
+// for offload, in place, on raw Ethernet frames.
+//
+// A container's veth transmits with TX checksum offload (CHECKSUM_PARTIAL):
+// the TCP or UDP checksum field holds only the folded pseudo-header sum
+// (the kernel writes ~csum_tcpudp_magic(saddr, daddr, len, proto, 0) for
+// IPv4 and ~csum_ipv6_magic(...) for IPv6), and hardware is expected to sum
+// the segment and finish the field. A frame that leaves through XDP or
+// AF_XDP meets no such hardware, and the receiver drops it. User space is
+// not told which frames are partial, so Complete recognises them itself.
+//
+// Detection is cheap and header-only: the folded pseudo-header sum P
+// (addresses, protocol, L4 length) is computed, and the frame is partial
+// iff its checksum field equals P. Only then is the segment summed, and the
+// field rewritten with the full checksum. A frame whose field is anything
+// else is left untouched, even if its checksum is wrong: it is not ours to
+// fix. A genuinely complete checksum that happens to equal P is verified
+// while being summed and is left as it is, so the rule is safe.
+//
+// Parsing covers Ethernet with up to four 802.1Q/802.1ad tags, IPv4 (with
+// options; the IP total length, not the frame length, bounds the segment,
+// so Ethernet padding is ignored), IPv6 (hop-by-hop, routing and
+// destination-options extension headers are skipped, at most eight; a
+// routing header with segments left names the final destination used in
+// the pseudo-header), TCP and UDP. Fragments, other protocols and anything
+// malformed or truncated are reported as NotL4 and left untouched.
+//
+// Everything here is pure and allocation-free: no state, no kernel.
+package csum
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// Result says what Complete found and did.
+type Result uint8
+
+const (
+	// NotL4: not TCP or UDP over IPv4 or IPv6, or a fragment, or malformed
+	// or truncated. The frame is untouched.
+	NotL4 Result = iota
+	// AlreadyComplete: the checksum is already correct, or it is not
+	// detectably partial (whether or not it is correct). The frame is
+	// untouched.
+	AlreadyComplete
+	// Completed: the checksum was partial and now holds the full checksum.
+	// Only the two bytes of the checksum field changed.
+	Completed
+	// UDPZero: IPv4 UDP with checksum 0, meaning none. The frame is
+	// untouched.
+	UDPZero
+	numResults
+)
+
+var resultNames = [numResults]string{"not-l4", "already-complete", "completed", "udp-zero"}
+
+func (r Result) String() string {
+	if r < numResults {
+		return resultNames[r]
+	}
+	return "invalid"
+}
+
+const (
+	ethHeaderLen = 14
+	vlanTagLen   = 4
+	// MaxVLANTags is how many 802.1Q/802.1ad tags Complete looks through.
+	MaxVLANTags = 4
+	// MaxIPv6ExtHeaders is how many IPv6 extension headers Complete skips.
+	MaxIPv6ExtHeaders = 8
+
+	etherTypeIPv4     = 0x0800
+	etherTypeIPv6     = 0x86dd
+	etherTypeVLAN     = 0x8100
+	etherTypeQinQ     = 0x88a8
+	etherTypeQinQ9100 = 0x9100
+
+	protoHopByHop = 0
+	protoTCP      = 6
+	protoUDP      = 17
+	protoRouting  = 43
+	protoDestOpts = 60
+
+	tcpHeaderLen = 20
+	tcpCsumOff   = 16
+	udpHeaderLen = 8
+	udpCsumOff   = 6
+)
+
+// Complete finishes, in place, a TCP or UDP checksum that the sender of
+// frame (a raw Ethernet frame) left partial for offload. It writes at most
+// the two bytes of the checksum field, and only when it returns Completed;
+// it never reads or writes outside frame. Calling it again on its own
+// output returns AlreadyComplete.
+func Complete(frame []byte) Result {
+	l4, fieldOff, pseudo, zeroMeansNone, ok := locate(frame)
+	if !ok {
+		return NotL4
+	}
+	field := binary.BigEndian.Uint16(l4[fieldOff:])
+	if zeroMeansNone && field == 0 {
+		return UDPZero
+	}
+	if field != fold(pseudo) {
+		return AlreadyComplete
+	}
+	// Partial, or complete with a checksum that happens to equal P. Sum the
+	// segment as it stands (field included) with the pseudo-header: a
+	// correct segment sums to 0xffff.
+	s := sum(l4, pseudo)
+	if fold(s) == 0xffff {
+		return AlreadyComplete
+	}
+	// Take the field back out (one's-complement subtraction: add its
+	// complement) and complement the result.
+	c := ^fold(add(s, uint64(^field)))
+	if c == 0 && fieldOff == udpCsumOff {
+		c = 0xffff // UDP (v4 and v6): 0 means "none"; send the other zero
+	}
+	binary.BigEndian.PutUint16(l4[fieldOff:], c)
+	return Completed
+}
+
+// locate parses frame down to the TCP or UDP segment. It returns the
+// segment (bounded by the IP and UDP lengths, not by the frame), the offset
+// of the checksum field in it, the unfolded pseudo-header sum (addresses,
+// protocol, segment length), and whether a zero checksum means "none"
+// (IPv4 UDP).
+func locate(frame []byte) (l4 []byte, fieldOff int, pseudo uint64, zeroMeansNone, ok bool) {
+	if len(frame) < ethHeaderLen {
+		return
+	}
+	off := ethHeaderLen
+	etype := binary.BigEndian.Uint16(frame[12:])
+	for tags := 0; etype == etherTypeVLAN || etype == etherTypeQinQ || etype == etherTypeQinQ9100; tags++ {
+		if tags == MaxVLANTags || len(frame) < off+vlanTagLen {
+			return
+		}
+		etype = binary.BigEndian.Uint16(frame[off+2:])
+		off += vlanTagLen
+	}
+	var proto uint8
+	var v4 bool
+	switch etype {
+	case etherTypeIPv4:
+		l4, proto, pseudo, ok = ipv4(frame[off:])
+		v4 = true
+	case etherTypeIPv6:
+		l4, proto, pseudo, ok = ipv6(frame[off:])
+	}
+	if !ok {
+		return
+	}
+	ok = false
+	switch proto {
+	case protoTCP:
+		if len(l4) < tcpHeaderLen {
+			return
+		}
+		if doff := int(l4[12]>>4) * 4; doff < tcpHeaderLen || doff > len(l4) {
+			return
+		}
+		fieldOff = tcpCsumOff
+	case protoUDP:
+		if len(l4) < udpHeaderLen {
+			return
+		}
+		ulen := int(binary.BigEndian.Uint16(l4[4:]))
+		if ulen < udpHeaderLen || ulen > len(l4) {
+			return
+		}
+		l4 = l4[:ulen]
+		fieldOff = udpCsumOff
+		zeroMeansNone = v4
+	default:
+		return
+	}
+	pseudo += uint64(proto) + uint64(len(l4))
+	return l4, fieldOff, pseudo, zeroMeansNone, true
+}
+
+// ipv4 parses an IPv4 header at the start of b: it returns the payload
+// (bounded by the total length), the protocol, and the sum of the
+// addresses. Fragments fail.
+func ipv4(b []byte) (payload []byte, proto uint8, addrs uint64, ok bool) {
+	if len(b) < 20 || b[0]>>4 != 4 {
+		return
+	}
+	ihl := int(b[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(b[2:]))
+	if ihl < 20 || total < ihl || total > len(b) {
+		return
+	}
+	if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 { // MF or fragment offset
+		return
+	}
+	addrs = uint64(binary.BigEndian.Uint32(b[12:])) + uint64(binary.BigEndian.Uint32(b[16:]))
+	return b[ihl:total], b[9], addrs, true
+}
+
+// ipv6 parses an IPv6 header and its hop-by-hop, routing and
+// destination-options extension headers at the start of b: it returns the
+// upper-layer payload (bounded by the payload length), its protocol, and
+// the sum of the source and final destination addresses. Fragments,
+// unknown extension headers and unknown routing types with segments left
+// fail.
+func ipv6(b []byte) (payload []byte, proto uint8, addrs uint64, ok bool) {
+	if len(b) < 40 || b[0]>>4 != 6 {
+		return
+	}
+	plen := int(binary.BigEndian.Uint16(b[4:]))
+	if 40+plen > len(b) {
+		return
+	}
+	next := b[6]
+	dst := b[24:40]
+	payload = b[40 : 40+plen]
+	for n := 0; next != protoTCP && next != protoUDP; n++ {
+		if n == MaxIPv6ExtHeaders || len(payload) < 8 {
+			return
+		}
+		hlen := (int(payload[1]) + 1) * 8
+		if hlen > len(payload) {
+			return
+		}
+		switch next {
+		case protoHopByHop, protoDestOpts:
+		case protoRouting:
+			if payload[3] != 0 { // segments left: the final destination is in here
+				var final []byte
+				if final, ok = finalDestination(payload[:hlen]); !ok {
+					return
+				}
+				dst = final
+			}
+		default: // fragment, ESP, AH, no next header, ICMPv6, ...
+			return
+		}
+		next = payload[0]
+		payload = payload[hlen:]
+	}
+	var s uint64
+	for i := 8; i < 24; i += 4 {
+		s += uint64(binary.BigEndian.Uint32(b[i:]))
+	}
+	for i := 0; i < 16; i += 4 {
+		s += uint64(binary.BigEndian.Uint32(dst[i:]))
+	}
+	return payload, next, s, true
+}
+
+// finalDestination returns the final destination named by a routing
+// header rh (whole header, at least 8 bytes) that has segments left.
+func finalDestination(rh []byte) ([]byte, bool) {
+	switch rh[2] {
+	case 0, 2: // RH0 (deprecated) and Mobile IPv6 type 2: the last address
+		n := int(rh[1]) / 2
+		if n == 0 {
+			return nil, false
+		}
+		return rh[8+16*(n-1) : 8+16*n], true
+	case 4: // Segment Routing Header: Segment List[0] is the final segment
+		if len(rh) < 8+16 {
+			return nil, false
+		}
+		return rh[8:24], true
+	}
+	return nil, false
+}
+
+// add is 64-bit one's-complement addition (end-around carry).
+func add(a, b uint64) uint64 {
+	s, c := bits.Add64(a, b, 0)
+	return s + c
+}
+
+// fold folds a 64-bit one's-complement sum to 16 bits. It returns 0 only
+// for 0.
+func fold(s uint64) uint16 {
+	s = s>>32 + s&0xffffffff // ≤ 0x1_ffff_fffe
+	s = s>>32 + s&0xffffffff // ≤ 0xffff_ffff
+	s = s>>16 + s&0xffff     // ≤ 0x1_fffe
+	s = s>>16 + s&0xffff     // ≤ 0xffff
+	return uint16(s)
+}
+
+// sum adds the bytes of b, as big-endian 16-bit words (an odd last byte
+// padded with zero), to initial in one's-complement arithmetic, and
+// returns the unfolded 64-bit sum: fold it for the 16-bit one. It reads
+// eight bytes at a time into a 64-bit accumulator, carrying with add-with-
+// carry and folding the final carry back in (2^64 ≡ 1 modulo 2^64-1, of
+// which 2^16-1 is a divisor). Any length and alignment; no allocation.
+func sum(b []byte, initial uint64) uint64 {
+	s := initial
+	var c uint64
+	for len(b) >= 64 {
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[0:8]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[8:16]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[16:24]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[24:32]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[32:40]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[40:48]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[48:56]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[56:64]), c)
+		b = b[64:]
+	}
+	for len(b) >= 8 {
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
+		b = b[8:]
+	}
+	// At most seven bytes left, starting at a multiple of eight: place them
+	// where a big-endian load of a zero-padded word would.
+	var t uint64
+	pos := 0
+	if len(b)&4 != 0 {
+		t = uint64(binary.BigEndian.Uint32(b)) << 32
+		pos = 4
+	}
+	if len(b)&2 != 0 {
+		t |= uint64(binary.BigEndian.Uint16(b[pos:])) << (48 - 8*pos)
+		pos += 2
+	}
+	if len(b)&1 != 0 {
+		t |= uint64(b[pos]) << (56 - 8*pos)
+	}
+	s, c = bits.Add64(s, t, c)
+	return s + c
+}
