@@ -26,6 +26,9 @@ type Forwarder struct {
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
+	// inlineMax is the live inline limit (SetInlineMax); workers copy it
+	// into their policy once per batch.
+	inlineMax atomic.Int32
 
 	stop     atomic.Bool
 	started  time.Time
@@ -34,6 +37,9 @@ type Forwarder struct {
 	closed   bool
 	leaked   int
 	mu       sync.Mutex // guards closed/leaked for Summary
+	// statsMu lets stats readers (a metrics scrape) run alongside Close:
+	// readers hold it shared, Close holds it while it tears down.
+	statsMu sync.RWMutex
 }
 
 // New validates cfg, then maps the UMEM, attaches the XDP programs and
@@ -67,6 +73,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	if cfg.InlineMax == 0 {
 		ucfg.InlineSlots = 0
 	}
+	f.inlineMax.Store(int32(cfg.InlineMax))
 	f.policy = linearize.Policy{
 		InlineMax:  cfg.InlineMax,
 		MaxTxFrags: cfg.MaxTxFrags,
@@ -211,6 +218,8 @@ func (f *Forwarder) Close() error {
 		return f.closeErr
 	}
 	f.closed = true
+	f.statsMu.Lock()
+	defer f.statsMu.Unlock()
 	var errs []error
 	for i, p := range f.progs {
 		if p != nil {
@@ -284,3 +293,19 @@ func (f *Forwarder) SetXPS(m xps.Mode) {
 		f.flows.table.SetMode(m)
 	}
 }
+
+// SetInlineMax changes the inline limit while running (0 turns the inline
+// path off); workers pick it up at their next batch.
+func (f *Forwarder) SetInlineMax(n int) error {
+	if n < 0 || n > umem.InlineSlotSize {
+		return inputErr("inline limit %d: want 0..%d", n, umem.InlineSlotSize)
+	}
+	if n > 0 && f.region.Inline.Len() == 0 {
+		return inputErr("inline limit %d: started with the inline path off, so there is no inline zone; restart to turn it on", n)
+	}
+	f.inlineMax.Store(int32(n))
+	return nil
+}
+
+// Stopping reports whether the forwarder has been asked to stop.
+func (f *Forwarder) Stopping() bool { return f.stop.Load() }

@@ -94,6 +94,8 @@ func (l *LinkStats) add(o LinkStats) {
 
 // QueueStats returns the counters of queue q of link i.
 func (f *Forwarder) QueueStats(i, q int) LinkStats {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
 	l := newLinkStats()
 	l.Queues = 1
 	if q >= len(f.workers) {
@@ -120,7 +122,7 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 			l.DescsPerPacket[strconv.Itoa(k)] = v
 		}
 	}
-	if ks, err := f.KernelStats(i, q); err == nil {
+	if ks, err := f.kernelStats(i, q); err == nil {
 		l.Drops[DropRXDropped] = ks.Rx_dropped
 		l.Drops[DropRXRingFull] = ks.Rx_ring_full
 		l.Drops[DropFillRingEmpty] = ks.Rx_fill_ring_empty_descs
@@ -133,7 +135,13 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 // KernelStats returns the kernel's XDP_STATISTICS of the socket of link i,
 // queue q.
 func (f *Forwarder) KernelStats(i, q int) (xsk.Stats, error) {
-	if q >= len(f.socks[i]) || f.socks[i][q] == nil {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	return f.kernelStats(i, q)
+}
+
+func (f *Forwarder) kernelStats(i, q int) (xsk.Stats, error) {
+	if f.closed || q >= len(f.socks[i]) || f.socks[i][q] == nil {
 		return xsk.Stats{}, fmt.Errorf("link %d queue %d: no socket", i, q)
 	}
 	return f.socks[i][q].Stats()
@@ -150,6 +158,11 @@ type ZoneUsage struct {
 // Zones returns the UMEM zones' occupancy, approximate while running
 // (caches publish their fill level once per batch).
 func (f *Forwarder) Zones() []ZoneUsage {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	if f.region == nil {
+		return nil
+	}
 	var out []ZoneUsage
 	for _, z := range f.region.Zones() {
 		out = append(out, ZoneUsage{Name: z.Name(), Units: z.Len(), UnitBytes: z.UnitSize(), FreeUnits: z.FreeUnits()})
@@ -204,6 +217,8 @@ type XPSSummary struct {
 	DeferredMoves uint64 `json:"deferred_moves"`
 	Evictions     uint64 `json:"evictions"`
 	Fallbacks     uint64 `json:"fallbacks"` // packets sent by hash: table bucket all in flight
+	TableSize     uint64 `json:"table_size"`
+	TableEntries  uint64 `json:"table_entries"`
 	// TXQueuePackets lists, per link, the packets sent on each TX queue.
 	TXQueuePackets map[string][]uint64 `json:"tx_queue_packets"`
 }
@@ -224,6 +239,7 @@ func (f *Forwarder) XPS() XPSSummary {
 	x.Queues = int(f.flows.active.Load())
 	x.Flows, x.Moves, x.DeferredMoves = st.Flows, st.Moves, st.DeferredMoves
 	x.Evictions, x.Fallbacks = st.Evictions, st.Fallbacks
+	x.TableSize, x.TableEntries = st.Size, st.Entries
 	return x
 }
 

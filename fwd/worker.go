@@ -100,22 +100,25 @@ type worker struct {
 	draining bool
 	// csum: finish partial TCP/UDP checksums (--complete-checksums).
 	csum bool
+	// inlineMax is the forwarder's live inline limit.
+	inlineMax *atomic.Int32
 }
 
 func newWorker(f *Forwarder, q int) *worker {
 	w := &worker{
-		q:      q,
-		mem:    f.region.Mem(),
-		zone:   f.region.Frames,
-		frames: f.region.Frames.NewCache(int(4 * f.cfg.RingSize)),
-		build:  inline.NewBuilder(f.region, f.policy, 1024, packAlign(f.socks[0][q])),
-		batch:  uint32(f.cfg.Batch),
-		reaped: make([]uint64, f.cfg.Batch),
-		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
-		out:    make([]xsk.Desc, linearize.MaxDescs),
-		hot:    make([]uint64, 0, f.cfg.Batch),
-		cpu:    -1,
-		csum:   f.cfg.CompleteChecksums,
+		q:         q,
+		mem:       f.region.Mem(),
+		zone:      f.region.Frames,
+		frames:    f.region.Frames.NewCache(int(4 * f.cfg.RingSize)),
+		build:     inline.NewBuilder(f.region, f.policy, 1024, packAlign(f.socks[0][q])),
+		batch:     uint32(f.cfg.Batch),
+		reaped:    make([]uint64, f.cfg.Batch),
+		chain:     make([]xsk.Desc, 0, linearize.MaxDescs),
+		out:       make([]xsk.Desc, linearize.MaxDescs),
+		hot:       make([]uint64, 0, f.cfg.Batch),
+		cpu:       -1,
+		csum:      f.cfg.CompleteChecksums,
+		inlineMax: &f.inlineMax,
 	}
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
@@ -248,6 +251,7 @@ func (w *worker) forward(i, o int) int {
 	if n == 0 {
 		return 0
 	}
+	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	got, tidx := out.tx.Reserve(n) // every path needs at most as many descriptors as it arrived with
 	var c batchCounts
 	var rxBytes uint64

@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -175,11 +176,20 @@ func checkForeign(ifname string, ifindex int, force bool) error {
 	if !force {
 		return fmt.Errorf("xdp %s: %w: program %d (%s); refusing to replace it without --force", ifname, ErrForeignProgram, x.ProgId, name)
 	}
-	// Detach in whichever mode it sits; a program held by another
-	// process's BPF link cannot be removed this way, and says so.
-	for _, fl := range []int{unix.XDP_FLAGS_SKB_MODE, unix.XDP_FLAGS_DRV_MODE, 0} {
-		if err = netlink.LinkSetXdpFdWithFlags(l, -1, fl); err == nil {
-			break
+	// Detach in the mode it sits in (a detach in another mode succeeds
+	// and does nothing); a program held by another process's BPF link
+	// cannot be removed this way, and says so below.
+	mode := map[uint32]int{
+		nl.XDP_ATTACHED_DRV: unix.XDP_FLAGS_DRV_MODE,
+		nl.XDP_ATTACHED_SKB: unix.XDP_FLAGS_SKB_MODE,
+		nl.XDP_ATTACHED_HW:  unix.XDP_FLAGS_HW_MODE,
+	}
+	flags, known := mode[x.AttachMode]
+	if known {
+		err = netlink.LinkSetXdpFdWithFlags(l, -1, flags)
+	} else {
+		for _, fl := range []int{unix.XDP_FLAGS_DRV_MODE, unix.XDP_FLAGS_SKB_MODE, unix.XDP_FLAGS_HW_MODE} {
+			err = errors.Join(err, netlink.LinkSetXdpFdWithFlags(l, -1, fl))
 		}
 	}
 	if l, err2 := netlink.LinkByIndex(ifindex); err2 == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.ProgId != 0 {

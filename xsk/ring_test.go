@@ -287,7 +287,7 @@ func TestProducer(t *testing.T) {
 }
 
 type consOp struct {
-	op   string // kprod, avail, peek, release
+	op   string // kprod, avail, peek, cancel, release
 	n    uint32
 	want uint32 // avail/peek: expected count
 	idx  uint32 // peek: expected first index, relative to start
@@ -352,6 +352,21 @@ func TestConsumer(t *testing.T) {
 			wantProd: 5, wantCons: 5,
 		},
 		{
+			name: "cancel hands peeked entries back for the next peek",
+			ops: []consOp{
+				{op: "kprod", n: 6},
+				{op: "peek", n: 5, want: 5, idx: 0},
+				{op: "cancel", n: 2},
+				{op: "release", n: 3},
+				{op: "peek", n: 8, want: 3, idx: 3},
+				{op: "cancel", n: 3},
+				{op: "avail", n: 8, want: 3},
+				{op: "peek", n: 8, want: 3, idx: 3},
+				{op: "release", n: 3},
+			},
+			wantProd: 6, wantCons: 6,
+		},
+		{
 			name: "release in parts lets the kernel refill",
 			ops: []consOp{
 				{op: "kprod", n: 8},
@@ -412,6 +427,8 @@ func TestConsumer(t *testing.T) {
 								t.Fatalf("op %d: Addr(%#x) = %#x, want %#x", i, idx+k, v, entry(idx+k))
 							}
 						}
+					case "cancel":
+						c.Cancel(o.n)
 					case "release":
 						c.Release(o.n)
 						released += o.n

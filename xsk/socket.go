@@ -3,6 +3,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -173,7 +174,17 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 	if cfg.Shared != nil {
 		sa.SharedUmemFD = uint32(cfg.Shared.fd)
 	}
-	if err := unix.Bind(fd, &sa); err != nil {
+	// The kernel frees a queue's binding in deferred work after close
+	// returns, so a bind right after a close (a restart, or the fallback
+	// from zero-copy to copy) may see EBUSY for some milliseconds.
+	for deadline := time.Now().Add(time.Second); ; {
+		err = unix.Bind(fd, &sa)
+		if err != unix.EBUSY || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("bind (flags %#x): %w", flags, err)
 	}
 	// Let one sendto in copy mode move a whole ring's worth instead of the

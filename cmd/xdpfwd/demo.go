@@ -25,13 +25,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 5*time.Second, "how long to keep traffic flowing after the checks")
 	tcpMiB := fs.Int("tcp-mib", 64, "size of the verified TCP transfer, MiB")
 	udpCount := fs.Int("udp-count", 100000, "datagrams in the counted UDP burst")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address during the demo")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
 	if *duration < 0 || *tcpMiB < 1 || *udpCount < 1 {
 		return usageError{"demo: --duration must be ≥ 0, --tcp-mib and --udp-count ≥ 1"}
 	}
-	cfg, _, err := ff.config(stderr)
+	cfg, logger, err := ff.config(stderr)
 	if err != nil {
 		return err
 	}
@@ -59,6 +60,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	stopMetrics := func() {}
+	if *metricsAddr != "" {
+		if stopMetrics, err = serveMetrics(*metricsAddr, f, logger); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	defer stopMetrics()
 	a, b := f.LinkStats(0), f.LinkStats(1)
 	fmt.Fprintf(stdout, "xdpfwd demo: namespaces %s and %s, forwarding %s <-> %s\n", p.A.Name, p.B.Name, p.LinkA, p.LinkB)
 	fmt.Fprintf(stdout, "  xdp %s/%s, sockets %s mode, %d queue(s), umem %d MiB on %s\n",

@@ -1,0 +1,392 @@
+// Package metrics exports a running fwd.Forwarder's counters to Prometheus.
+//
+// The Collector reads the forwarder at scrape time: it sums nothing per
+// packet and keeps no counters of its own. Each scrape loads the workers'
+// atomics (fwd.QueueStats), reads the kernel's XDP_STATISTICS with one
+// getsockopt per socket (fwd.KernelStats) and the UMEM zones' published
+// fill levels (fwd.Zones). The Server adds /metrics and /healthz over it.
+//
+// Once the forwarder stops (the Server's health function reports an error,
+// or Collector.Freeze is called), the Collector no longer touches it and
+// serves the last values it read, so a scrape racing with fwd.Close never
+// reads a socket or a ring that is being torn down.
+//
+// README.md beside this file documents every metric.
+package metrics
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "xdpfwd"
+
+// DescBuckets are the upper bounds of the xdpfwd_tx_descriptors_per_packet
+// histogram. A packet never leaves as more than linearize.MaxDescs
+// descriptors, so the last bound holds every packet, like +Inf.
+var DescBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, linearize.MaxDescs}
+
+// source is what the Collector reads; *fwd.Forwarder implements it. Tests
+// substitute a fake.
+type source interface {
+	Links() [2]string
+	Queues() int
+	QueueStats(link, queue int) fwd.LinkStats
+	KernelStats(link, queue int) (xsk.Stats, error)
+	Zones() []fwd.ZoneUsage
+	PagesPer1K() (p4k, p2m float64)
+}
+
+// Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
+// while the forwarder runs, so it is read once, before the run.
+type Info struct {
+	Version     string
+	XDPModes    [2]string // per link: native or generic
+	BindMode    string    // zerocopy or copy (all sockets share the owner's mode)
+	UMEMBacking string    // hugetlb-2MiB, thp-2MiB or 4KiB
+}
+
+// mixedMode is xdpfwd_info's xdp_mode when the two links differ; the
+// per-link modes are in xdpfwd_link_info.
+const mixedMode = "mixed"
+
+// Collector is a prometheus.Collector over a forwarder. Build it with
+// NewCollector before the forwarder runs.
+type Collector struct {
+	src    source
+	info   Info
+	links  [2]string
+	queues int
+	logger *slog.Logger
+
+	// live, if set, reports whether the forwarder may still be read; once
+	// it returns an error the Collector freezes for good.
+	live func() error
+
+	mu     sync.Mutex // serializes scrapes; guards the fields below
+	frozen bool
+	last   *snapshot // the latest reading; never nil after NewCollector
+
+	d descs
+}
+
+// NewCollector returns a Collector over f, labelled with version. Call it
+// after fwd.New and before (or while) Run: it takes a first reading at once,
+// so a Collector frozen before its first scrape still has values to serve.
+func NewCollector(f *fwd.Forwarder, version string) *Collector {
+	info := Info{Version: version}
+	for i := range 2 {
+		ls := f.LinkStats(i)
+		info.XDPModes[i] = ls.XDPMode
+		if info.BindMode == "" {
+			info.BindMode = ls.BindMode
+		}
+	}
+	if r := f.Region(); r != nil {
+		info.UMEMBacking = string(r.Backing())
+	}
+	return newCollector(f, info)
+}
+
+func newCollector(src source, info Info) *Collector {
+	c := &Collector{
+		src:    src,
+		info:   info,
+		links:  src.Links(),
+		queues: src.Queues(),
+		logger: slog.New(slog.DiscardHandler),
+		d:      newDescs(),
+	}
+	c.last = c.read()
+	return c
+}
+
+// Freeze stops the Collector from reading the forwarder: every later scrape
+// serves the values of the last one. Call it before fwd.Close (or
+// Shutdown). It waits for a scrape in progress to finish.
+func (c *Collector) Freeze() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = true
+}
+
+// Frozen reports whether Freeze was called or the health function failed.
+func (c *Collector) Frozen() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frozen
+}
+
+// descs are the metric descriptors, one per family.
+type descs struct {
+	rxPackets, rxBytes, txPackets, txBytes *prometheus.Desc
+	drops                                  *prometheus.Desc
+	txPath, txDescs, inlineFallbacks       *prometheus.Desc
+	descsPerPacket                         *prometheus.Desc
+
+	xskRXDropped, xskRXInvalid, xskTXInvalid        *prometheus.Desc
+	xskRXRingFull, xskFillRingEmpty, xskTXRingEmpty *prometheus.Desc
+
+	zoneUnits, zoneFree, zoneUnitBytes *prometheus.Desc
+	pagesPer1K                         *prometheus.Desc
+
+	info, linkInfo, queues *prometheus.Desc
+
+	// Flow table (the xps work): add its descriptors here, e.g.
+	//   flowEntries  xdpfwd_flow_table_entries           gauge
+	//   flowCapacity xdpfwd_flow_table_capacity_entries  gauge
+	//   flowMoves    xdpfwd_flow_moves_total             counter
+	// (and the rest of fwd.XPSSummary: flows, deferred moves, evictions,
+	// fallbacks as counters, active queues as a gauge, mode as an info
+	// label), read them with Forwarder.XPS in (*Collector).read, emit them
+	// in (*Collector).emit beside "Flow table" there, add them to
+	// Describe, and document them in README.md.
+}
+
+func newDescs() descs {
+	lq := []string{"link", "queue"}
+	name := func(n string) string { return prometheus.BuildFQName(Namespace, "", n) }
+	d := func(n, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name(n), help, labels, nil)
+	}
+	return descs{
+		rxPackets: d("rx_packets_total", "Frames received on the link's queue and handed to xdpfwd.", lq...),
+		rxBytes:   d("rx_bytes_total", "Bytes of the frames received on the link's queue (Ethernet header included).", lq...),
+		txPackets: d("tx_packets_total", "Frames xdpfwd transmitted on the link's queue.", lq...),
+		txBytes:   d("tx_bytes_total", "Bytes of the frames xdpfwd transmitted on the link's queue (Ethernet header included).", lq...),
+		drops: d("drops_total", "Frames lost, by reason. Kernel reasons mirror the xdpfwd_xsk_* counters; "+
+			"rx_fill_ring_empty_descs is a subset of rx_dropped, so leave it out when summing reasons.", "link", "queue", "reason"),
+		txPath:          d("tx_path_packets_total", "Frames transmitted on the link's queue, by TX layout: inline, frame, frag or chain.", "link", "queue", "path"),
+		txDescs:         d("tx_descriptors_total", "TX descriptors posted on the link's queue.", lq...),
+		inlineFallbacks: d("inline_fallbacks_total", "Small frames that found no free inline slot and left from their RX frame (or chain) instead.", lq...),
+		descsPerPacket:  d("tx_descriptors_per_packet", "TX descriptors each frame transmitted on the link's queue took.", lq...),
+
+		xskRXDropped:     d("xsk_rx_dropped_total", "Kernel XDP_STATISTICS rx_dropped of the socket: frames dropped for lack of room or too long for a frame.", lq...),
+		xskRXInvalid:     d("xsk_rx_invalid_descs_total", "Kernel XDP_STATISTICS rx_invalid_descs of the socket: invalid fill ring addresses.", lq...),
+		xskTXInvalid:     d("xsk_tx_invalid_descs_total", "Kernel XDP_STATISTICS tx_invalid_descs of the socket: invalid TX descriptors.", lq...),
+		xskRXRingFull:    d("xsk_rx_ring_full_total", "Kernel XDP_STATISTICS rx_ring_full of the socket: frames dropped because the RX ring was full.", lq...),
+		xskFillRingEmpty: d("xsk_rx_fill_ring_empty_descs_total", "Kernel XDP_STATISTICS rx_fill_ring_empty_descs of the socket: frames that found the fill ring empty (also counted in rx_dropped).", lq...),
+		xskTXRingEmpty:   d("xsk_tx_ring_empty_descs_total", "Kernel XDP_STATISTICS tx_ring_empty_descs of the socket: TX wake-ups that found the TX ring empty (not a loss).", lq...),
+
+		zoneUnits:     d("umem_zone_units", "Units (frames, slots or blocks) in the UMEM zone.", "zone"),
+		zoneFree:      d("umem_zone_free_units", "Free units of the UMEM zone, in its pool or a worker's cache; approximate while running.", "zone"),
+		zoneUnitBytes: d("umem_zone_unit_bytes", "Size of one unit of the UMEM zone in bytes.", "zone"),
+		pagesPer1K:    d("umem_pages_per_1k_descriptors", "Mean distinct UMEM pages touched per 1000 TX descriptors, at 4 KiB (4k) or 2 MiB (2m) page granularity.", "granularity"),
+
+		info:     d("info", "Always 1: the build and the forwarder's modes. xdp_mode is \"mixed\" when the links differ (see xdpfwd_link_info).", "version", "xdp_mode", "bind_mode", "umem_backing"),
+		linkInfo: d("link_info", "Always 1: how the forwarder is attached to the link.", "link", "xdp_mode", "bind_mode"),
+		queues:   d("queues", "Queues (and workers) per link."),
+	}
+}
+
+// Describe sends every descriptor: the Collector's set of metrics is fixed.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	d := &c.d
+	for _, x := range []*prometheus.Desc{
+		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
+		d.txPath, d.txDescs, d.inlineFallbacks, d.descsPerPacket,
+		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
+		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K,
+		d.info, d.linkInfo, d.queues,
+	} {
+		ch <- x
+	}
+}
+
+// Collect reads the forwarder (unless frozen) and sends its metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	if !c.frozen && c.live != nil {
+		if err := c.live(); err != nil {
+			c.frozen = true
+		}
+	}
+	if !c.frozen {
+		if s := c.safeRead(); s != nil {
+			c.last = s
+		}
+	}
+	s := c.last
+	c.mu.Unlock()
+	c.emit(ch, s)
+}
+
+// snapshot is one reading of the forwarder.
+type snapshot struct {
+	q       [2][]queueSnap // [link][queue]
+	zones   []fwd.ZoneUsage
+	p4k     float64
+	p2m     float64
+	queuesN int
+}
+
+type queueSnap struct {
+	s    fwd.LinkStats
+	k    xsk.Stats
+	kErr error // the kernel's statistics could not be read: no xsk series
+}
+
+// safeRead reads the forwarder; a panic (a forwarder torn down under a
+// scrape, which the health function should have prevented) freezes the
+// Collector instead of killing the daemon.
+func (c *Collector) safeRead() (s *snapshot) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.logger.Error("metrics: reading the forwarder failed; serving the last values from now on", "panic", fmt.Sprint(r))
+			c.frozen = true
+			s = nil
+		}
+	}()
+	return c.read()
+}
+
+func (c *Collector) read() *snapshot {
+	s := &snapshot{queuesN: c.queues}
+	for i := range 2 {
+		s.q[i] = make([]queueSnap, c.queues)
+		for q := range c.queues {
+			qs := &s.q[i][q]
+			qs.s = c.src.QueueStats(i, q)
+			qs.k, qs.kErr = c.src.KernelStats(i, q)
+			if qs.kErr == nil {
+				// One reading for both families, so that
+				// xdpfwd_drops_total{reason="rx_dropped"} and
+				// xdpfwd_xsk_rx_dropped_total agree in every scrape.
+				qs.s.Drops[fwd.DropRXDropped] = qs.k.Rx_dropped
+				qs.s.Drops[fwd.DropRXRingFull] = qs.k.Rx_ring_full
+				qs.s.Drops[fwd.DropFillRingEmpty] = qs.k.Rx_fill_ring_empty_descs
+				qs.s.Drops[fwd.DropRXInvalid] = qs.k.Rx_invalid_descs
+				qs.s.Drops[fwd.DropTXInvalid] = qs.k.Tx_invalid_descs
+			}
+		}
+	}
+	s.zones = c.src.Zones()
+	s.p4k, s.p2m = c.src.PagesPer1K()
+	// Flow table: read the xps flow table's size and moves here (add
+	// XPS() fwd.XPSSummary to the source interface).
+	return s
+}
+
+func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
+	d := &c.d
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+
+	for i, link := range c.links {
+		for q, qs := range s.q[i] {
+			queue := strconv.Itoa(q)
+			st := qs.s
+			counter(d.rxPackets, st.RXPackets, link, queue)
+			counter(d.rxBytes, st.RXBytes, link, queue)
+			counter(d.txPackets, st.TXPackets, link, queue)
+			counter(d.txBytes, st.TXBytes, link, queue)
+			for _, r := range dropReasons(st.Drops) {
+				counter(d.drops, st.Drops[r], link, queue, r)
+			}
+			for _, p := range slices.Sorted(maps.Keys(st.TXPaths)) {
+				counter(d.txPath, st.TXPaths[p], link, queue, p)
+			}
+			counter(d.txDescs, st.TXDescriptors, link, queue)
+			counter(d.inlineFallbacks, st.InlineFallbacks, link, queue)
+			count, sum, buckets := descHistogram(st.DescsPerPacket)
+			ch <- prometheus.MustNewConstHistogram(d.descsPerPacket, count, sum, buckets, link, queue)
+			if qs.kErr == nil {
+				k := qs.k
+				counter(d.xskRXDropped, k.Rx_dropped, link, queue)
+				counter(d.xskRXInvalid, k.Rx_invalid_descs, link, queue)
+				counter(d.xskTXInvalid, k.Tx_invalid_descs, link, queue)
+				counter(d.xskRXRingFull, k.Rx_ring_full, link, queue)
+				counter(d.xskFillRingEmpty, k.Rx_fill_ring_empty_descs, link, queue)
+				counter(d.xskTXRingEmpty, k.Tx_ring_empty_descs, link, queue)
+			}
+		}
+	}
+	for _, z := range s.zones {
+		gauge(d.zoneUnits, float64(z.Units), z.Name)
+		gauge(d.zoneFree, float64(z.FreeUnits), z.Name)
+		gauge(d.zoneUnitBytes, float64(z.UnitBytes), z.Name)
+	}
+	gauge(d.pagesPer1K, s.p4k, "4k")
+	gauge(d.pagesPer1K, s.p2m, "2m")
+
+	// Flow table: emit the xps flow table's metrics here.
+
+	mode := c.info.XDPModes[0]
+	if c.info.XDPModes[1] != mode {
+		mode = mixedMode
+	}
+	gauge(d.info, 1, c.info.Version, mode, c.info.BindMode, c.info.UMEMBacking)
+	for i, link := range c.links {
+		gauge(d.linkInfo, 1, link, c.info.XDPModes[i], c.info.BindMode)
+	}
+	gauge(d.queues, float64(s.queuesN))
+}
+
+// knownDrops are the reasons of fwd's Drop* constants, each always
+// exported (at 0 until it happens) so that rate() works from the start.
+var knownDrops = []string{
+	fwd.DropRXDropped, fwd.DropRXRingFull, fwd.DropFillRingEmpty, fwd.DropRXInvalid, fwd.DropTXInvalid,
+	fwd.DropUMEMExhausted, fwd.DropTXKickFailures, fwd.DropRXBadDesc, fwd.DropTXNoRoom, fwd.DropHandoffFull,
+}
+
+// kernelDrops are the reasons that come from XDP_STATISTICS: without a
+// reading of the socket they are left out rather than reported as 0.
+var kernelDrops = map[string]bool{
+	fwd.DropRXDropped: true, fwd.DropRXRingFull: true, fwd.DropFillRingEmpty: true,
+	fwd.DropRXInvalid: true, fwd.DropTXInvalid: true,
+}
+
+// dropReasons lists the reasons to export, sorted: fwd's own reasons
+// always, the kernel's when they were read, and any reason a later fwd adds.
+func dropReasons(m map[string]uint64) []string {
+	set := map[string]bool{}
+	for _, r := range knownDrops {
+		if _, ok := m[r]; ok || !kernelDrops[r] {
+			set[r] = true
+		}
+	}
+	for r := range m {
+		set[r] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// descHistogram turns fwd's per-count histogram ("1" → packets that left as
+// one descriptor, ...) into a Prometheus histogram: count, sum and
+// cumulative buckets at DescBuckets.
+func descHistogram(h map[string]uint64) (count uint64, sum float64, buckets map[float64]uint64) {
+	buckets = make(map[float64]uint64, len(DescBuckets))
+	for _, b := range DescBuckets {
+		buckets[b] = 0
+	}
+	for k, v := range h {
+		n, err := strconv.Atoi(strings.TrimSpace(k))
+		if err != nil || n < 1 {
+			continue
+		}
+		count += v
+		sum += float64(n) * float64(v)
+		for _, b := range DescBuckets {
+			if float64(n) <= b {
+				buckets[b] += v
+			}
+		}
+	}
+	return count, sum, buckets
+}

@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Version is xdpfwd_info's version label.
+	Version string
+	// Health reports whether the forwarder runs: nil means /healthz
+	// answers 200 "ok"; an error, 503 with its text. The first error also
+	// freezes the Collector for good: from then on the forwarder may be
+	// closing, and scrapes serve the last values read. A nil Health is
+	// healthy until Collector.Freeze is called.
+	//
+	// It must start failing before the forwarder's Close (or Shutdown)
+	// begins, in the happens-before sense: set an atomic, then close.
+	Health func() error
+	// Registry is where the Collector is registered and what /metrics
+	// serves. nil: a new registry that also holds the Go runtime (go_*) and
+	// process (process_*) collectors.
+	Registry *prometheus.Registry
+	// Logger receives the HTTP handler's errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server serves a forwarder's metrics on /metrics and its health on
+// /healthz. It is an http.Handler; the caller owns the listener.
+type Server struct {
+	c      *Collector
+	reg    *prometheus.Registry
+	health func() error
+	mux    *http.ServeMux
+	logger *slog.Logger
+}
+
+// NewServer builds a Collector over f (see NewCollector: call it before
+// Run) and a Server over that.
+func NewServer(f *fwd.Forwarder, opts Options) (*Server, error) {
+	return newServer(NewCollector(f, opts.Version), opts)
+}
+
+// Handler is NewServer for callers that only need the http.Handler.
+func Handler(f *fwd.Forwarder, opts Options) (http.Handler, error) {
+	return NewServer(f, opts)
+}
+
+func newServer(c *Collector, opts Options) (*Server, error) {
+	s := &Server{c: c, reg: opts.Registry, health: opts.Health, logger: opts.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	c.logger = s.logger
+	c.live = s.healthErr
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		if err := s.reg.Register(collectors.NewGoCollector()); err != nil {
+			return nil, err
+		}
+		if err := s.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.reg.Register(c); err != nil {
+		return nil, fmt.Errorf("metrics: register collector: %w", err)
+	}
+	s.mux = http.NewServeMux()
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, "xdpfwd: /metrics (Prometheus), /healthz\n")
+	})
+	return s, nil
+}
+
+// Collector is the Server's collector, e.g. to Freeze it before Close.
+func (s *Server) Collector() *Collector { return s.c }
+
+// Registry is the registry /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// ServeHTTP serves /metrics, /healthz and a one-line index on /.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+var errFrozen = errors.New("stopping: forwarder metrics frozen")
+
+// healthErr is nil while the forwarder runs.
+func (s *Server) healthErr() error {
+	if s.health != nil {
+		if err := s.health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	err := s.healthErr()
+	if err == nil && s.c.Frozen() {
+		err = errFrozen
+	}
+	if err != nil {
+		// Freeze at once, not at the next scrape: the forwarder is going.
+		s.c.Freeze()
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "%v\n", err)
+		return
+	}
+	fmt.Fprint(w, "ok\n")
+}
