@@ -241,8 +241,18 @@ func cmdRun(args []string, stderr io.Writer) error {
 	interval := fs.Duration("stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
 	summary := fs.String("summary", "", "write a JSON summary to this file on exit")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
+	configFile := fs.String("config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	var rl *reloader
+	if *configFile != "" {
+		given := commandLineFlags(fs)
+		vals, err := applyConfigFile(fs, *configFile)
+		if err != nil {
+			return err
+		}
+		rl = &reloader{fs: fs, path: *configFile, given: given, current: vals}
 	}
 	if *interval < 0 {
 		return usageError{"--stats-interval must not be negative"}
@@ -269,6 +279,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if rl != nil {
+		rl.f, rl.logger = f, logger
+	}
 	if *metricsAddr != "" {
 		stopMetrics, err := serveMetrics(*metricsAddr, f, logger)
 		if err != nil {
@@ -277,7 +290,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		defer stopMetrics()
 	}
-	sum, err := forward(ctx, f, *interval, stderr)
+	sum, err := forward(ctx, f, *interval, stderr, rl)
 	logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 	if *summary != "" {
 		if werr := writeSummary(*summary, sum); werr != nil {
@@ -289,14 +302,21 @@ func cmdRun(args []string, stderr io.Writer) error {
 
 // forward runs f until ctx is done, printing a stats line every interval,
 // then shuts it down and returns its summary.
-func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer) (fwd.Summary, error) {
+func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer, rl *reloader) (fwd.Summary, error) {
 	done := make(chan struct{})
+	hup := make(chan os.Signal, 1)
+	if rl != nil {
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+	}
 	go func() {
 		defer close(done)
-		if interval <= 0 {
-			return
+		// A stopped ticker channel never fires: interval 0 prints nothing.
+		t := time.NewTicker(time.Hour)
+		t.Stop()
+		if interval > 0 {
+			t.Reset(interval)
 		}
-		t := time.NewTicker(interval)
 		defer t.Stop()
 		names := f.Links()
 		prev := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
@@ -305,6 +325,18 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 			select {
 			case <-ctx.Done():
 				return
+			case <-hup:
+				next, err := rl.reload(interval)
+				if err != nil {
+					rl.logger.Error("config reload", "err", err)
+				}
+				if next != interval {
+					interval = next
+					t.Stop()
+					if interval > 0 {
+						t.Reset(interval)
+					}
+				}
 			case now := <-t.C:
 				cur := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
 				fmt.Fprintln(stderr, fwd.StatsLine(names, prev, cur, now.Sub(last)))
