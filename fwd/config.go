@@ -106,6 +106,9 @@ func inputErr(format string, args ...any) error {
 	return &InputError{fmt.Errorf(format, args...)}
 }
 
+// ErrUnknownLink is wrapped by New's error when a link does not exist.
+var ErrUnknownLink = errors.New("unknown link")
+
 // IsInputError reports whether err is (or wraps) an InputError.
 func IsInputError(err error) bool {
 	var ie *InputError
@@ -188,7 +191,7 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 		if err != nil {
 			var nf netlink.LinkNotFoundError
 			if errors.As(err, &nf) {
-				return out, inputErr("unknown link %q", name)
+				return out, &InputError{fmt.Errorf("%w %q", ErrUnknownLink, name)}
 			}
 			return out, fmt.Errorf("link %q: %w", name, err)
 		}

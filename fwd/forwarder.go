@@ -26,6 +26,7 @@ type Forwarder struct {
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
+	health  [2]linkHealth
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
 	// into their policy once per batch.
 	inlineMax atomic.Int32
@@ -182,14 +183,21 @@ func (f *Forwarder) closeSockets() error {
 // what is in flight to complete, and returns.
 func (f *Forwarder) Run(ctx context.Context) error {
 	f.started = time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var wg sync.WaitGroup
 	for _, w := range f.workers {
 		wg.Go(func() { w.run(&f.stop) })
 	}
+	wg.Go(func() { f.monitor(ctx, cancel) })
 	<-ctx.Done()
 	f.Stop()
+	cancel(nil)
 	wg.Wait()
 	f.stopped = time.Now()
+	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) {
+		return err
+	}
 	return nil
 }
 

@@ -31,6 +31,11 @@ type LinkStats struct {
 	// ChecksumsCompleted counts packets received on this link with a
 	// partial TCP/UDP checksum that xdpfwd finished.
 	ChecksumsCompleted uint64 `json:"checksums_completed"`
+
+	// LinkDowns counts the times the link went down while forwarding;
+	// DownSeconds is the total time it was down.
+	LinkDowns   uint64  `json:"link_downs"`
+	DownSeconds float64 `json:"down_seconds"`
 }
 
 // Drop reasons. The kernel's come from XDP_STATISTICS of every socket.
@@ -62,6 +67,8 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 		l.BindMode = f.socks[i][0].BindMode()
 	}
 	l.Queues = f.cfg.Queues
+	l.LinkDowns = f.health[i].downs.Load()
+	l.DownSeconds = f.health[i].downTime().Seconds()
 	return l
 }
 

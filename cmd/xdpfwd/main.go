@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -241,6 +242,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	interval := fs.Duration("stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
 	summary := fs.String("summary", "", "write a JSON summary to this file on exit")
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
+	waitLinks := fs.Bool("wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
 	configFile := fs.String("config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
@@ -273,31 +275,69 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		fh.Close()
 	}
-	f, err := fwd.New(cfg)
-	if err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if rl != nil {
-		rl.f, rl.logger = f, logger
-	}
-	if *metricsAddr != "" {
-		stopMetrics, err := serveMetrics(*metricsAddr, f, logger)
+	for {
+		f, err := fwd.New(cfg)
 		if err != nil {
-			f.Close()
+			if *waitLinks && errors.Is(err, fwd.ErrUnknownLink) {
+				logger.Warn("waiting for the links to exist", "err", err)
+				if !waitForLinks(ctx, cfg.Links) {
+					return nil
+				}
+				continue
+			}
 			return err
 		}
-		defer stopMetrics()
+		if rl != nil {
+			rl.f, rl.logger = f, logger
+		}
+		stopMetrics := func() {}
+		if *metricsAddr != "" {
+			if stopMetrics, err = serveMetrics(*metricsAddr, f, logger); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		sum, err := forward(ctx, f, *interval, stderr, rl)
+		stopMetrics()
+		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
+		if *summary != "" {
+			if werr := writeSummary(*summary, sum); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+		if *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil {
+			logger.Warn("a link is gone; waiting for both to return (--wait-for-links)", "err", err)
+			if !waitForLinks(ctx, cfg.Links) {
+				return nil
+			}
+			continue
+		}
+		return err
 	}
-	sum, err := forward(ctx, f, *interval, stderr, rl)
-	logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
-	if *summary != "" {
-		if werr := writeSummary(*summary, sum); werr != nil {
-			err = errors.Join(err, werr)
+}
+
+// waitForLinks polls until every link exists; false if ctx ended first.
+func waitForLinks(ctx context.Context, links []string) bool {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		all := true
+		for _, l := range links {
+			if _, err := net.InterfaceByName(l); err != nil {
+				all = false
+			}
+		}
+		if all {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
 		}
 	}
-	return err
 }
 
 // forward runs f until ctx is done, printing a stats line every interval,

@@ -1,0 +1,100 @@
+package fwd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// ErrLinkGone is returned by Run when one of the links is deleted (or its
+// namespace goes away) while forwarding.
+var ErrLinkGone = errors.New("link deleted")
+
+// linkHealth is what the monitor knows of one link.
+type linkHealth struct {
+	downs    atomic.Uint64 // times it went down
+	downNS   atomic.Int64  // total time down, completed intervals
+	downAt   atomic.Int64  // unix ns it went down; 0 while up
+}
+
+// monitor follows both links through netlink until ctx is done. A link
+// that goes down and up is logged with the gap and counted (forwarding
+// resumes by itself: the sockets and programs stay bound); a link that is
+// deleted ends the run with ErrLinkGone.
+func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc) {
+	updates := make(chan netlink.LinkUpdate, 64)
+	done := make(chan struct{})
+	defer close(done)
+	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
+		ErrorCallback: func(err error) { f.cfg.Logger.Warn("link monitor", "err", err) },
+	})
+	if err != nil {
+		f.cfg.Logger.Warn("link monitor unavailable: link down/up and deletion will not be reported", "err", err)
+		return
+	}
+	// The links may have changed between New and the subscription.
+	for i, l := range f.links {
+		nl, err := netlink.LinkByIndex(l.index)
+		if err != nil || nl.Attrs().Name != l.name {
+			cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
+			return
+		}
+		f.linkState(i, nl)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u, ok := <-updates:
+			if !ok {
+				return
+			}
+			for i, l := range f.links {
+				if int(u.Index) != l.index {
+					continue
+				}
+				if u.Header.Type == unix.RTM_DELLINK {
+					f.cfg.Logger.Error("link deleted while forwarding", "link", l.name)
+					cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
+					return
+				}
+				f.linkState(i, u.Link)
+			}
+		}
+	}
+}
+
+// linkState records link i's operational state from a netlink message.
+func (f *Forwarder) linkState(i int, l netlink.Link) {
+	h := &f.health[i]
+	up := l.Attrs().OperState == netlink.OperUp || l.Attrs().OperState == netlink.OperUnknown && l.Attrs().Flags&unixFlagUp != 0
+	now := time.Now().UnixNano()
+	switch at := h.downAt.Load(); {
+	case !up && at == 0:
+		h.downAt.Store(now)
+		h.downs.Add(1)
+		f.cfg.Logger.Warn("link down: its traffic stops until it comes back", "link", f.links[i].name, "oper_state", l.Attrs().OperState.String())
+	case up && at != 0:
+		gap := time.Duration(now - at)
+		h.downNS.Add(int64(gap))
+		h.downAt.Store(0)
+		f.cfg.Logger.Info("link up again: forwarding resumes", "link", f.links[i].name, "down_for", gap.Round(time.Millisecond).String())
+	}
+}
+
+const unixFlagUp = 1 // net.FlagUp
+
+// downTime returns how long link i has been down in total, the current
+// outage included.
+func (h *linkHealth) downTime() time.Duration {
+	d := h.downNS.Load()
+	if at := h.downAt.Load(); at != 0 {
+		d += time.Now().UnixNano() - at
+	}
+	return time.Duration(d)
+}
