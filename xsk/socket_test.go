@@ -160,11 +160,8 @@ func TestReceiveThenTransmitSharedUMEM(t *testing.T) {
 			}
 		}
 	}
-	if err := prog.Register(0, sa); err != nil {
-		t.Fatal(err)
-	}
-
-	// Lend a full fill ring of frames to the kernel.
+	// Lend a full fill ring of frames to the kernel, before the program
+	// points at the socket: a packet in between would find no frame.
 	frames := r.Frames
 	cache := frames.NewCache(frames.Len())
 	filled := map[uint64]bool{}
@@ -183,6 +180,9 @@ func TestReceiveThenTransmitSharedUMEM(t *testing.T) {
 	sa.Fill.Submit(n)
 	if sa.Fill.NeedsWakeup() {
 		sa.WakeRX()
+	}
+	if err := prog.Register(0, sa); err != nil {
+		t.Fatal(err)
 	}
 
 	macA, _ := nsLink(t, p.A, p.PeerA)
