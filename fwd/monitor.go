@@ -17,9 +17,9 @@ var ErrLinkGone = errors.New("link deleted")
 
 // linkHealth is what the monitor knows of one link.
 type linkHealth struct {
-	downs    atomic.Uint64 // times it went down
-	downNS   atomic.Int64  // total time down, completed intervals
-	downAt   atomic.Int64  // unix ns it went down; 0 while up
+	downs  atomic.Uint64 // times it went down
+	downNS atomic.Int64  // total time down, completed intervals
+	downAt atomic.Int64  // unix ns it went down; 0 while up
 }
 
 // monitor follows both links through netlink until ctx is done. A link

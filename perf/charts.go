@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// barSeries is one contender's bars across the groups of a chart.
+type barSeries struct {
+	label       string
+	med, lo, hi []float64
+}
+
+// palette: the reference (xdpfwd) is always the first colour.
+var palette = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, // blue
+	{0xff, 0x7f, 0x0e, 0xff}, // orange
+	{0x2c, 0xa0, 0x2c, 0xff}, // green
+	{0xd6, 0x27, 0x28, 0xff}, // red
+	{0x94, 0x67, 0xbd, 0xff}, // purple
+	{0x8c, 0x56, 0x4b, 0xff}, // brown
+	{0xe3, 0x77, 0xc2, 0xff}, // pink
+	{0x7f, 0x7f, 0x7f, 0xff}, // grey
+}
+
+// whiskers draws min–max ranges over grouped bars; bars and whiskers share
+// the same offset in canvas units, which an XY plotter cannot express.
+type whiskers struct {
+	x, lo, hi []float64
+	offset    vg.Length
+}
+
+func (w *whiskers) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	ls := draw.LineStyle{Color: color.Black, Width: vg.Points(0.8)}
+	tick := vg.Points(2.5)
+	for i := range w.x {
+		if w.hi[i] <= w.lo[i] {
+			continue
+		}
+		x := trX(w.x[i]) + w.offset
+		y0, y1 := trY(w.lo[i]), trY(min(w.hi[i], plt.Y.Max))
+		c.StrokeLine2(ls, x, y0, x, y1)
+		c.StrokeLine2(ls, x-tick, y0, x+tick, y0)
+		if w.hi[i] <= plt.Y.Max {
+			c.StrokeLine2(ls, x-tick, y1, x+tick, y1)
+		} else {
+			// Off the chart: an arrow head instead of a cap.
+			c.StrokeLine2(ls, x-tick, y1-tick, x, y1)
+			c.StrokeLine2(ls, x, y1, x+tick, y1-tick)
+		}
+	}
+}
+
+func (w *whiskers) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = 0, float64(len(w.x)-1)
+	// The chart's height follows the bars (groupedBars sets Y.Max); a
+	// whisker that runs higher is cut with an arrow.
+	return xmin, xmax, 0, 0
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+}
+
+// groupedBars draws one bar per series in every group, with whiskers.
+func groupedBars(path, title, ylabel string, groups []string, series []barSeries) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	p.Y.Min = 0
+	n := len(series)
+	width := vg.Points(min(28, 360/float64(n*len(groups))))
+	top := 0.0
+	for i, s := range series {
+		bc, err := plotter.NewBarChart(plotter.Values(s.med), width)
+		if err != nil {
+			return err
+		}
+		bc.Color = palette[i%len(palette)]
+		bc.LineStyle.Width = 0
+		bc.Offset = width * vg.Length(float64(i)-float64(n-1)/2)
+		p.Add(bc)
+		p.Legend.Add(s.label, bc)
+		x := make([]float64, len(s.med))
+		for g := range x {
+			x[g] = float64(g)
+			top = max(top, s.med[g])
+		}
+		p.Add(&whiskers{x: x, lo: s.lo, hi: s.hi, offset: bc.Offset})
+	}
+	// Room above the bars for the legend and some of the whiskers; longer
+	// whiskers end in an arrow at the top.
+	p.Y.Max = top * (1.6 + 0.09*float64(n))
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Y.Tick.Marker = plainTicks{}
+	p.NominalX(groups...)
+	return p.Save(24*vg.Centimeter, 13*vg.Centimeter, path)
+}
+
+// seriesFor collects the median and range of metric (scaled) over the
+// given workloads for each contender.
+func (r *Results) seriesFor(cs []ContenderResult, workloads []string, metrics []string, scale float64) []barSeries {
+	var out []barSeries
+	for _, c := range cs {
+		s := barSeries{label: c.Label}
+		any := false
+		for i, w := range workloads {
+			m := metrics[0]
+			if len(metrics) > 1 {
+				m = metrics[i]
+			}
+			st, ok := r.stat(c.Name, w, m)
+			any = any || ok
+			s.med = append(s.med, st.Median*scale)
+			s.lo = append(s.lo, st.Min*scale)
+			s.hi = append(s.hi, st.Max*scale)
+		}
+		if any {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Charts draws the PNG charts into dir and returns their file names.
+func (r *Results) Charts(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var names []string
+	draw := func(name, title, ylabel string, groups []string, series []barSeries) error {
+		if len(series) == 0 || len(groups) == 0 {
+			return nil
+		}
+		if err := groupedBars(filepath.Join(dir, name), title, ylabel, groups, series); err != nil {
+			return fmt.Errorf("chart %s: %w", name, err)
+		}
+		names = append(names, name)
+		return nil
+	}
+	names1 := func(ws []WorkloadInfo, trimPrefix string) (names, labels []string) {
+		for _, w := range ws {
+			names = append(names, w.Name)
+			labels = append(labels, strings.TrimPrefix(w.Title, trimPrefix))
+		}
+		return
+	}
+
+	if ws := r.workloads("udp"); len(ws) > 0 {
+		wn, labels := names1(ws, "UDP ")
+		if err := draw("udp_pps.png", "UDP one way: delivered packets/s at maximum offered load", "million packets/s",
+			labels, r.seriesFor(r.ranContenders("udp", false), wn, []string{"pps"}, 1e-6)); err != nil {
+			return names, err
+		}
+	}
+	for _, w := range r.workloads("cost") {
+		cs := append(r.ranContenders("cost", false), r.ranContenders("cost", true)...)
+		wn := []string{w.Name, w.Name}
+		series := r.seriesFor(cs, wn, []string{"own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net"}, 1)
+		title := fmt.Sprintf("CPU per delivered packet at %s packets/s offered (UDP 64 B)", si(float64(r.Settings.CostRatePPS)))
+		if err := draw("cpu_cost.png", title, "CPU ns per packet (own)",
+			[]string{"generator, receiver and forwarder", "net of the no-forwarder baseline"}, series); err != nil {
+			return names, err
+		}
+	}
+	if ws := r.workloads("tcp"); len(ws) > 0 {
+		wn, labels := names1(ws, "TCP bulk, ")
+		if err := draw("tcp_bulk.png", "TCP bulk A → B", "Gbit/s",
+			labels, r.seriesFor(r.ranContenders("tcp", false), wn, []string{"gbps"}, 1)); err != nil {
+			return names, err
+		}
+	}
+	for _, w := range r.workloads("rr") {
+		cs := r.ranContenders("rr", false)
+		if err := draw("rr_tps.png", w.Title+": transactions/s", "thousand transactions/s",
+			[]string{w.Title}, r.seriesFor(cs, []string{w.Name}, []string{"tps"}, 1e-3)); err != nil {
+			return names, err
+		}
+		wn := []string{w.Name, w.Name, w.Name}
+		unit, scale := "µs", 1.0
+		for _, c := range cs {
+			if st, ok := r.stat(c.Name, w.Name, "p999_us"); ok && st.Max > 20000 {
+				unit, scale = "ms", 1e-3
+			}
+		}
+		if err := draw("rr_latency.png", w.Title+": latency per transaction", unit,
+			[]string{"p50", "p99", "p99.9"}, r.seriesFor(cs, wn, []string{"p50_us", "p99_us", "p999_us"}, scale)); err != nil {
+			return names, err
+		}
+		break // one RR chart pair; LATER workloads get their own names
+	}
+	return names, nil
+}

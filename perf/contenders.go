@@ -1,0 +1,453 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// refContender is the contender every figure is given as a ratio to.
+const refContender = "xdpfwd"
+
+// stopFunc stops a running contender and returns what it reports about
+// itself (modes, drops), recorded in results.json.
+type stopFunc func() (map[string]any, error)
+
+// contender is one way of joining the two root-side veth ends.
+type contender struct {
+	Name  string // --only name, results key
+	Label string // row label
+	Desc  string // one line for the README and results.json
+
+	// Offloads runs it on the pair whose namespace ends keep their
+	// default offloads (TX checksum and so TSO on); all others run with TX
+	// checksum off there, which xdpfwd needs.
+	Offloads bool
+	// Baseline marks the no-forwarder reference: it runs only the cost
+	// workloads, and nothing reaches the destination.
+	Baseline bool
+
+	build func(ctx context.Context, e *env) error // once; an error means "cannot run here"
+	start func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error)
+}
+
+// xdpfwdConfigs are the xdpfwd configurations perf compares, one line each.
+// A configuration whose flags the built xdpfwd does not know is reported as
+// not run, so a line can go in before its flag lands.
+var xdpfwdConfigs = []struct {
+	Name, Label string
+	Args        []string
+	Offloads    bool // run on the pair with default endpoint offloads
+}{
+	{"xdpfwd", "xdpfwd (default)", nil, false},
+	// LATER (issue 5, later phases), one line each:
+	// {"xdpfwd-offload", "xdpfwd (default offloads)", []string{"--complete-checksums", "on"}, true},
+	// {"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false},
+	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false},
+	// {"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false}, // with --queues > 1
+}
+
+// contenderTable lists every contender in table order; the reference
+// (xdpfwd's default) comes first.
+func contenderTable() []*contender {
+	var cs []*contender
+	for _, cfg := range xdpfwdConfigs {
+		c := xdpfwdContender(cfg.Name, cfg.Label, cfg.Args)
+		c.Offloads = cfg.Offloads
+		cs = append(cs, c)
+	}
+	return append(cs,
+		bridgeContender("bridge", "Linux bridge (tx-csum off, as the XDP rows)", false),
+		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
+		redirectContender(),
+		asavieContender(),
+		dropBaseline(),
+	)
+}
+
+func selectContenders(only []string) ([]*contender, error) {
+	all := contenderTable()
+	if len(only) == 0 {
+		return all, nil
+	}
+	var names []string
+	for _, c := range all {
+		names = append(names, c.Name)
+	}
+	var out []*contender
+	for _, c := range all {
+		for _, n := range only {
+			if n == c.Name {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	for _, n := range only {
+		found := false
+		for _, c := range all {
+			found = found || c.Name == n
+		}
+		if !found {
+			return nil, fmt.Errorf("--only %q: no such contender (have %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
+
+// ---- xdpfwd ----
+
+func xdpfwdContender(name, label string, extra []string) *contender {
+	return &contender{
+		Name:  name,
+		Label: label,
+		Desc:  "xdpfwd run as a child process: AF_XDP sockets on one shared UMEM, zero copies in user space" + argsNote(extra),
+		build: func(ctx context.Context, e *env) error {
+			bin, err := e.buildXdpfwd(ctx)
+			if err != nil {
+				return err
+			}
+			help, _ := exec.Command(bin, "run", "--help").CombinedOutput()
+			for _, a := range extra {
+				if f, ok := strings.CutPrefix(a, "--"); ok {
+					f, _, _ = strings.Cut(f, "=")
+					if !strings.Contains(string(help), "-"+f+" ") && !strings.Contains(string(help), "-"+f+"\n") {
+						return fmt.Errorf("this xdpfwd has no --%s flag yet", f)
+					}
+				}
+			}
+			return nil
+		},
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			sum := filepath.Join(e.tmp, name+"-summary.json")
+			os.Remove(sum)
+			args := []string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--summary", sum}
+			if e.o.Queues > 1 {
+				args = append(args, "--queues", strconv.Itoa(e.o.Queues))
+			}
+			args = append(args, extra...)
+			c, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args)
+			if err != nil {
+				return nil, err
+			}
+			return func() (map[string]any, error) {
+				e.child.Store(nil)
+				err := c.stop(10 * time.Second)
+				d, derr := xdpfwdDetails(sum)
+				return d, errors.Join(err, derr)
+			}, nil
+		},
+	}
+}
+
+func argsNote(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(args, " ") + ")"
+}
+
+// xdpfwdDetails reads the fields of xdpfwd's --summary that explain a run.
+func xdpfwdDetails(path string) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("xdpfwd summary: %w", err)
+	}
+	var s struct {
+		Links map[string]struct {
+			RXPackets uint64            `json:"rx_packets"`
+			TXPackets uint64            `json:"tx_packets"`
+			Drops     map[string]uint64 `json:"drops"`
+			XDPMode   string            `json:"xdp_mode"`
+			BindMode  string            `json:"bind_mode"`
+			Queues    int               `json:"queues"`
+		} `json:"links"`
+		UMEM struct {
+			Backing string `json:"backing"`
+			Leaked  int    `json:"leaked_addresses"`
+		} `json:"umem"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("xdpfwd summary %s: %w", path, err)
+	}
+	d := map[string]any{"umem_backing": s.UMEM.Backing, "leaked_addresses": s.UMEM.Leaked}
+	var rx, tx, drops uint64
+	for _, l := range s.Links {
+		d["xdp_mode"], d["bind_mode"], d["queues"] = l.XDPMode, l.BindMode, l.Queues
+		rx += l.RXPackets
+		tx += l.TXPackets
+		for _, v := range l.Drops {
+			drops += v
+		}
+	}
+	d["rx_packets"], d["tx_packets"], d["drops"] = rx, tx, drops
+	if s.UMEM.Leaked != 0 {
+		return d, fmt.Errorf("xdpfwd leaked %d UMEM addresses", s.UMEM.Leaked)
+	}
+	return d, nil
+}
+
+// ---- asavie/xdp ----
+
+func asavieContender() *contender {
+	return &contender{
+		Name:  "asavie",
+		Label: "asavie/xdp forwarder",
+		Desc:  "a forwarder on github.com/asavie/xdp v0.3.3 (perf/asavie): one socket and UMEM per link, frames copied between them",
+		build: func(ctx context.Context, e *env) error {
+			bin := filepath.Join(e.tmp, "asavie-fwd")
+			if err := goBuild(ctx, filepath.Join(e.root, "perf", "asavie"), ".", bin); err != nil {
+				return err
+			}
+			e.bins["asavie"] = bin
+			return nil
+		},
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			sum := filepath.Join(e.tmp, "asavie-summary.json")
+			os.Remove(sum)
+			args := []string{"--link", p.LinkA, "--link", p.LinkB, "--summary", sum}
+			if e.o.Queues > 1 {
+				args = append(args, "--queues", strconv.Itoa(e.o.Queues))
+			}
+			c, err := e.startForwarder(ctx, p, "asavie-fwd", e.bins["asavie"], args)
+			if err != nil {
+				return nil, err
+			}
+			return func() (map[string]any, error) {
+				e.child.Store(nil)
+				err := c.stop(10 * time.Second)
+				var d map[string]any
+				if b, rerr := os.ReadFile(sum); rerr == nil {
+					json.Unmarshal(b, &d)
+				} else {
+					err = errors.Join(err, fmt.Errorf("asavie-fwd summary: %w", rerr))
+				}
+				return d, err
+			}, nil
+		},
+	}
+}
+
+// startForwarder starts a forwarder process pinned to the forwarder CPU and
+// waits until traffic crosses it.
+func (e *env) startForwarder(ctx context.Context, p *topo.Pair, name, bin string, args []string) (*child, error) {
+	c, err := startChild(name, bin, args, []int{e.o.FwdCPU}, filepath.Join(e.tmp, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := e.waitPath(ctx, p, c); err != nil {
+		return nil, errors.Join(err, c.stop(5*time.Second))
+	}
+	e.child.Store(c)
+	return c, nil
+}
+
+// ---- Linux bridge ----
+
+func bridgeContender(name, label string, offloads bool) *contender {
+	desc := "a Linux bridge in the root namespace enslaving both veth ends; namespace ends with TX checksum offload off, as for the XDP contenders"
+	if offloads {
+		desc = "a Linux bridge in the root namespace enslaving both veth ends; namespace ends with their default offloads (TX checksum, TSO, GSO)"
+	}
+	return &contender{
+		Name:     name,
+		Label:    label,
+		Desc:     desc,
+		Offloads: offloads,
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			brName := "xf" + pairID(p) + "br"
+			br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: brName, MTU: 1500}}
+			if err := netlink.LinkAdd(br); err != nil {
+				return nil, fmt.Errorf("create bridge %s: %w", brName, err)
+			}
+			e.res.addTopology("bridge " + brName)
+			l, err := netlink.LinkByName(brName)
+			if err != nil {
+				return nil, fmt.Errorf("look up bridge %s: %w", brName, err)
+			}
+			index := l.Attrs().Index
+			stop := func() (map[string]any, error) {
+				var errs []error
+				for _, n := range []string{p.LinkA, p.LinkB} {
+					if pl, err := netlink.LinkByName(n); err == nil {
+						errs = append(errs, netlink.LinkSetNoMaster(pl))
+					}
+				}
+				if cur, err := netlink.LinkByName(brName); err == nil && cur.Attrs().Index == index {
+					errs = append(errs, netlink.LinkDel(cur))
+				}
+				return map[string]any{"bridge_nf_call_iptables": e.res.Machine.BridgeNF}, errors.Join(errs...)
+			}
+			fail := func(err error) (stopFunc, error) {
+				_, serr := stop()
+				return nil, errors.Join(err, serr)
+			}
+			// No IPv6 on the bridge either: the root stack then sends
+			// nothing into the path being measured.
+			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+brName+"/disable_ipv6", []byte("1\n"), 0); err != nil && !os.IsNotExist(err) {
+				return fail(fmt.Errorf("disable IPv6 on %s: %w", brName, err))
+			}
+			for _, n := range []string{p.LinkA, p.LinkB} {
+				pl, err := netlink.LinkByName(n)
+				if err != nil {
+					return fail(err)
+				}
+				if err := netlink.LinkSetMasterByIndex(pl, index); err != nil {
+					return fail(fmt.Errorf("enslave %s to %s: %w", n, brName, err))
+				}
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return fail(fmt.Errorf("set %s up: %w", brName, err))
+			}
+			if err := e.waitPath(ctx, p, nil); err != nil {
+				return fail(err)
+			}
+			return stop, nil
+		},
+	}
+}
+
+// pairID is the random part of the pair's names ("xdpfwd-<id>").
+func pairID(p *topo.Pair) string {
+	return strings.TrimPrefix(p.Name, "xdpfwd-")
+}
+
+// ---- in-kernel XDP redirect ----
+
+func redirectContender() *contender {
+	return &contender{
+		Name:  "xdp-redirect",
+		Label: "in-kernel XDP redirect (upper bound)",
+		Desc:  "bpf_redirect_map into a DEVMAP on both root ends (native XDP), XDP_PASS on the namespace ends so they accept redirected frames",
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			x := &xdpSet{}
+			stop := func() (map[string]any, error) { return map[string]any{"xdp_mode": "native"}, x.Close() }
+			fail := func(err error) (stopFunc, error) {
+				_, serr := stop()
+				return nil, errors.Join(err, serr)
+			}
+			dm, err := ebpf.NewMap(&ebpf.MapSpec{Name: "perf_devmap", Type: ebpf.DevMap, KeySize: 4, ValueSize: 4, MaxEntries: 2})
+			if err != nil {
+				return fail(fmt.Errorf("DEVMAP: %w", err))
+			}
+			x.maps = append(x.maps, dm)
+			for i, n := range []string{p.LinkA, p.LinkB} {
+				l, err := netlink.LinkByName(n)
+				if err != nil {
+					return fail(err)
+				}
+				if err := dm.Put(uint32(i), uint32(l.Attrs().Index)); err != nil {
+					return fail(fmt.Errorf("DEVMAP[%d] = %s: %w", i, n, err))
+				}
+			}
+			pass, err := loadAction("perf_pass", xdpPass)
+			if err != nil {
+				return fail(fmt.Errorf("load XDP_PASS program: %w", err))
+			}
+			x.progs = append(x.progs, pass)
+			// Namespace ends first, so no redirected frame meets a peer
+			// that cannot take it.
+			if err := x.attach(p.A, p.PeerA, pass); err != nil {
+				return fail(err)
+			}
+			if err := x.attach(p.B, p.PeerB, pass); err != nil {
+				return fail(err)
+			}
+			for i, n := range []string{p.LinkA, p.LinkB} {
+				prog, err := loadRedirect(dm, int32(1-i)) // A → B's slot, B → A's
+				if err != nil {
+					return fail(fmt.Errorf("load redirect program: %w", err))
+				}
+				x.progs = append(x.progs, prog)
+				if err := x.attach(nil, n, prog); err != nil {
+					return fail(err)
+				}
+			}
+			if err := e.waitPath(ctx, p, nil); err != nil {
+				return fail(err)
+			}
+			return stop, nil
+		},
+	}
+}
+
+// ---- no forwarder: the CPU-cost baseline ----
+
+func dropBaseline() *contender {
+	return &contender{
+		Name:     "baseline-drop",
+		Label:    "no forwarder (XDP_DROP at ingress)",
+		Desc:     "the generator alone: its packets are dropped by XDP on the ingress root end; subtracted from every contender's CPU cost",
+		Baseline: true,
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			x := &xdpSet{}
+			stop := func() (map[string]any, error) { return nil, x.Close() }
+			prog, err := loadAction("perf_drop", xdpDrop)
+			if err != nil {
+				return nil, fmt.Errorf("load XDP_DROP program: %w", err)
+			}
+			x.progs = append(x.progs, prog)
+			if err := x.attach(nil, p.LinkA, prog); err != nil {
+				stop()
+				return nil, err
+			}
+			return stop, nil
+		},
+	}
+}
+
+// waitPath waits until A can ping B across the contender (bounded), and
+// fails early if the forwarder process c (may be nil) exits.
+func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
+	deadline := time.Now().Add(10 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if c != nil && c.exited() {
+			return fmt.Errorf("%s exited during start-up%s", c.name, c.logTail())
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := topo.Ping(p.A, p.V4B, 1, 250*time.Millisecond); err == nil {
+			return nil
+		} else {
+			last = err
+		}
+	}
+	return fmt.Errorf("no path from %s to %s within 10s: %w", p.A.Name, p.B.Name, last)
+}
+
+// checkLinksClean verifies a stopped contender left no XDP program on the
+// root ends; one attached through netlink (as asavie/xdp does) is removed.
+func checkLinksClean(p *topo.Pair) error {
+	var errs []error
+	for _, n := range []string{p.LinkA, p.LinkB} {
+		on, id, err := xdpAttached(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !on {
+			continue
+		}
+		derr := detachNetlinkXDP(n)
+		if on2, _, _ := xdpAttached(n); on2 {
+			errs = append(errs, fmt.Errorf("XDP program %d left on %s and could not be removed: %v", id, n, derr))
+		} else {
+			errs = append(errs, fmt.Errorf("XDP program %d was left on %s (removed)", id, n))
+		}
+	}
+	return errors.Join(errs...)
+}

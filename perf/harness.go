@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// env is what contenders and workloads share during a run.
+type env struct {
+	o     *Options
+	res   *Results
+	root  string // perf's module root: perf/asavie, perf/README.md
+	src   string // the module root xdpfwd is built from (--src)
+	tmp   string // builds, logs, summaries
+	bins  map[string]string
+	pairs map[bool]*topo.Pair // by Offloads
+	own   *ownCPU
+	child atomic.Pointer[child] // the running forwarder process, if any
+
+	xdpfwdOnce sync.Once
+	xdpfwdErr  error
+}
+
+func (e *env) childPID() int {
+	if c := e.child.Load(); c != nil && c.cmd.Process != nil {
+		return c.cmd.Process.Pid
+	}
+	return 0
+}
+
+// buildXdpfwd builds ./cmd/xdpfwd once into the temporary directory.
+func (e *env) buildXdpfwd(ctx context.Context) (string, error) {
+	e.xdpfwdOnce.Do(func() {
+		bin := filepath.Join(e.tmp, "xdpfwd")
+		e.xdpfwdErr = goBuild(ctx, e.src, "./cmd/xdpfwd", bin)
+		if e.xdpfwdErr == nil {
+			e.bins["xdpfwd"] = bin
+		}
+	})
+	return e.bins["xdpfwd"], e.xdpfwdErr
+}
+
+func (o *Options) defaults() {
+	if o.Rounds == 0 {
+		o.Rounds = 5
+		if o.Quick {
+			o.Rounds = 2
+		}
+	}
+	if o.Duration == 0 {
+		o.Duration = time.Second
+		if o.Quick {
+			o.Duration = 500 * time.Millisecond
+		}
+	}
+	if o.Warmup == 0 {
+		o.Warmup = 300 * time.Millisecond
+		if o.Quick {
+			o.Warmup = 200 * time.Millisecond
+		}
+	}
+	if o.CostRate == 0 {
+		o.CostRate = 100000
+	}
+	if o.Queues == 0 {
+		o.Queues = 1
+	}
+	if o.Out == "" {
+		o.Out = "perf-results"
+	}
+	if o.Command == "" {
+		o.Command = "go run ./perf"
+	}
+}
+
+// placeCPUs decides the CPU placement: forwarder processes on FwdCPU,
+// perf's own threads on LoadCPUs, apart from each other where the machine
+// has more than one CPU.
+func (o *Options) placeCPUs() (note string, err error) {
+	var avail unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &avail); err != nil {
+		return "", fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	cpus := setCPUs(avail)
+	if len(cpus) == 0 {
+		return "", errors.New("no CPU available")
+	}
+	if !o.fwdCPUSet && !slices.Contains(cpus, o.FwdCPU) {
+		o.FwdCPU = cpus[0]
+	}
+	if !slices.Contains(cpus, o.FwdCPU) {
+		return "", fmt.Errorf("--fwd-cpu %d is not available (have %v)", o.FwdCPU, cpus)
+	}
+	if len(o.LoadCPUs) == 0 {
+		for _, c := range cpus {
+			if c != o.FwdCPU {
+				o.LoadCPUs = append(o.LoadCPUs, c)
+			}
+		}
+		if len(o.LoadCPUs) == 0 {
+			o.LoadCPUs = []int{o.FwdCPU}
+			return "only one CPU: forwarder and load share it", nil
+		}
+	}
+	for _, c := range o.LoadCPUs {
+		if !slices.Contains(cpus, c) {
+			return "", fmt.Errorf("--load-cpus: CPU %d is not available (have %v)", c, cpus)
+		}
+		if c == o.FwdCPU {
+			note = "forwarder and load CPUs overlap"
+		}
+	}
+	return note, nil
+}
+
+// Run builds the topology and the forwarders, runs every selected contender
+// on every selected workload, round after round, removes everything it built,
+// and writes results.json, bench.txt and the charts to o.Out. It returns the
+// results even when it fails part-way or is interrupted.
+func Run(ctx context.Context, o Options) (*Results, error) {
+	o.defaults()
+	start := time.Now()
+	res := &Results{
+		Schema:  schemaVersion,
+		Started: start.UTC().Truncate(time.Second),
+		Command: o.Command,
+	}
+	err := runBench(ctx, &o, res)
+	if ctx.Err() != nil {
+		res.Interrupted = true
+		err = errors.Join(err, errors.New("interrupted"))
+	}
+	if left := leftovers(res.Topology); len(left) > 0 {
+		err = errors.Join(err, fmt.Errorf("left behind: %s", strings.Join(left, ", ")))
+	}
+	res.ElapsedS = time.Since(start).Seconds()
+	res.deriveNet()
+	if o.Out != "" && (len(res.Samples) > 0 || err == nil) {
+		if werr := res.WriteDir(o.Out); werr != nil {
+			err = errors.Join(err, werr)
+		}
+	}
+	return res, err
+}
+
+func runBench(ctx context.Context, o *Options, res *Results) (err error) {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("perf needs root (namespaces, veths, XDP, AF_XDP); euid is %d", os.Geteuid())
+	}
+	cs, err := selectContenders(o.Only)
+	if err != nil {
+		return err
+	}
+	ws, err := selectWorkloads(o.Workloads)
+	if err != nil {
+		return err
+	}
+	root := o.Root
+	if root == "" {
+		if root, err = moduleRoot(); err != nil {
+			return err
+		}
+	}
+	src := o.Src
+	if src == "" {
+		src = root
+	}
+	res.Machine = machineInfo(src)
+	note, err := o.placeCPUs()
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, "CPU placement: "+note)
+	}
+
+	// Pin perf's own threads (generators, receivers) to the load CPUs and
+	// give the runtime one P per sending and receiving thread.
+	var orig unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &orig); err != nil {
+		return fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	if err := pinProcess(cpuSet(o.LoadCPUs)); err != nil {
+		return err
+	}
+	defer pinProcess(orig)
+	prevProcs := runtime.GOMAXPROCS(max(2, len(o.LoadCPUs)))
+	defer runtime.GOMAXPROCS(prevProcs)
+
+	res.Settings = Settings{
+		Quick: o.Quick, Rounds: o.Rounds, DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(),
+		CostRatePPS: o.CostRate, FwdCPU: o.FwdCPU, LoadCPUs: o.LoadCPUs, Queues: o.Queues,
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+	for _, w := range ws {
+		res.Workloads = append(res.Workloads, WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit})
+	}
+
+	tmp, err := os.MkdirTemp("", "xdpfwd-perf-")
+	if err != nil {
+		return err
+	}
+	if o.KeepBuilds {
+		res.Notes = append(res.Notes, "builds and logs kept in "+tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[bool]*topo.Pair{}, own: newOwnCPU()}
+	res.LoadAvg[0] = loadAvg()
+	defer func() { res.LoadAvg[1] = loadAvg() }()
+	pr := newProgress(o.Progress)
+
+	// Build what needs building; a contender that cannot be built here is
+	// reported, not fatal.
+	var active []*contender
+	for _, c := range cs {
+		cr := res.contender(c)
+		if c.build != nil {
+			pr.status("building " + c.Name)
+			if err := c.build(ctx, e); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				cr.Skipped = "not run: " + err.Error()
+				continue
+			}
+		}
+		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
+			cr.Skipped = "not run: no selected workload applies"
+			continue
+		}
+		active = append(active, c)
+	}
+
+	// The topology: one pair per offload setting in use.
+	defer func() {
+		for _, p := range e.pairs {
+			if cerr := p.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("remove %s: %w", p.Name, cerr))
+			}
+		}
+	}()
+	for _, c := range active {
+		if e.pairs[c.Offloads] != nil {
+			continue
+		}
+		pr.status("building the topology")
+		p, err := topo.NewPair(topo.Options{Queues: o.Queues, TxChecksum: c.Offloads})
+		if err != nil {
+			return err
+		}
+		e.pairs[c.Offloads] = p
+		res.addTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
+		pr.status(fmt.Sprintf("built namespaces %s, %s and links %s, %s (tx checksum offload %s)",
+			p.A.Name, p.B.Name, p.LinkA, p.LinkB, map[bool]string{false: "off", true: "on"}[c.Offloads]))
+		if err := staticNeighbours(p); err != nil {
+			return err
+		}
+	}
+
+	total := 0
+	for _, c := range active {
+		for _, w := range ws {
+			if w.applies(c) {
+				total += o.Rounds
+			}
+		}
+	}
+	pr.total = total
+
+	failed := map[string]bool{}
+	for round := 1; round <= o.Rounds; round++ {
+		for _, c := range active {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var wls []*workload
+			for _, w := range ws {
+				if w.applies(c) {
+					wls = append(wls, w)
+				}
+			}
+			if failed[c.Name] {
+				pr.done += len(wls)
+				continue
+			}
+			cr := res.contender(c)
+			p := e.pairs[c.Offloads]
+			pr.status(fmt.Sprintf("round %d/%d: starting %s", round, o.Rounds, c.Name))
+			stop, err := c.start(ctx, e, p)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: start: %v", round, err))
+				cr.Skipped = "failed to start: " + err.Error()
+				failed[c.Name] = true
+				pr.done += len(wls)
+				if cerr := checkLinksClean(p); cerr != nil {
+					cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: after failed start: %v", round, cerr))
+				}
+				continue
+			}
+			cr.Ran = true
+			if !c.Baseline {
+				// Warm the path (caches, bridge tables, the forwarder's
+				// rings) before the first sample.
+				e.warm(ctx, p)
+			}
+			for _, w := range wls {
+				if ctx.Err() != nil {
+					break
+				}
+				m, werr := w.run(ctx, e, c, p, w)
+				s := Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
+				if werr != nil && ctx.Err() == nil {
+					s.Error = werr.Error()
+				}
+				if ctx.Err() == nil {
+					res.Samples = append(res.Samples, s)
+				}
+				pr.sample(round, o.Rounds, c.Name, w, s)
+				sleepCtx(ctx, 100*time.Millisecond) // let queues drain
+			}
+			details, serr := stop()
+			if details != nil {
+				cr.Details = details
+			}
+			if serr = errors.Join(serr, checkLinksClean(p)); serr != nil {
+				cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: stop: %v", round, serr))
+			}
+		}
+	}
+	pr.finish()
+	return nil
+}
+
+// warm sends UDP from A to B for the warm-up time, unmeasured.
+func (e *env) warm(ctx context.Context, p *topo.Pair) {
+	rx, err := newUDPReceiver(p.B, p.V4B, time.Now().Add(e.o.Warmup+2*time.Second))
+	if err != nil {
+		return
+	}
+	defer rx.close()
+	to := netip.AddrPortFrom(p.V4B, uint16(rx.port))
+	tx, err := newUDPSender(p.A, p.V4A, to, 256, 0, time.Now().Add(e.o.Warmup+time.Second))
+	if err != nil {
+		return
+	}
+	sleepCtx(ctx, e.o.Warmup)
+	tx.close()
+}
+
+// staticNeighbours gives each namespace a permanent neighbour entry for the
+// other's address, so no ARP crosses (or fails to cross) a contender during
+// a measurement, and the baseline's packets leave even though nothing
+// answers behind its XDP_DROP.
+func staticNeighbours(p *topo.Pair) error {
+	mac := func(ns *topo.NS, ifname string) (hw net.HardwareAddr, idx int, err error) {
+		err = ns.Do(func() error {
+			iface, err := net.InterfaceByName(ifname)
+			if err != nil {
+				return err
+			}
+			hw, idx = iface.HardwareAddr, iface.Index
+			return nil
+		})
+		return
+	}
+	macA, idxA, err := mac(p.A, p.PeerA)
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", p.PeerA, p.A.Name, err)
+	}
+	macB, idxB, err := mac(p.B, p.PeerB)
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", p.PeerB, p.B.Name, err)
+	}
+	set := func(ns *topo.NS, idx int, ip net.IP, hw net.HardwareAddr) error {
+		return ns.Do(func() error {
+			return netlink.NeighSet(&netlink.Neigh{
+				LinkIndex: idx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT, IP: ip, HardwareAddr: hw,
+			})
+		})
+	}
+	if err := set(p.A, idxA, p.V4B.AsSlice(), macB); err != nil {
+		return fmt.Errorf("neighbour %s in %s: %w", p.V4B, p.A.Name, err)
+	}
+	if err := set(p.B, idxB, p.V4A.AsSlice(), macA); err != nil {
+		return fmt.Errorf("neighbour %s in %s: %w", p.V4A, p.B.Name, err)
+	}
+	return nil
+}
+
+// leftovers lists what of the recorded topology still exists.
+func leftovers(topology []string) []string {
+	var left []string
+	for _, t := range topology {
+		kind, name, _ := strings.Cut(t, " ")
+		switch kind {
+		case "netns":
+			if _, err := os.Stat(filepath.Join("/run/netns", name)); err == nil {
+				left = append(left, t)
+			}
+		case "link", "bridge":
+			if _, err := netlink.LinkByName(name); err == nil {
+				left = append(left, t)
+			}
+		}
+	}
+	return left
+}
+
+// progress prints one line per sample: in place on a terminal, else one
+// after another.
+type progress struct {
+	w           io.Writer
+	tty         bool
+	start       time.Time
+	done, total int
+}
+
+func newProgress(w io.Writer) *progress {
+	pr := &progress{w: w, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		pr.tty = err == nil
+	}
+	return pr
+}
+
+func (pr *progress) line(s string) {
+	if pr.w == nil {
+		return
+	}
+	if pr.tty {
+		fmt.Fprintf(pr.w, "\r\033[K%s", s)
+	} else {
+		fmt.Fprintln(pr.w, s)
+	}
+}
+
+func (pr *progress) status(s string) {
+	pr.line(fmt.Sprintf("perf %s: %s", fmtClock(time.Since(pr.start)), s))
+}
+
+func (pr *progress) sample(round, rounds int, c string, w *workload, s Sample) {
+	pr.done++
+	el := time.Since(pr.start)
+	eta := ""
+	if pr.done > 0 && pr.total > pr.done {
+		eta = fmt.Sprintf(", ~%s left", fmtClock(el/time.Duration(pr.done)*time.Duration(pr.total-pr.done)))
+	}
+	val := "error: " + s.Error
+	if s.Error == "" {
+		val = fmtMetric(s.Metrics[w.Metric], w.Metric)
+		if w.Metric == "own_cpu_ns_per_pkt_net" {
+			val = fmtMetric(s.Metrics["own_cpu_ns_per_pkt"], "cpu_ns_per_pkt") + " ns/pkt (before subtracting the baseline)"
+		}
+	}
+	pr.line(fmt.Sprintf("perf %s: [%d/%d] round %d/%d %-14s %-9s %s%s",
+		fmtClock(el), pr.done, pr.total, round, rounds, c, w.Name, val, eta))
+}
+
+func (pr *progress) finish() {
+	if pr.w != nil && pr.tty {
+		fmt.Fprintln(pr.w)
+	}
+}
+
+func fmtClock(d time.Duration) string {
+	d = d.Round(time.Second)
+	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+}

@@ -1,0 +1,215 @@
+// Command perf benchmarks xdpfwd side by side against the forwarders its
+// users would pick instead: the Linux bridge, an in-kernel XDP redirect
+// (the upper bound of a veth datapath) and a forwarder built on
+// github.com/asavie/xdp.
+//
+// As root, from the module root:
+//
+//	go run ./perf            # the default run: a few minutes
+//	go run ./perf --quick    # about a minute
+//	go run ./perf --only xdpfwd,bridge --workload udp
+//	go run ./perf --readme   # run, then rewrite the results section of perf/README.md
+//
+// perf builds its own topology with netlink — a source namespace, a veth, the
+// contender in the root namespace, a veth, a destination namespace — runs
+// every contender on exactly the same traffic, interleaved round by round,
+// and removes everything it built, also on Ctrl-C or failure. It prints
+// Markdown tables on stdout and writes results.json (every sample), bench.txt
+// (benchstat format) and PNG charts to --out. See perf/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Main runs perf with args and returns the exit code: 0 success, 1 a failed
+// or interrupted run, 2 bad usage.
+func Main(args []string, stdout, stderr io.Writer) int {
+	o, err := parseArgs(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "perf: %v\n", err)
+		return 2
+	}
+	if o.List {
+		listTables(stdout)
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var res *Results
+	if o.From != "" {
+		res, err = LoadResults(o.From)
+	} else {
+		o.Progress = stderr
+		res, err = Run(ctx, o)
+	}
+	if res != nil && (len(res.Samples) > 0 || o.From != "") {
+		fmt.Fprint(stdout, res.Markdown())
+		if o.Readme {
+			if rerr := rewriteReadme(o, res); rerr != nil {
+				err = errors.Join(err, rerr)
+			} else {
+				fmt.Fprintf(stderr, "perf: rewrote the results section of %s\n", readmePath(o))
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "perf: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Options configure a run. The zero value of every field but Out is a
+// default chosen by Run (see defaults).
+type Options struct {
+	Quick      bool
+	Only       []string      // contender names; empty: all
+	Workloads  []string      // workload names or groups; empty: all
+	Out        string        // results directory
+	Rounds     int           // interleaved rounds
+	Duration   time.Duration // measured window of each sample
+	Warmup     time.Duration // traffic before each window, not measured
+	CostRate   int           // offered packets/s of the CPU-cost workload
+	FwdCPU     int           // CPU of the forwarder processes
+	LoadCPUs   []int         // CPUs of perf's generators and receivers; empty: all others
+	Queues     int           // queues of every veth (0: 1)
+	Src        string        // checkout to build xdpfwd from; "": this module
+	Root       string        // perf's module root (perf/README.md, perf/asavie); "": from `go env GOMOD`
+	Readme     bool          // rewrite the results section of perf/README.md
+	From       string        // render this results.json instead of running
+	List       bool          // list contenders and workloads
+	KeepBuilds bool          // keep the temporary build directory (debugging)
+	Command    string        // the command line, recorded in the results
+	Progress   io.Writer     // progress lines; nil: none
+	fwdCPUSet  bool          // FwdCPU was given
+}
+
+func parseArgs(args []string, stderr io.Writer) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("perf", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: go run ./perf [flags]   (as root)\n\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\ncontenders and workloads: go run ./perf --list\n")
+	}
+	var only, wl listFlag
+	var loadCPUs string
+	fs.BoolVar(&o.Quick, "quick", false, "short run (about a minute): fewer rounds, shorter windows")
+	fs.Var(&only, "only", "run only these contenders (repeatable or comma-separated)")
+	fs.Var(&wl, "workload", "run only these workloads or groups: udp, cost, tcp, rr, or a name like udp-64 (repeatable or comma-separated)")
+	fs.StringVar(&o.Out, "out", "perf-results", "directory for results.json, bench.txt and the charts")
+	fs.IntVar(&o.Rounds, "rounds", 0, "interleaved rounds (0: 2 with --quick, else 5)")
+	fs.DurationVar(&o.Duration, "duration", 0, "measured window of each sample (0: 500ms with --quick, else 1s)")
+	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured traffic before each window (0: 200ms with --quick, else 300ms)")
+	fs.IntVar(&o.CostRate, "cost-rate", 0, "offered packets/s of the CPU-cost workload (0: 100000)")
+	fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "CPU the forwarder processes are pinned to")
+	fs.StringVar(&loadCPUs, "load-cpus", "", "CPUs perf's generators and receivers are pinned to, e.g. 1 or 1-3 (default: all but --fwd-cpu)")
+	fs.IntVar(&o.Queues, "queues", 1, "RX/TX queues of every veth (multi-queue topology)")
+	fs.StringVar(&o.Src, "src", "", "checkout (module root) to build ./cmd/xdpfwd from, e.g. another commit's work tree (default: this module)")
+	fs.BoolVar(&o.Readme, "readme", false, "rewrite the results section of perf/README.md from this run (or from --from)")
+	fs.StringVar(&o.From, "from", "", "render tables (and, with --readme, the README section) from this results.json instead of running")
+	fs.BoolVar(&o.List, "list", false, "list contenders and workloads, then exit")
+	fs.BoolVar(&o.KeepBuilds, "keep-builds", false, "keep the temporary directory with the built forwarders and their logs")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "fwd-cpu" {
+			o.fwdCPUSet = true
+		}
+	})
+	o.Only, o.Workloads = only, wl
+	if loadCPUs != "" {
+		cpus, err := parseCPUList(loadCPUs)
+		if err != nil {
+			return o, fmt.Errorf("--load-cpus: %w", err)
+		}
+		o.LoadCPUs = cpus
+	}
+	switch {
+	case o.Rounds < 0, o.Duration < 0, o.Warmup < 0, o.CostRate < 0:
+		return o, errors.New("--rounds, --duration, --warmup and --cost-rate must not be negative")
+	case o.Queues < 1:
+		return o, errors.New("--queues must be at least 1")
+	}
+	if _, err := selectContenders(o.Only); err != nil {
+		return o, err
+	}
+	if _, err := selectWorkloads(o.Workloads); err != nil {
+		return o, err
+	}
+	o.Command = "go run ./perf"
+	if len(args) > 0 {
+		o.Command += " " + strings.Join(args, " ")
+	}
+	return o, nil
+}
+
+// listFlag collects a repeatable, comma-separated flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// parseCPUList parses "1", "1,3" or "0-3".
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bad CPU %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("bad CPU range %q", part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+func listTables(w io.Writer) {
+	fmt.Fprintln(w, "contenders (--only):")
+	for _, c := range contenderTable() {
+		fmt.Fprintf(w, "  %-16s %s\n", c.Name, c.Label)
+	}
+	fmt.Fprintln(w, "workloads (--workload; a group name selects all of its workloads):")
+	for _, wl := range workloadTable() {
+		fmt.Fprintf(w, "  %-10s %-5s %s\n", wl.Name, wl.Group, wl.Title)
+	}
+}

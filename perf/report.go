@@ -1,0 +1,314 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// sig3 formats v with about three significant digits.
+func sig3(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// si formats v with an SI suffix: 812k, 1.23M.
+func si(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 1e9:
+		return sig3(v/1e9) + "G"
+	case a >= 1e6:
+		return sig3(v/1e6) + "M"
+	case a >= 1e3:
+		return sig3(v/1e3) + "k"
+	default:
+		return sig3(v)
+	}
+}
+
+func fmtMetric(v float64, metric string) string {
+	switch metric {
+	case "pps", "sent_pps", "tps":
+		return si(v)
+	case "gbps":
+		return fmt.Sprintf("%.2f", v)
+	case "cpu_ns_per_pkt", "cpu_ns_per_pkt_net", "own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net", "p50_us", "p99_us", "p999_us":
+		return fmt.Sprintf("%.0f", v)
+	case "loss_pct", "delivered_pct", "other_cpu_pct":
+		return fmt.Sprintf("%.1f %%", v)
+	}
+	return sig3(v)
+}
+
+// cell renders "median [min–max] ×ratio" for one contender, workload and
+// metric; "—" when there is no sample.
+func (r *Results) cell(contender, workload, metric string, withRatio bool) string {
+	st, ok := r.stat(contender, workload, metric)
+	if !ok {
+		return "—"
+	}
+	s := fmtMetric(st.Median, metric)
+	if st.N > 1 && st.Min != st.Max {
+		s += " [" + fmtMetric(st.Min, metric) + "–" + fmtMetric(st.Max, metric) + "]"
+	}
+	if withRatio {
+		if q, ok := r.ratio(contender, workload, metric); ok {
+			s += fmt.Sprintf(" ×%.2f", q)
+		}
+	}
+	return s
+}
+
+type mdTable struct {
+	head []string
+	rows [][]string
+}
+
+func (t *mdTable) String() string {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(t.head, " | ") + " |\n|")
+	for range t.head {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, row := range t.rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+	}
+	return b.String()
+}
+
+// Markdown renders the run: the context lines, one table per workload
+// group, and what could not run.
+func (r *Results) Markdown() string {
+	var b strings.Builder
+	ref := r.label(refContender)
+	fmt.Fprintf(&b, "Run %s UTC: `%s`, %s in all%s.\n\n", r.Started.UTC().Format("2006-01-02 15:04"), r.Command,
+		fmtClock(secondsDuration(r.ElapsedS)), map[bool]string{true: " (interrupted)"}[r.Interrupted])
+	fmt.Fprintf(&b, "Machine: %s; load average %.1f at the start, %.1f at the end (other processes share these CPUs, so single figures are noisy: compare within a run).\n\n",
+		r.Machine, r.LoadAvg[0], r.LoadAvg[1])
+	st := r.Settings
+	var other []float64
+	for _, s := range r.Samples {
+		if v, ok := s.Metrics["other_cpu_pct"]; ok {
+			other = append(other, v)
+		}
+	}
+	if len(other) > 0 {
+		slices.Sort(other)
+		busy := 0
+		for _, v := range other {
+			if v > 25 {
+				busy++
+			}
+		}
+		fmt.Fprintf(&b, "Other processes used %.0f %% of the machine in the median window (%.0f–%.0f %%); %d of %d windows shared more than a quarter of it.\n\n",
+			other[len(other)/2], other[0], other[len(other)-1], busy, len(other))
+	}
+	fmt.Fprintf(&b, "Method: %d interleaved rounds (every contender in turn, then again); each sample is a %.1f s window after %.1f s of unmeasured traffic. "+
+		"Cells are the median [min–max] over the rounds; ×N is the ratio to %s in the same run (for CPU cost, lower is better).\n\n",
+		st.Rounds, st.DurationS, st.WarmupS, ref)
+	fmt.Fprintf(&b, "Placement: forwarder processes (xdpfwd, asavie-fwd) pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
+		"Kernel-side forwarding (the bridge, the XDP redirect, AF_XDP copy-mode receive) runs in softirq on the CPU that sends, mostly the load CPU. "+
+		"Veth queues: %d.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, st.Queues)
+
+	if ws := r.workloads("udp"); len(ws) > 0 && len(r.ranContenders("udp", false)) > 0 {
+		b.WriteString("### UDP, one way: delivered packets/s at maximum offered load\n\n")
+		b.WriteString("Size is the IP packet length (the frame on the veth is 14 bytes more). One thread in the source namespace sends with sendmmsg as fast as it can; one thread in the destination counts with recvmmsg. " +
+			"The kernel contenders forward on the load CPU, inside the sender's and receiver's system calls, while the user-space forwarders add the forwarder CPU: " +
+			"this table shows what one load CPU pushes through each path, not each forwarder's own limit. The CPU-cost table below is the like-for-like comparison.\n\n")
+		t := mdTable{head: []string{"contender"}}
+		for _, w := range ws {
+			t.head = append(t.head, strings.TrimPrefix(w.Title, "UDP "))
+		}
+		for _, c := range r.ranContenders("udp", false) {
+			row := []string{c.Label}
+			for _, w := range ws {
+				row = append(row, r.cell(c.Name, w.Name, "pps", true))
+			}
+			t.rows = append(t.rows, row)
+		}
+		b.WriteString(t.String() + "\n")
+		t = mdTable{head: []string{"offered (sent) packets/s"}}
+		for _, w := range ws {
+			t.head = append(t.head, strings.TrimPrefix(w.Title, "UDP "))
+		}
+		for _, c := range r.ranContenders("udp", false) {
+			row := []string{c.Label}
+			for _, w := range ws {
+				row = append(row, r.cell(c.Name, w.Name, "sent_pps", true))
+			}
+			t.rows = append(t.rows, row)
+		}
+		b.WriteString(t.String() + "\n")
+	}
+
+	for _, w := range r.workloads("cost") {
+		cs := r.ranContenders("cost", false)
+		bs := r.ranContenders("cost", true)
+		if len(cs)+len(bs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "### CPU per forwarded packet at %s packets/s offered (%s)\n\n", si(float64(st.CostRatePPS)), strings.TrimPrefix(w.Title, "CPU per packet, "))
+		b.WriteString("CPU time per packet delivered, at a paced load every contender sustains on a quiet machine. " +
+			"*Own* is the CPU time of what the measurement consists of: perf's generator and receiver, the forwarder process (if any) and ksoftirqd; " +
+			"softirq work done in those tasks' context (veth NAPI, the bridge, XDP, AF_XDP copies) is part of it. " +
+			"*Machine* is all CPUs' busy time from /proc/stat (user, system, irq, softirq), which also counts whatever else runs on the machine (the \"other load\" column). " +
+			"*Net* subtracts the same figure for the generator alone, its packets dropped by XDP at the ingress veth (the baseline row), in the same round.\n\n")
+		t := mdTable{head: []string{"contender", "delivered", "own CPU ns/packet", "net own CPU ns/packet", "machine CPU ns/packet", "net machine CPU ns/packet", "other load"}}
+		for _, c := range append(cs, bs...) {
+			deliv := "—"
+			if sent, ok := r.stat(c.Name, w.Name, "sent_pps"); ok && !c.Baseline {
+				if got, ok := r.stat(c.Name, w.Name, "pps"); ok && sent.Median > 0 {
+					deliv = fmt.Sprintf("%.1f %%", 100*got.Median/sent.Median)
+					if got.Median < 0.95*sent.Median {
+						deliv += " (did not keep up: its CPU figures are per delivered packet)"
+					}
+				}
+			}
+			netOwn, netMachine := "—", "—"
+			if !c.Baseline {
+				netOwn = r.cell(c.Name, w.Name, "own_cpu_ns_per_pkt_net", true)
+				netMachine = r.cell(c.Name, w.Name, "cpu_ns_per_pkt_net", true)
+			}
+			t.rows = append(t.rows, []string{c.Label, deliv,
+				r.cell(c.Name, w.Name, "own_cpu_ns_per_pkt", !c.Baseline), netOwn,
+				r.cell(c.Name, w.Name, "cpu_ns_per_pkt", !c.Baseline), netMachine,
+				r.cell(c.Name, w.Name, "other_cpu_pct", false)})
+		}
+		b.WriteString(t.String() + "\n")
+	}
+
+	if ws := r.workloads("tcp"); len(ws) > 0 && len(r.ranContenders("tcp", false)) > 0 {
+		b.WriteString("### TCP bulk, A → B, Gbit/s\n\n")
+		b.WriteString("Go sockets in the namespaces, 128 KiB writes. With an XDP program on a veth its peer stops using GSO, so every XDP path (xdpfwd, asavie, the redirect) carries MTU-sized segments; the two bridge rows show the cost of the endpoint settings alone.\n\n")
+		t := mdTable{head: []string{"contender"}}
+		for _, w := range ws {
+			t.head = append(t.head, strings.TrimPrefix(w.Title, "TCP bulk, "))
+		}
+		for _, c := range r.ranContenders("tcp", false) {
+			row := []string{c.Label}
+			for _, w := range ws {
+				row = append(row, r.cell(c.Name, w.Name, "gbps", true))
+			}
+			t.rows = append(t.rows, row)
+		}
+		b.WriteString(t.String() + "\n")
+	}
+
+	for _, w := range r.workloads("rr") {
+		cs := r.ranContenders("rr", false)
+		if len(cs) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "### %s\n\n", w.Title)
+		b.WriteString("Each connection sends a request and waits for the whole response, back to back (uperf's request/response profile); latency is per transaction, seen by the client.\n\n")
+		t := mdTable{head: []string{"contender", "transactions/s", "p50 µs", "p99 µs", "p99.9 µs"}}
+		for _, c := range cs {
+			t.rows = append(t.rows, []string{c.Label,
+				r.cell(c.Name, w.Name, "tps", true), r.cell(c.Name, w.Name, "p50_us", true),
+				r.cell(c.Name, w.Name, "p99_us", true), r.cell(c.Name, w.Name, "p999_us", true)})
+		}
+		b.WriteString(t.String() + "\n")
+	}
+
+	var notes []string
+	for _, c := range r.Contenders {
+		if c.Skipped != "" {
+			notes = append(notes, fmt.Sprintf("**%s** (`%s`): %s", c.Label, c.Name, trim(c.Skipped, 400)))
+		}
+		if n, first := r.sampleErrors(c.Name); n > 0 {
+			notes = append(notes, fmt.Sprintf("**%s**: %d sample(s) failed, first: %s", c.Label, n, trim(first, 300)))
+		}
+		for _, e := range c.Errors {
+			if !strings.Contains(e, ": start: ") {
+				notes = append(notes, fmt.Sprintf("**%s**: %s", c.Label, trim(e, 300)))
+			}
+		}
+	}
+	if !r.hasRef() && len(r.Samples) > 0 {
+		notes = append(notes, "no sample of "+refContender+": no ratios")
+	}
+	if r.Machine.BridgeNF == "1" {
+		notes = append(notes, "br_netfilter is loaded (bridge-nf-call-iptables = 1), as on most Docker hosts: bridged frames also traverse iptables.")
+	}
+	notes = append(notes, r.Notes...)
+	if len(notes) > 0 {
+		b.WriteString("### Not run, failures and notes\n\n")
+		for _, n := range notes {
+			b.WriteString("- " + n + "\n")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func secondsDuration(s float64) time.Duration {
+	return time.Duration(s * float64(time.Second))
+}
+
+func cpuList(cpus []int) string {
+	var s []string
+	for _, c := range cpus {
+		s = append(s, fmt.Sprint(c))
+	}
+	return strings.Join(s, ",")
+}
+
+// readmePath is perf/README.md under the module root.
+func readmePath(o Options) string {
+	root := o.Root
+	if root == "" {
+		if r, err := moduleRoot(); err == nil {
+			root = r
+		}
+	}
+	return filepath.Join(root, "perf", "README.md")
+}
+
+const (
+	readmeBegin = "<!-- BEGIN RESULTS: generated by `go run ./perf --readme`; do not edit by hand -->"
+	readmeEnd   = "<!-- END RESULTS -->"
+)
+
+// rewriteReadme replaces the results section of perf/README.md with res,
+// and copies its charts next to the README (perf/charts/) so the section
+// can show them.
+func rewriteReadme(o Options, res *Results) error {
+	path := readmePath(o)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no results markers (%q … %q)", path, readmeBegin, readmeEnd)
+	}
+	chartDir := filepath.Join(filepath.Dir(path), "charts")
+	charts, err := res.Charts(chartDir)
+	if err != nil {
+		return err
+	}
+	var sec strings.Builder
+	sec.WriteString(readmeBegin + "\n\n")
+	sec.WriteString(res.Markdown())
+	if len(charts) > 0 {
+		sec.WriteString("Charts (bars: median; whiskers: min–max, an arrow where the max runs off the chart):\n\n")
+		for _, c := range charts {
+			fmt.Fprintf(&sec, "![%s](charts/%s)\n", strings.TrimSuffix(c, ".png"), c)
+		}
+		sec.WriteString("\n")
+	}
+	s = s[:i] + sec.String() + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string][]int{"1": {1}, "1,3": {1, 3}, "0-2": {0, 1, 2}, "0-1,4": {0, 1, 4}} {
+		got, err := parseCPUList(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "3-1", "1-"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("parseCPUList(%q): no error", bad)
+		}
+	}
+}
+
+func TestSelect(t *testing.T) {
+	if cs, err := selectContenders([]string{"bridge", "xdpfwd"}); err != nil || len(cs) != 2 || cs[0].Name != "xdpfwd" {
+		t.Errorf("selectContenders keeps table order: %v %v", cs, err)
+	}
+	if _, err := selectContenders([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "bridge") {
+		t.Errorf("unknown contender: %v", err)
+	}
+	ws, err := selectWorkloads([]string{"udp", "rr-1k"})
+	if err != nil || len(ws) != 4 {
+		t.Errorf("selectWorkloads(udp, rr-1k) = %d workloads, %v", len(ws), err)
+	}
+	if _, err := selectWorkloads([]string{"udp-9000"}); err == nil {
+		t.Error("unknown workload: no error")
+	}
+	if contenderTable()[0].Name != refContender {
+		t.Errorf("the reference %s must come first", refContender)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 1; i <= 1000; i++ {
+		h.record(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct{ q, want float64 }{{0.5, 500e3}, {0.99, 990e3}, {0.999, 999e3}} {
+		if got := h.quantile(c.q); math.Abs(got-c.want)/c.want > 0.04 {
+			t.Errorf("quantile(%v) = %.0f ns, want %.0f ± 4 %%", c.q, got, c.want)
+		}
+	}
+	for v := uint64(0); v < 1<<20; v = v*3/2 + 1 {
+		lo, hi := histBounds(histIndex(v))
+		if v < lo || v >= hi {
+			t.Fatalf("value %d outside its bucket [%d, %d)", v, lo, hi)
+		}
+	}
+}
+
+// synthetic builds results for two contenders, a baseline and three rounds.
+func synthetic() *Results {
+	r := &Results{
+		Schema: schemaVersion, Started: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), ElapsedS: 75, Command: "go run ./perf --quick",
+		Machine:  Machine{Kernel: "6.18", CPU: "Test CPU", CPUs: 2, MemGiB: 24, Go: "go1.26"},
+		Settings: Settings{Rounds: 3, DurationS: 0.5, WarmupS: 0.2, CostRatePPS: 100000, FwdCPU: 0, LoadCPUs: []int{1}, Queues: 1, GOMAXPROCS: 2},
+		Contenders: []ContenderResult{
+			{Name: "xdpfwd", Label: "xdpfwd (default)", Ran: true},
+			{Name: "bridge", Label: "Linux bridge", Ran: true},
+			{Name: "asavie", Label: "asavie", Skipped: "not run: go build failed"},
+			{Name: "baseline-drop", Label: "no forwarder", Baseline: true, Ran: true},
+		},
+	}
+	for _, w := range workloadTable() {
+		r.Workloads = append(r.Workloads, WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit})
+	}
+	for round := 1; round <= 3; round++ {
+		f := float64(round)
+		for _, c := range []struct {
+			name  string
+			scale float64
+		}{{"xdpfwd", 1}, {"bridge", 0.5}} {
+			for _, size := range []string{"udp-64", "udp-256", "udp-1500"} {
+				r.Samples = append(r.Samples, Sample{Round: round, Contender: c.name, Workload: size,
+					Metrics: map[string]float64{"pps": c.scale * (1e5 + f*1e4), "sent_pps": 2e5}})
+			}
+			r.Samples = append(r.Samples,
+				Sample{Round: round, Contender: c.name, Workload: "cost-64", Metrics: map[string]float64{
+					"pps": 1e5, "sent_pps": 1e5, "own_cpu_ns_per_pkt": 3000 / c.scale, "cpu_ns_per_pkt": 4000 / c.scale, "other_cpu_pct": 10}},
+				Sample{Round: round, Contender: c.name, Workload: "tcp-1", Metrics: map[string]float64{"gbps": c.scale * f}},
+				Sample{Round: round, Contender: c.name, Workload: "tcp-4", Metrics: map[string]float64{"gbps": c.scale * 2 * f}},
+				Sample{Round: round, Contender: c.name, Workload: "rr-1k", Metrics: map[string]float64{
+					"tps": c.scale * 2e4, "p50_us": 100 / c.scale, "p99_us": 200 / c.scale, "p999_us": 300 / c.scale}},
+			)
+		}
+		r.Samples = append(r.Samples, Sample{Round: round, Contender: "baseline-drop", Workload: "cost-64",
+			Metrics: map[string]float64{"pps": 1e5, "sent_pps": 1e5, "own_cpu_ns_per_pkt": 1000, "cpu_ns_per_pkt": 1500}})
+	}
+	r.Samples = append(r.Samples, Sample{Round: 3, Contender: "bridge", Workload: "udp-64", Error: "no packet arrived"})
+	r.deriveNet()
+	return r
+}
+
+func TestStatsAndRatios(t *testing.T) {
+	r := synthetic()
+	st, ok := r.stat("xdpfwd", "udp-64", "pps")
+	if !ok || st.Median != 120000 || st.Min != 110000 || st.Max != 130000 || st.N != 3 {
+		t.Errorf("stat = %+v, %v", st, ok)
+	}
+	if q, ok := r.ratio("bridge", "udp-64", "pps"); !ok || q != 0.5 {
+		t.Errorf("ratio = %v, %v; want 0.5", q, ok)
+	}
+	net, ok := r.stat("bridge", "cost-64", "own_cpu_ns_per_pkt_net")
+	if !ok || net.Median != 5000 {
+		t.Errorf("net own CPU of bridge = %+v, %v; want 6000-1000", net, ok)
+	}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| xdpfwd (default) | 120k [110k–130k] ×1.00 |",
+		"| Linux bridge | 60.0k [55.0k–65.0k] ×0.50 |",
+		"| no forwarder | — | 1000 | — |",
+		"| xdpfwd (default) | 2.00 [1.00–3.00] ×1.00 | 4.00 [2.00–6.00] ×1.00 |",
+		"| Linux bridge | 10.0k ×0.50 | 200 ×2.00 | 400 ×2.00 | 600 ×2.00 |",
+		"| no forwarder | — | 1000 | — | 1500 | — | — |",
+		"**asavie** (`asavie`): not run: go build failed",
+		"**Linux bridge**: 1 sample(s) failed, first: udp-64: no packet arrived",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+	bench := string(r.benchText())
+	if !strings.Contains(bench, "BenchmarkPerf/workload=tcp-1/contender=bridge 1 0.5 Gbit/s\n") {
+		t.Errorf("bench.txt:\n%s", bench)
+	}
+}
+
+func TestWriteAndReadme(t *testing.T) {
+	r := synthetic()
+	dir := t.TempDir()
+	if err := r.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadResults(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Markdown() != r.Markdown() {
+		t.Error("Markdown from results.json differs")
+	}
+
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "perf"), 0o755)
+	readme := "# perf\n\nintro\n\n" + readmeBegin + "\nold numbers\n" + readmeEnd + "\n\nafter\n"
+	path := filepath.Join(src, "perf", "README.md")
+	os.WriteFile(path, []byte(readme), 0o644)
+	if err := rewriteReadme(Options{Root: src}, r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	s := string(b)
+	if strings.Contains(s, "old numbers") || !strings.Contains(s, "intro") || !strings.HasSuffix(s, readmeEnd+"\n\nafter\n") {
+		t.Errorf("rewritten README:\n%s", s)
+	}
+	if !strings.Contains(s, "| xdpfwd (default) | 120k [110k–130k] ×1.00 |") || !strings.Contains(s, "![udp_pps](charts/udp_pps.png)") {
+		t.Errorf("rewritten README lacks the tables or charts:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(src, "perf", "charts", "udp_pps.png")); err != nil {
+		t.Error(err)
+	}
+	// A second rewrite replaces the section, not appends to it.
+	if err := rewriteReadme(Options{Root: src}, r); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := os.ReadFile(path)
+	if string(b2) != s {
+		t.Error("rewriting twice changed the README")
+	}
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// workload is one kind of traffic every contender runs.
+type workload struct {
+	Name   string // --workload name, results key
+	Group  string // udp, cost, tcp, rr: one table and one chart each
+	Title  string
+	Metric string // the headline metric
+	Unit   string
+
+	Size    int  // UDP: IP packet length in bytes
+	Paced   bool // UDP: offered at Options.CostRate instead of as fast as possible
+	Streams int  // TCP bulk: connections
+	Conns   int  // RR: connections
+	Req     int  // RR: request bytes
+	Resp    int  // RR: response bytes
+
+	run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)
+}
+
+// workloadTable lists every workload in table order. Adding one is a line.
+func workloadTable() []*workload {
+	return []*workload{
+		{Name: "udp-64", Group: "udp", Title: "UDP 64 B", Metric: "pps", Unit: "packets/s", Size: 64, run: runUDP},
+		{Name: "udp-256", Group: "udp", Title: "UDP 256 B", Metric: "pps", Unit: "packets/s", Size: 256, run: runUDP},
+		{Name: "udp-1500", Group: "udp", Title: "UDP 1500 B", Metric: "pps", Unit: "packets/s", Size: 1500, run: runUDP},
+		{Name: "cost-64", Group: "cost", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, run: runUDP},
+		{Name: "tcp-1", Group: "tcp", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s", Streams: 1, run: runTCP},
+		{Name: "tcp-4", Group: "tcp", Title: "TCP bulk, 4 streams", Metric: "gbps", Unit: "Gbit/s", Streams: 4, run: runTCP},
+		{Name: "rr-1k", Group: "rr", Title: "TCP RR 1 KB/1 KB, 250 connections", Metric: "tps", Unit: "transactions/s", Conns: 250, Req: 1024, Resp: 1024, run: runRR},
+		// LATER (issue 5): IPv6 RR 40 B vs 44 B over 200 connections, run
+		// against an xdpfwd config with --inline-max 128; reordering per
+		// xps mode. Each is one line here once the APIs land.
+	}
+}
+
+var workloadGroups = []string{"udp", "cost", "tcp", "rr"}
+
+func selectWorkloads(names []string) ([]*workload, error) {
+	all := workloadTable()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []*workload
+	for _, w := range all {
+		for _, n := range names {
+			if n == w.Name || n == w.Group {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	for _, n := range names {
+		found := false
+		for _, w := range all {
+			found = found || n == w.Name || n == w.Group
+		}
+		if !found {
+			var have []string
+			for _, w := range all {
+				have = append(have, w.Name)
+			}
+			return nil, fmt.Errorf("--workload %q: no such workload or group (groups %s; workloads %s)",
+				n, strings.Join(workloadGroups, ", "), strings.Join(have, ", "))
+		}
+	}
+	return out, nil
+}
+
+// applies reports whether contender c runs workload w.
+func (w *workload) applies(c *contender) bool {
+	if c.Baseline {
+		return w.Group == "cost"
+	}
+	return true
+}
+
+// window runs the measured part of a sample: warm-up, then snapshot before
+// and after the window. snap reads the workload's counters.
+type snapshot struct {
+	cpu cpuTimes
+	own float64 // ownCPU ns
+	n   [3]float64
+}
+
+func (e *env) window(ctx context.Context, snap func() [3]float64) (a, b snapshot, err error) {
+	if err = sleepCtx(ctx, e.o.Warmup); err != nil {
+		return
+	}
+	take := func() (snapshot, error) {
+		n := snap()
+		c, err := readCPUTimes()
+		return snapshot{cpu: c, own: e.own.ns(e.childPID()), n: n}, err
+	}
+	if a, err = take(); err != nil {
+		return
+	}
+	if err = sleepCtx(ctx, e.o.Duration); err != nil {
+		return
+	}
+	b, err = take()
+	return
+}
+
+// cpuMetrics adds the busy share of the forwarder CPU and of the load CPUs
+// over the window, and the share of the machine other processes used.
+func (e *env) cpuMetrics(m map[string]float64, a, b snapshot) {
+	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	other := (busyNs(a.cpu, b.cpu) - (b.own - a.own)) / (secs * 1e9 * float64(len(b.cpu.perCPU)))
+	m["other_cpu_pct"] = max(0, 100*other)
+	m["cpu_fwd_pct"] = busyPct(a.cpu, b.cpu, e.o.FwdCPU)
+	var load float64
+	for _, c := range e.o.LoadCPUs {
+		load += busyPct(a.cpu, b.cpu, c)
+	}
+	m["cpu_load_pct"] = load / float64(len(e.o.LoadCPUs))
+}
+
+// runUDP sends one way from A to B, as fast as the sender can or paced,
+// and counts what the receiver gets. For the baseline nothing is received:
+// every packet sent is dropped at the ingress root end.
+func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	rate := 0.0
+	if w.Paced {
+		rate = float64(e.o.CostRate)
+	}
+	dst := netip.AddrPortFrom(p.V4B, 9)
+	deadline := time.Now().Add(e.o.Warmup + e.o.Duration + 2*time.Second)
+	var rx *udpReceiver
+	if !c.Baseline {
+		var err error
+		if rx, err = newUDPReceiver(p.B, p.V4B, deadline.Add(time.Second)); err != nil {
+			return nil, err
+		}
+		dst = netip.AddrPortFrom(p.V4B, uint16(rx.port))
+	}
+	tx, err := newUDPSender(p.A, p.V4A, dst, w.Size, rate, deadline)
+	if err != nil {
+		if rx != nil {
+			rx.close()
+		}
+		return nil, err
+	}
+	a, b, werr := e.window(ctx, func() [3]float64 {
+		n := [3]float64{float64(tx.sent.Load())}
+		if rx != nil {
+			n[1], n[2] = float64(rx.packets.Load()), float64(rx.outOfOrder.Load())
+		}
+		return n
+	})
+	err = errors.Join(werr, tx.close())
+	if rx != nil {
+		err = errors.Join(err, rx.close())
+	}
+	if err != nil {
+		return nil, err
+	}
+	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	sent := b.n[0] - a.n[0]
+	got := b.n[1] - a.n[1]
+	if c.Baseline {
+		got = sent
+	}
+	m := map[string]float64{
+		"sent_pps":     sent / secs,
+		"pps":          got / secs,
+		"out_of_order": b.n[2] - a.n[2],
+		"cpu_busy_ns":  busyNs(a.cpu, b.cpu),
+		"own_cpu_ns":   b.own - a.own,
+	}
+	if sent > 0 {
+		m["loss_pct"] = max(0, 100*(1-got/sent))
+	}
+	e.cpuMetrics(m, a, b)
+	if got == 0 {
+		return m, fmt.Errorf("no packet arrived (%.0f sent)", sent)
+	}
+	m["cpu_ns_per_pkt"] = m["cpu_busy_ns"] / got
+	m["own_cpu_ns_per_pkt"] = m["own_cpu_ns"] / got
+	return m, nil
+}
+
+// runTCP streams from A to B over w.Streams connections.
+func runTCP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	client, server, err := tcpConns(p.A, p.B, p.V4A, p.V4B, w.Streams, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	t := startTCPBulk(client, server, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
+	a, b, err := e.window(ctx, func() [3]float64 { return [3]float64{float64(t.received.Load())} })
+	t.close()
+	if err != nil {
+		return nil, err
+	}
+	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	bytes := b.n[0] - a.n[0]
+	m := map[string]float64{"gbps": bytes * 8 / secs / 1e9}
+	e.cpuMetrics(m, a, b)
+	if bytes == 0 {
+		return m, errors.New("no byte arrived")
+	}
+	return m, nil
+}
+
+// runRR runs request/response transactions over w.Conns connections.
+func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	client, server, err := tcpConns(p.A, p.B, p.V4A, p.V4B, w.Conns, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r := startRR(client, server, w.Req, w.Resp, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
+	a, b, err := e.window(ctx, func() [3]float64 {
+		r.measuring.Store(true) // the first snapshot opens the window
+		return [3]float64{float64(r.count.Load())}
+	})
+	r.measuring.Store(false)
+	r.close()
+	if err != nil {
+		return nil, err
+	}
+	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	n := b.n[0] - a.n[0]
+	m := map[string]float64{
+		"tps":     n / secs,
+		"p50_us":  r.hist.quantile(0.50) / 1e3,
+		"p99_us":  r.hist.quantile(0.99) / 1e3,
+		"p999_us": r.hist.quantile(0.999) / 1e3,
+	}
+	e.cpuMetrics(m, a, b)
+	if n == 0 {
+		return m, errors.New("no transaction completed")
+	}
+	return m, nil
+}
