@@ -68,6 +68,12 @@ type Config struct {
 	// zero value) turns it on when either link is a veth.
 	Checksums ChecksumMode
 
+	// Spin is how many empty rounds a worker busy-polls its rings before it
+	// sleeps in poll(2) until the kernel has something: more spinning means
+	// lower latency and a core burnt at moderate load. 0: 64; negative:
+	// never spin.
+	Spin int
+
 	// CompleteChecksums is the resolved Checksums setting.
 	CompleteChecksums bool
 }
@@ -155,6 +161,12 @@ func (c *Config) normalize() error {
 	}
 	if c.MaxTxFrags == 0 {
 		c.MaxTxFrags = 4
+	}
+	switch {
+	case c.Spin == 0:
+		c.Spin = defaultSpin
+	case c.Spin < 0:
+		c.Spin = 0
 	}
 	if c.FlowTableSize == 0 {
 		c.FlowTableSize = xps.DefaultSize

@@ -17,10 +17,9 @@ import (
 )
 
 const (
-	// spinRounds is how many empty rounds a worker spins before it sleeps
-	// in poll(2): long enough to catch the next burst, short enough not
-	// to take a core from the softirq work that feeds it on a small box.
-	spinRounds = 64
+	// defaultSpin is how many empty rounds a worker spins before it sleeps
+	// in poll(2) (--spin).
+	defaultSpin = 64
 	// pollTimeout bounds how long a stop request waits for an idle worker.
 	pollTimeout = 20 * time.Millisecond
 	// drainTimeout bounds how long a stopping worker waits for the kernel
@@ -73,6 +72,7 @@ type batchCounts struct {
 	paths                       [linearize.NumPaths]uint64
 	fallbacks, invalid, noRoom  uint64
 	handoffFull, csumCompleted  uint64
+	hist                        [linearize.MaxDescs + 1]uint64
 }
 
 // worker owns queue q of both links.
@@ -102,6 +102,8 @@ type worker struct {
 	csum bool
 	// inlineMax is the forwarder's live inline limit.
 	inlineMax *atomic.Int32
+	// spin is how many empty rounds to spin before sleeping in poll(2).
+	spin int
 }
 
 func newWorker(f *Forwarder, q int) *worker {
@@ -119,6 +121,7 @@ func newWorker(f *Forwarder, q int) *worker {
 		cpu:       -1,
 		csum:      f.cfg.CompleteChecksums,
 		inlineMax: &f.inlineMax,
+		spin:      f.cfg.Spin,
 	}
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
@@ -177,7 +180,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 			continue
 		}
-		if idle++; idle < spinRounds {
+		if idle++; idle < w.spin {
 			continue
 		}
 		idle = 0
@@ -302,7 +305,7 @@ func (w *worker) forward(i, o int) int {
 			tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
 			stamp = w.stampOf(d.Addr)
 		}
-		nd := w.build1(total, &c, &out.stats)
+		nd := w.build1(total, &c)
 		if nd == 0 {
 			continue
 		}
@@ -344,6 +347,11 @@ func (w *worker) forward(i, o int) int {
 			s.txPaths[p].Add(v)
 		}
 	}
+	for k, v := range c.hist {
+		if v != 0 {
+			s.descHist[k].Add(v)
+		}
+	}
 	if c.fallbacks != 0 {
 		s.inlineFallbacks.Add(c.fallbacks)
 	}
@@ -366,7 +374,7 @@ func (w *worker) forward(i, o int) int {
 // returns how many (0: dropped, counted). Frames that leave as they came
 // move to the kernel's TX side; frames whose data was copied are queued to
 // go back to the fill ring at once.
-func (w *worker) build1(total int, c *batchCounts, s *portStats) int {
+func (w *worker) build1(total int, c *batchCounts) int {
 	path := w.build.Policy.Decide(total, len(w.chain))
 	nd := 0
 	switch path {
@@ -421,7 +429,7 @@ func (w *worker) build1(total int, c *batchCounts, s *portStats) int {
 		w.meter.Touch(d.Addr, d.Len)
 	}
 	c.paths[path]++
-	s.descHist[min(nd, linearize.MaxDescs)].Add(1)
+	c.hist[min(nd, linearize.MaxDescs)]++
 	return nd
 }
 

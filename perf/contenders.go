@@ -52,11 +52,14 @@ var xdpfwdConfigs = []struct {
 	Offloads    bool // run on the pair with default endpoint offloads
 }{
 	{"xdpfwd", "xdpfwd (default)", nil, false},
-	// LATER (issue 5, later phases), one line each:
-	// {"xdpfwd-offload", "xdpfwd (default offloads)", []string{"--complete-checksums", "on"}, true},
-	// {"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false},
+	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false},
+	{"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false},
+	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true},
+	// Off by default, one line each when wanted (each adds a sixth to the
+	// run time): busy-poll budget, frag order, xps modes (with --queues 2).
+	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false},
 	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false},
-	// {"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false}, // with --queues > 1
+	// {"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false},
 }
 
 // contenderTable lists every contender in table order; the reference

@@ -256,7 +256,11 @@ func tcpConns(a, b *topo.NS, aAddr, bAddr netip.Addr, n int, timeout time.Durati
 	var ln *net.TCPListener
 	if err := b.Do(func() error {
 		var err error
-		ln, err = net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(netip.AddrPortFrom(bAddr, 0)))
+		network := "tcp4"
+		if bAddr.Is6() {
+			network = "tcp6"
+		}
+		ln, err = net.ListenTCP(network, net.TCPAddrFromAddrPort(netip.AddrPortFrom(bAddr, 0)))
 		return err
 	}); err != nil {
 		return nil, nil, fmt.Errorf("listen in %s: %w", b.Name, err)
@@ -281,7 +285,11 @@ func tcpConns(a, b *topo.NS, aAddr, bAddr netip.Addr, n int, timeout time.Durati
 	derr := a.Do(func() error {
 		d := net.Dialer{Deadline: deadline, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(aAddr, 0))}
 		for range n {
-			c, err := d.Dial("tcp4", to.String())
+			network := "tcp4"
+			if aAddr.Is6() {
+				network = "tcp6"
+			}
+			c, err := d.Dial(network, to.String())
 			if err != nil {
 				return err
 			}

@@ -25,6 +25,7 @@ type workload struct {
 	Conns   int  // RR: connections
 	Req     int  // RR: request bytes
 	Resp    int  // RR: response bytes
+	V6      bool // RR: over IPv6
 
 	run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)
 }
@@ -39,9 +40,11 @@ func workloadTable() []*workload {
 		{Name: "tcp-1", Group: "tcp", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s", Streams: 1, run: runTCP},
 		{Name: "tcp-4", Group: "tcp", Title: "TCP bulk, 4 streams", Metric: "gbps", Unit: "Gbit/s", Streams: 4, run: runTCP},
 		{Name: "rr-1k", Group: "rr", Title: "TCP RR 1 KB/1 KB, 250 connections", Metric: "tps", Unit: "transactions/s", Conns: 250, Req: 1024, Resp: 1024, run: runRR},
-		// LATER (issue 5): IPv6 RR 40 B vs 44 B over 200 connections, run
-		// against an xdpfwd config with --inline-max 128; reordering per
-		// xps mode. Each is one line here once the APIs land.
+		// The seed's 42-byte cliff: over IPv6 with TCP timestamps a 40-byte
+		// message makes a 126-byte frame, a 44-byte one 130: on either
+		// side of --inline-max 128 (xdpfwd-inline128).
+		{Name: "rr-v6-40", Group: "rr", Title: "TCP RR IPv6 40 B/40 B, 200 connections", Metric: "tps", Unit: "transactions/s", Conns: 200, Req: 40, Resp: 40, V6: true, run: runRR},
+		{Name: "rr-v6-44", Group: "rr", Title: "TCP RR IPv6 44 B/44 B, 200 connections", Metric: "tps", Unit: "transactions/s", Conns: 200, Req: 44, Resp: 44, V6: true, run: runRR},
 	}
 }
 
@@ -215,7 +218,11 @@ func runTCP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 
 // runRR runs request/response transactions over w.Conns connections.
 func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
-	client, server, err := tcpConns(p.A, p.B, p.V4A, p.V4B, w.Conns, 10*time.Second)
+	src, dst := p.V4A, p.V4B
+	if w.V6 {
+		src, dst = p.V6A, p.V6B
+	}
+	client, server, err := tcpConns(p.A, p.B, src, dst, w.Conns, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,7 @@ type fwdFlags struct {
 	multiBuffer bool
 
 	xpsMode    string
+	spin       int
 	checksums  string
 	cpus       string
 	flowTable  int
@@ -145,6 +146,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.BoolVar(&ff.multiBuffer, "multi-buffer", false, "AF_XDP multi-buffer (XDP_USE_SG): carry packets longer than a frame, for jumbo MTUs")
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
+	fs.IntVar(&ff.spin, "spin", 64, "empty rounds a worker busy-polls before sleeping in poll(2); 0: sleep at once (least CPU, more latency)")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
@@ -212,6 +214,10 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(err)
 	}
 	cfg.FlowTableSize = ff.flowTable
+	cfg.Spin = ff.spin
+	if ff.spin <= 0 {
+		cfg.Spin = -1
+	}
 	cfg.XPSAsymmetric = ff.asymmetric
 	return cfg, logger, nil
 }
