@@ -43,7 +43,9 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	p, err := topo.NewPair(topo.Options{Queues: max(ff.queues, 1)})
+	// The namespace ends keep their default offloads, as a container's
+	// veth does: xdpfwd finishes the partial checksums they send.
+	p, err := topo.NewPair(topo.Options{Queues: max(ff.queues, 1), TxChecksum: true})
 	if err != nil {
 		return fmt.Errorf("demo: build namespaces: %w", err)
 	}
@@ -93,7 +95,21 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		l := sum.Links[name]
 		fmt.Fprintf(stdout, "  %s: rx %d pkts %d bytes, tx %d pkts %d bytes, drops %d\n", name, l.RXPackets, l.RXBytes, l.TXPackets, l.TXBytes, l.TotalDrops())
 	}
-	fmt.Fprintf(stdout, "  umem: %d addresses leaked\n", sum.UMEM.LeakedAddresses)
+	var csums uint64
+	for _, l := range sum.Links {
+		csums += l.ChecksumsCompleted
+	}
+	var total uint64
+	for _, v := range sum.TXPaths {
+		total += v
+	}
+	if total > 0 {
+		fmt.Fprintf(stdout, "  tx paths: inline %.1f%%, frame %.1f%%, frag %.1f%%, chain %.1f%%; %d partial checksums completed\n",
+			100*float64(sum.TXPaths["inline"])/float64(total), 100*float64(sum.TXPaths["frame"])/float64(total),
+			100*float64(sum.TXPaths["frag"])/float64(total), 100*float64(sum.TXPaths["chain"])/float64(total), csums)
+	}
+	fmt.Fprintf(stdout, "  umem: %d MiB on %s, %.0f distinct 4 KiB pages (%.0f of 2 MiB) per 1,000 TX descriptors, %d addresses leaked\n",
+		sum.UMEM.SizeBytes>>20, sum.UMEM.Backing, sum.PagesPer1KDesc["4k"], sum.PagesPer1KDesc["2m"], sum.UMEM.LeakedAddresses)
 	if checkErr == nil && sum.UMEM.LeakedAddresses != 0 {
 		checkErr = fmt.Errorf("demo: %d UMEM addresses leaked", sum.UMEM.LeakedAddresses)
 	}
