@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/inline"
@@ -260,6 +261,14 @@ func TestLinkFlap(t *testing.T) {
 				t.Errorf("%s (link 1): down_seconds %.3f for a %v outage, want 0.1..5", p.LinkB, d, outage)
 			}
 			checkPairing(t, r.f)
+			// No packet was dropped in user space (rx = tx above), so the
+			// summed drops must not grow either: failed sendto calls are
+			// not packets.
+			if k := after[1].Drops[fwd.DropTXKickFailures] - before[1].Drops[fwd.DropTXKickFailures]; k > 0 {
+				t.Errorf("BUG: %s: tx_kick_errors grew by %d during the flap and LinkStats.TotalDrops (documented as \"each packet once\", shown as \"drops\" in the stats line) sums it, "+
+					"yet no packet was dropped: the forwarder's rx on %s equals its tx on %s, the refused descriptors stayed in the TX ring and left once the link was up. "+
+					"A kick error counts a failed sendto, not a packet; TotalDrops should leave it out (fwd/stats.go TotalDrops)", p.LinkB, k, p.LinkA, p.LinkB)
+			}
 			s := r.stop(t)
 			if got := s.Links[p.LinkB]; got.LinkDowns != 1 {
 				t.Errorf("summary: %s link_downs %d, want 1", p.LinkB, got.LinkDowns)
@@ -296,6 +305,51 @@ func TestStopWhileLinkDown(t *testing.T) {
 	start := time.Now()
 	s := r.stop(t) // checks: Run and Shutdown without error, no leak, every zone free
 	t.Logf("stopped in %v with %s down; leaked_addresses %d", time.Since(start).Round(time.Millisecond), p.LinkB, s.UMEM.LeakedAddresses)
+}
+
+// cpuTime is the CPU time, user and system, the process has used so far.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLinkDownIdle keeps a link down for a second after traffic towards it
+// filled its TX ring, with nothing else going on: the forwarder must wait
+// for the link, not spin. With the TX ring full, forward() kicks (a failed
+// sendto, ENETDOWN) and returns; the packets left in the other link's RX
+// ring keep that socket readable, so poll(2) returns at once and the loop
+// never sleeps.
+func TestLinkDownIdle(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	r := start(t, p, fwd.Config{})
+	requirePing(t, "before", p.A, p.V4B, 3)
+	setRootLink(t, p.LinkB, false)
+	// More than a TX ring holds, so some stay in A's RX ring.
+	topo.UDPBurst(p.A, p.B, p.V4B, 3000, 64, 300*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+
+	k0, c0, t0 := r.f.LinkStats(1).Drops[fwd.DropTXKickFailures], cpuTime(t), time.Now()
+	time.Sleep(time.Second)
+	k1, c1, t1 := r.f.LinkStats(1).Drops[fwd.DropTXKickFailures], cpuTime(t), time.Now()
+	setRootLink(t, p.LinkB, true)
+	wall := t1.Sub(t0)
+	kicks := float64(k1-k0) / wall.Seconds()
+	cpu := float64(c1-c0) / float64(wall)
+	t.Logf("%s down, TX ring full, nothing else to do: %.0f failed sendto/s (tx_kick_errors), process CPU %.0f%% of one core", p.LinkB, kicks, 100*cpu)
+	if cpu > 0.5 || kicks > 1000 {
+		t.Errorf("BUG: with %s down and its TX ring full the worker busy-loops: %.0f%% of a core, %.0f failed sendto/s, each counted in tx_kick_errors. "+
+			"forward() kicks and returns 0 when the TX ring has no room, and poll(2) on the RX sockets returns at once because A's RX ring still holds packets, "+
+			"so the idle path never sleeps (fwd/worker.go run and forward). It should back off while a TX ring is full and its kicks fail (poll for POLLOUT on that socket, or sleep until the link monitor sees the link up)",
+			p.LinkB, 100*cpu, kicks)
+	}
+	waitDownSettled(t, r.f, 1, 5*time.Second)
+	requirePing(t, "after", p.A, p.V4B, 3)
+	checkPairing(t, r.f)
+	r.stop(t)
 }
 
 // TestMTURaisedWhileRunning raises the MTU of all four veth ends to 3000
@@ -427,6 +481,8 @@ func blast(t *testing.T, p *topo.Pair, d time.Duration, maxFrames uint64) uint64
 	defer s.Close()
 	frame := udpFrame(dst, src, p.V4A, p.V4B, 40000, 9, 64)
 	end := time.Now().Add(d)
+	var refusedSince time.Time // start of the current run of refused sends
+	var refused uint64
 	for i := 0; s.Sent < maxFrames; i++ {
 		if i&1023 == 0 && time.Now().After(end) {
 			break
@@ -436,8 +492,22 @@ func blast(t *testing.T, p *topo.Pair, d time.Duration, maxFrames uint64) uint64
 			t.Errorf("AF_XDP send: %v", err)
 			break
 		}
-		if !ok {
-			s.Reap()
+		if ok {
+			refusedSince = time.Time{}
+			continue
+		}
+		// Send's contract: false means full, the caller may retry. The
+		// retry is all this loop does; it does not kick the kernel
+		// itself, so a sender that never recovers is seen as such.
+		refused++
+		if refusedSince.IsZero() {
+			refusedSince = time.Now()
+		} else if stuck := time.Since(refusedSince); stuck > time.Second {
+			t.Errorf("BUG: inline.Sender.Send refused every packet for %v (%d refusals in a row, %d sent before, %d descriptors pending in its TX ring): "+
+				"when a kick leaves descriptors in the TX ring (copy mode, veth busy), Send's full-ring path calls Flush, whose Submit returns at once with nothing reserved, "+
+				"so no sendto is ever made again and a caller that retries, as the doc invites, waits forever (inline/sender.go Send and Flush: kick when tx.Pending() > 0)",
+				stuck.Round(time.Millisecond), refused, s.Sent, s.Socket().TX.Pending())
+			break
 		}
 	}
 	if err := s.Wait(2 * time.Second); err != nil {
@@ -455,7 +525,7 @@ func overload(t *testing.T, p *topo.Pair, d time.Duration, bursts, count int) (x
 	for i := range bursts {
 		wg.Go(func() {
 			// Loss is the point here; an error (nothing arrived) is noted.
-			u, err := topo.UDPBurst(p.A, p.B, p.V4B, count, 64, 20*time.Second)
+			u, err := topo.UDPBurst(p.A, p.B, p.V4B, count, 64, d+2*time.Second)
 			if err != nil {
 				t.Logf("overload UDP sender %d: %v", i, err)
 			}

@@ -31,7 +31,11 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 	done := make(chan struct{})
 	defer close(done)
 	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
-		ErrorCallback: func(err error) { f.cfg.Logger.Warn("link monitor", "err", err) },
+		ErrorCallback: func(err error) {
+			if ctx.Err() == nil { // closing the subscription at stop also reports an error
+				f.cfg.Logger.Warn("link monitor", "err", err)
+			}
+		},
 	})
 	if err != nil {
 		f.cfg.Logger.Warn("link monitor unavailable: link down/up and deletion will not be reported", "err", err)
