@@ -131,7 +131,10 @@ func (s *Sender) Send(pkt []byte) (bool, error) {
 		}
 	}
 	if s.tx.Free(uint32(need)) < uint32(need) {
+		// Full: the kernel may have stopped short (a busy device makes
+		// copy mode leave descriptors for the next wake-up), so wake it.
 		s.Flush()
+		s.tx.Kick(true)
 		s.Reap()
 		if s.tx.Free(uint32(need)) < uint32(need) {
 			return false, nil
