@@ -385,7 +385,13 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 				}
 			case now := <-t.C:
 				cur := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
-				fmt.Fprintln(stderr, fwd.StatsLine(names, prev, cur, now.Sub(last)))
+				line := fwd.StatsLine(names, prev, cur, now.Sub(last))
+				if f.Queues() > 1 {
+					x := f.XPS()
+					line += fmt.Sprintf(" | xps %s over %d queues: %d flows, %d moves (%d deferred), %d evictions",
+						x.Mode, x.Queues, x.TableEntries, x.Moves, x.DeferredMoves, x.Evictions)
+				}
+				fmt.Fprintln(stderr, line)
 				prev, last = cur, now
 			}
 		}
