@@ -1,13 +1,11 @@
 package fwd_test
 
 import (
-	"net"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/xps"
 )
@@ -29,29 +27,8 @@ func TestNoAllocPerPacket(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPair(t, topo.Options{Queues: c.queues})
 			r := start(t, p, c.cfg)
-			var s *inline.Sender
-			var src, dst net.HardwareAddr
-			if err := p.B.Do(func() error {
-				ifi, err := net.InterfaceByName("eth0")
-				if err == nil {
-					dst = ifi.HardwareAddr
-				}
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			if err := p.A.Do(func() error {
-				ifi, err := net.InterfaceByName("eth0")
-				if err != nil {
-					return err
-				}
-				src = ifi.HardwareAddr
-				s, err = inline.NewSender(inline.SenderConfig{Ifname: "eth0", Ifindex: ifi.Index, RingSize: 1024})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			senders, src, dst := afxdpSenders(t, p, []int{0}, 1024)
+			s := senders[0]
 			frames := [][]byte{
 				udpFrame(dst, src, p.V4A, p.V4B, 1000, 9, 64),   // inline
 				udpFrame(dst, src, p.V4A, p.V4B, 1001, 9, 1400), // frame

@@ -42,14 +42,14 @@ func (r reorder) perMillion() float64 {
 	return 1e6 * float64(r.ooo) / float64(r.received)
 }
 
-func newSeqFlows(t *testing.T, p *topo.Pair, flows int, queues []int) *seqFlows {
+// afxdpSenders opens AF_XDP senders on the given queues of A's eth0 (closed
+// at cleanup) and returns them with A's and B's eth0 MAC addresses.
+func afxdpSenders(t *testing.T, p *topo.Pair, queues []int, ring uint32) (senders []*inline.Sender, src, dst net.HardwareAddr) {
 	t.Helper()
-	sf := &seqFlows{p: p, port: 9999, seq: make([]uint32, flows)}
-	var srcMAC, dstMAC net.HardwareAddr
 	if err := p.B.Do(func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err == nil {
-			dstMAC = ifi.HardwareAddr
+			dst = ifi.HardwareAddr
 		}
 		return err
 	}); err != nil {
@@ -60,25 +60,31 @@ func newSeqFlows(t *testing.T, p *topo.Pair, flows int, queues []int) *seqFlows 
 		if err != nil {
 			return err
 		}
-		srcMAC = ifi.HardwareAddr
-		for i, q := range queues {
-			s, err := inline.NewSender(inline.SenderConfig{Ifname: "eth0", Ifindex: ifi.Index, Queue: q, RingSize: 512})
+		src = ifi.HardwareAddr
+		for _, q := range queues {
+			s, err := inline.NewSender(inline.SenderConfig{Ifname: "eth0", Ifindex: ifi.Index, Queue: q, RingSize: ring})
 			if err != nil {
 				return err
 			}
-			sf.senders[i] = s
+			senders = append(senders, s)
 		}
 		return nil
 	}); err != nil {
 		t.Fatalf("AF_XDP senders in %s: %v", p.A.Name, err)
 	}
 	t.Cleanup(func() {
-		for _, s := range sf.senders {
-			if s != nil {
-				s.Close()
-			}
+		for _, s := range senders {
+			s.Close()
 		}
 	})
+	return senders, src, dst
+}
+
+func newSeqFlows(t *testing.T, p *topo.Pair, flows int, queues []int) *seqFlows {
+	t.Helper()
+	sf := &seqFlows{p: p, port: 9999, seq: make([]uint32, flows)}
+	senders, srcMAC, dstMAC := afxdpSenders(t, p, queues, 512)
+	copy(sf.senders[:], senders)
 	for f := range flows {
 		sf.frames = append(sf.frames, udpFrame(dstMAC, srcMAC, p.V4A, p.V4B, uint16(20000+f), uint16(sf.port), 64))
 	}
