@@ -37,6 +37,7 @@ type Forwarder struct {
 	closeErr error
 	closed   bool
 	leaked   int
+	stranded int
 	mu       sync.Mutex // guards closed/leaked for Summary
 	// statsMu lets stats readers (a metrics scrape) run alongside Close:
 	// readers hold it shared, Close holds it while it tears down.
@@ -235,6 +236,14 @@ func (f *Forwarder) Close() error {
 			f.progs[i] = nil
 		}
 	}
+	// Descriptors still on a TX ring (a link down or deleted: the kernel
+	// never completed them) are released by closing the sockets.
+	inflight := 0
+	for _, w := range f.workers {
+		for i := range w.ports {
+			inflight += int(w.ports[i].tx.InFlight())
+		}
+	}
 	errs = append(errs, f.closeSockets())
 	if f.region != nil {
 		for _, w := range f.workers {
@@ -244,10 +253,13 @@ func (f *Forwarder) Close() error {
 			w.build.Close()
 			w.frames.Flush()
 		}
-		// Closing the sockets made the kernel let go of its fill and RX
-		// rings; anything else not free was lost on our side.
+		// Closing the sockets made the kernel let go of its fill, RX, TX
+		// and completion rings. Whatever the TX side still held beyond
+		// the descriptors known to be in flight was lost on our side.
 		f.region.Frames.Reclaim(umem.KernelRX)
-		f.leaked = f.region.InUse()
+		tx := f.region.Frames.Reclaim(umem.KernelTX) + f.region.Inline.Reclaim(umem.KernelTX) + f.region.Frags.ReclaimReferenced()
+		f.stranded = min(tx, inflight)
+		f.leaked = f.region.InUse() + tx - f.stranded
 		if err := f.region.Check(); err != nil {
 			errs = append(errs, err)
 		}

@@ -264,11 +264,11 @@ func hostileFrames(t *testing.T, dst, src net.HardwareAddr) []hFrame {
 	return fs
 }
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
+func hostileHtons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// rawSocket opens an AF_PACKET socket on ifname in the calling thread's
+// hostileSocket opens an AF_PACKET socket on ifname in the calling thread's
 // namespace: to receive everything (with PACKET_AUXDATA), or to send only.
-func rawSocket(ifname string, recv bool) (int, *net.Interface, error) {
+func hostileSocket(ifname string, recv bool) (int, *net.Interface, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return -1, nil, err
@@ -289,7 +289,7 @@ func rawSocket(ifname string, recv bool) (int, *net.Interface, error) {
 			return -1, nil, err
 		}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: ifi.Index}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: hostileHtons(proto), Ifindex: ifi.Index}); err != nil {
 		unix.Close(fd)
 		return -1, nil, err
 	}
@@ -333,20 +333,20 @@ type hostileResult struct {
 	sendErrs map[string]error
 }
 
-// receiver collects frames on dst's eth0 until stop is closed and quiet
+// hostileReceiver collects frames on dst's eth0 until stop is closed and quiet
 // has passed without a frame, or timeout.
-type receiver struct {
+type hostileReceiver struct {
 	fd   int
 	done chan struct{}
 	res  hostileResult
 }
 
-func startReceiver(t *testing.T, dst *topo.NS, ifname string, srcMAC net.HardwareAddr, want map[string][]string, stop <-chan struct{}, timeout time.Duration) *receiver {
+func startHostileReceiver(t *testing.T, dst *topo.NS, ifname string, srcMAC net.HardwareAddr, want map[string][]string, stop <-chan struct{}, timeout time.Duration) *hostileReceiver {
 	t.Helper()
-	rv := &receiver{done: make(chan struct{}), res: hostileResult{matched: map[string]int{}}}
+	rv := &hostileReceiver{done: make(chan struct{}), res: hostileResult{matched: map[string]int{}}}
 	if err := dst.Do(func() error {
 		var err error
-		rv.fd, _, err = rawSocket(ifname, true)
+		rv.fd, _, err = hostileSocket(ifname, true)
 		return err
 	}); err != nil {
 		t.Fatalf("receiver in %s: %v", dst.Name, err)
@@ -425,12 +425,12 @@ func hostileExchange(t *testing.T, src, dst *topo.NS, ifname string, srcMAC net.
 		}
 	}
 	stop := make(chan struct{})
-	rv := startReceiver(t, dst, ifname, srcMAC, want, stop, 15*time.Second)
+	rv := startHostileReceiver(t, dst, ifname, srcMAC, want, stop, 15*time.Second)
 	var sfd int
 	var sif *net.Interface
 	if err := src.Do(func() error {
 		var err error
-		sfd, sif, err = rawSocket(ifname, false)
+		sfd, sif, err = hostileSocket(ifname, false)
 		return err
 	}); err != nil {
 		close(stop)
@@ -442,7 +442,7 @@ func hostileExchange(t *testing.T, src, dst *topo.NS, ifname string, srcMAC net.
 	deadline := time.Now().Add(10 * time.Second)
 	for r := 0; r < repeat && time.Now().Before(deadline); r++ {
 		for _, f := range frames {
-			to := &unix.SockaddrLinklayer{Ifindex: sif.Index, Halen: 6, Protocol: htons(binary.BigEndian.Uint16(f.b[12:]))}
+			to := &unix.SockaddrLinklayer{Ifindex: sif.Index, Halen: 6, Protocol: hostileHtons(binary.BigEndian.Uint16(f.b[12:]))}
 			copy(to.Addr[:], f.b[:6])
 			for {
 				err := unix.Sendto(sfd, f.b, 0, to)
@@ -548,7 +548,7 @@ func TestHostileFrames(t *testing.T) {
 		// AF_PACKET refuses a frame shorter than the link-layer header.
 		var perr error
 		if err := p.A.Do(func() error {
-			fd, ifi, err := rawSocket(p.PeerA, false)
+			fd, ifi, err := hostileSocket(p.PeerA, false)
 			if err != nil {
 				return err
 			}
@@ -567,7 +567,7 @@ func TestHostileFrames(t *testing.T) {
 		// Ethernet header), so they never reach the forwarder.
 		dst := macOf(t, p.B, p.PeerB)
 		stop := make(chan struct{})
-		rv := startReceiver(t, p.B, p.PeerB, srcMAC, nil, stop, 5*time.Second)
+		rv := startHostileReceiver(t, p.B, p.PeerB, srcMAC, nil, stop, 5*time.Second)
 		var s *inline.Sender
 		var ifindex int
 		if err := p.A.Do(func() error {

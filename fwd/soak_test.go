@@ -85,7 +85,7 @@ func startRR(t *testing.T, ctx context.Context, src, dst *topo.NS, addr netip.Ad
 				defer c.Close()
 				buf := make([]byte, rrSize)
 				for {
-					c.SetDeadline(time.Now().Add(10 * time.Second))
+					c.SetDeadline(time.Now().Add(20 * time.Second))
 					if _, err := io.ReadFull(c, buf); err != nil {
 						return // the client closed, or gave up
 					}
@@ -126,7 +126,7 @@ func startRR(t *testing.T, ctx context.Context, src, dst *topo.NS, addr netip.Ad
 					return
 				}
 				if _, err := io.ReadFull(c, resp); err != nil {
-					st.fail(fmt.Errorf("RR client %d, transaction %d: read: %w", i, n, err))
+					st.fail(fmt.Errorf("RR client %d, transaction %d: no answer within 10s (the connection stalled): %w", i, n, err))
 					return
 				}
 				for k := range resp[8:] {
@@ -154,6 +154,83 @@ func networkOf(proto string, a netip.Addr) string {
 	return proto + "6"
 }
 
+// starvation is what the fill-ring sampler saw.
+type starvation struct {
+	episodes  int
+	first     string
+	maxFree   int
+	intervals int
+}
+
+// watchFillRings samples, every 200 ms until ctx is done, per worker queue:
+// the kernel's rx_fill_ring_empty_descs (packets dropped because the
+// queue's fill ring was empty) and the worker's umem_exhausted (refills
+// that found no free frame), and the frame zone's free units (pool plus
+// every worker's cache). An interval in which a queue's fill ring ran dry
+// and its worker found no frame, while more than 2048 frames (a ring's
+// worth) were free at both ends of it, is an episode of starvation next to
+// plenty: with the pool empty (the refill failed), the free frames were in
+// another worker's cache.
+func watchFillRings(ctx context.Context, f *fwd.Forwarder) func() starvation {
+	var res starvation
+	done := make(chan struct{})
+	freeFrames := func() int {
+		for _, z := range f.Zones() {
+			if z.Name == "frames" {
+				return z.FreeUnits
+			}
+		}
+		return 0
+	}
+	type sample struct {
+		empty, short [2][]uint64 // [link][queue]
+		free         int
+	}
+	take := func() sample {
+		var s sample
+		for i := range 2 {
+			for q := range f.Queues() {
+				qs := f.QueueStats(i, q)
+				s.empty[i] = append(s.empty[i], qs.Drops[fwd.DropFillRingEmpty])
+				s.short[i] = append(s.short[i], qs.Drops[fwd.DropUMEMExhausted])
+			}
+		}
+		s.free = freeFrames()
+		return s
+	}
+	go func() {
+		defer close(done)
+		prev := take()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for n := 0; n < 1_000_000; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cur := take()
+			res.intervals++
+			for q := range f.Queues() {
+				short := cur.short[0][q] - prev.short[0][q] + cur.short[1][q] - prev.short[1][q]
+				for i := range 2 {
+					dry := cur.empty[i][q] - prev.empty[i][q]
+					if dry > 0 && short > 0 && prev.free > 2048 && cur.free > 2048 {
+						res.episodes++
+						res.maxFree = max(res.maxFree, min(prev.free, cur.free))
+						if res.first == "" {
+							res.first = fmt.Sprintf("link %d queue %d: %d packets dropped on an empty fill ring and %d failed refills by its worker in 200 ms, while %d and %d frames were free",
+								i, q, dry, short, prev.free, cur.free)
+						}
+					}
+				}
+			}
+			prev = cur
+		}
+	}()
+	return func() starvation { <-done; return res }
+}
+
 // TestSoak runs, for soakDuration, request/response TCP on several
 // connections (IPv4 and IPv6), repeated bulk TCP transfers both ways, UDP
 // bursts both ways, and a 300 ms flap of one link in the middle, through a
@@ -178,6 +255,7 @@ func TestSoak(t *testing.T) {
 	rr4 := startRR(t, ctx, p.A, p.B, p.V4B, 3, 50_000_000, &rr)
 	rr6 := startRR(t, ctx, p.B, p.A, p.V6A, 1, 50_000_000, &rr)
 
+	starved := watchFillRings(ctx, r.f)
 	var wg sync.WaitGroup
 	var bulkMiB, bulkRuns atomic.Int64
 	var bulkErrs []error
@@ -199,6 +277,7 @@ func TestSoak(t *testing.T) {
 	udpAB := udpLoop(ctx, p.A, p.B, p.V4B, 5000, 256, 100_000)
 	udpBA := udpLoop(ctx, p.B, p.A, p.V4A, 5000, 256, 100_000)
 	var flapAt time.Duration
+	var flapStats [2][2]fwd.LinkStats // before the flap, a second after it
 	wg.Go(func() {
 		select {
 		case <-time.After(d / 2):
@@ -206,6 +285,11 @@ func TestSoak(t *testing.T) {
 			return
 		}
 		flapAt = time.Since(began)
+		flapStats[0] = [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
+		defer func() {
+			time.Sleep(time.Second)
+			flapStats[1] = [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
+		}()
 		// Not setRootLink: t.Fatal must not be called off the test goroutine.
 		l, err := netlink.LinkByName(p.LinkB)
 		if err == nil {
@@ -239,6 +323,17 @@ func TestSoak(t *testing.T) {
 	if flapAt == 0 {
 		t.Errorf("the soak ended before the flap")
 	}
+	st := starved()
+	t.Logf("fill-ring sampler: %d intervals of 200 ms, %d with a fill ring dry next to free frames (most free: %d)", st.intervals, st.episodes, st.maxFree)
+	if st.episodes > 0 {
+		t.Errorf("BUG: in %d of %d 200-ms intervals a worker's fill ring ran dry (the kernel dropped packets at rx_fill_ring_empty_descs) and its refills failed (umem_exhausted) "+
+			"while more than 2048, up to %d, frames were free (the frame zone's FreeUnits; the pool being empty, in the other worker's cache); first: %s. A worker's frame cache (umem.Cache, 4 × ring size = 8192 frames) "+
+			"gives frames back to the shared pool only when it is completely full (Cache.Free flushes half at capacity), and refill only draws from the pool, "+
+			"so frames reaped by the worker that transmits a flow pile up in its cache while the worker that receives it starves (fwd/worker.go refill, umem/zone.go Cache.Free/refill; "+
+			"the UMEM is sized for fill and TX rings only, sockets × 3 × ring size, fwd/forwarder.go New). Fix: flush a cache above a low watermark back to the pool every round, "+
+			"or let a starving worker ask the others to flush, or size the UMEM for the caches too",
+			st.episodes, st.intervals, st.maxFree, st.first)
+	}
 	waitDownSettled(t, r.f, 1, 5*time.Second)
 	requirePing(t, "after the soak", p.A, p.V4B, 3)
 	requirePing(t, "after the soak, IPv6", p.B, p.V6A, 3)
@@ -254,6 +349,11 @@ func TestSoak(t *testing.T) {
 			l.name, l.ls.RXPackets, l.ls.RXBytes, l.ls.TXPackets, l.ls.TXBytes, l.ls.ChecksumsCompleted, l.ls.LinkDowns, l.ls.DownSeconds, l.ls.Drops, l.ls.TXPaths)
 	}
 	t.Logf("xps: %+v", s.XPS)
+	if flapAt != 0 {
+		for i, name := range []string{p.LinkA, p.LinkB} {
+			t.Logf("%s drops from the flap to a second after it: %v", name, dropDelta(flapStats[0][i], flapStats[1][i]))
+		}
+	}
 	if b.LinkDowns != 1 || a.LinkDowns != 0 {
 		t.Errorf("link_downs %s %d, %s %d; want 0 and 1", p.LinkA, a.LinkDowns, p.LinkB, b.LinkDowns)
 	}

@@ -32,6 +32,11 @@ type LinkStats struct {
 	// partial TCP/UDP checksum that xdpfwd finished.
 	ChecksumsCompleted uint64 `json:"checksums_completed"`
 
+	// KickErrors counts TX wake-ups (sendto) that failed, mostly while the
+	// link was down. Not a drop: the descriptors stay on the TX ring and
+	// leave when the link is back.
+	KickErrors uint64 `json:"tx_kick_errors"`
+
 	// LinkDowns counts the times the link went down while forwarding;
 	// DownSeconds is the total time it was down.
 	LinkDowns   uint64  `json:"link_downs"`
@@ -40,16 +45,15 @@ type LinkStats struct {
 
 // Drop reasons. The kernel's come from XDP_STATISTICS of every socket.
 const (
-	DropRXDropped      = "rx_dropped"               // kernel: no room or frame too long
-	DropRXRingFull     = "rx_ring_full"             // kernel: our RX ring was full
-	DropFillRingEmpty  = "rx_fill_ring_empty_descs" // kernel: no frame to receive into (also in rx_dropped)
-	DropRXInvalid      = "rx_invalid_descs"         // kernel: bad fill address
-	DropTXInvalid      = "tx_invalid_descs"         // kernel: bad TX descriptor
-	DropUMEMExhausted  = "umem_exhausted"           // us: fill refill found no free frame
-	DropTXKickFailures = "tx_kick_errors"           // us: sendto failed (link down)
-	DropRXBadDesc      = "rx_bad_descs"             // us: RX descriptor outside the frame zone, never followed
-	DropTXNoRoom       = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
-	DropHandoffFull    = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
+	DropRXDropped     = "rx_dropped"               // kernel: no room or frame too long
+	DropRXRingFull    = "rx_ring_full"             // kernel: our RX ring was full
+	DropFillRingEmpty = "rx_fill_ring_empty_descs" // kernel: no frame to receive into (also in rx_dropped)
+	DropRXInvalid     = "rx_invalid_descs"         // kernel: bad fill address
+	DropTXInvalid     = "tx_invalid_descs"         // kernel: bad TX descriptor
+	DropUMEMExhausted = "umem_exhausted"           // us: fill refill found no free frame
+	DropRXBadDesc     = "rx_bad_descs"             // us: RX descriptor outside the frame zone, never followed
+	DropTXNoRoom      = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
+	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
 )
 
 // LinkStats returns the counters of link i (0 or 1), summed over its
@@ -87,6 +91,7 @@ func (l *LinkStats) add(o LinkStats) {
 	l.TXBytes += o.TXBytes
 	l.TXDescriptors += o.TXDescriptors
 	l.ChecksumsCompleted += o.ChecksumsCompleted
+	l.KickErrors += o.KickErrors
 	l.InlineFallbacks += o.InlineFallbacks
 	for k, v := range o.Drops {
 		l.Drops[k] += v
@@ -114,7 +119,7 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 	l.TXPackets = p.stats.txPackets.Load()
 	l.TXBytes = p.stats.txBytes.Load()
 	l.Drops[DropUMEMExhausted] = p.stats.fillShort.Load()
-	l.Drops[DropTXKickFailures] = p.tx.KickErrors.Load()
+	l.KickErrors = p.tx.KickErrors.Load()
 	l.Drops[DropRXBadDesc] = p.stats.rxInvalid.Load()
 	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()
 	l.Drops[DropHandoffFull] = p.stats.handoffFull.Load()
@@ -195,6 +200,9 @@ type UMEMSummary struct {
 	Backing         string `json:"backing"`
 	SizeBytes       int    `json:"size_bytes"`
 	LeakedAddresses int    `json:"leaked_addresses"`
+	// StrandedTX counts TX descriptors the kernel still held at shutdown
+	// (a link down or deleted): released with the sockets, not leaked.
+	StrandedTX int `json:"stranded_tx_descriptors"`
 }
 
 // Summary is the --summary JSON document. Later versions add fields and
@@ -298,6 +306,7 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 	s := f.Summary()
 	err := f.Close()
 	s.UMEM.LeakedAddresses = f.Leaked()
+	s.UMEM.StrandedTX = f.stranded
 	return s, err
 }
 

@@ -63,6 +63,27 @@ type port struct {
 	sock  *xsk.Socket
 	tx    *txring.Ring
 	stats portStats
+	// quietUntil (monotonic ns): after a failed kick (link down), no more
+	// kicks until then, and the worker sleeps instead of spinning.
+	quietUntil int64
+}
+
+// kickBackoff is how long a worker leaves a TX ring alone after a kick
+// failed: a down link would otherwise be kicked half a million times a
+// second.
+const kickBackoff = 5 * time.Millisecond
+
+// kick wakes p's TX ring unless it is backing off after a failure.
+func (p *port) kick() {
+	if p.quietUntil != 0 {
+		if monoNow() < p.quietUntil {
+			return
+		}
+		p.quietUntil = 0
+	}
+	if p.tx.Kick(true) != nil {
+		p.quietUntil = monoNow() + int64(kickBackoff)
+	}
 }
 
 // batchCounts accumulates one batch's counters in plain memory; they are
@@ -184,18 +205,26 @@ func (w *worker) run(stop *atomic.Bool) {
 			continue
 		}
 		idle = 0
+		blocked := false
 		for i := range w.ports {
 			// A kick the kernel could not finish (copy mode sends a
 			// bounded budget per call) is retried rather than waiting
 			// for new traffic.
 			if w.ports[i].tx.Pending() > 0 {
-				w.ports[i].tx.Kick(true)
+				w.ports[i].kick()
 			}
+			blocked = blocked || w.ports[i].quietUntil != 0
 		}
 		if w.order != nil {
 			w.order.idle.Store(true)
 		}
-		unix.Poll(w.pfds[:], int(pollTimeout/time.Millisecond))
+		if blocked {
+			// A link is down: its TX ring is full and the other RX
+			// ring keeps poll(2) from sleeping. Wait for it instead.
+			time.Sleep(kickBackoff)
+		} else {
+			unix.Poll(w.pfds[:], int(pollTimeout/time.Millisecond))
+		}
 		if w.order != nil {
 			w.order.idle.Store(false)
 		}
@@ -236,7 +265,7 @@ func (w *worker) forward(i, o int) int {
 	in, out := &w.ports[i], &w.ports[o]
 	room := out.tx.Free(w.batch)
 	if room < linearize.MaxDescs {
-		out.tx.Kick(true)
+		out.kick()
 		if room == 0 {
 			return 0
 		}
@@ -546,7 +575,7 @@ func (w *worker) drain() {
 		}
 		for i := range w.ports {
 			if w.ports[i].tx.InFlight() > 0 {
-				w.ports[i].tx.Kick(true)
+				w.ports[i].kick()
 			}
 		}
 		time.Sleep(time.Millisecond)

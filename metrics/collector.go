@@ -134,6 +134,7 @@ type descs struct {
 	rxPackets, rxBytes, txPackets, txBytes *prometheus.Desc
 	drops                                  *prometheus.Desc
 	txPath, txDescs, inlineFallbacks       *prometheus.Desc
+	kickErrors, csumCompleted              *prometheus.Desc
 	descsPerPacket                         *prometheus.Desc
 
 	xskRXDropped, xskRXInvalid, xskTXInvalid        *prometheus.Desc
@@ -171,6 +172,8 @@ func newDescs() descs {
 		txPath:          d("tx_path_packets_total", "Frames transmitted on the link's queue, by TX layout: inline, frame, frag or chain.", "link", "queue", "path"),
 		txDescs:         d("tx_descriptors_total", "TX descriptors posted on the link's queue.", lq...),
 		inlineFallbacks: d("inline_fallbacks_total", "Small frames that found no free inline slot and left from their RX frame (or chain) instead.", lq...),
+		kickErrors:      d("tx_kick_errors_total", "TX wake-ups (sendto) that failed, mostly while the link was down; not drops: the descriptors stay queued.", lq...),
+		csumCompleted:   d("checksums_completed_total", "Frames received with a partial TCP/UDP checksum (left for offload) that xdpfwd finished.", lq...),
 		descsPerPacket:  d("tx_descriptors_per_packet", "TX descriptors each frame transmitted on the link's queue took.", lq...),
 
 		xskRXDropped:     d("xsk_rx_dropped_total", "Kernel XDP_STATISTICS rx_dropped of the socket: frames dropped for lack of room or too long for a frame.", lq...),
@@ -196,7 +199,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
 	for _, x := range []*prometheus.Desc{
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
-		d.txPath, d.txDescs, d.inlineFallbacks, d.descsPerPacket,
+		d.txPath, d.txDescs, d.inlineFallbacks, d.kickErrors, d.csumCompleted, d.descsPerPacket,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K,
 		d.info, d.linkInfo, d.queues,
@@ -304,6 +307,8 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 			}
 			counter(d.txDescs, st.TXDescriptors, link, queue)
 			counter(d.inlineFallbacks, st.InlineFallbacks, link, queue)
+			counter(d.kickErrors, st.KickErrors, link, queue)
+			counter(d.csumCompleted, st.ChecksumsCompleted, link, queue)
 			count, sum, buckets := descHistogram(st.DescsPerPacket)
 			ch <- prometheus.MustNewConstHistogram(d.descsPerPacket, count, sum, buckets, link, queue)
 			if qs.kErr == nil {
@@ -342,7 +347,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 // exported (at 0 until it happens) so that rate() works from the start.
 var knownDrops = []string{
 	fwd.DropRXDropped, fwd.DropRXRingFull, fwd.DropFillRingEmpty, fwd.DropRXInvalid, fwd.DropTXInvalid,
-	fwd.DropUMEMExhausted, fwd.DropTXKickFailures, fwd.DropRXBadDesc, fwd.DropTXNoRoom, fwd.DropHandoffFull,
+	fwd.DropUMEMExhausted, fwd.DropRXBadDesc, fwd.DropTXNoRoom, fwd.DropHandoffFull,
 }
 
 // kernelDrops are the reasons that come from XDP_STATISTICS: without a

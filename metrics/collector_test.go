@@ -52,7 +52,7 @@ func (f *fake) QueueStats(i, q int) fwd.LinkStats {
 	// Like fwd: fresh maps, every path present, our own drop reasons
 	// always, the kernel's when XDP_STATISTICS could be read.
 	out := s
-	out.Drops = map[string]uint64{fwd.DropUMEMExhausted: 0, fwd.DropTXKickFailures: 0, fwd.DropRXBadDesc: 0, fwd.DropTXNoRoom: 0}
+	out.Drops = map[string]uint64{fwd.DropUMEMExhausted: 0, fwd.DropRXBadDesc: 0, fwd.DropTXNoRoom: 0}
 	for k, v := range s.Drops {
 		out.Drops[k] = v
 	}

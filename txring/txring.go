@@ -73,15 +73,18 @@ func (r *Ring) Submit() {
 }
 
 // Kick makes the sendto the kernel needs to process the TX ring, if its
-// need_wakeup flag is set, the ring is full, or force is set.
-func (r *Ring) Kick(force bool) {
+// need_wakeup flag is set, the ring is full, or force is set. It returns
+// the error of a failed sendto (ENETDOWN: the link is down).
+func (r *Ring) Kick(force bool) error {
 	if !force && !r.tx.NeedsWakeup() && r.tx.Free(1) != 0 {
-		return
+		return nil
 	}
 	r.Kicks.Add(1)
-	if r.s.Kick() != nil {
+	err := r.s.Kick()
+	if err != nil {
 		r.KickErrors.Add(1)
 	}
+	return err
 }
 
 // Reap copies up to len(buf) completed addresses into buf, releases them

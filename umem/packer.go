@@ -101,3 +101,23 @@ func (p *Packer) Close() {
 	p.drop()
 	p.cache.Flush()
 }
+
+// ReclaimReferenced frees, once the sockets are closed and no packer is in
+// use, every block still referenced by descriptors the kernel never
+// completed, and returns how many descriptor references that dropped.
+func (z *Zone) ReclaimReferenced() int {
+	if z.refs == nil {
+		return 0
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	n := 0
+	for i := range z.refs {
+		if r := z.refs[i].Swap(0); r > 0 && z.state[i] == Held {
+			n += int(r)
+			z.state[i] = Free
+			z.pool = append(z.pool, uint32(i))
+		}
+	}
+	return n
+}
