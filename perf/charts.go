@@ -83,6 +83,13 @@ func (plainTicks) Ticks(min, max float64) []plot.Tick {
 
 // groupedBars draws one bar per series in every group, with whiskers.
 func groupedBars(path, title, ylabel string, groups []string, series []barSeries) error {
+	return groupedBarsLabelled(path, title, ylabel, groups, series, nil)
+}
+
+// groupedBarsLabelled is groupedBars with, if format is not nil, every
+// bar's median written above it and its whisker (a bar of 0 is otherwise
+// invisible).
+func groupedBarsLabelled(path, title, ylabel string, groups []string, series []barSeries, format func(float64) string) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
@@ -107,9 +114,32 @@ func groupedBars(path, title, ylabel string, groups []string, series []barSeries
 		}
 		p.Add(&whiskers{x: x, lo: s.lo, hi: s.hi, offset: bc.Offset})
 	}
+	if top <= 0 {
+		top = 1 // all bars 0: still an axis to draw them on
+	}
+	ymax := top * (1.6 + 0.09*float64(n))
+	if format != nil {
+		for i, s := range series {
+			xy := plotter.XYLabels{XYs: make(plotter.XYs, len(s.med))}
+			for g, v := range s.med {
+				xy.XYs[g] = plotter.XY{X: float64(g), Y: min(max(v, s.hi[g]), ymax)}
+				xy.Labels = append(xy.Labels, format(v))
+			}
+			l, err := plotter.NewLabels(xy)
+			if err != nil {
+				return err
+			}
+			for j := range l.TextStyle {
+				l.TextStyle[j].XAlign = draw.XCenter
+				l.TextStyle[j].Font.Size = vg.Points(8)
+			}
+			l.Offset = vg.Point{X: width * vg.Length(float64(i)-float64(n-1)/2), Y: vg.Points(3)}
+			p.Add(l)
+		}
+	}
 	// Room above the bars for the legend and some of the whiskers; longer
 	// whiskers end in an arrow at the top.
-	p.Y.Max = top * (1.6 + 0.09*float64(n))
+	p.Y.Max = ymax
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
@@ -209,6 +239,26 @@ func (r *Results) Charts(dir string) ([]string, error) {
 			return names, err
 		}
 		break // one RR chart pair; LATER workloads get their own names
+	}
+	for _, w := range r.workloads("reorder") {
+		cs := r.ranContenders("reorder", false)
+		series := r.seriesFor(cs, []string{w.Name}, []string{"ooo_per_million"}, 1)
+		if len(series) == 0 {
+			continue
+		}
+		name := "reorder.png"
+		title := "Reorders by xps mode: " + w.Title
+		if err := groupedBarsLabelled(filepath.Join(dir, name), title, "out-of-order datagrams per million received",
+			[]string{"out-of-order per million (lower is better)"}, series, func(v float64) string {
+				if v < 1000 {
+					return fmt.Sprintf("%.0f", v)
+				}
+				return si(v)
+			}); err != nil {
+			return names, fmt.Errorf("chart %s: %w", name, err)
+		}
+		names = append(names, name)
+		break // one reorder chart
 	}
 	return names, nil
 }

@@ -38,6 +38,9 @@ type contender struct {
 	// Baseline marks the no-forwarder reference: it runs only the cost
 	// workloads, and nothing reaches the destination.
 	Baseline bool
+	// Groups, if set, are the only workload groups it runs (the xps
+	// configurations matter only where a flow can change queue).
+	Groups []string
 
 	build func(ctx context.Context, e *env) error // once; an error means "cannot run here"
 	start func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error)
@@ -49,17 +52,22 @@ type contender struct {
 var xdpfwdConfigs = []struct {
 	Name, Label string
 	Args        []string
-	Offloads    bool // run on the pair with default endpoint offloads
+	Offloads    bool     // run on the pair with default endpoint offloads
+	Groups      []string // only these workload groups; nil: all
 }{
-	{"xdpfwd", "xdpfwd (default)", nil, false},
-	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false},
-	{"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false},
-	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true},
+	{"xdpfwd", "xdpfwd (default)", nil, false, nil},
+	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false, nil},
+	{"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false, nil},
+	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true, nil},
+	// Each TX queue choice, on the reordering workload only (its pair has
+	// two queues, so these run with --queues 2).
+	{"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false, []string{"reorder"}},
+	{"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false, []string{"reorder"}},
+	{"xdpfwd-xps-sticky", "xdpfwd --xps sticky", []string{"--xps", "sticky"}, false, []string{"reorder"}},
 	// Off by default, one line each when wanted (each adds a sixth to the
-	// run time): busy-poll budget, frag order, xps modes (with --queues 2).
-	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false},
-	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false},
-	// {"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false},
+	// run time): busy-poll budget, frag order.
+	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false, nil},
+	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false, nil},
 }
 
 // contenderTable lists every contender in table order; the reference
@@ -68,7 +76,7 @@ func contenderTable() []*contender {
 	var cs []*contender
 	for _, cfg := range xdpfwdConfigs {
 		c := xdpfwdContender(cfg.Name, cfg.Label, cfg.Args)
-		c.Offloads = cfg.Offloads
+		c.Offloads, c.Groups = cfg.Offloads, cfg.Groups
 		cs = append(cs, c)
 	}
 	return append(cs,
@@ -137,8 +145,8 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 			sum := filepath.Join(e.tmp, name+"-summary.json")
 			os.Remove(sum)
 			args := []string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--summary", sum}
-			if e.o.Queues > 1 {
-				args = append(args, "--queues", strconv.Itoa(e.o.Queues))
+			if q := e.queuesOf(p); q > 1 {
+				args = append(args, "--queues", strconv.Itoa(q))
 			}
 			args = append(args, extra...)
 			c, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args)
@@ -181,6 +189,13 @@ func xdpfwdDetails(path string) (map[string]any, error) {
 			Backing string `json:"backing"`
 			Leaked  int    `json:"leaked_addresses"`
 		} `json:"umem"`
+		XPS struct {
+			Mode      string `json:"mode"`
+			Queues    int    `json:"queues"`
+			Flows     uint64 `json:"flows"`
+			Moves     uint64 `json:"moves"`
+			Fallbacks uint64 `json:"fallbacks"`
+		} `json:"xps"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("xdpfwd summary %s: %w", path, err)
@@ -196,6 +211,11 @@ func xdpfwdDetails(path string) (map[string]any, error) {
 		}
 	}
 	d["rx_packets"], d["tx_packets"], d["drops"] = rx, tx, drops
+	if s.XPS.Mode != "" && s.XPS.Mode != "single-queue" {
+		// Only a run with several queues has a TX queue choice; its keys
+		// stay in the details when a later one-queue run is merged in.
+		d["xps_mode"], d["xps_flows"], d["xps_moves"], d["xps_fallbacks"] = s.XPS.Mode, s.XPS.Flows, s.XPS.Moves, s.XPS.Fallbacks
+	}
 	if s.UMEM.Leaked != 0 {
 		return d, fmt.Errorf("xdpfwd leaked %d UMEM addresses", s.UMEM.Leaked)
 	}
@@ -221,8 +241,8 @@ func asavieContender() *contender {
 			sum := filepath.Join(e.tmp, "asavie-summary.json")
 			os.Remove(sum)
 			args := []string{"--link", p.LinkA, "--link", p.LinkB, "--summary", sum}
-			if e.o.Queues > 1 {
-				args = append(args, "--queues", strconv.Itoa(e.o.Queues))
+			if q := e.queuesOf(p); q > 1 {
+				args = append(args, "--queues", strconv.Itoa(q))
 			}
 			c, err := e.startForwarder(ctx, p, "asavie-fwd", e.bins["asavie"], args)
 			if err != nil {

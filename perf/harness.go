@@ -30,12 +30,37 @@ type env struct {
 	src   string // the module root xdpfwd is built from (--src)
 	tmp   string // builds, logs, summaries
 	bins  map[string]string
-	pairs map[bool]*topo.Pair // by Offloads
+	pairs map[pairKey]*topo.Pair
 	own   *ownCPU
 	child atomic.Pointer[child] // the running forwarder process, if any
 
 	xdpfwdOnce sync.Once
 	xdpfwdErr  error
+}
+
+// pairKey says which pair a contender runs a workload on: its endpoint
+// offloads and the workload's queue count.
+type pairKey struct {
+	offloads bool
+	queues   int
+}
+
+func (k pairKey) String() string {
+	return fmt.Sprintf("%d queue(s), tx checksum offload %s", k.queues, map[bool]string{false: "off", true: "on"}[k.offloads])
+}
+
+func (e *env) pairKey(c *contender, w *workload) pairKey {
+	return pairKey{offloads: c.Offloads, queues: w.queues(e.o)}
+}
+
+// queuesOf is the queue count of every veth of p.
+func (e *env) queuesOf(p *topo.Pair) int {
+	for k, q := range e.pairs {
+		if q == p {
+			return k.queues
+		}
+	}
+	return max(1, e.o.Queues)
 }
 
 func (e *env) childPID() int {
@@ -210,7 +235,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 		GOMAXPROCS: runtime.GOMAXPROCS(0),
 	}
 	for _, w := range ws {
-		res.Workloads = append(res.Workloads, WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit})
+		res.Workloads = append(res.Workloads, workloadInfo(w, o))
 	}
 
 	tmp, err := os.MkdirTemp("", "xdpfwd-perf-")
@@ -222,7 +247,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[bool]*topo.Pair{}, own: newOwnCPU()}
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, own: newOwnCPU()}
 	res.LoadAvg[0] = loadAvg()
 	defer func() { res.LoadAvg[1] = loadAvg() }()
 	pr := newProgress(o.Progress)
@@ -243,13 +268,13 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 			}
 		}
 		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
-			cr.Skipped = "not run: no selected workload applies"
+			cr.Skipped = noWorkloadApplies
 			continue
 		}
 		active = append(active, c)
 	}
 
-	// The topology: one pair per offload setting in use.
+	// The topology: one pair per offload setting and queue count in use.
 	defer func() {
 		for _, p := range e.pairs {
 			if cerr := p.Close(); cerr != nil {
@@ -258,20 +283,22 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 		}
 	}()
 	for _, c := range active {
-		if e.pairs[c.Offloads] != nil {
-			continue
-		}
-		pr.status("building the topology")
-		p, err := topo.NewPair(topo.Options{Queues: o.Queues, TxChecksum: c.Offloads})
-		if err != nil {
-			return err
-		}
-		e.pairs[c.Offloads] = p
-		res.addTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
-		pr.status(fmt.Sprintf("built namespaces %s, %s and links %s, %s (tx checksum offload %s)",
-			p.A.Name, p.B.Name, p.LinkA, p.LinkB, map[bool]string{false: "off", true: "on"}[c.Offloads]))
-		if err := staticNeighbours(p); err != nil {
-			return err
+		for _, w := range ws {
+			k := e.pairKey(c, w)
+			if !w.applies(c) || e.pairs[k] != nil {
+				continue
+			}
+			pr.status("building the topology")
+			p, err := topo.NewPair(topo.Options{Queues: k.queues, TxChecksum: k.offloads})
+			if err != nil {
+				return err
+			}
+			e.pairs[k] = p
+			res.addTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
+			pr.status(fmt.Sprintf("built namespaces %s, %s and links %s, %s (%s)", p.A.Name, p.B.Name, p.LinkA, p.LinkB, k))
+			if err := staticNeighbours(p); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -285,72 +312,101 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	}
 	pr.total = total
 
+	// A contender that fails to start on a pair is not started on it
+	// again; on its other pair (if any) it goes on.
 	failed := map[string]bool{}
 	for round := 1; round <= o.Rounds; round++ {
 		for _, c := range active {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var wls []*workload
+			// The contender's workloads, by the pair they run on, in
+			// table order: it is started once per pair and round.
+			var keys []pairKey
+			byPair := map[pairKey][]*workload{}
 			for _, w := range ws {
 				if w.applies(c) {
-					wls = append(wls, w)
+					k := e.pairKey(c, w)
+					if byPair[k] == nil {
+						keys = append(keys, k)
+					}
+					byPair[k] = append(byPair[k], w)
 				}
 			}
-			if failed[c.Name] {
-				pr.done += len(wls)
-				continue
-			}
-			cr := res.contender(c)
-			p := e.pairs[c.Offloads]
-			pr.status(fmt.Sprintf("round %d/%d: starting %s", round, o.Rounds, c.Name))
-			stop, err := c.start(ctx, e, p)
-			if err != nil {
+			for _, k := range keys {
 				if ctx.Err() != nil {
 					return nil
 				}
-				cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: start: %v", round, err))
-				cr.Skipped = "failed to start: " + err.Error()
-				failed[c.Name] = true
-				pr.done += len(wls)
-				if cerr := checkLinksClean(p); cerr != nil {
-					cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: after failed start: %v", round, cerr))
-				}
-				continue
-			}
-			cr.Ran = true
-			if !c.Baseline {
-				// Warm the path (caches, bridge tables, the forwarder's
-				// rings) before the first sample.
-				e.warm(ctx, p)
-			}
-			for _, w := range wls {
-				if ctx.Err() != nil {
-					break
-				}
-				m, werr := w.run(ctx, e, c, p, w)
-				s := Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
-				if werr != nil && ctx.Err() == nil {
-					s.Error = werr.Error()
-				}
-				if ctx.Err() == nil {
-					res.Samples = append(res.Samples, s)
-				}
-				pr.sample(round, o.Rounds, c.Name, w, s)
-				sleepCtx(ctx, 100*time.Millisecond) // let queues drain
-			}
-			details, serr := stop()
-			if details != nil {
-				cr.Details = details
-			}
-			if serr = errors.Join(serr, checkLinksClean(p)); serr != nil {
-				cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: stop: %v", round, serr))
+				e.runContender(ctx, round, c, e.pairs[k], byPair[k], failed, pr)
 			}
 		}
 	}
 	pr.finish()
 	return nil
 }
+
+// runContender starts c on p, runs the workloads wls, stops it and checks
+// that it left nothing behind.
+func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo.Pair, wls []*workload, failed map[string]bool, pr *progress) {
+	o, res := e.o, e.res
+	fkey := c.Name + " " + p.Name
+	if failed[fkey] {
+		pr.done += len(wls)
+		return
+	}
+	cr := res.contender(c)
+	where := ""
+	if len(e.pairs) > 1 {
+		where = fmt.Sprintf(" on %s (%d queue(s))", p.Name, e.queuesOf(p))
+	}
+	pr.status(fmt.Sprintf("round %d/%d: starting %s%s", round, o.Rounds, c.Name, where))
+	stop, err := c.start(ctx, e, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: start%s: %v", round, where, err))
+		cr.Skipped = "failed to start" + where + ": " + err.Error()
+		failed[fkey] = true
+		pr.done += len(wls)
+		if cerr := checkLinksClean(p); cerr != nil {
+			cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: after failed start: %v", round, cerr))
+		}
+		return
+	}
+	cr.Ran = true
+	if !c.Baseline {
+		// Warm the path (caches, bridge tables, the forwarder's
+		// rings) before the first sample.
+		e.warm(ctx, p)
+	}
+	for _, w := range wls {
+		if ctx.Err() != nil {
+			break
+		}
+		m, werr := w.run(ctx, e, c, p, w)
+		s := Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
+		if werr != nil && ctx.Err() == nil {
+			s.Error = werr.Error()
+		}
+		if ctx.Err() == nil {
+			res.Samples = append(res.Samples, s)
+		}
+		pr.sample(round, o.Rounds, c.Name, w, s)
+		sleepCtx(ctx, 100*time.Millisecond) // let queues drain
+	}
+	details, serr := stop()
+	// Details of the last round; a contender run on two pairs keeps the
+	// keys only one of them reports (xdpfwd's xps_* on the multi-queue one).
+	if details != nil && cr.Details == nil {
+		cr.Details = map[string]any{}
+	}
+	for k, v := range details {
+		cr.Details[k] = v
+	}
+	if serr = errors.Join(serr, checkLinksClean(p)); serr != nil {
+		cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: stop%s: %v", round, where, serr))
+	}
+}
+
+const noWorkloadApplies = "not run: no selected workload applies"
 
 // warm sends UDP from A to B for the warm-up time, unmeasured.
 func (e *env) warm(ctx context.Context, p *topo.Pair) {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,13 @@ func TestQuickRun(t *testing.T) {
 	// Every contender that can run here produced non-zero figures on every
 	// workload that applies to it. Only asavie may be unavailable (its
 	// module must be fetched); the others need nothing but the kernel.
+	contenders, workloads := map[string]*contender{}, map[string]*workload{}
+	for _, c := range contenderTable() {
+		contenders[c.Name] = c
+	}
+	for _, w := range workloadTable() {
+		workloads[w.Name] = w
+	}
 	for _, c := range res.Contenders {
 		if c.Skipped != "" || !c.Ran {
 			if c.Name == "asavie" && strings.HasPrefix(c.Skipped, "not run: ") {
@@ -58,7 +66,7 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: %v", c.Name, c.Errors)
 		}
 		for _, w := range res.Workloads {
-			if c.Baseline && w.Group != "cost" {
+			if !workloads[w.Name].applies(contenders[c.Name]) {
 				continue
 			}
 			// The net CPU cost is a difference and may be anywhere;
@@ -69,6 +77,12 @@ func TestQuickRun(t *testing.T) {
 				metrics = []string{"pps", "own_cpu_ns_per_pkt", "cpu_ns_per_pkt"}
 			case "rr":
 				metrics = append(metrics, "p50_us", "p99_us", "p999_us")
+			case "reorder":
+				// Out-of-order may well be 0; what arrived may not.
+				metrics = []string{"pps", "sent_pps"}
+				if _, ok := res.stat(c.Name, w.Name, w.Metric); !ok {
+					t.Errorf("%s/%s: no %s", c.Name, w.Name, w.Metric)
+				}
 			}
 			// A window this short can fall entirely into a TCP
 			// retransmission timeout on a busy machine; one good
@@ -94,9 +108,35 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("no sample of the reference contender %s", refContender)
 	}
 
-	// The topology is gone.
-	if len(res.Topology) < 4 {
-		t.Errorf("topology %v: want at least two namespaces and two links", res.Topology)
+	// Reordering: a flow spread over two queues keeps its order through
+	// xdpfwd's hash and sticky choices, whatever --xps cpu does; each ran
+	// with two queues and the mode it was given.
+	cpu, _ := res.stat("xdpfwd-xps-cpu", "reorder-16", "ooo_per_million")
+	for _, name := range []string{"xdpfwd", "xdpfwd-xps-hash", "xdpfwd-xps-sticky"} {
+		if st, ok := res.stat(name, "reorder-16", "ooo_per_million"); ok && cpu.Median > 0 && st.Median >= cpu.Median {
+			t.Errorf("%s reordered %.0f per million, not fewer than --xps cpu's %.0f", name, st.Median, cpu.Median)
+		}
+	}
+	t.Logf("reorder-16, out-of-order per million: cpu %.0f [%.0f–%.0f]", cpu.Median, cpu.Min, cpu.Max)
+	for _, mode := range []string{"cpu", "hash", "sticky"} {
+		if got, ok := res.contenderDetail("xdpfwd-xps-"+mode, "xps_mode"); !ok || got != mode {
+			t.Errorf("xdpfwd-xps-%s ran with xps mode %q, want %q", mode, got, mode)
+		}
+	}
+	var q2 bool
+	for _, c := range res.Contenders {
+		if c.Name == "xdpfwd-xps-cpu" {
+			q2 = fmt.Sprint(c.Details["queues"]) == "2"
+		}
+	}
+	if !q2 {
+		t.Error("xdpfwd-xps-cpu did not run with two queues")
+	}
+
+	// The topology is gone: three pairs (one queue with and without
+	// endpoint offloads, two queues for the reordering workload).
+	if len(res.Topology) < 12 {
+		t.Errorf("topology %v: want at least six namespaces and six links", res.Topology)
 	}
 	if left := leftovers(res.Topology); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
@@ -128,7 +168,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	// The charts exist and are PNGs.
-	for _, name := range []string{"udp_pps.png", "cpu_cost.png", "tcp_bulk.png", "rr_tps.png", "rr_latency.png"} {
+	for _, name := range []string{"udp_pps.png", "cpu_cost.png", "tcp_bulk.png", "rr_tps.png", "rr_latency.png", "reorder.png"} {
 		b, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Errorf("chart: %v", err)
@@ -143,7 +183,7 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("bench.txt: %v\n%s", err, bench)
 	}
 	md := res.Markdown()
-	for _, want := range []string{"### UDP", "### CPU per forwarded packet", "### TCP bulk", "### TCP RR", "| xdpfwd (default) |"} {
+	for _, want := range []string{"### UDP", "### CPU per forwarded packet", "### TCP bulk", "### TCP RR", "### Reordering", "| xdpfwd --xps cpu |", "| xdpfwd (default) |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("tables lack %q:\n%s", want, md)
 		}

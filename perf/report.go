@@ -46,6 +46,8 @@ func fmtMetric(v float64, metric string) string {
 		return fmt.Sprintf("%.0f", v)
 	case "loss_pct", "delivered_pct", "other_cpu_pct":
 		return fmt.Sprintf("%.1f %%", v)
+	case "ooo_per_million", "out_of_order":
+		return fmt.Sprintf("%.0f", v)
 	}
 	return sig3(v)
 }
@@ -58,8 +60,8 @@ func (r *Results) cell(contender, workload, metric string, withRatio bool) strin
 		return "—"
 	}
 	s := fmtMetric(st.Median, metric)
-	if st.N > 1 && st.Min != st.Max {
-		s += " [" + fmtMetric(st.Min, metric) + "–" + fmtMetric(st.Max, metric) + "]"
+	if lo, hi := fmtMetric(st.Min, metric), fmtMetric(st.Max, metric); st.N > 1 && lo != hi {
+		s += " [" + lo + "–" + hi + "]"
 	}
 	if withRatio {
 		if q, ok := r.ratio(contender, workload, metric); ok {
@@ -119,7 +121,7 @@ func (r *Results) Markdown() string {
 		st.Rounds, st.DurationS, st.WarmupS, ref)
 	fmt.Fprintf(&b, "Placement: forwarder processes (xdpfwd, asavie-fwd) pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
 		"Kernel-side forwarding (the bridge, the XDP redirect, AF_XDP copy-mode receive) runs in softirq on the CPU that sends, mostly the load CPU. "+
-		"Veth queues: %d.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, st.Queues)
+		"Veth queues: %d%s.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, st.Queues, r.ownQueuesNote())
 
 	if ws := r.workloads("udp"); len(ws) > 0 && len(r.ranContenders("udp", false)) > 0 {
 		b.WriteString("### UDP, one way: delivered packets/s at maximum offered load\n\n")
@@ -221,9 +223,14 @@ func (r *Results) Markdown() string {
 		b.WriteString(t.String() + "\n")
 	}
 
-	var notes []string
+	r.reorderSection(&b)
+
+	var notes, noWorkload []string
 	for _, c := range r.Contenders {
-		if c.Skipped != "" {
+		switch {
+		case c.Skipped == noWorkloadApplies:
+			noWorkload = append(noWorkload, "`"+c.Name+"`")
+		case c.Skipped != "":
 			notes = append(notes, fmt.Sprintf("**%s** (`%s`): %s", c.Label, c.Name, trim(c.Skipped, 400)))
 		}
 		if n, first := r.sampleErrors(c.Name); n > 0 {
@@ -234,6 +241,9 @@ func (r *Results) Markdown() string {
 				notes = append(notes, fmt.Sprintf("**%s**: %s", c.Label, trim(e, 300)))
 			}
 		}
+	}
+	if len(noWorkload) > 0 {
+		notes = append(notes, "Not run, as no selected workload applies to them: "+strings.Join(noWorkload, ", ")+".")
 	}
 	if !r.hasRef() && len(r.Samples) > 0 {
 		notes = append(notes, "no sample of "+refContender+": no ratios")
@@ -250,6 +260,74 @@ func (r *Results) Markdown() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// ownQueuesNote names the workloads that ran on a pair with another queue
+// count than the run's.
+func (r *Results) ownQueuesNote() string {
+	var s []string
+	for _, w := range r.Workloads {
+		if w.Queues > 0 && slices.ContainsFunc(r.Samples, func(x Sample) bool { return x.Workload == w.Name }) {
+			s = append(s, fmt.Sprintf("%d for %s, on a pair of its own", w.Queues, w.Name))
+		}
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(s, "; ") + ")"
+}
+
+// reorderSection renders the reordering workload: out-of-order datagrams
+// per million received, per contender.
+func (r *Results) reorderSection(b *strings.Builder) {
+	cs := r.ranContenders("reorder", false)
+	for _, w := range r.workloads("reorder") {
+		if len(cs) == 0 {
+			return
+		}
+		fmt.Fprintf(b, "### Reordering: %s\n\n", w.Title)
+		queues := max(w.Queues, r.Settings.Queues)
+		fmt.Fprintf(b, "Every one of %d sequenced UDP flows (%d-byte IP packets, flow id and sequence number in the payload) reaches the contender on two RX queues: "+
+			"two AF_XDP senders in the source namespace, on queues 0 and 1 of its veth (%d queues per veth; a veth delivers TX queue *i* into its peer's RX queue *i*), "+
+			"take turns, %s of every flow per turn. Before it switches queues the sender waits until the kernel has consumed the turn, so it never reorders by itself, "+
+			"then pauses %.0f µs: a load every contender sustains. The receiver counts, per flow, the datagrams that arrive after one with a higher sequence number. "+
+			"xdpfwd runs with `--queues %d` and `--xps cpu` (the TX queue follows the worker that received the packet: the kernel's XPS after skb scrubbing), `hash` or `sticky`; ",
+			w.Flows, w.Size, queues, plural(max(1, w.Burst), "datagram"), w.GapUS, queues)
+		ref := r.label(refContender)
+		if m, ok := r.contenderDetail(refContender, "xps_mode"); ok {
+			fmt.Fprintf(b, "%s gives no `--xps`: its default, `%s` in the build measured. ", ref, m)
+		} else {
+			fmt.Fprintf(b, "%s gives no `--xps`: its default. ", ref)
+		}
+		b.WriteString("asavie-fwd's worker *q* transmits on queue *q* what it received on queue *q*, like `--xps cpu`. " +
+			"Lower is better; a ratio is shown only where the reference's figure is above 0.\n\n")
+		t := mdTable{head: []string{"contender", "out-of-order per million", "out-of-order datagrams", "delivered packets/s", "offered packets/s", "lost"}}
+		for _, c := range cs {
+			t.rows = append(t.rows, []string{c.Label,
+				r.cell(c.Name, w.Name, "ooo_per_million", true), r.cell(c.Name, w.Name, "out_of_order", false),
+				r.cell(c.Name, w.Name, "pps", true), r.cell(c.Name, w.Name, "sent_pps", false),
+				r.cell(c.Name, w.Name, "loss_pct", false)})
+		}
+		b.WriteString(t.String() + "\n")
+	}
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// contenderDetail is a string the contender reported about itself.
+func (r *Results) contenderDetail(name, key string) (string, bool) {
+	for _, c := range r.Contenders {
+		if c.Name == name {
+			v, ok := c.Details[key].(string)
+			return v, ok && v != ""
+		}
+	}
+	return "", false
 }
 
 func secondsDuration(s float64) time.Duration {

@@ -75,8 +75,9 @@ func synthetic() *Results {
 		},
 	}
 	for _, w := range workloadTable() {
-		r.Workloads = append(r.Workloads, WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit})
+		r.Workloads = append(r.Workloads, workloadInfo(w, &Options{Queues: 1}))
 	}
+	r.Contenders[0].Details = map[string]any{"xps_mode": "sticky"}
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
 		for _, c := range []struct {
@@ -94,6 +95,10 @@ func synthetic() *Results {
 				Sample{Round: round, Contender: c.name, Workload: "tcp-4", Metrics: map[string]float64{"gbps": c.scale * 2 * f}},
 				Sample{Round: round, Contender: c.name, Workload: "rr-1k", Metrics: map[string]float64{
 					"tps": c.scale * 2e4, "p50_us": 100 / c.scale, "p99_us": 200 / c.scale, "p999_us": 300 / c.scale}},
+				// xdpfwd keeps order; the "bridge" here reorders.
+				Sample{Round: round, Contender: c.name, Workload: "reorder-16", Metrics: map[string]float64{
+					"ooo_per_million": (1 - c.scale) * 2 * (1e5 + f*1e4), "out_of_order": (1 - c.scale) * 2e3 * f,
+					"pps": 1e5, "sent_pps": 1e5, "loss_pct": 0}},
 			)
 		}
 		r.Samples = append(r.Samples, Sample{Round: round, Contender: "baseline-drop", Workload: "cost-64",
@@ -127,13 +132,20 @@ func TestStatsAndRatios(t *testing.T) {
 		"| no forwarder | — | 1000 | — | 1500 | — | — |",
 		"**asavie** (`asavie`): not run: go build failed",
 		"**Linux bridge**: 1 sample(s) failed, first: udp-64: no packet arrived",
+		"### Reordering: 16 sequenced UDP flows over two ingress queues",
+		"`--queues 2`",
+		"its default, `sticky` in the build measured",
+		"Veth queues: 1 (2 for reorder-16, on a pair of its own).",
+		"| xdpfwd (default) | 0 | 0 | 100k ×1.00 | 100k | 0.0 % |",
+		"| Linux bridge | 120000 [110000–130000] | 2000 [1000–3000] | 100k ×1.00 | 100k | 0.0 % |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}
 	}
 	bench := string(r.benchText())
-	if !strings.Contains(bench, "BenchmarkPerf/workload=tcp-1/contender=bridge 1 0.5 Gbit/s\n") {
+	if !strings.Contains(bench, "BenchmarkPerf/workload=tcp-1/contender=bridge 1 0.5 Gbit/s\n") ||
+		!strings.Contains(bench, "BenchmarkPerf/workload=reorder-16/contender=bridge 1 100000 pkts/s 120000 ooo/Mpkt\n") {
 		t.Errorf("bench.txt:\n%s", bench)
 	}
 }
@@ -168,8 +180,13 @@ func TestWriteAndReadme(t *testing.T) {
 	if !strings.Contains(s, "| xdpfwd (default) | 120k [110k–130k] ×1.00 |") || !strings.Contains(s, "![udp_pps](charts/udp_pps.png)") {
 		t.Errorf("rewritten README lacks the tables or charts:\n%s", s)
 	}
-	if _, err := os.Stat(filepath.Join(src, "perf", "charts", "udp_pps.png")); err != nil {
-		t.Error(err)
+	for _, chart := range []string{"udp_pps.png", "reorder.png"} {
+		if _, err := os.Stat(filepath.Join(src, "perf", "charts", chart)); err != nil {
+			t.Error(err)
+		}
+	}
+	if !strings.Contains(s, "![reorder](charts/reorder.png)") {
+		t.Errorf("rewritten README lacks the reorder chart:\n%s", s)
 	}
 	// A second rewrite replaces the section, not appends to it.
 	if err := rewriteReadme(Options{Root: src}, r); err != nil {

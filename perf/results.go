@@ -68,6 +68,25 @@ type WorkloadInfo struct {
 	Title  string `json:"title"`
 	Metric string `json:"metric"`
 	Unit   string `json:"unit"`
+	// Queues of the pair it ran on, when not Settings.Queues.
+	Queues int `json:"queues,omitempty"`
+	// The reordering workload's traffic: IP packet size, flows, datagrams
+	// of every flow per round on one queue, and the pause after a round.
+	Size  int     `json:"size,omitempty"`
+	Flows int     `json:"flows,omitempty"`
+	Burst int     `json:"burst,omitempty"`
+	GapUS float64 `json:"gap_us,omitempty"`
+}
+
+func workloadInfo(w *workload, o *Options) WorkloadInfo {
+	wi := WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit}
+	if q := w.queues(o); q != o.Queues {
+		wi.Queues = q
+	}
+	if w.Flows > 0 {
+		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
+	}
+	return wi
 }
 
 // Sample is one measured window: one contender, one workload, one round.
@@ -251,6 +270,7 @@ var benchMetrics = []struct{ metric, unit string }{
 	{"p50_us", "p50-us"},
 	{"p99_us", "p99-us"},
 	{"p999_us", "p999-us"},
+	{"ooo_per_million", "ooo/Mpkt"},
 }
 
 // benchText renders every sample in the Go benchmark format, one line per

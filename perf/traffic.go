@@ -76,10 +76,15 @@ func udpSocket(ns *topo.NS, local netip.Addr) (fd int, port int, err error) {
 	return fd, port, nil
 }
 
-// udpReceiver counts datagrams on a socket until stopped.
+// udpReceiver counts datagrams on a socket until stopped, and those that
+// arrive after a higher sequence number (out of order). Without flows the
+// payload starts with one 64-bit sequence number; with flows > 0 it starts
+// with a 32-bit flow id and a 32-bit sequence number of that flow, and
+// order is counted per flow.
 type udpReceiver struct {
 	fd         int
 	port       int
+	flows      int
 	packets    atomic.Uint64
 	bytes      atomic.Uint64
 	outOfOrder atomic.Uint64
@@ -89,6 +94,12 @@ type udpReceiver struct {
 }
 
 func newUDPReceiver(ns *topo.NS, local netip.Addr, deadline time.Time) (*udpReceiver, error) {
+	return newSeqReceiver(ns, local, 0, deadline)
+}
+
+// newSeqReceiver is a receiver of flows sequenced flows (0: one, with a
+// 64-bit sequence number).
+func newSeqReceiver(ns *topo.NS, local netip.Addr, flows int, deadline time.Time) (*udpReceiver, error) {
 	fd, port, err := udpSocket(ns, local)
 	if err != nil {
 		return nil, err
@@ -96,7 +107,7 @@ func newUDPReceiver(ns *topo.NS, local netip.Addr, deadline time.Time) (*udpRece
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpRcvBuf); err != nil {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, udpRcvBuf)
 	}
-	r := &udpReceiver{fd: fd, port: port, deadline: deadline, done: make(chan error, 1)}
+	r := &udpReceiver{fd: fd, port: port, flows: flows, deadline: deadline, done: make(chan error, 1)}
 	go func() { r.done <- r.run() }()
 	return r, nil
 }
@@ -114,6 +125,10 @@ func (r *udpReceiver) run() error {
 		msgs[i].Hdr.SetIovlen(1)
 	}
 	var maxSeq uint64
+	last := make([]int64, r.flows) // per flow, the highest sequence number seen
+	for i := range last {
+		last[i] = -1
+	}
 	for calls := 0; !r.stop.Load() && calls < maxPackets; calls++ {
 		if calls%1024 == 0 && time.Now().After(r.deadline) {
 			return nil
@@ -129,7 +144,18 @@ func (r *udpReceiver) run() error {
 		var b, ooo uint64
 		for i := range int(n) {
 			b += uint64(msgs[i].Len)
-			if msgs[i].Len >= 8 {
+			if r.flows > 0 {
+				if msgs[i].Len >= 8 {
+					f, seq := binary.BigEndian.Uint32(bufs[i][:4]), int64(binary.BigEndian.Uint32(bufs[i][4:8]))
+					if int(f) < len(last) {
+						if seq < last[f] {
+							ooo++
+						} else {
+							last[f] = seq
+						}
+					}
+				}
+			} else if msgs[i].Len >= 8 {
 				seq := binary.BigEndian.Uint64(bufs[i][:8])
 				if seq < maxSeq {
 					ooo++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // workload is one kind of traffic every contender runs.
 type workload struct {
 	Name   string // --workload name, results key
-	Group  string // udp, cost, tcp, rr: one table and one chart each
+	Group  string // udp, cost, tcp, rr, reorder: one table and one chart each
 	Title  string
 	Metric string // the headline metric
 	Unit   string
@@ -26,6 +27,18 @@ type workload struct {
 	Req     int  // RR: request bytes
 	Resp    int  // RR: response bytes
 	V6      bool // RR: over IPv6
+
+	// Queues is the queue count of every veth of the pair this workload
+	// runs on; 0: --queues. A workload with its own count gets a pair of
+	// its own, and every contender is started on it separately (xdpfwd
+	// and asavie-fwd with --queues set to it).
+	Queues int
+	Flows  int           // reorder: sequenced UDP flows
+	Burst  int           // reorder: datagrams of every flow per round on one queue
+	Gap    time.Duration // reorder: pause after each round (spun, not slept)
+	// Contenders, if set, are the only contenders that run this workload,
+	// besides those whose Groups name its group.
+	Contenders []string
 
 	run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)
 }
@@ -45,10 +58,20 @@ func workloadTable() []*workload {
 		// side of --inline-max 128 (xdpfwd-inline128).
 		{Name: "rr-v6-40", Group: "rr", Title: "TCP RR IPv6 40 B/40 B, 200 connections", Metric: "tps", Unit: "transactions/s", Conns: 200, Req: 40, Resp: 40, V6: true, run: runRR},
 		{Name: "rr-v6-44", Group: "rr", Title: "TCP RR IPv6 44 B/44 B, 200 connections", Metric: "tps", Unit: "transactions/s", Conns: 200, Req: 44, Resp: 44, V6: true, run: runRR},
+		// The seed's XPS-after-scrub case (fwd/xps_test.go): 16 flows,
+		// each arriving on two RX queues, paced as in that test. Run by
+		// xdpfwd in each --xps mode, and by the contenders whose answer
+		// is worth knowing: the kernel's paths and asavie (per-worker TX
+		// queue, like --xps cpu). bridge-offload would only repeat the
+		// bridge (the frames are built by the sender, not the stack);
+		// the other xdpfwd configurations only repeat sticky.
+		{Name: "reorder-16", Group: "reorder", Title: "16 sequenced UDP flows over two ingress queues", Metric: "ooo_per_million", Unit: "out-of-order per million",
+			Size: 64, Queues: 2, Flows: 16, Burst: 1, Gap: 60 * time.Microsecond,
+			Contenders: []string{"xdpfwd", "bridge", "xdp-redirect", "asavie"}, run: runReorder},
 	}
 }
 
-var workloadGroups = []string{"udp", "cost", "tcp", "rr"}
+var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder"}
 
 func selectWorkloads(names []string) ([]*workload, error) {
 	all := workloadTable()
@@ -81,12 +104,27 @@ func selectWorkloads(names []string) ([]*workload, error) {
 	return out, nil
 }
 
-// applies reports whether contender c runs workload w.
+// applies reports whether contender c runs workload w: a contender with
+// Groups runs those groups only; a workload with Contenders is run by those
+// only (and by contenders whose Groups name it); the others, by all.
 func (w *workload) applies(c *contender) bool {
-	if c.Baseline {
+	switch {
+	case c.Baseline:
 		return w.Group == "cost"
+	case c.Groups != nil:
+		return slices.Contains(c.Groups, w.Group)
+	case w.Contenders != nil:
+		return slices.Contains(w.Contenders, c.Name)
 	}
 	return true
+}
+
+// queues is the queue count of the pair w runs on.
+func (w *workload) queues(o *Options) int {
+	if w.Queues > 0 {
+		return w.Queues
+	}
+	return max(1, o.Queues)
 }
 
 // window runs the measured part of a sample: warm-up, then snapshot before

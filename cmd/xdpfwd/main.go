@@ -349,6 +349,10 @@ func waitForLinks(ctx context.Context, links []string) bool {
 // forward runs f until ctx is done, printing a stats line every interval,
 // then shuts it down and returns its summary.
 func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer, rl *reloader) (fwd.Summary, error) {
+	// The stats goroutine ends with the run, which a deleted link can end
+	// as well as a signal.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan struct{})
 	hup := make(chan os.Signal, 1)
 	if rl != nil {
@@ -397,6 +401,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 		}
 	}()
 	runErr := f.Run(ctx)
+	cancel()
 	<-done
 	sum, err := f.Shutdown()
 	return sum, errors.Join(runErr, err)
