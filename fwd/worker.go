@@ -68,6 +68,13 @@ type port struct {
 	quietUntil int64
 }
 
+// frameCacheSize bounds a worker's private stock of free frames. Frames
+// freed by the worker that transmits a flow are refilled into the fill ring
+// of the worker that receives it, through the shared pool; a small cache
+// sends them there after half its size, where a large one would hoard
+// what another worker's fill ring starves for.
+const frameCacheSize = 512
+
 // kickBackoff is how long a worker leaves a TX ring alone after a kick
 // failed: a down link would otherwise be kicked half a million times a
 // second.
@@ -132,7 +139,7 @@ func newWorker(f *Forwarder, q int) *worker {
 		q:         q,
 		mem:       f.region.Mem(),
 		zone:      f.region.Frames,
-		frames:    f.region.Frames.NewCache(int(4 * f.cfg.RingSize)),
+		frames:    f.region.Frames.NewCache(frameCacheSize),
 		build:     inline.NewBuilder(f.region, f.policy, 1024, packAlign(f.socks[0][q])),
 		batch:     uint32(f.cfg.Batch),
 		reaped:    make([]uint64, f.cfg.Batch),
