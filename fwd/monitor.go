@@ -76,6 +76,16 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 // linkState records link i's operational state from a netlink message.
 func (f *Forwarder) linkState(i int, l netlink.Link) {
 	h := &f.health[i]
+	if mtu := l.Attrs().MTU; mtu != f.links[i].mtu {
+		fits := mtu+maxFrameOverhead <= f.cfg.FrameSize || f.cfg.MultiBuffer
+		f.cfg.Logger.Warn("link MTU changed while forwarding", "link", f.links[i].name,
+			"from", f.links[i].mtu, "to", mtu, "frames_fit", fits)
+		if !fits {
+			f.cfg.Logger.Warn("frames longer than a frame buffer will be dropped (rx_dropped); restart with a larger --frame-size or --multi-buffer",
+				"link", f.links[i].name, "frame_size", f.cfg.FrameSize)
+		}
+		f.links[i].mtu = mtu
+	}
 	up := l.Attrs().OperState == netlink.OperUp || l.Attrs().OperState == netlink.OperUnknown && l.Attrs().Flags&unixFlagUp != 0
 	now := time.Now().UnixNano()
 	switch at := h.downAt.Load(); {

@@ -182,13 +182,14 @@ func (f *Forwarder) Zones() []ZoneUsage {
 	return out
 }
 
-// TotalDrops sums the drop reasons, each packet once: the kernel's
-// rx_fill_ring_empty_descs is left out because those packets are also in
-// its rx_dropped.
+// TotalDrops sums the drop reasons, each packet once.
 func (l LinkStats) TotalDrops() uint64 {
 	var n uint64
 	for k, v := range l.Drops {
-		if k != DropFillRingEmpty {
+		// rx_fill_ring_empty_descs packets are in rx_dropped too, and
+		// umem_exhausted counts failed refills, not packets (their
+		// packets show up as rx_fill_ring_empty_descs).
+		if k != DropFillRingEmpty && k != DropUMEMExhausted {
 			n += v
 		}
 	}

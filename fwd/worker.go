@@ -277,6 +277,17 @@ func (w *worker) forward(i, o int) int {
 			return 0
 		}
 	}
+	if w.order.merging() {
+		// Every packet goes through a handoff ring: take no more than
+		// the fullest can hold, so a slow owner pushes back into the RX
+		// ring (counted by the kernel) instead of dropping here.
+		for _, h := range w.order.out[o] {
+			room = min(room, h.room())
+		}
+		if room < linearize.MaxDescs {
+			return 0
+		}
+	}
 	rx := &in.sock.RX
 	n, idx := rx.Peek(min(room, w.batch))
 	if n == 0 {
