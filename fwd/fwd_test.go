@@ -149,8 +149,11 @@ func TestForwardBothWays(t *testing.T) {
 	if u.Received < udpCount*9/10 {
 		t.Errorf("UDP: only %d of %d datagrams arrived", u.Received, udpCount)
 	}
-	if u.Received+int(drops) < udpCount*99/100 {
-		t.Errorf("UDP: %d arrived + %d counted drops: more than 1%% of %d vanished uncounted", u.Received, drops, udpCount)
+	// What reached xdpfwd was either forwarded or dropped with a reason;
+	// losses after it (the receiver's backlog or socket) are the
+	// receiving kernel's to count.
+	if rx+drops < udpCount*99/100 {
+		t.Errorf("UDP: xdpfwd saw %d and counted %d drops: more than 1%% of %d vanished before it uncounted", rx, drops, udpCount)
 	}
 
 	s := r.stop(t)

@@ -38,15 +38,20 @@ func newHandoff(size int) *handoff {
 	return &handoff{ents: make([]handoffEntry, size), mask: uint32(size - 1)}
 }
 
-// room is how many entries the producer may still write.
+// room is how many entries the producer may still write. It refreshes its
+// view of the consumer's head only when the cached one shows less than a
+// batch's worth, so callers may ask for a minimum and get a true answer.
 func (h *handoff) room() uint32 {
 	size := h.mask + 1
-	if free := size - (h.tail.Load() + h.pending - h.cachedHead); free > 0 {
+	if free := size - (h.tail.Load() + h.pending - h.cachedHead); free >= handoffLowWater {
 		return free
 	}
 	h.cachedHead = h.head.Load()
 	return size - (h.tail.Load() + h.pending - h.cachedHead)
 }
+
+// handoffLowWater is the free room below which room re-reads the head.
+const handoffLowWater = 256
 
 // put writes an entry; the caller checked room.
 func (h *handoff) put(e handoffEntry) {
