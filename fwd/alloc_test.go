@@ -30,8 +30,8 @@ func TestNoAllocPerPacket(t *testing.T) {
 			senders, src, dst := afxdpSenders(t, p, []int{0}, 1024)
 			s := senders[0]
 			frames := [][]byte{
-				udpFrame(dst, src, p.V4A, p.V4B, 1000, 9, 64),   // inline
-				udpFrame(dst, src, p.V4A, p.V4B, 1001, 9, 1400), // frame
+				topo.UDPFrame(dst, src, p.V4A, p.V4B, 1000, 9, 64),   // inline
+				topo.UDPFrame(dst, src, p.V4A, p.V4B, 1001, 9, 1400), // frame
 			}
 			send := func(n int) {
 				for k := 0; k < n; k++ {

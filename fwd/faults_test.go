@@ -541,7 +541,7 @@ func blast(t *testing.T, p *topo.Pair, d time.Duration, maxFrames uint64) uint64
 		t.Fatalf("AF_XDP sender in %s: %v", p.A.Name, err)
 	}
 	defer s.Close()
-	frame := udpFrame(dst, src, p.V4A, p.V4B, 40000, 9, 64)
+	frame := topo.UDPFrame(dst, src, p.V4A, p.V4B, 40000, 9, 64)
 	end := time.Now().Add(d)
 	var refusedSince time.Time // start of the current run of refused sends
 	var refused uint64
@@ -598,7 +598,7 @@ func TestSenderRetry(t *testing.T) {
 		t.Fatalf("AF_XDP sender in %s: %v", p.A.Name, err)
 	}
 	defer s.Close()
-	frame := udpFrame(dst, src, p.V4A, p.V4B, 40000, 9, 64)
+	frame := topo.UDPFrame(dst, src, p.V4A, p.V4B, 40000, 9, 64)
 
 	// Fill the TX ring while the sender's link is down: the kernel takes
 	// nothing (sendto fails with ENETDOWN).

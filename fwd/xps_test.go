@@ -86,39 +86,9 @@ func newSeqFlows(t *testing.T, p *topo.Pair, flows int, queues []int) *seqFlows 
 	senders, srcMAC, dstMAC := afxdpSenders(t, p, queues, 512)
 	copy(sf.senders[:], senders)
 	for f := range flows {
-		sf.frames = append(sf.frames, udpFrame(dstMAC, srcMAC, p.V4A, p.V4B, uint16(20000+f), uint16(sf.port), 64))
+		sf.frames = append(sf.frames, topo.UDPFrame(dstMAC, srcMAC, p.V4A, p.V4B, uint16(20000+f), uint16(sf.port), 64))
 	}
 	return sf
-}
-
-// udpFrame builds an Ethernet/IPv4/UDP frame (UDP checksum 0: none) with
-// room for a flow id and sequence number in the payload.
-func udpFrame(dst, src net.HardwareAddr, from, to netip.Addr, sport, dport uint16, size int) []byte {
-	b := make([]byte, size)
-	copy(b[0:6], dst)
-	copy(b[6:12], src)
-	binary.BigEndian.PutUint16(b[12:], 0x0800)
-	ip := b[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(size-14))
-	ip[8] = 64
-	ip[9] = 17
-	f4, t4 := from.As4(), to.As4()
-	copy(ip[12:16], f4[:])
-	copy(ip[16:20], t4[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	udp := b[34:]
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], dport)
-	binary.BigEndian.PutUint16(udp[4:], uint16(size-34))
-	return b
 }
 
 // run sends rounds × flows × burst datagrams, switching sender every

@@ -89,30 +89,7 @@ func newSeqSender(p *topo.Pair, dstPort, flows, burst, size int, gap time.Durati
 // long, UDP checksum 0 (none), with room for a flow id and a sequence
 // number at reorderFrameOffset.
 func seqFrame(dst, src net.HardwareAddr, from, to netip.Addr, sport, dport uint16, size int) []byte {
-	b := make([]byte, 14+size)
-	copy(b[0:6], dst)
-	copy(b[6:12], src)
-	binary.BigEndian.PutUint16(b[12:], 0x0800)
-	ip := b[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(size))
-	ip[8] = 64
-	ip[9] = 17
-	f4, t4 := from.As4(), to.As4()
-	copy(ip[12:16], f4[:])
-	copy(ip[16:20], t4[:])
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	udp := b[34:42]
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], dport)
-	binary.BigEndian.PutUint16(udp[4:], uint16(size-20))
+	b := topo.UDPFrame(dst, src, from, to, sport, dport, 14+size)
 	for i := reorderFrameOffset + 8; i < len(b); i++ {
 		b[i] = byte(i)
 	}
