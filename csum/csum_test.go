@@ -176,7 +176,6 @@ func (p *packet) refresh() {
 
 func (p *packet) seg() []byte       { return p.frame[p.l4 : p.l4+p.l4Len] }
 func (p *packet) setField(v uint16) { binary.BigEndian.PutUint16(p.frame[p.field:], v) }
-func (p *packet) getField() uint16  { return binary.BigEndian.Uint16(p.frame[p.field:]) }
 func (p *packet) valid() bool       { return refFold(refSum(cat(p.pseudo, p.seg()))) == 0xffff }
 func (p *packet) clone() *packet    { q := *p; q.frame = bytes.Clone(p.frame); return &q }
 func (p *packet) partialFrame() []byte {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -287,9 +286,6 @@ func (f *Forwarder) Queues() int { return f.cfg.Queues }
 
 // Links returns the two link names.
 func (f *Forwarder) Links() [2]string { return [2]string{f.links[0].name, f.links[1].name} }
-
-// txRing returns the TX ring of link i, queue q.
-func (f *Forwarder) txRing(i, q int) *txring.Ring { return f.workers[q].ports[i].tx }
 
 // SetQueues changes, while running, how many TX queues flows are spread
 // over (1..the queues started with). In sticky mode a flow leaves a queue

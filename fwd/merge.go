@@ -9,7 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
@@ -233,11 +232,7 @@ func (w *worker) dropHandoffs() {
 			for j := range n {
 				e := h.at(idx + j)
 				w.flows.done(e.desc.Addr, w.q)
-				if w.zone.Contains(e.desc.Addr) {
-					w.frames.Free(e.desc.Addr, umem.KernelTX)
-				} else {
-					w.build.Release(e.desc.Addr)
-				}
+				w.freeTX(e.desc.Addr)
 			}
 			h.release(n)
 		}

@@ -277,7 +277,8 @@ func (w *worker) forward(i, o int) int {
 			return 0
 		}
 	}
-	if w.order.merging() {
+	merging := w.order.merging() // one mode read per batch
+	if merging {
 		// Every packet goes through a handoff ring: take no more than
 		// the fullest can hold, so a slow owner pushes back into the RX
 		// ring (counted by the kernel) instead of dropping here.
@@ -359,7 +360,7 @@ func (w *worker) forward(i, o int) int {
 		if w.flows != nil {
 			w.flows.sent(w.out[:nd], tq, slot)
 		}
-		if tq == w.q && !w.order.merging() {
+		if tq == w.q && !merging {
 			for j, d := range w.out[:nd] {
 				out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
 			}
@@ -483,12 +484,19 @@ func (w *worker) build1(total int, c *batchCounts) int {
 // release gives back TX descriptors that will not be sent.
 func (w *worker) release(descs []xsk.Desc) {
 	for _, d := range descs {
-		if w.zone.Contains(d.Addr) {
-			w.frames.Free(d.Addr, umem.KernelTX)
-		} else {
-			w.build.Release(d.Addr)
-		}
+		w.freeTX(d.Addr)
 	}
+}
+
+// freeTX returns a TX address to the zone it came from: frames to the
+// worker's cache, inline slots and frag references to the builder. It
+// reports false for an address that is no UMEM unit (never followed).
+func (w *worker) freeTX(addr uint64) bool {
+	if w.zone.Contains(addr) {
+		w.frames.Free(addr, umem.KernelTX)
+		return true
+	}
+	return w.build.Release(addr)
 }
 
 // recycleChain queues the frames of w.chain for the fill ring: their data
@@ -535,9 +543,7 @@ func (w *worker) reap(i int) {
 			w.flows.completedAddrs(w.reaped[:n], w.q)
 		}
 		for _, a := range w.reaped[:n] {
-			if w.zone.Contains(a) {
-				w.frames.Free(a, umem.KernelTX)
-			} else if !w.build.Release(a) {
+			if !w.freeTX(a) {
 				p.stats.rxInvalid.Add(1) // not a UMEM address: never followed
 			}
 		}
