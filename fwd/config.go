@@ -22,13 +22,17 @@ import (
 // a sensible default.
 type Config struct {
 	Links     []string // exactly two
-	Queues    int      // 0: the links' RX queue count
+	// Queues is the number of workers, each with a TX queue on every
+	// link. 0: as many as the CPUs the process may use, at most the
+	// smallest queue count of the links. Every RX queue of every link gets
+	// a socket either way; a worker reads several when links have more.
+	Queues    int
 	FrameSize int      // 0: 2048
 	XDPMode   xsk.XDPMode
 	ZeroCopy  xsk.ZeroCopy
 	HugePages umem.HugePages
 	Force     bool   // replace a foreign XDP program
-	RingSize  uint32 // 0: 2048 entries per ring
+	RingSize  uint32 // entries per RX/TX ring (fill: twice); 0: sized from the queues (autoRingSize)
 	Batch     int    // 0: 64 descriptors per ring operation
 	Logger    *slog.Logger
 
@@ -138,9 +142,6 @@ func (c *Config) normalize() error {
 	if c.FrameSize == 0 {
 		c.FrameSize = 2048
 	}
-	if c.RingSize == 0 {
-		c.RingSize = 2048
-	}
 	if c.Batch == 0 {
 		c.Batch = 64
 	}
@@ -180,9 +181,9 @@ func (c *Config) normalize() error {
 		return inputErr("frame size %d: want 2048 or 4096", c.FrameSize)
 	case c.Queues < 0:
 		return inputErr("queues %d: want a positive count", c.Queues)
-	case c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64:
-		return inputErr("ring size %d: want a power of two, at least 64", c.RingSize)
-	case c.Batch < linearize.MaxDescs || uint32(c.Batch) > c.RingSize:
+	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64 || c.RingSize > 16384):
+		return inputErr("ring size %d: want a power of two, 64..16384", c.RingSize)
+	case c.Batch < linearize.MaxDescs || c.RingSize != 0 && uint32(c.Batch) > c.RingSize:
 		return inputErr("batch %d: want %d..ring size", c.Batch, linearize.MaxDescs)
 	case c.InlineMax > umem.InlineSlotSize:
 		return inputErr("inline limit %d: at most the slot size, %d", c.InlineMax, umem.InlineSlotSize)
@@ -218,28 +219,56 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 		c.CompleteChecksums = true
 	}
 	if c.Queues == 0 {
-		// One worker per queue, but no more workers than CPUs: a
-		// worker is a busy thread.
-		c.Queues = min(out[0].rxQueues, out[1].rxQueues, out[0].txQueues, out[1].txQueues, max(runtime.NumCPU(), 1))
+		// No more workers than CPUs (a worker is a busy thread) nor
+		// than any link has TX queues (each worker transmits on its own).
+		c.Queues = min(out[0].rxQueues, out[1].rxQueues, out[0].txQueues, out[1].txQueues, max(len(allowedCPUs()), 1))
+	}
+	if c.RingSize == 0 {
+		c.RingSize = autoRingSize(c.Queues, out)
+		c.Batch = min(c.Batch, int(c.RingSize))
 	}
 	if len(c.CPUs) == 0 && !c.NoPin && c.Queues > 1 {
 		c.CPUs = allowedCPUs()
 	}
 	for _, l := range out {
 		if c.Queues > l.rxQueues || c.Queues > l.txQueues {
-			return out, inputErr("--queues %d: link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
+			return out, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
 		}
 		need := l.mtu + maxFrameOverhead
-		switch perFrame := c.FrameSize - unix.XDP_PACKET_HEADROOM; {
+		switch {
 		case need <= c.FrameSize:
 		case !c.MultiBuffer:
 			return out, inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d (use --multi-buffer for jumbo frames)",
 				l.name, l.mtu, need, unix.XDP_PACKET_HEADROOM, c.FrameSize)
-		case (l.mtu+18+perFrame-1)/perFrame > linearize.MaxDescs:
+		case framesPerPacket(l.mtu, c.FrameSize) > linearize.MaxDescs:
 			return out, inputErr("link %q MTU %d needs more than %d frames of %d bytes per packet", l.name, l.mtu, linearize.MaxDescs, c.FrameSize)
 		}
 	}
 	return out, nil
+}
+
+// framesPerPacket is how many frames of frameSize a packet of the MTU
+// (plus Ethernet header and a VLAN tag) takes in multi-buffer mode.
+func framesPerPacket(mtu, frameSize int) int {
+	perFrame := frameSize - unix.XDP_PACKET_HEADROOM
+	return (mtu + 18 + perFrame - 1) / perFrame
+}
+
+// autoRingSize picks the ring size from the sockets each worker reads:
+// 2048 entries while a worker has one socket per link, less as it gains
+// more, so that memory grows with the traffic a worker can take rather
+// than with the queue count (64 queues per link on 2 workers: 128 entries,
+// about 34 MiB of 2 KiB frames in all), and never below 128.
+func autoRingSize(workers int, links [2]linkInfo) uint32 {
+	perWorker := 0
+	for _, l := range links {
+		perWorker += (l.rxQueues + workers - 1) / workers
+	}
+	size := uint32(2048)
+	for size > 128 && int(size)*perWorker > 2*2048 {
+		size /= 2
+	}
+	return size
 }
 
 // Capabilities the forwarder needs, checked up front so a missing one is

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -16,12 +17,19 @@ import (
 
 // Forwarder joins two links. Build it with New, run it with Run, release
 // it with Close.
+//
+// Every RX queue of every link has a socket, whatever the worker count:
+// a packet the XDP program cannot redirect goes to the kernel's stack,
+// unseen. Worker w reads RX queues w, w+W, w+2W, … of each link and
+// transmits on queue w of each, so the TX queues flows are spread over are
+// the first W.
 type Forwarder struct {
 	cfg     Config
 	links   [2]linkInfo
 	region  *umem.Region
 	progs   [2]*xsk.Program
 	socks   [2][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
+	ports   [2][]*port       // [link][queue], as socks
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
@@ -63,17 +71,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		}
 	}()
 
-	sockets := 2 * cfg.Queues
-	ucfg := umem.DefaultConfig(sockets)
-	ucfg.FrameSize = cfg.FrameSize
-	// Per socket: a full fill ring (2 × RingSize) lent to the kernel, and
-	// a TX ring's worth in flight towards the other link.
-	ucfg.Frames = sockets * int(3*cfg.RingSize)
-	ucfg.HugePages = cfg.HugePages
-	ucfg.FragOrder = cfg.FragOrder
-	if cfg.InlineMax == 0 {
-		ucfg.InlineSlots = 0
-	}
+	ucfg := umemConfig(&cfg, links)
 	f.inlineMax.Store(int32(cfg.InlineMax))
 	f.policy = linearize.Policy{
 		InlineMax:  cfg.InlineMax,
@@ -87,7 +85,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	// Programs first: a link that is not ours to take is refused before
 	// any socket is bound to it.
 	for i, l := range links {
-		p, err := xsk.Attach(l.name, l.index, cfg.Queues, cfg.XDPMode, cfg.Force)
+		p, err := xsk.Attach(l.name, l.index, l.rxQueues, cfg.XDPMode, cfg.Force)
 		if err != nil {
 			if errors.Is(err, xsk.ErrForeignProgram) {
 				return nil, &InputError{err}
@@ -114,13 +112,26 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	if cfg.Queues > 1 {
 		f.flows = newFlowState(f.region, cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
 	}
+	for i := range f.socks {
+		for q, sk := range f.socks[i] {
+			p := &port{link: i, queue: q, sock: sk}
+			if q < cfg.Queues {
+				p.tx = txring.New(sk)
+			}
+			f.ports[i] = append(f.ports[i], p)
+		}
+	}
 	for q := range cfg.Queues {
-		w := newWorker(f, q)
+		w, err := newWorker(f, q)
+		if err != nil {
+			return nil, err
+		}
+		f.workers = append(f.workers, w)
 		// Fill rings go full before the program points at the sockets,
 		// so the first packet after "ready" finds a frame to land in.
-		w.refill(0)
-		w.refill(1)
-		f.workers = append(f.workers, w)
+		for _, p := range w.rx {
+			w.refill(p)
+		}
 	}
 	if f.flows != nil {
 		for _, w := range f.workers {
@@ -136,7 +147,8 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		}
 	}
 	cfg.Logger.Info("forwarder ready",
-		"links", cfg.Links, "queues", cfg.Queues,
+		"links", cfg.Links, "workers", cfg.Queues,
+		"rx_queues", []int{links[0].rxQueues, links[1].rxQueues}, "ring_size", cfg.RingSize,
 		"xdp_mode", []string{f.progs[0].Mode(), f.progs[1].Mode()},
 		"bind_mode", f.socks[0][0].BindMode(),
 		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size())
@@ -146,12 +158,12 @@ func New(cfg Config) (_ *Forwarder, err error) {
 func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 	var owner *xsk.Socket
 	for i, l := range f.links {
-		f.socks[i] = make([]*xsk.Socket, f.cfg.Queues)
-		for q := range f.cfg.Queues {
+		f.socks[i] = make([]*xsk.Socket, l.rxQueues)
+		for q := range l.rxQueues {
 			s, err := xsk.Open(f.region, xsk.Config{
 				Ifname: l.name, Ifindex: l.index, Queue: q,
-				RingSize: f.cfg.RingSize, Shared: owner, ZeroCopy: zc,
-				SG: f.cfg.MultiBuffer,
+				RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
+				Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
 			})
 			if err != nil {
 				return err
@@ -194,20 +206,31 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.Stop()
 	cancel(nil)
 	wg.Wait()
+	f.finish()
 	f.stopped = time.Now()
-	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) {
+	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) || errors.Is(err, ErrQueuesChanged) {
 		return err
 	}
 	return nil
+}
+
+// finish runs once every worker has stopped: packets one worker handed to
+// another after that one had drained are sent now.
+func (f *Forwarder) finish() {
+	for _, w := range f.workers {
+		if w.order != nil && w.order.pending() {
+			w.drain()
+		}
+	}
 }
 
 // Stop asks the workers to drain and return; Run returns once they have.
 func (f *Forwarder) Stop() {
 	// Detaching the programs first stops new packets from arriving while
 	// the workers finish what is already in their rings.
-	for _, p := range f.progs {
+	for i, p := range f.progs {
 		if p != nil {
-			for q := range f.cfg.Queues {
+			for q := range f.socks[i] {
 				p.Unregister(q)
 			}
 		}
@@ -239,8 +262,8 @@ func (f *Forwarder) Close() error {
 	// never completed them) are released by closing the sockets.
 	inflight := 0
 	for _, w := range f.workers {
-		for i := range w.ports {
-			inflight += int(w.ports[i].tx.InFlight())
+		for _, p := range w.tx {
+			inflight += int(p.tx.InFlight())
 		}
 	}
 	errs = append(errs, f.closeSockets())
@@ -251,10 +274,12 @@ func (f *Forwarder) Close() error {
 		for _, w := range f.workers {
 			w.build.Close()
 			w.frames.Flush()
+			errs = append(errs, w.wake.close())
 		}
 		// Closing the sockets made the kernel let go of its fill, RX, TX
 		// and completion rings. Whatever the TX side still held beyond
-		// the descriptors known to be in flight was lost on our side.
+		// the descriptors known to be in flight was lost on our side; a
+		// frame still Held was lost by a worker.
 		f.region.Frames.Reclaim(umem.KernelRX)
 		tx := f.region.Frames.Reclaim(umem.KernelTX) + f.region.Inline.Reclaim(umem.KernelTX) + f.region.Frags.ReclaimReferenced()
 		f.stranded = min(tx, inflight)
@@ -281,7 +306,7 @@ func (f *Forwarder) Leaked() int {
 	return f.leaked
 }
 
-// Queues is the number of queues (and workers) in use.
+// Queues is the number of workers, and of TX queues per link, in use.
 func (f *Forwarder) Queues() int { return f.cfg.Queues }
 
 // Links returns the two link names.
@@ -325,3 +350,38 @@ func (f *Forwarder) SetInlineMax(n int) error {
 
 // Stopping reports whether the forwarder has been asked to stop.
 func (f *Forwarder) Stopping() bool { return f.stop.Load() }
+
+// fillSize is the fill (and completion) ring size of queue q's socket: a
+// TX lane's is twice the ring size, so a worker scheduled out for a while
+// loses nothing; an RX-only socket's is the ring size, and its frames
+// are not multiplied by the queues a link may have.
+func fillSize(cfg *Config, q int) uint32 {
+	if q < cfg.Queues {
+		return 2 * cfg.RingSize
+	}
+	return cfg.RingSize
+}
+
+// umemConfig sizes the UMEM from the rings in use: per socket a full fill
+// ring lent to the kernel, per TX lane a TX ring's worth in flight, and
+// frag blocks per TX lane, not per socket. Every socket's buffer pool in
+// the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
+// long each bind takes and how much kernel memory each socket costs.
+func umemConfig(cfg *Config, links [2]linkInfo) umem.Config {
+	lanes := 2 * cfg.Queues
+	frames := lanes * int(cfg.RingSize) // TX in flight
+	for _, l := range links {
+		for q := range l.rxQueues {
+			frames += int(fillSize(cfg, q))
+		}
+	}
+	ucfg := umem.DefaultConfig(lanes)
+	ucfg.FrameSize = cfg.FrameSize
+	ucfg.Frames = frames
+	ucfg.HugePages = cfg.HugePages
+	ucfg.FragOrder = cfg.FragOrder
+	if cfg.InlineMax == 0 {
+		ucfg.InlineSlots = 0
+	}
+	return ucfg
+}

@@ -1,7 +1,11 @@
 package fwd
 
 import (
+	"encoding/binary"
+	"fmt"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
@@ -25,17 +29,22 @@ type handoff struct {
 	cachedTail uint32 // consumer's view of tail
 	ents       []handoffEntry
 	mask       uint32
+	// to is the consumer's waker: publish rouses it if it sleeps.
+	to *waker
 }
 
 // handoffEntry is one TX descriptor, with the arrival time of its packet
-// (0: unknown) for ordering.
+// (0: unknown) for ordering, and the time it was handed off, for the hold
+// bound: a packet may have waited in a backlogged RX ring far longer than
+// it waits here, and only the wait here is the merge's doing.
 type handoffEntry struct {
-	desc  xsk.Desc
-	stamp int64
+	desc   xsk.Desc
+	stamp  int64
+	queued int64
 }
 
-func newHandoff(size int) *handoff {
-	return &handoff{ents: make([]handoffEntry, size), mask: uint32(size - 1)}
+func newHandoff(size int, to *waker) *handoff {
+	return &handoff{ents: make([]handoffEntry, size), mask: uint32(size - 1), to: to}
 }
 
 // room is how many entries the producer may still write. It refreshes its
@@ -59,13 +68,21 @@ func (h *handoff) put(e handoffEntry) {
 	h.pending++
 }
 
-// publish makes the written entries visible to the consumer.
-func (h *handoff) publish() {
-	if h.pending > 0 {
-		h.tail.Store(h.tail.Load() + h.pending)
-		h.pending = 0
+// publish makes the written entries visible to the consumer and reports
+// whether there were any.
+func (h *handoff) publish() bool {
+	if h.pending == 0 {
+		return false
 	}
+	h.tail.Store(h.tail.Load() + h.pending)
+	h.pending = 0
+	return true
 }
+
+// sync refreshes the consumer's view of the tail; fresh then reports
+// whether entries were published since.
+func (h *handoff) sync()       { h.cachedTail = h.tail.Load() }
+func (h *handoff) fresh() bool { return h.tail.Load() != h.cachedTail }
 
 // peek returns how many entries are ready (up to max) and the first index.
 func (h *handoff) peek(max uint32) (n, idx uint32) {
@@ -82,3 +99,50 @@ func (h *handoff) at(idx uint32) *handoffEntry { return &h.ents[idx&h.mask] }
 
 // release gives n read entries back to the producer.
 func (h *handoff) release(n uint32) { h.head.Store(h.head.Load() + n) }
+
+// waker rouses a worker sleeping in ppoll(2): an eventfd in its poll set,
+// written by a producer only while the worker says it sleeps, so busy
+// workers make no syscall per packet. The sleeper stores sleeping before
+// its last look at the rings; a producer publishes before it loads
+// sleeping (both sequentially consistent): one of them sees the other.
+type waker struct {
+	sleeping atomic.Bool // set by the owner around ppoll; cleared by a waker
+	fd       int
+	wakes    atomic.Uint64 // eventfd writes, for the stats
+	buf      [8]byte       // owner's read scratch
+}
+
+// wakeOne is the eventfd increment, shared so no write allocates.
+var wakeOne = func() []byte {
+	b := make([]byte, 8)
+	binary.NativeEndian.PutUint64(b, 1)
+	return b
+}()
+
+func newWaker() (*waker, error) {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	return &waker{fd: fd}, nil
+}
+
+// wake rouses the owner if it sleeps; only the first caller writes.
+func (k *waker) wake() {
+	if k.sleeping.Load() && k.sleeping.CompareAndSwap(true, false) {
+		k.wakes.Add(1)
+		unix.Write(k.fd, wakeOne)
+	}
+}
+
+// drain resets the eventfd after a wake-up; owner only.
+func (k *waker) drain() { unix.Read(k.fd, k.buf[:]) }
+
+func (k *waker) close() error {
+	if k.fd < 0 {
+		return nil
+	}
+	err := unix.Close(k.fd)
+	k.fd = -1
+	return err
+}

@@ -3,7 +3,6 @@ package fwd
 import (
 	"encoding/binary"
 	"math"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,13 +21,14 @@ import (
 // packet with its arrival time (bpf_ktime_get_ns, in metadata in front of
 // the packet), so the worker owning a TX queue can put back the arrival
 // order: every worker passes the packets bound for TX queue q through a
-// handoff ring to q's owner (its own included), one ring per (RX link,
-// worker), each in arrival order; the owner merges the rings by stamp and
-// sends a packet only once no worker can still produce an older one. Each
-// worker publishes, per RX link, a watermark: a lower bound on the stamps
-// it has not yet handed off (the stamp of the next unread packet in its RX
-// ring, or "now" when the ring is empty). A packet waits, in its ring, for
-// at most the time the slowest worker takes to read up to it.
+// handoff ring to q's owner (its own included), one ring per (RX ring,
+// owner), each in arrival order; the owner merges the rings by stamp and
+// sends a packet only once no RX ring can still produce an older one. Each
+// worker publishes, per RX ring it reads, a watermark: a lower bound on the
+// stamps it has not yet handed off (the stamp of the next unread packet in
+// the ring, or "now" when the ring is empty). A packet waits, in its ring,
+// for the time the slowest worker takes to read up to it, and at most
+// maxHold.
 //
 // --xps cpu keeps every packet on the worker that read it, as the seed's
 // kernel did, and does none of this: it is the baseline.
@@ -37,14 +37,27 @@ import (
 // and the packet becoming visible in the RX ring.
 const watermarkSlack = 50 * time.Microsecond
 
+// Two bounds keep a held packet from waiting forever, each counted
+// (order_hold_timeouts) when it sends a packet before its turn:
+//
+//   - blockedHold: an RX ring that cannot be read because a handoff ring
+//     out of it is full (its owner's TX queue stalled, or the owner
+//     overloaded) stops counting for the merge after this long, so one
+//     stalled TX queue does not freeze every queue of the link;
+//   - maxHold: no packet waits in a handoff ring longer, whatever holds it
+//     back. It is generous because a worker descheduled on a loaded
+//     machine comes back by itself, and sending early would reorder.
+const (
+	blockedHold = 2 * time.Millisecond
+	maxHold     = 50 * time.Millisecond
+)
+
+// ordering is one worker's side of the handoffs: the rings handed to it,
+// and every RX ring whose watermark bounds what it may send.
 type ordering struct {
-	self    int
-	workers []*worker
-	modeOf  func() xps.Mode
-	out     [2][]*handoff // out[o][q]: to worker q, bound for link o
-	in      [2][]*handoff // in[o][q]: from worker q, bound for link o
-	wm      [2]atomic.Int64
-	idle    atomic.Bool
+	modeOf func() xps.Mode
+	in     [2][]*handoff // in[o]: one per RX port of the other link, bound for link o
+	src    [2][]*port    // src[i]: every RX port of link i
 }
 
 // merging reports whether packets go through the handoff rings and the
@@ -53,42 +66,59 @@ func (ord *ordering) merging() bool {
 	return ord != nil && ord.modeOf() != xps.ModeCPU
 }
 
-// push queues descs (one packet) for the owner of TX queue tq on link o.
-func (ord *ordering) push(o, tq int, descs []xsk.Desc, stamp int64) bool {
-	h := ord.out[o][tq]
+// outOf lists the handoff rings out of RX port p, by TX queue.
+func (ord *ordering) outOf(p *port) []*handoff { return p.out }
+
+// push queues descs (one packet received on p) for the owner of TX queue tq.
+func (ord *ordering) push(p *port, tq int, descs []xsk.Desc, stamp, now int64) bool {
+	h := p.out[tq]
 	if h.room() < uint32(len(descs)) {
 		return false
 	}
 	for _, d := range descs {
-		h.put(handoffEntry{desc: d, stamp: stamp})
+		h.put(handoffEntry{desc: d, stamp: stamp, queued: now})
 	}
 	return true
 }
 
-// publish makes what was pushed for link o visible to the owners.
-func (ord *ordering) publish(o int) {
-	for _, h := range ord.out[o] {
-		h.publish()
+// publish makes what was pushed from p visible to the owners, and wakes an
+// owner that sleeps.
+func (ord *ordering) publish(p *port) {
+	for _, h := range p.out {
+		if h.publish() {
+			h.to.wake()
+		}
 	}
 }
 
-// setupOrdering builds the handoff rings between every pair of workers
-// (and from each worker to itself).
-func setupOrdering(f *Forwarder, ringSize int) {
-	n := len(f.workers)
-	for q, w := range f.workers {
-		w.order = &ordering{self: q, workers: f.workers, modeOf: f.flows.table.Mode}
-		for o := range 2 {
-			w.order.out[o] = make([]*handoff, n)
-			w.order.in[o] = make([]*handoff, n)
+// pending reports whether a handoff ring holds entries this worker has not
+// looked at yet; for the check before sleeping.
+func (ord *ordering) pending() bool {
+	for o := range ord.in {
+		for _, h := range ord.in[o] {
+			if h.fresh() {
+				return true
+			}
 		}
 	}
-	for q, w := range f.workers {
-		for o := range 2 {
-			for tq := range n {
-				h := newHandoff(ringSize)
-				w.order.out[o][tq] = h
-				f.workers[tq].order.in[o][q] = h
+	return false
+}
+
+// setupOrdering builds one handoff ring from every RX port to every worker
+// (itself included): each ring then carries packets in the order one RX
+// ring delivered them, which is what the merge relies on.
+func setupOrdering(f *Forwarder, ringSize int) {
+	for _, w := range f.workers {
+		w.order = &ordering{modeOf: f.flows.table.Mode, src: [2][]*port{f.ports[0], f.ports[1]}}
+	}
+	for i := range f.ports {
+		o := 1 - i
+		for _, p := range f.ports[i] {
+			p.out = make([]*handoff, len(f.workers))
+			for tq, w := range f.workers {
+				h := newHandoff(ringSize, w.wake)
+				p.out[tq] = h
+				w.order.in[o] = append(w.order.in[o], h)
 			}
 		}
 	}
@@ -108,10 +138,10 @@ var (
 
 func monoNow() int64 { return clockBaseNS + int64(time.Since(clockBase)) }
 
-// stampOf reads the arrival stamp in front of the packet at addr; 0 when
-// there is none that makes sense.
+// stampOf reads the arrival stamp in front of the packet at addr, a frame
+// zone address; 0 when there is none that makes sense.
 func (w *worker) stampOf(addr uint64) int64 {
-	if addr < xsk.MetaLen || addr-xsk.MetaLen < w.zone.UnitAddr(addr) {
+	if addr-xsk.MetaLen < w.zone.UnitAddr(addr) || addr < xsk.MetaLen {
 		return 0
 	}
 	ts := int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaLen:]))
@@ -121,26 +151,46 @@ func (w *worker) stampOf(addr uint64) int64 {
 	return ts
 }
 
-// publishWatermark publishes, for RX link i, a lower bound on the stamps
-// of the packets this worker has not yet handed off.
-func (w *worker) publishWatermark(i int) {
-	wm := w.now - int64(watermarkSlack)
-	if d, ok := w.ports[i].sock.RX.Next(); ok {
-		if ts := w.stampOf(xsk.Flat(d.Addr)); ts != 0 {
-			wm = min(wm, ts)
-		}
+// takeStamp reads the stamp of a received packet and clears it: when the
+// program could not write one (no room for metadata), the bytes in front
+// of the next packet in this frame must not pass for its stamp.
+func (w *worker) takeStamp(addr uint64) int64 {
+	ts := w.stampOf(addr)
+	if ts != 0 {
+		binary.NativeEndian.PutUint64(w.mem[addr-xsk.MetaLen:], 0)
 	}
-	w.order.wm[i].Store(wm)
+	return ts
 }
 
-// watermark is worker x's bound for RX link i, as seen from another
-// worker: an idle worker with an empty ring holds nothing older than now.
-func (x *worker) watermark(i int, now int64) int64 {
-	wm := x.order.wm[i].Load()
-	if x.order.idle.Load() && x.ports[i].sock.RX.Empty() {
+// publishWatermarks publishes, for each of the worker's RX rings, a lower
+// bound on the stamps of the packets it has not yet handed off.
+func (w *worker) publishWatermarks() {
+	wm := w.now - int64(watermarkSlack)
+	for _, p := range w.rx {
+		v := wm
+		if d, ok := p.sock.RX.Next(); ok {
+			// The same bounds forward applies: never read outside the zone.
+			if a := xsk.Flat(d.Addr); w.zone.Contains(a) {
+				if ts := w.stampOf(a); ts != 0 {
+					v = min(v, ts)
+				}
+			}
+		}
+		p.wm.Store(v)
+	}
+}
+
+// watermark is RX port p's bound as seen from worker w: a port whose owner
+// sleeps with its ring empty holds nothing older than now. blocked reports
+// a port that could not be read for blockedHold: the merge goes on without
+// it.
+func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
+	wm = p.wm.Load()
+	if p.owner != w && p.owner.wake.sleeping.Load() && p.sock.RX.Empty() {
 		wm = max(wm, now-int64(watermarkSlack))
 	}
-	return wm
+	at := p.blockedAt.Load()
+	return wm, at != 0 && now-at > int64(blockedHold)
 }
 
 // merge sends, for both links, the handed-over packets whose turn has come,
@@ -151,9 +201,9 @@ func (w *worker) merge() (sent, held int) {
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
 	// rings are empty and it is itself busy waiting.
-	w.publishWatermark(0)
-	w.publishWatermark(1)
-	for o := range w.ports {
+	w.publishWatermarks()
+	w.holdDue = math.MaxInt64
+	for o := range w.tx {
 		s, h := w.mergeLink(o)
 		sent += s
 		held += h
@@ -163,30 +213,47 @@ func (w *worker) merge() (sent, held int) {
 
 func (w *worker) mergeLink(o int) (sent, held int) {
 	ord := w.order
-	i := 1 - o
-	bound := int64(math.MaxInt64)
+	// bound: what may be sent in order; strict also counts blocked ports,
+	// so a packet sent past it is counted.
+	bound, strict := int64(math.MaxInt64), int64(math.MaxInt64)
 	if ord.merging() && !w.draining {
-		for _, x := range ord.workers {
-			if x == w {
-				bound = min(bound, ord.wm[i].Load())
-			} else {
-				bound = min(bound, x.watermark(i, w.now))
+		for _, p := range ord.src[1-o] {
+			wm, blocked := p.watermark(w, w.now)
+			strict = min(strict, wm)
+			if !blocked {
+				bound = min(bound, wm)
 			}
 		}
 	}
-	out := &w.ports[o]
-	var pk, by, ds uint64
+	late := w.now - int64(maxHold)
+	for _, h := range ord.in[o] {
+		h.sync()
+	}
+	out := w.tx[o]
+	var pk, by, ds, timeouts uint64
 	for {
-		best, bestTS := -1, int64(math.MaxInt64)
+		best, bestTS, oldest := -1, int64(math.MaxInt64), int64(math.MaxInt64)
 		for q, h := range ord.in[o] {
 			if n, idx := h.peek(1); n > 0 {
-				if ts := h.at(idx).stamp; ts < bestTS {
-					best, bestTS = q, ts
+				e := h.at(idx)
+				if e.stamp < bestTS {
+					best, bestTS = q, e.stamp
 				}
+				oldest = min(oldest, e.queued)
 			}
 		}
-		if best < 0 || bestTS > bound {
+		if best < 0 {
 			break
+		}
+		if bestTS > bound && oldest > late {
+			// An idle RX ring's watermark trails the clock by the slack:
+			// this packet's turn comes then at the latest, unless a
+			// ring has older packets.
+			w.holdDue = min(w.holdDue, bestTS+int64(watermarkSlack), oldest+int64(maxHold))
+			break
+		}
+		if bestTS > strict {
+			timeouts++
 		}
 		h := ord.in[o][best]
 		n, idx := h.peek(linearize.MaxDescs)
@@ -213,6 +280,9 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		out.stats.txBytes.Add(by)
 		out.stats.txDescs.Add(ds)
 	}
+	if timeouts > 0 {
+		out.stats.orderTimeouts.Add(timeouts)
+	}
 	for _, h := range ord.in[o] {
 		n, _ := h.peek(^uint32(0))
 		held += int(n)
@@ -220,21 +290,27 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 	return int(pk), held
 }
 
-// dropHandoffs releases what is left in the rings handed to this worker;
-// for Close, once every worker has stopped.
+// dropHandoffs releases what is left in the rings handed to this worker,
+// counted as dropped at stop on its TX lane; for Close, once every worker
+// has stopped and the forwarder has sent what it could (finish).
 func (w *worker) dropHandoffs() {
 	if w.order == nil {
 		return
 	}
 	for o := range w.order.in {
+		var dropped uint64
 		for _, h := range w.order.in[o] {
 			n, idx := h.peek(^uint32(0))
 			for j := range n {
 				e := h.at(idx + j)
+				if e.desc.Options&xsk.PktContd == 0 {
+					dropped++
+				}
 				w.flows.done(e.desc.Addr, w.q)
 				w.freeTX(e.desc.Addr)
 			}
 			h.release(n)
 		}
+		w.tx[o].stats.stopDropped.Add(dropped)
 	}
 }

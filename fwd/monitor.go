@@ -9,11 +9,22 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/linearize"
 )
 
 // ErrLinkGone is returned by Run when one of the links is deleted (or its
 // namespace goes away) while forwarding.
 var ErrLinkGone = errors.New("link deleted")
+
+// ErrQueuesChanged is returned by Run when a link's RX or TX queue count
+// changes while forwarding (ethtool -L): the sockets no longer cover every
+// queue, so the forwarder must be built again (the daemon does so).
+var ErrQueuesChanged = errors.New("link queue count changed")
+
+// queueCheckInterval is how often the monitor compares the links' queue
+// counts with the plan: a channel change sends no netlink event.
+const queueCheckInterval = time.Second
 
 // linkHealth is what the monitor knows of one link.
 type linkHealth struct {
@@ -50,10 +61,18 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 		}
 		f.linkState(i, nl)
 	}
+	tick := time.NewTicker(queueCheckInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			if err := f.checkQueues(); err != nil {
+				f.cfg.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
+				cancel(err)
+				return
+			}
 		case u, ok := <-updates:
 			if !ok {
 				return
@@ -77,12 +96,12 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 func (f *Forwarder) linkState(i int, l netlink.Link) {
 	h := &f.health[i]
 	if mtu := l.Attrs().MTU; mtu != f.links[i].mtu {
-		fits := mtu+maxFrameOverhead <= f.cfg.FrameSize || f.cfg.MultiBuffer
+		fits := mtu+maxFrameOverhead <= f.cfg.FrameSize || f.cfg.MultiBuffer && framesPerPacket(mtu, f.cfg.FrameSize) <= linearize.MaxDescs
 		f.cfg.Logger.Warn("link MTU changed while forwarding", "link", f.links[i].name,
 			"from", f.links[i].mtu, "to", mtu, "frames_fit", fits)
 		if !fits {
-			f.cfg.Logger.Warn("frames longer than a frame buffer will be dropped (rx_dropped); restart with a larger --frame-size or --multi-buffer",
-				"link", f.links[i].name, "frame_size", f.cfg.FrameSize)
+			f.cfg.Logger.Warn("frames longer than a frame buffer will be dropped (rx_dropped), and with multi-buffer those of more than 18 frames (rx_too_many_frags); restart with a larger --frame-size or --multi-buffer",
+				"link", f.links[i].name, "frame_size", f.cfg.FrameSize, "frames_per_packet", framesPerPacket(mtu, f.cfg.FrameSize))
 		}
 		f.links[i].mtu = mtu
 	}
@@ -102,6 +121,17 @@ func (f *Forwarder) linkState(i int, l netlink.Link) {
 }
 
 const unixFlagUp = 1 // net.FlagUp
+
+// checkQueues compares the links' queue counts with those planned at New.
+func (f *Forwarder) checkQueues() error {
+	for _, l := range f.links {
+		rx, tx := realQueues(l.name)
+		if rx != l.rxQueues || tx != l.txQueues {
+			return fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, rx, tx, l.rxQueues, l.txQueues)
+		}
+	}
+	return nil
+}
 
 // downTime returns how long link i has been down in total, the current
 // outage included.

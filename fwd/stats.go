@@ -18,7 +18,8 @@ type LinkStats struct {
 	Drops     map[string]uint64 `json:"drops"`
 	XDPMode   string            `json:"xdp_mode"`
 	BindMode  string            `json:"bind_mode"`
-	Queues    int               `json:"queues"`
+	// Queues is the RX queues the link has, each with a socket.
+	Queues int `json:"queues"`
 
 	// TX layout accounting (packets sent on this link).
 	TXPaths         map[string]uint64 `json:"tx_paths"` // inline, frame, frag, chain
@@ -31,6 +32,11 @@ type LinkStats struct {
 	// ChecksumsCompleted counts packets received on this link with a
 	// partial TCP/UDP checksum that xdpfwd finished.
 	ChecksumsCompleted uint64 `json:"checksums_completed"`
+
+	// OrderHoldTimeouts counts packets sent on this link before their
+	// turn because they had waited for ordering across RX queues longer
+	// than the hold bound: not drops, but possibly out of order.
+	OrderHoldTimeouts uint64 `json:"order_hold_timeouts"`
 
 	// KickErrors counts TX wake-ups (sendto) that failed, mostly while the
 	// link was down. Not a drop: the descriptors stay on the TX ring and
@@ -54,6 +60,8 @@ const (
 	DropRXBadDesc     = "rx_bad_descs"             // us: RX descriptor outside the frame zone, never followed
 	DropTXNoRoom      = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
 	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
+	DropRXTooLong     = "rx_too_many_frags"        // us: a packet of more descriptors than a TX ring takes (18), dropped whole
+	DropAtStop        = "dropped_at_stop"          // us: handed to a TX queue and still waiting when the forwarder closed
 )
 
 // LinkStats returns the counters of link i (0 or 1), summed over its
@@ -61,7 +69,7 @@ const (
 // atomics and reads the kernel's statistics with one getsockopt per socket.
 func (f *Forwarder) LinkStats(i int) LinkStats {
 	l := newLinkStats()
-	for q := range f.workers {
+	for q := range f.ports[i] {
 		l.add(f.QueueStats(i, q))
 	}
 	if f.progs[i] != nil {
@@ -70,7 +78,7 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 	if len(f.socks[i]) > 0 && f.socks[i][0] != nil {
 		l.BindMode = f.socks[i][0].BindMode()
 	}
-	l.Queues = f.cfg.Queues
+	l.Queues = len(f.ports[i])
 	l.LinkDowns = f.health[i].downs.Load()
 	l.DownSeconds = f.health[i].downTime().Seconds()
 	return l
@@ -93,6 +101,7 @@ func (l *LinkStats) add(o LinkStats) {
 	l.ChecksumsCompleted += o.ChecksumsCompleted
 	l.KickErrors += o.KickErrors
 	l.InlineFallbacks += o.InlineFallbacks
+	l.OrderHoldTimeouts += o.OrderHoldTimeouts
 	for k, v := range o.Drops {
 		l.Drops[k] += v
 	}
@@ -110,16 +119,21 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 	defer f.statsMu.RUnlock()
 	l := newLinkStats()
 	l.Queues = 1
-	if q >= len(f.workers) {
+	if q >= len(f.ports[i]) {
 		return l
 	}
-	p := &f.workers[q].ports[i]
+	p := f.ports[i][q]
 	l.RXPackets = p.stats.rxPackets.Load()
 	l.RXBytes = p.stats.rxBytes.Load()
 	l.TXPackets = p.stats.txPackets.Load()
 	l.TXBytes = p.stats.txBytes.Load()
 	l.Drops[DropUMEMExhausted] = p.stats.fillShort.Load()
-	l.KickErrors = p.tx.KickErrors.Load()
+	if p.tx != nil {
+		l.KickErrors = p.tx.KickErrors.Load()
+	}
+	l.Drops[DropRXTooLong] = p.stats.rxTooLong.Load()
+	l.Drops[DropAtStop] = p.stats.stopDropped.Load()
+	l.OrderHoldTimeouts = p.stats.orderTimeouts.Load()
 	l.Drops[DropRXBadDesc] = p.stats.rxInvalid.Load()
 	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()
 	l.Drops[DropHandoffFull] = p.stats.handoffFull.Load()
@@ -243,8 +257,8 @@ type XPSSummary struct {
 func (f *Forwarder) XPS() XPSSummary {
 	x := XPSSummary{Mode: "single-queue", Queues: f.cfg.Queues, TXQueuePackets: map[string][]uint64{}}
 	for i, l := range f.links {
-		for q := range f.workers {
-			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], f.workers[q].ports[i].stats.txPackets.Load())
+		for _, w := range f.workers {
+			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], w.tx[i].stats.txPackets.Load())
 		}
 	}
 	if f.flows == nil {

@@ -1,6 +1,7 @@
 package fwd
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,15 @@ type portStats struct {
 	// txNoRoom counts packets dropped because no TX layout had room
 	// (frag zone exhausted for a chain longer than the kernel takes).
 	txNoRoom atomic.Uint64
+	// rxTooLong counts packets of more descriptors than any TX ring takes
+	// (linearize.MaxDescs), dropped whole.
+	rxTooLong atomic.Uint64
+	// orderTimeouts counts packets sent before their turn because they
+	// were held for ordering longer than maxHold (merge.go): not drops.
+	orderTimeouts atomic.Uint64
+	// stopDropped counts packets handed to this TX lane that were still
+	// waiting when the forwarder closed.
+	stopDropped atomic.Uint64
 	// handoffFull counts packets dropped because the handoff ring to the
 	// worker owning their flow's TX queue was full.
 	handoffFull atomic.Uint64
@@ -59,13 +69,28 @@ type portStats struct {
 	csumCompleted atomic.Uint64
 }
 
+// port is one socket: RX queue `queue` of link `link`. Every RX queue of
+// every link has one, owned by worker queue % workers; the ports whose
+// queue is below the worker count are also TX lanes: worker w transmits
+// on queue w of each link, so every TX ring has a single producer.
 type port struct {
-	sock  *xsk.Socket
-	tx    *txring.Ring
-	stats portStats
+	link, queue int
+	sock        *xsk.Socket
+	tx          *txring.Ring // nil unless a TX lane
+	stats       portStats
 	// quietUntil (monotonic ns): after a failed kick (link down), no more
 	// kicks until then, and the worker sleeps instead of spinning.
 	quietUntil int64
+	owner       *worker
+	// out are the handoff rings from this RX ring to each TX queue's
+	// owner (merge.go); nil with one queue.
+	out []*handoff
+	// wm is the ordering watermark of this RX ring (merge.go): written by
+	// the owner each round, read by every merging worker. blockedAt
+	// (monotonic ns, 0: not blocked) is when the owner last found a
+	// handoff ring out of it too full to read it.
+	wm        atomic.Int64
+	blockedAt atomic.Int64
 }
 
 // frameCacheSize bounds a worker's private stock of free frames. Frames
@@ -99,14 +124,17 @@ type batchCounts struct {
 	txPackets, txBytes, txDescs uint64
 	paths                       [linearize.NumPaths]uint64
 	fallbacks, invalid, noRoom  uint64
+	tooLong                     uint64
 	handoffFull, csumCompleted  uint64
 	hist                        [linearize.MaxDescs + 1]uint64
 }
 
-// worker owns queue q of both links.
+// worker owns the RX queues q, q+W, q+2W, … of every link (W workers) and
+// TX queue q of every link.
 type worker struct {
 	q      int
-	ports  [2]port
+	rx     []*port    // the RX rings it reads, on every link
+	tx     [2]*port   // tx[o]: its TX lane on link o
 	mem    []byte
 	zone   *umem.Zone // RX frames
 	frames *umem.Cache
@@ -117,13 +145,19 @@ type worker struct {
 	chain  []xsk.Desc // one packet's RX descriptors
 	out    []xsk.Desc // one packet's TX descriptors
 	hot    []uint64   // frames to recycle to the fill ring at once
-	pfds   [2]unix.PollFd
+	pfds   []unix.PollFd
+	// wake lets other workers rouse this one from poll(2) when they hand
+	// it packets (handoff.go); written only while it sleeps.
+	wake *waker
 
 	// With several queues: the flow table and the ordering state (merge.go).
 	flows *flowState
 	now   int64
 	cpu   int // pinned CPU, or -1
 	order *ordering
+	// holdDue (monotonic ns) is when the oldest packet held for ordering
+	// may become sendable by the clock alone (merge.go).
+	holdDue int64
 	// draining: stopping; held packets go out without waiting for order.
 	draining bool
 	// csum: finish partial TCP/UDP checksums (--complete-checksums).
@@ -134,7 +168,11 @@ type worker struct {
 	spin int
 }
 
-func newWorker(f *Forwarder, q int) *worker {
+func newWorker(f *Forwarder, q int) (*worker, error) {
+	wk, err := newWaker()
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: %w", q, err)
+	}
 	w := &worker{
 		q:         q,
 		mem:       f.region.Mem(),
@@ -145,7 +183,8 @@ func newWorker(f *Forwarder, q int) *worker {
 		reaped:    make([]uint64, f.cfg.Batch),
 		chain:     make([]xsk.Desc, 0, linearize.MaxDescs),
 		out:       make([]xsk.Desc, linearize.MaxDescs),
-		hot:       make([]uint64, 0, f.cfg.Batch),
+		hot:       make([]uint64, 0, f.cfg.RingSize), // a long packet is peeked whole
+		wake:      wk,
 		cpu:       -1,
 		csum:      f.cfg.CompleteChecksums,
 		inlineMax: &f.inlineMax,
@@ -154,12 +193,17 @@ func newWorker(f *Forwarder, q int) *worker {
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
 	}
-	for i := range w.ports {
-		s := f.socks[i][q]
-		w.ports[i] = port{sock: s, tx: txring.New(s)}
-		w.pfds[i] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
+	for i := range f.ports {
+		w.tx[i] = f.ports[i][q]
+		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
+			p := f.ports[i][qq]
+			p.owner = w
+			w.rx = append(w.rx, p)
+			w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
+		}
 	}
-	return w
+	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
+	return w, nil
 }
 
 // packAlign is where copied packets start in a frag block (see
@@ -184,27 +228,24 @@ func (w *worker) run(stop *atomic.Bool) {
 		unix.SchedSetaffinity(0, &set)
 	}
 
+	// Timed sleeps (a held packet's turn) should end on time, not up to
+	// the default 50 µs timer slack later.
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+
 	idle := 0
 	for !stop.Load() {
-		w.refill(0)
-		w.refill(1)
-		n := w.forwardAll(0, 1) + w.forwardAll(1, 0)
-		held := 0
-		if w.order != nil {
-			var m int
-			m, held = w.merge()
-			n += m
-		}
-		w.reap(0)
-		w.reap(1)
-		w.frames.Publish()
-		w.build.Publish()
-		if n > 0 || held > 0 {
-			// Packets held for ordering wait on another worker's
-			// progress: keep looking, do not sleep.
+		n, held := w.round()
+		if n > 0 {
 			idle = 0
-			if n == 0 {
-				runtime.Gosched()
+			continue
+		}
+		if held > 0 {
+			// Packets held for ordering wait on another worker's
+			// progress, or on the watermark slack: spin through a short
+			// wait, sleep through a longer one (the other worker wakes
+			// us if it hands us more), never sleep past the turn.
+			if due := time.Duration(w.holdDue - monoNow()); due > holdSpin {
+				w.sleep(min(due, holdPoll))
 			}
 			continue
 		}
@@ -212,41 +253,84 @@ func (w *worker) run(stop *atomic.Bool) {
 			continue
 		}
 		idle = 0
-		blocked := false
-		for i := range w.ports {
-			// A kick the kernel could not finish (copy mode sends a
-			// bounded budget per call) is retried rather than waiting
-			// for new traffic.
-			if w.ports[i].tx.Pending() > 0 {
-				w.ports[i].kick()
-			}
-			blocked = blocked || w.ports[i].quietUntil != 0
-		}
-		if w.order != nil {
-			w.order.idle.Store(true)
-		}
-		if blocked {
-			// A link is down: its TX ring is full and the other RX
-			// ring keeps poll(2) from sleeping. Wait for it instead.
-			time.Sleep(kickBackoff)
-		} else {
-			unix.Poll(w.pfds[:], int(pollTimeout/time.Millisecond))
-		}
-		if w.order != nil {
-			w.order.idle.Store(false)
-		}
+		w.sleep(pollTimeout)
 	}
 	w.drain()
 }
 
-// forwardAll forwards what the RX ring of link i holds, a batch at a time,
-// up to maxBatches, before the worker turns to what other workers handed
-// it: a flow whose packets arrived on two RX queues then keeps the order
-// in which the two workers read them, as long as a burst fits the budget.
-func (w *worker) forwardAll(i, o int) int {
+// round is one pass over the worker's rings: refill, forward, merge, reap.
+// It returns the packets it moved and the descriptors it holds for order.
+func (w *worker) round() (n, held int) {
+	for _, p := range w.rx {
+		w.refill(p)
+	}
+	for _, p := range w.rx {
+		n += w.forwardAll(p)
+	}
+	if w.order != nil {
+		var m int
+		m, held = w.merge()
+		n += m
+	}
+	w.reap(0)
+	w.reap(1)
+	w.frames.Publish()
+	w.build.Publish()
+	return n, held
+}
+
+// holdPoll bounds a sleep while packets are held for ordering: a worker
+// whose watermark we wait on does not wake us when it advances. A wait
+// shorter than holdSpin is spun through: a sleep would overshoot it.
+const (
+	holdPoll = 100 * time.Microsecond
+	holdSpin = 10 * time.Microsecond
+)
+
+// sleep waits in ppoll(2) for an RX ring, a handoff from another worker
+// or the timeout. Pending TX is kicked first; a down link makes it sleep
+// the backoff instead (its RX ring would keep poll from sleeping).
+func (w *worker) sleep(timeout time.Duration) {
+	blocked := false
+	for _, p := range w.tx {
+		// A kick the kernel could not finish (copy mode sends a bounded
+		// budget per call) is retried rather than waiting for traffic.
+		if p.tx.Pending() > 0 {
+			p.kick()
+		}
+		blocked = blocked || p.quietUntil != 0
+	}
+	if blocked {
+		timeout = kickBackoff
+	}
+	// Announce the sleep before the last look at the handoff rings: a
+	// producer publishes, then reads the flag (handoff.go), so one of the
+	// two sees the other.
+	w.wake.sleeping.Store(true)
+	if w.order != nil && w.order.pending() {
+		w.wake.sleeping.Store(false)
+		return
+	}
+	ts := unix.NsecToTimespec(int64(timeout))
+	if blocked {
+		time.Sleep(timeout)
+	} else {
+		unix.Ppoll(w.pfds, &ts, nil)
+	}
+	w.wake.sleeping.Store(false)
+	if w.pfds[len(w.pfds)-1].Revents != 0 {
+		w.wake.drain()
+	}
+}
+
+// forwardAll forwards what RX ring p holds, a batch at a time, up to
+// maxBatches, before the worker turns to what other workers handed it: a
+// flow whose packets arrived on two RX queues then keeps the order in
+// which the two workers read them, as long as a burst fits the budget.
+func (w *worker) forwardAll(p *port) int {
 	total := 0
 	for range maxBatches {
-		n := w.forward(i, o)
+		n := w.forward(p)
 		total += n
 		if n < int(w.batch)/2 {
 			break
@@ -258,52 +342,56 @@ func (w *worker) forwardAll(i, o int) int {
 // maxBatches bounds forwardAll, so one busy link cannot starve the other.
 const maxBatches = 8
 
-// forward moves up to one batch of packets from in's RX ring towards link
-// o, each by the path linearize picks: small packets are copied into an
+// forward moves up to one batch of packets from in's RX ring towards the
+// other link, each by the path linearize picks: small packets are copied into an
 // inline slot and their frame goes straight back to the fill ring; larger
 // ones leave from the frame they arrived in; multi-buffer packets leave as
 // their chain or, when it has too many pieces, repacked into a frag block.
 // With several queues, each packet goes to the TX queue its flow is bound
 // to: directly when this worker owns it, else through a handoff ring to
-// the worker that does. It peeks no more than out's TX ring can take, so a
-// full TX ring pushes back into the RX ring (and the kernel's rx_ring_full
+// the worker that does. It peeks no more than the TX ring (or the handoff
+// rings) can take, so a full ring pushes back into the RX ring (and the kernel's rx_ring_full
 // counter) instead of dropping in user space.
-func (w *worker) forward(i, o int) int {
-	in, out := &w.ports[i], &w.ports[o]
-	room := out.tx.Free(w.batch)
-	if room < linearize.MaxDescs {
+func (w *worker) forward(in *port) int {
+	o := 1 - in.link
+	out := w.tx[o]
+	merging := w.order.merging() // one mode read per batch
+	var room uint32
+	if merging {
+		// Every packet goes through a handoff ring: take no more than
+		// the fullest can hold, so a slow owner pushes back into the RX
+		// ring (counted by the kernel) instead of dropping here. The
+		// worker's own TX ring does not matter: a stalled TX queue must
+		// not stop this RX ring feeding the others.
+		room = w.batch
+		for _, h := range w.order.outOf(in) {
+			room = min(room, h.room())
+		}
+		if room < linearize.MaxDescs {
+			if in.blockedAt.Load() == 0 {
+				in.blockedAt.Store(monoNow())
+			}
+			return 0
+		}
+		if in.blockedAt.Load() != 0 {
+			in.blockedAt.Store(0)
+		}
+	} else if room = out.tx.Free(w.batch); room < linearize.MaxDescs {
 		out.kick()
 		if room == 0 {
 			return 0
 		}
 	}
-	merging := w.order.merging() // one mode read per batch
-	if merging {
-		// Every packet goes through a handoff ring: take no more than
-		// the fullest can hold, so a slow owner pushes back into the RX
-		// ring (counted by the kernel) instead of dropping here.
-		for _, h := range w.order.out[o] {
-			room = min(room, h.room())
-		}
-		if room < linearize.MaxDescs {
-			return 0
-		}
-	}
 	rx := &in.sock.RX
-	n, idx := rx.Peek(min(room, w.batch))
-	if n == 0 {
-		return 0
-	}
-	// Leave a multi-buffer packet whose tail is not in this batch.
-	for n > 0 && rx.Desc(idx+n-1).Options&xsk.PktContd != 0 {
-		n--
-		rx.Cancel(1)
-	}
+	n, idx := w.peekWhole(rx, min(room, w.batch), room)
 	if n == 0 {
 		return 0
 	}
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
-	got, tidx := out.tx.Reserve(n) // every path needs at most as many descriptors as it arrived with
+	var got, tidx uint32
+	if !merging {
+		got, tidx = out.tx.Reserve(n) // every path needs at most as many descriptors as it arrived with
+	}
 	var c batchCounts
 	var rxBytes uint64
 	t := tidx
@@ -313,31 +401,12 @@ func (w *worker) forward(i, o int) int {
 	}
 	for k := uint32(0); k < n; {
 		// Collect one packet: descriptors up to one without PktContd.
-		w.chain = w.chain[:0]
-		for ; k < n; k++ {
-			d := rx.Desc(idx + k)
-			d.Addr = xsk.Flat(d.Addr)
-			w.chain = append(w.chain, d)
-			if d.Options&xsk.PktContd == 0 || len(w.chain) == cap(w.chain) {
-				k++
-				break
-			}
-		}
+		var total int
+		var ok bool
+		k, total, ok = w.collect(rx, idx, k, n, &c)
 		packets++
-		total := 0
-		valid := true
-		for _, d := range w.chain {
-			total += int(d.Len)
-			// Never follow a descriptor outside the frame zone or past
-			// the end of its frame.
-			if !w.zone.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.zone.UnitAddr(d.Addr)+uint64(w.zone.UnitSize()) {
-				valid = false
-			}
-		}
 		rxBytes += uint64(total)
-		if !valid {
-			c.invalid++
-			w.recycleChain()
+		if !ok {
 			continue
 		}
 		if w.csum && len(w.chain) == 1 {
@@ -351,7 +420,7 @@ func (w *worker) forward(i, o int) int {
 		if w.flows != nil {
 			d := w.chain[0]
 			tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
-			stamp = w.stampOf(d.Addr)
+			stamp = w.takeStamp(d.Addr)
 		}
 		nd := w.build1(total, &c)
 		if nd == 0 {
@@ -360,7 +429,7 @@ func (w *worker) forward(i, o int) int {
 		if w.flows != nil {
 			w.flows.sent(w.out[:nd], tq, slot)
 		}
-		if tq == w.q && !merging {
+		if !merging && tq == w.q {
 			for j, d := range w.out[:nd] {
 				out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
 			}
@@ -370,18 +439,20 @@ func (w *worker) forward(i, o int) int {
 			c.txDescs += uint64(nd)
 			continue
 		}
-		if !w.order.push(o, tq, w.out[:nd], stamp) {
+		if !w.order.push(in, tq, w.out[:nd], stamp, w.now) {
 			c.handoffFull++
 			w.flows.completed(w.out[:nd], tq)
 			w.release(w.out[:nd])
 		}
 	}
 	rx.Release(n)
-	out.tx.Cancel(got - (t - tidx))
-	out.tx.Submit()
+	if !merging {
+		out.tx.Cancel(got - (t - tidx))
+		out.tx.Submit()
+	}
 	w.recycleHot(in)
 	if w.order != nil {
-		w.order.publish(o)
+		w.order.publish(in)
 	}
 
 	in.stats.rxPackets.Add(uint64(packets))
@@ -406,6 +477,9 @@ func (w *worker) forward(i, o int) int {
 	if c.invalid != 0 {
 		in.stats.rxInvalid.Add(c.invalid)
 	}
+	if c.tooLong != 0 {
+		in.stats.rxTooLong.Add(c.tooLong)
+	}
 	if c.csumCompleted != 0 {
 		in.stats.csumCompleted.Add(c.csumCompleted)
 	}
@@ -416,6 +490,81 @@ func (w *worker) forward(i, o int) int {
 		s.handoffFull.Add(c.handoffFull)
 	}
 	return packets
+}
+
+// peekWhole peeks up to max descriptors of rx, trimmed to whole packets.
+// A first packet longer than max (a multi-buffer packet of many frames) is
+// peeked whole, however long (the kernel publishes a packet's descriptors
+// together), if room can take it or it is too long to send at all; else
+// nothing is peeked until there is room.
+func (w *worker) peekWhole(rx *xsk.Consumer, max, room uint32) (n, idx uint32) {
+	n, idx = rx.Peek(max)
+	end := n
+	for end > 0 && rx.Desc(idx+end-1).Options&xsk.PktContd != 0 {
+		end--
+	}
+	if end > 0 || n == 0 {
+		rx.Cancel(n - end)
+		return end, idx
+	}
+	rx.Cancel(n)
+	n, idx = rx.Peek(rx.Size())
+	for k := range n {
+		if rx.Desc(idx+k).Options&xsk.PktContd == 0 {
+			if k+1 > room && k+1 <= linearize.MaxDescs {
+				break
+			}
+			rx.Cancel(n - k - 1)
+			return k + 1, idx
+		}
+	}
+	rx.Cancel(n)
+	return 0, idx
+}
+
+// collect takes the packet starting at index k of the n descriptors peeked
+// at idx into w.chain and moves its frames from the kernel's RX side to
+// this worker. It returns the index after the packet, the packet's length,
+// and whether it may be sent. A descriptor outside the frame zone or past
+// the end of its frame is never followed. A packet of more descriptors
+// than any TX ring takes is dropped whole: sending its head and reading
+// the rest as new packets would put payload where an Ethernet header is
+// expected, past any L2 filter.
+func (w *worker) collect(rx *xsk.Consumer, idx, k, n uint32, c *batchCounts) (next uint32, total int, ok bool) {
+	w.chain = w.chain[:0]
+	valid, count := true, 0
+	for k < n {
+		d := rx.Desc(idx + k)
+		k++
+		d.Addr = xsk.Flat(d.Addr)
+		total += int(d.Len)
+		count++
+		inZone := w.zone.Contains(d.Addr)
+		if inZone {
+			w.zone.Move(d.Addr, umem.KernelRX, umem.Held)
+		}
+		if !inZone || d.Addr+uint64(d.Len) > w.zone.UnitAddr(d.Addr)+uint64(w.zone.UnitSize()) {
+			valid = false
+		}
+		if count <= linearize.MaxDescs {
+			w.chain = append(w.chain, d)
+		} else if inZone {
+			w.hot = append(w.hot, w.zone.UnitAddr(d.Addr))
+		}
+		if d.Options&xsk.PktContd == 0 {
+			break
+		}
+	}
+	switch {
+	case !valid:
+		c.invalid++
+	case count > linearize.MaxDescs:
+		c.tooLong++
+	default:
+		return k, total, true
+	}
+	w.recycleChain()
+	return k, total, false
 }
 
 // build1 lays out the packet in w.chain as TX descriptors in w.out and
@@ -468,7 +617,7 @@ func (w *worker) build1(total int, c *batchCounts) int {
 			return 0
 		}
 		for j, d := range w.chain {
-			w.zone.Move(d.Addr, umem.KernelRX, umem.KernelTX)
+			w.zone.Move(d.Addr, umem.Held, umem.KernelTX)
 			w.out[j] = xsk.Desc{Addr: d.Addr, Len: d.Len, Options: d.Options & xsk.PktContd}
 		}
 		nd = len(w.chain)
@@ -520,11 +669,10 @@ func (w *worker) recycleHot(p *port) {
 	n, idx := fill.Reserve(uint32(len(w.hot)))
 	for k, a := range w.hot {
 		if uint32(k) < n {
-			// Still the kernel's RX side: from RX ring to fill ring.
-			w.zone.Move(a, umem.KernelRX, umem.KernelRX)
+			w.zone.Move(a, umem.Held, umem.KernelRX)
 			fill.SetAddr(idx+uint32(k), a)
 		} else {
-			w.frames.Free(a, umem.KernelRX)
+			w.frames.Free(a, umem.Held)
 		}
 	}
 	if n > 0 {
@@ -533,10 +681,11 @@ func (w *worker) recycleHot(p *port) {
 	w.hot = w.hot[:0]
 }
 
-// reap returns what port i's kernel finished transmitting: frames to the
-// worker's cache, inline slots and frag references to the builder.
+// reap returns what the kernel finished transmitting on the worker's TX
+// lane of link i: frames to the worker's cache, inline slots and frag
+// references to the builder.
 func (w *worker) reap(i int) {
-	p := &w.ports[i]
+	p := w.tx[i]
 	for {
 		n := p.tx.Reap(w.reaped)
 		if w.flows != nil {
@@ -553,9 +702,8 @@ func (w *worker) reap(i int) {
 	}
 }
 
-// refill tops up port i's fill ring, a batch at a time.
-func (w *worker) refill(i int) {
-	p := &w.ports[i]
+// refill tops up p's fill ring, a batch at a time.
+func (w *worker) refill(p *port) {
 	fill := &p.sock.Fill
 	if fill.Free(w.batch) < w.batch {
 		return
@@ -579,13 +727,17 @@ func (w *worker) refill(i int) {
 	}
 }
 
-// drain forwards what is already in the RX rings and waits, up to
-// drainTimeout, for the kernel to complete every TX descriptor.
+// drain forwards what is already in the RX rings, sends everything held
+// for ordering, and waits, up to drainTimeout, for the kernel to complete
+// every TX descriptor.
 func (w *worker) drain() {
 	w.draining = true
 	deadline := time.Now().Add(drainTimeout)
-	for time.Now().Before(deadline) {
-		n := w.forward(0, 1) + w.forward(1, 0)
+	for {
+		n := 0
+		for _, p := range w.rx {
+			n += w.forward(p)
+		}
 		held := 0
 		if w.order != nil {
 			var m int
@@ -594,15 +746,14 @@ func (w *worker) drain() {
 		}
 		w.reap(0)
 		w.reap(1)
-		if n == 0 && held == 0 && w.ports[0].tx.InFlight() == 0 && w.ports[1].tx.InFlight() == 0 {
-			break
+		if n == 0 && held == 0 && w.tx[0].tx.InFlight() == 0 && w.tx[1].tx.InFlight() == 0 || time.Now().After(deadline) {
+			return
 		}
-		for i := range w.ports {
-			if w.ports[i].tx.InFlight() > 0 {
-				w.ports[i].kick()
+		for _, p := range w.tx {
+			if p.tx.InFlight() > 0 {
+				p.kick()
 			}
 		}
 		time.Sleep(time.Millisecond)
 	}
-	w.build.Close()
 }
