@@ -217,8 +217,9 @@ func TestLinkFlap(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
+			tx0 := r.f.LinkStats(1).TXPackets
 			wait := udpLoop(ctx, p.A, p.B, p.V4B, 5000, 64, 200)
-			time.Sleep(300 * time.Millisecond)
+			waitFor(t, 5*time.Second, "UDP crossing before the flap", func() bool { return r.f.LinkStats(1).TXPackets >= tx0+1000 })
 			before := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
 
 			const outage = 300 * time.Millisecond
@@ -238,8 +239,10 @@ func TestLinkFlap(t *testing.T) {
 			waitDownSettled(t, r.f, 1, 5*time.Second)
 			stillRunning(t, r)
 
-			// Traffic goes on a little longer, then stops.
-			time.Sleep(500 * time.Millisecond)
+			// Traffic goes on until the forwarder has sent more of it on
+			// the link that flapped, then stops.
+			tx1 := r.f.LinkStats(1).TXPackets
+			waitFor(t, 5*time.Second, "UDP crossing after the flap", func() bool { return r.f.LinkStats(1).TXPackets >= tx1+1000 })
 			cancel()
 			tot := wait()
 			t.Logf("background UDP: %d bursts (%d with an error: %v), %d sent, %d received",
@@ -297,7 +300,7 @@ func TestStopWhileLinkDown(t *testing.T) {
 	// Traffic towards the down link: it reaches xdpfwd on A and queues in
 	// the TX ring of B, which the kernel does not consume while B is down.
 	u, _ := topo.UDPBurst(p.A, p.B, p.V4B, 3000, 64, 2*time.Second)
-	time.Sleep(100 * time.Millisecond)
+	waitSettled(t, r.f, false, 5*time.Second) // failed kicks go on while it is down
 	st := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
 	t.Logf("with %s down: %d datagrams sent; forwarder rx on %s %d, tx on %s %d; drops %v / %v",
 		p.LinkB, u.Sent, p.LinkA, st[0].RXPackets, p.LinkB, st[1].TXPackets, st[0].Drops, st[1].Drops)
@@ -338,7 +341,7 @@ func TestLinkDownIdle(t *testing.T) {
 	setRootLink(t, p.LinkB, false)
 	// More than a TX ring holds, so some stay in A's RX ring.
 	topo.UDPBurst(p.A, p.B, p.V4B, 3000, 64, 300*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	waitSettled(t, r.f, false, 5*time.Second) // failed kicks go on while it is down
 
 	k0, c0, t0 := r.f.LinkStats(1).KickErrors, cpuTime(t), time.Now()
 	time.Sleep(time.Second)
@@ -369,11 +372,12 @@ func TestLinkDeletedRun(t *testing.T) {
 	r := start(t, p, fwd.Config{})
 	requirePing(t, "before", p.A, p.V4B, 3)
 	udp := make(chan struct{})
+	rx0 := r.f.LinkStats(0).RXPackets
 	go func() {
 		defer close(udp)
 		topo.UDPBurst(p.A, p.B, p.V4B, 100000, 64, 2*time.Second)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, 5*time.Second, "UDP reaching the forwarder", func() bool { return r.f.LinkStats(0).RXPackets >= rx0+100 })
 	l, err := netlink.LinkByName(p.LinkB)
 	if err != nil {
 		t.Fatal(err)
@@ -445,7 +449,7 @@ func TestMTURaisedWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatalf("send frames at MTU 3000: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitSettled(t, r.f, true, 5*time.Second)
 	after := r.f.LinkStats(0)
 	stillRunning(t, r)
 	dd := dropDelta(before, after)
@@ -679,7 +683,7 @@ func TestOverload(t *testing.T) {
 	// A short round first, so that whatever the first overload grows
 	// (goroutine stacks, socket buffers) is in the baseline.
 	overload(t, p, 300*time.Millisecond, 1, 20000)
-	time.Sleep(300 * time.Millisecond)
+	waitSettled(t, r.f, true, 10*time.Second)
 	mem0 := measureMem(t)
 	before := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
 
@@ -687,7 +691,7 @@ func TestOverload(t *testing.T) {
 	start := time.Now()
 	xdpSent, udp := overload(t, p, d, 4, 200000)
 	elapsed := time.Since(start)
-	time.Sleep(200 * time.Millisecond)
+	waitSettled(t, r.f, true, 10*time.Second)
 	after := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
 	stillRunning(t, r)
 

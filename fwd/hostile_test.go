@@ -495,7 +495,7 @@ func TestHostileFrames(t *testing.T) {
 			before := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
 			start := time.Now()
 			res := hostileExchange(t, d.src, d.dst, p.PeerA, srcMAC, frames, repeat)
-			time.Sleep(100 * time.Millisecond)
+			waitSettled(t, r.f, true, 5*time.Second)
 			after := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
 			stillRunning(t, r)
 			rx := after[d.in].RXPackets - before[d.in].RXPackets

@@ -33,6 +33,21 @@ type seqFlows struct {
 
 type reorder struct {
 	sent, received, ooo int
+	// oooByFlow counts, per flow, the datagrams that arrived after one
+	// of the same flow with a higher sequence number.
+	oooByFlow []int
+}
+
+// flowsReordered is the number of flows with at least one datagram out of
+// order.
+func (r reorder) flowsReordered() int {
+	n := 0
+	for _, c := range r.oooByFlow {
+		if c > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func (r reorder) perMillion() float64 {
@@ -96,7 +111,7 @@ func newSeqFlows(t *testing.T, p *topo.Pair, flows int, queues []int) *seqFlows 
 // it returns what the receiver saw.
 func (sf *seqFlows) run(t *testing.T, rounds, burst int, gap time.Duration, during func()) reorder {
 	t.Helper()
-	var res reorder
+	res := reorder{oooByFlow: make([]int, len(sf.frames))}
 	conn := listenUDP(t, sf.p.B, sf.p.V4B, sf.port)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -121,6 +136,7 @@ func (sf *seqFlows) run(t *testing.T, rounds, burst int, gap time.Duration, duri
 			res.received++
 			if s < last[f] {
 				res.ooo++
+				res.oooByFlow[f]++
 			} else {
 				last[f] = s
 			}
@@ -184,7 +200,21 @@ func listenUDP(t *testing.T, ns *topo.NS, addr netip.Addr, port int) *net.UDPCon
 }
 
 // TestReorderByXPSMode runs the seed's scenario against --xps cpu, hash and
-// sticky in one test run and reports out-of-order datagrams per million.
+// sticky in one test run, counts per flow the datagrams that arrive after a
+// newer one of the same flow, and asserts that sticky reorders none.
+//
+// Why none, and not a small bound: the sender never has a flow's datagrams
+// in flight on both queues at once (it waits for each turn to be consumed
+// before it uses the other queue), so the XDP program stamps every flow's
+// datagrams in sequence order. In sticky mode a flow has one TX queue
+// (moves and fallbacks are asserted 0 below), whose owning worker sends the
+// flow's datagrams in stamp order, and only once no worker can still hand
+// it an older one (the watermark protocol of merge.go). One TX queue of the
+// root end is one RX queue of B's veth, read in order. So a single datagram
+// out of order is a defect of the mechanism, not noise: loss (counted, the
+// RX ring full when other load starves the workers) removes datagrams but
+// reorders none. cpu mode transmits on the receiving worker's queue, so a
+// flow leaves on two queues and may be reordered: reported, not asserted.
 func TestReorderByXPSMode(t *testing.T) {
 	const flows, rounds, burst, gap = 16, 3000, 1, 60 * time.Microsecond
 	got := map[string]reorder{}
@@ -194,22 +224,23 @@ func TestReorderByXPSMode(t *testing.T) {
 			p := newPair(t, topo.Options{Queues: 2})
 			r := start(t, p, fwd.Config{Queues: 2, XPS: mode})
 			sf := newSeqFlows(t, p, flows, []int{0, 1})
-			// Let ARP settle: B must answer before A's kernel... (the
-			// frames carry B's MAC already; only B's replies need ARP,
-			// and there are none).
 			res := sf.run(t, rounds, burst, gap, nil)
 			s := r.stop(t)
 			got[mode.String()], stats[mode.String()] = res, s.XPS
-			t.Logf("%-6s sent %d received %d out-of-order %d (%.0f per million); xps %+v", mode, res.sent, res.received, res.ooo, res.perMillion(), s.XPS)
+			t.Logf("%-6s sent %d received %d out-of-order %d (%.0f per million) in %d of %d flows, per flow %v; xps %+v",
+				mode, res.sent, res.received, res.ooo, res.perMillion(), res.flowsReordered(), flows, res.oooByFlow, s.XPS)
 			t.Logf("drops A %v; drops B %v", s.Links[p.LinkA].Drops, s.Links[p.LinkB].Drops)
-			// Loss (counted above, rx_ring_full when other load starves
-			// the workers) does not bias the reorder count; too little
-			// traffic would leave it meaningless.
+			// Loss does not bias the reorder count; too little traffic
+			// would leave it meaningless.
 			if res.received < res.sent/10 {
 				t.Errorf("only %d of %d datagrams arrived", res.received, res.sent)
 			}
 			if in := s.Links[p.LinkA].RXPackets; in == 0 {
 				t.Error("nothing received on link A")
+			}
+			if mode == xps.ModeSticky && res.ooo != 0 {
+				t.Errorf("sticky reordered %d datagrams in %d of %d flows (per flow %v); want 0: each flow has one TX queue and its owner sends in arrival order",
+					res.ooo, res.flowsReordered(), flows, res.oooByFlow)
 			}
 		})
 	}
@@ -220,12 +251,10 @@ func TestReorderByXPSMode(t *testing.T) {
 	if st.Flows < flows {
 		t.Errorf("sticky: %d flows in the table, want ≥ %d", st.Flows, flows)
 	}
-	cpu, sticky := got["cpu"], got["sticky"]
-	t.Logf("out-of-order per million: cpu %.0f, hash %.0f, sticky %.0f", cpu.perMillion(), got["hash"].perMillion(), sticky.perMillion())
-	fmt.Printf("xps reorder table (per million): cpu %.0f  hash %.0f  sticky %.0f\n", cpu.perMillion(), got["hash"].perMillion(), sticky.perMillion())
-	if cpu.ooo > 0 && sticky.perMillion() >= cpu.perMillion() {
-		t.Errorf("sticky reordered %.0f per million, not fewer than cpu's %.0f", sticky.perMillion(), cpu.perMillion())
-	}
+	cpu, hash, sticky := got["cpu"], got["hash"], got["sticky"]
+	t.Logf("out-of-order per million: cpu %.0f (%d flows), hash %.0f (%d flows), sticky %.0f (%d flows)",
+		cpu.perMillion(), cpu.flowsReordered(), hash.perMillion(), hash.flowsReordered(), sticky.perMillion(), sticky.flowsReordered())
+	fmt.Printf("xps reorder table (per million): cpu %.0f  hash %.0f  sticky %.0f\n", cpu.perMillion(), hash.perMillion(), sticky.perMillion())
 }
 
 // TestQueueCountChange shrinks the TX queues from 2 to 1 while sequenced

@@ -260,5 +260,32 @@ func (r *Results) Charts(dir string) ([]string, error) {
 		names = append(names, name)
 		break // one reorder chart
 	}
+	for _, w := range r.workloads("latency") {
+		cs := r.ranContenders("latency", false)
+		unit, scale := "µs", 1.0
+		for _, c := range cs {
+			if st, ok := r.stat(c.Name, w.Name, "p99_us"); ok && st.Max > 20000 {
+				unit, scale = "ms", 1e-3
+			}
+		}
+		if err := draw("latency.png", "Latency: "+w.Title, unit+" (lower is better)",
+			[]string{"p50", "p99"}, r.seriesFor(cs, []string{w.Name, w.Name}, []string{"p50_us", "p99_us"}, scale)); err != nil {
+			return names, err
+		}
+		break // one latency chart
+	}
+	for _, w := range r.workloads("delivery") {
+		series := r.seriesFor(r.ranContenders("delivery", false), []string{w.Name}, []string{"delivered_pct"}, 1)
+		if len(series) == 0 {
+			continue
+		}
+		name := "delivery.png"
+		if err := groupedBarsLabelled(filepath.Join(dir, name), "Delivery: "+w.Title, "% of offered packets delivered",
+			[]string{"delivered (higher is better)"}, series, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }); err != nil {
+			return names, fmt.Errorf("chart %s: %w", name, err)
+		}
+		names = append(names, name)
+		break // one delivery chart
+	}
 	return names, nil
 }

@@ -20,6 +20,7 @@ type child struct {
 	logPath string
 	done    chan struct{}
 	waitErr error
+	metrics bool // serves --metrics on an address it logs (metricsAddr)
 }
 
 // startChild starts bin with args on a thread pinned to cpus, so the child

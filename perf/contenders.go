@@ -5,15 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
@@ -59,11 +62,13 @@ var xdpfwdConfigs = []struct {
 	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false, nil},
 	{"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false, nil},
 	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true, nil},
-	// Each TX queue choice, on the reordering workload only (its pair has
-	// two queues, so these run with --queues 2).
-	{"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false, []string{"reorder"}},
-	{"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false, []string{"reorder"}},
-	{"xdpfwd-xps-sticky", "xdpfwd --xps sticky", []string{"--xps", "sticky"}, false, []string{"reorder"}},
+	// Each TX queue choice, on the workloads where a flow arrives on two
+	// RX queues (their pair has two queues, so these run with --queues 2).
+	{"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false, []string{"reorder", "latency"}},
+	{"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false, []string{"reorder", "latency"}},
+	{"xdpfwd-xps-sticky", "xdpfwd --xps sticky", []string{"--xps", "sticky"}, false, []string{"reorder", "latency"}},
+	// One worker: the latency workload's reference (nothing to hand over).
+	{"xdpfwd-q1", "xdpfwd --queues 1", []string{"--queues", "1"}, false, []string{"latency"}},
 	// Off by default, one line each when wanted (each adds a sixth to the
 	// run time): busy-poll budget, frag order.
 	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false, nil},
@@ -131,6 +136,7 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 				return err
 			}
 			help, _ := exec.Command(bin, "run", "--help").CombinedOutput()
+			e.xdpfwdMetrics = strings.Contains(string(help), "-metrics ")
 			for _, a := range extra {
 				if f, ok := strings.CutPrefix(a, "--"); ok {
 					f, _, _ = strings.Cut(f, "=")
@@ -145,14 +151,25 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 			sum := filepath.Join(e.tmp, name+"-summary.json")
 			os.Remove(sum)
 			args := []string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--summary", sum}
-			if q := e.queuesOf(p); q > 1 {
-				args = append(args, "--queues", strconv.Itoa(q))
+			k := e.keyOf(p)
+			cpus := []int{e.o.FwdCPU}
+			switch {
+			case k.defaults:
+				// As a user would run it: every CPU, the queue count
+				// xdpfwd picks.
+				cpus = e.allCPUs
+			case k.queues > 1 && !slices.Contains(extra, "--queues"):
+				args = append(args, "--queues", strconv.Itoa(k.queues))
+			}
+			if e.xdpfwdMetrics {
+				args = append(args, "--metrics", "127.0.0.1:0")
 			}
 			args = append(args, extra...)
-			c, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args)
+			c, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args, cpus)
 			if err != nil {
 				return nil, err
 			}
+			c.metrics = e.xdpfwdMetrics
 			return func() (map[string]any, error) {
 				e.child.Store(nil)
 				err := c.stop(10 * time.Second)
@@ -241,10 +258,13 @@ func asavieContender() *contender {
 			sum := filepath.Join(e.tmp, "asavie-summary.json")
 			os.Remove(sum)
 			args := []string{"--link", p.LinkA, "--link", p.LinkB, "--summary", sum}
-			if q := e.queuesOf(p); q > 1 {
-				args = append(args, "--queues", strconv.Itoa(q))
+			cpus := []int{e.o.FwdCPU}
+			if k := e.keyOf(p); k.defaults {
+				cpus = e.allCPUs
+			} else if k.queues > 1 {
+				args = append(args, "--queues", strconv.Itoa(k.queues))
 			}
-			c, err := e.startForwarder(ctx, p, "asavie-fwd", e.bins["asavie"], args)
+			c, err := e.startForwarder(ctx, p, "asavie-fwd", e.bins["asavie"], args, cpus)
 			if err != nil {
 				return nil, err
 			}
@@ -263,10 +283,11 @@ func asavieContender() *contender {
 	}
 }
 
-// startForwarder starts a forwarder process pinned to the forwarder CPU and
-// waits until traffic crosses it.
-func (e *env) startForwarder(ctx context.Context, p *topo.Pair, name, bin string, args []string) (*child, error) {
-	c, err := startChild(name, bin, args, []int{e.o.FwdCPU}, filepath.Join(e.tmp, name+".log"))
+// startForwarder starts a forwarder process pinned to cpus (the forwarder
+// CPU, or all of them for a forwarder run with its defaults) and waits
+// until traffic crosses it.
+func (e *env) startForwarder(ctx context.Context, p *topo.Pair, name, bin string, args []string, cpus []int) (*child, error) {
+	c, err := startChild(name, bin, args, cpus, filepath.Join(e.tmp, name+".log"))
 	if err != nil {
 		return nil, err
 	}
@@ -448,8 +469,41 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 		} else {
 			last = err
 		}
+		// A forwarder that serves only some of a multi-queue link's RX
+		// queues (xdpfwd with fewer --queues than the link has, before
+		// every RX queue got a socket) loses the ping if its flow hashes
+		// to another queue: then a path is any of 16 UDP flows crossing.
+		if e.queuesOf(p) > 1 && udpProbe(p, 16) {
+			return nil
+		}
 	}
 	return fmt.Errorf("no path from %s to %s within 10s: %w", p.A.Name, p.B.Name, last)
+}
+
+// udpProbe sends one datagram from each of flows sockets (distinct source
+// ports) in A to B and reports whether any arrived within 250 ms.
+func udpProbe(p *topo.Pair, flows int) bool {
+	rfd, port, err := udpSocket(p.B, p.V4B)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(rfd)
+	to := sockaddr4(netip.AddrPortFrom(p.V4B, uint16(port)))
+	for range flows {
+		fd, _, err := udpSocket(p.A, p.V4A)
+		if err != nil {
+			return false
+		}
+		unix.Sendto(fd, []byte("xdpfwd-perf-probe"), 0, to)
+		unix.Close(fd)
+	}
+	buf := make([]byte, 64)
+	for end := time.Now().Add(250 * time.Millisecond); time.Now().Before(end); {
+		if n, _, err := unix.Recvfrom(rfd, buf, 0); err == nil && n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkLinksClean verifies a stopped contender left no XDP program on the

@@ -33,24 +33,46 @@ type env struct {
 	pairs map[pairKey]*topo.Pair
 	own   *ownCPU
 	child atomic.Pointer[child] // the running forwarder process, if any
+	// allCPUs are the CPUs perf may use: where a forwarder started with
+	// its defaults (pairKey.defaults) runs.
+	allCPUs []int
+	// xdpfwdMetrics: the built xdpfwd has --metrics, so perf can read
+	// its own counters over a window.
+	xdpfwdMetrics bool
 
 	xdpfwdOnce sync.Once
 	xdpfwdErr  error
 }
 
 // pairKey says which pair a contender runs a workload on: its endpoint
-// offloads and the workload's queue count.
+// offloads, the workload's queue count, and whether forwarders run there
+// with their defaults (no --queues, not pinned: workload.FwdDefaults).
 type pairKey struct {
 	offloads bool
 	queues   int
+	defaults bool
 }
 
 func (k pairKey) String() string {
-	return fmt.Sprintf("%d queue(s), tx checksum offload %s", k.queues, map[bool]string{false: "off", true: "on"}[k.offloads])
+	s := fmt.Sprintf("%d queue(s), tx checksum offload %s", k.queues, map[bool]string{false: "off", true: "on"}[k.offloads])
+	if k.defaults {
+		s += ", forwarders with their defaults on every CPU"
+	}
+	return s
 }
 
 func (e *env) pairKey(c *contender, w *workload) pairKey {
-	return pairKey{offloads: c.Offloads, queues: w.queues(e.o)}
+	return pairKey{offloads: c.Offloads, queues: w.queues(e.o), defaults: w.FwdDefaults}
+}
+
+// keyOf is the key p was built for.
+func (e *env) keyOf(p *topo.Pair) pairKey {
+	for k, q := range e.pairs {
+		if q == p {
+			return k
+		}
+	}
+	return pairKey{queues: max(1, e.o.Queues)}
 }
 
 // queuesOf is the queue count of every veth of p.
@@ -247,7 +269,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, own: newOwnCPU()}
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, own: newOwnCPU(), allCPUs: setCPUs(orig)}
 	res.LoadAvg[0] = loadAvg()
 	defer func() { res.LoadAvg[1] = loadAvg() }()
 	pr := newProgress(o.Progress)

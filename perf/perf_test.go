@@ -25,7 +25,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("end-to-end harness run skipped with -short")
 	}
 	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	res, err := Run(ctx, Options{
@@ -89,6 +89,13 @@ func TestQuickRun(t *testing.T) {
 				if _, ok := res.stat(c.Name, w.Name, w.Metric); !ok {
 					t.Errorf("%s/%s: no %s", c.Name, w.Name, w.Metric)
 				}
+			case "latency":
+				// Every reply may be lost (xdpfwd --queues 1 on a
+				// 2-queue link before every RX queue had a socket);
+				// requests must have left. checkSamples checks the rest.
+				metrics = []string{"requests"}
+			case "delivery":
+				metrics = []string{"offered"}
 			}
 			// A window this short can fall entirely into a TCP
 			// retransmission timeout on a busy machine; one good
@@ -108,7 +115,9 @@ func TestQuickRun(t *testing.T) {
 	for _, s := range res.Samples {
 		if s.Error != "" {
 			t.Logf("round %d %s/%s failed: %s", s.Round, s.Contender, s.Workload, s.Error)
+			continue
 		}
+		checkSample(t, s)
 	}
 	if !res.hasRef() {
 		t.Errorf("no sample of the reference contender %s", refContender)
@@ -174,7 +183,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	// The charts exist and are PNGs.
-	for _, name := range []string{"udp_pps.png", "cpu_cost.png", "tcp_bulk.png", "rr_tps.png", "rr_latency.png", "reorder.png"} {
+	for _, name := range []string{"udp_pps.png", "cpu_cost.png", "tcp_bulk.png", "rr_tps.png", "rr_latency.png", "reorder.png", "latency.png", "delivery.png"} {
 		b, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Errorf("chart: %v", err)
@@ -189,10 +198,87 @@ func TestQuickRun(t *testing.T) {
 		t.Errorf("bench.txt: %v\n%s", err, bench)
 	}
 	md := res.Markdown()
-	for _, want := range []string{"### UDP", "### CPU per forwarded packet", "### TCP bulk", "### TCP RR", "### Reordering", "| xdpfwd --xps cpu |", "| xdpfwd (default) |"} {
+	for _, want := range []string{"### UDP", "### CPU per forwarded packet", "### TCP bulk", "### TCP RR", "### Reordering", "### Latency", "### Delivery", "| xdpfwd --xps cpu |", "| xdpfwd --queues 1 |", "| xdpfwd (default) |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("tables lack %q:\n%s", want, md)
 		}
 	}
 	t.Logf("tables:\n%s", md)
+}
+
+// checkSample checks the structure of a latency or delivery sample: counts
+// non-negative and consistent with each other. It asserts nothing about
+// how fast or how complete anything is.
+func checkSample(t *testing.T, s Sample) {
+	t.Helper()
+	m := s.Metrics
+	bad := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("round %d %s/%s: "+format+"; metrics %v", append([]any{s.Round, s.Contender, s.Workload}, append(args, m)...)...)
+	}
+	for k, v := range m {
+		if v < 0 && !strings.HasSuffix(k, "_net") {
+			bad("%s = %v < 0", k, v)
+		}
+	}
+	pct := func(k string) {
+		t.Helper()
+		if v, ok := m[k]; ok && v > 100 {
+			bad("%s = %v > 100", k, v)
+		}
+	}
+	switch {
+	case strings.HasPrefix(s.Workload, "latency"):
+		req, rep := m["requests"], m["replies"]
+		if req <= 0 || rep > req || m["cpu0_requests"]+m["cpu1_requests"] != req ||
+			m["cpu0_replies"]+m["cpu1_replies"] != rep {
+			bad("requests %v, replies %v do not add up", req, rep)
+		}
+		// Both CPUs sent: the flow did come from two of them.
+		if m["cpu0_requests"] == 0 || m["cpu1_requests"] == 0 {
+			bad("requests from one CPU only")
+		}
+		for _, k := range []string{"loss_pct", "cpu0_loss_pct", "cpu1_loss_pct"} {
+			pct(k)
+		}
+		if rep > 0 {
+			p50, p99, mx := m["p50_us"], m["p99_us"], m["max_us"]
+			if !(p50 > 0 && p50 <= p99 && p99 <= mx) {
+				bad("percentiles out of order: p50 %v, p99 %v, max %v", p50, p99, mx)
+			}
+		} else if _, ok := m["p99_us"]; ok {
+			bad("a p99 without a reply")
+		}
+	case strings.HasPrefix(s.Workload, "delivery"):
+		off, got := m["offered"], m["delivered"]
+		if off <= 0 || got > off {
+			bad("delivered %v of %v offered", got, off)
+		}
+		pct("delivered_pct")
+		if q := m["rx_queues"]; q != 4 {
+			bad("ingress link ran with %v RX queues, want 4", q)
+		}
+		// Per RX queue, the kernel redirected at most what it saw.
+		var seen float64
+		for q := 0; q < int(m["rx_queues"]); q++ {
+			p, r := m[fmt.Sprintf("rxq%d_xdp_packets", q)], m[fmt.Sprintf("rxq%d_xdp_redirect", q)]
+			if r > p {
+				bad("queue %d: %v redirected of %v seen", q, r, p)
+			}
+			seen += p
+		}
+		if seen != m["kernel_xdp_packets"] {
+			bad("per-queue counts sum to %v, total %v", seen, m["kernel_xdp_packets"])
+		}
+		if _, ok := m["fwd_rx"]; ok {
+			// xdpfwd: it can only send what it received, and the
+			// receiver can only get what it sent.
+			rx, tx := m["fwd_rx"], m["fwd_tx"]
+			if tx > rx || got > tx || rx > m["kernel_xdp_redirect"] {
+				bad("xdpfwd rx %v, tx %v, delivered %v, kernel redirected %v: out of order", rx, tx, got, m["kernel_xdp_redirect"])
+			}
+			pct("fwd_counted_loss_pct")
+			pct("uncounted_loss_pct")
+		}
+	}
 }

@@ -42,9 +42,12 @@ func fmtMetric(v float64, metric string) string {
 		return si(v)
 	case "gbps":
 		return fmt.Sprintf("%.2f", v)
-	case "cpu_ns_per_pkt", "cpu_ns_per_pkt_net", "own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net", "p50_us", "p99_us", "p999_us":
+	case "cpu_ns_per_pkt", "cpu_ns_per_pkt_net", "own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net", "p50_us", "p99_us", "p999_us",
+		"max_us", "cpu0_p99_us", "cpu1_p99_us":
 		return fmt.Sprintf("%.0f", v)
-	case "loss_pct", "delivered_pct", "other_cpu_pct":
+	case "offered", "delivered", "fwd_rx", "fwd_tx", "fwd_dropped", "requests", "replies", "rx_queues":
+		return fmt.Sprintf("%.0f", v)
+	case "loss_pct", "delivered_pct", "other_cpu_pct", "fwd_counted_loss_pct", "uncounted_loss_pct", "cpu0_loss_pct", "cpu1_loss_pct":
 		return fmt.Sprintf("%.1f %%", v)
 	case "ooo_per_million", "out_of_order":
 		return fmt.Sprintf("%.0f", v)
@@ -224,6 +227,8 @@ func (r *Results) Markdown() string {
 	}
 
 	r.reorderSection(&b)
+	r.latencySection(&b)
+	r.deliverySection(&b)
 
 	var notes, noWorkload []string
 	for _, c := range r.Contenders {
@@ -310,6 +315,94 @@ func (r *Results) reorderSection(b *strings.Builder) {
 		}
 		b.WriteString(t.String() + "\n")
 	}
+}
+
+// latencyRef is the latency workload's reference: one worker, nothing
+// handed between workers.
+const latencyRef = "xdpfwd-q1"
+
+// latencyCell is cell with the ratio to latencyRef instead of refContender.
+func (r *Results) latencyCell(contender, workload, metric string) string {
+	s := r.cell(contender, workload, metric, false)
+	a, ok := r.stat(contender, workload, metric)
+	b, ok2 := r.stat(latencyRef, workload, metric)
+	if ok && ok2 && b.Median > 0 {
+		s += fmt.Sprintf(" ×%.2f", a.Median/b.Median)
+	}
+	return s
+}
+
+// latencySection renders the low-rate request/response workload.
+func (r *Results) latencySection(b *strings.Builder) {
+	cs := r.ranContenders("latency", false)
+	if len(cs) == 0 {
+		return
+	}
+	for _, w := range r.workloads("latency") {
+		fmt.Fprintf(b, "### Latency: %s\n\n", w.Title)
+		fmt.Fprintf(b, "One UDP flow, request and reply of %d-byte IP packets, %d requests per sample (%d with `--quick`) at %d requests/s. "+
+			"The requests leave one unconnected UDP socket in the source namespace from two client threads pinned to CPU 0 and CPU 1, taking turns; "+
+			"XPS on its veth maps CPU *i* to TX queue *i*, and a veth delivers TX queue *i* into its peer's RX queue *i*, so the one flow reaches the contender on two RX queues. "+
+			"A userspace echo in the destination namespace sends each request back; the client timestamps both ends. "+
+			"xdpfwd runs with `--queues 2` in each `--xps` mode, and with `--queues 1` (one worker: nothing is handed between workers), the reference of the ratios (×, lower is better). "+
+			"A packet that reaches a worker which does not own its flow's TX queue is handed over, and waits until the owner wakes up.\n\n",
+			w.Size, w.Count, max(200, w.Count/2), w.Rate)
+		t := mdTable{head: []string{"contender", "p50 µs", "p99 µs", "max µs", "p99 µs, from CPU 0", "p99 µs, from CPU 1", "lost", "lost, from CPU 0", "lost, from CPU 1"}}
+		for _, c := range cs {
+			t.rows = append(t.rows, []string{c.Label,
+				r.latencyCell(c.Name, w.Name, "p50_us"), r.latencyCell(c.Name, w.Name, "p99_us"),
+				r.cell(c.Name, w.Name, "max_us", false),
+				r.cell(c.Name, w.Name, "cpu0_p99_us", false), r.cell(c.Name, w.Name, "cpu1_p99_us", false),
+				r.cell(c.Name, w.Name, "loss_pct", false),
+				r.cell(c.Name, w.Name, "cpu0_loss_pct", false), r.cell(c.Name, w.Name, "cpu1_loss_pct", false)})
+		}
+		b.WriteString(t.String() + "\n")
+	}
+}
+
+// deliverySection renders the many-flows, many-queues delivery workload.
+func (r *Results) deliverySection(b *strings.Builder) {
+	cs := r.ranContenders("delivery", false)
+	if len(cs) == 0 {
+		return
+	}
+	for _, w := range r.workloads("delivery") {
+		queues := max(w.Queues, r.Settings.Queues)
+		fmt.Fprintf(b, "### Delivery: %s\n\n", w.Title)
+		fmt.Fprintf(b, "%d UDP flows (distinct source ports; %d-byte IP packets) at %s packets/s, %.0f ms worth per sample, over veths with %d queues each "+
+			"(checked with `ethtool -l`); the sending veth spreads the flows over its TX queues by flow hash, and each lands on the RX queue of the same number on the contender's ingress link. "+
+			"The forwarders run with their defaults on every CPU (xdpfwd: no `--queues`, so on a %d-CPU machine its default worker count). "+
+			"*Delivered* is what the receiver got of what was offered; *xdpfwd counted* is its own drop count (every reason but `rx_fill_ring_empty_descs` and `umem_exhausted`) over the same window, read from its `--metrics`; "+
+			"*uncounted* is what neither arrived nor was counted. *Kernel, per RX queue* is `ethtool -S` on the ingress veth: frames its XDP program saw on queue *i* / of those, redirected to an AF_XDP socket "+
+			"(only where an XDP program runs on that end: not for the bridge). A frame on a queue without a socket passes to the root namespace's stack and is lost uncounted.\n\n",
+			w.Flows, w.Size, si(float64(w.Rate)), 1000*r.Settings.DurationS, queues, r.Machine.CPUs)
+		t := mdTable{head: []string{"contender", "delivered", "offered", "received", "xdpfwd counted", "uncounted", "RX queues", "kernel, per RX queue: seen / to AF_XDP"}}
+		for _, c := range cs {
+			t.rows = append(t.rows, []string{c.Label,
+				r.cell(c.Name, w.Name, "delivered_pct", false), r.cell(c.Name, w.Name, "offered", false),
+				r.cell(c.Name, w.Name, "delivered", false),
+				r.cell(c.Name, w.Name, "fwd_counted_loss_pct", false), r.cell(c.Name, w.Name, "uncounted_loss_pct", false),
+				r.cell(c.Name, w.Name, "rx_queues", false), r.perQueue(c.Name, w.Name, queues)})
+		}
+		b.WriteString(t.String() + "\n")
+	}
+}
+
+// perQueue is the median over the rounds of each RX queue's XDP counts.
+func (r *Results) perQueue(contender, workload string, queues int) string {
+	var seen, red []float64
+	for q := range queues {
+		a, ok := r.stat(contender, workload, fmt.Sprintf("rxq%d_xdp_packets", q))
+		b, ok2 := r.stat(contender, workload, fmt.Sprintf("rxq%d_xdp_redirect", q))
+		if !ok || !ok2 {
+			return "—"
+		}
+		seen, red = append(seen, a.Median), append(red, b.Median)
+	}
+	if slices.Max(seen) == 0 {
+		return "— (no XDP program on the ingress end)"
+	}
+	return queueList(seen, red)
 }
 
 func plural(n int, what string) string {

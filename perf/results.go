@@ -76,6 +76,11 @@ type WorkloadInfo struct {
 	Flows int     `json:"flows,omitempty"`
 	Burst int     `json:"burst,omitempty"`
 	GapUS float64 `json:"gap_us,omitempty"`
+	// The latency and delivery workloads: requests or packets per
+	// second, requests per sample, forwarders run with their defaults.
+	Rate        int  `json:"rate,omitempty"`
+	Count       int  `json:"count,omitempty"`
+	FwdDefaults bool `json:"fwd_defaults,omitempty"`
 }
 
 func workloadInfo(w *workload, o *Options) WorkloadInfo {
@@ -85,6 +90,9 @@ func workloadInfo(w *workload, o *Options) WorkloadInfo {
 	}
 	if w.Flows > 0 {
 		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
+	}
+	if w.Rate > 0 {
+		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults
 	}
 	return wi
 }
@@ -271,6 +279,9 @@ var benchMetrics = []struct{ metric, unit string }{
 	{"p99_us", "p99-us"},
 	{"p999_us", "p999-us"},
 	{"ooo_per_million", "ooo/Mpkt"},
+	{"delivered_pct", "delivered-%"},
+	{"fwd_counted_loss_pct", "counted-loss-%"},
+	{"uncounted_loss_pct", "uncounted-loss-%"},
 }
 
 // benchText renders every sample in the Go benchmark format, one line per

@@ -36,6 +36,11 @@ type workload struct {
 	Flows  int           // reorder: sequenced UDP flows
 	Burst  int           // reorder: datagrams of every flow per round on one queue
 	Gap    time.Duration // reorder: pause after each round (spun, not slept)
+	Rate   int           // latency: requests/s; delivery: packets/s
+	Count  int           // latency: requests per sample (halved with --quick)
+	// FwdDefaults runs the forwarders on this workload's pair with their
+	// defaults, as a user would: no --queues, on every CPU perf may use.
+	FwdDefaults bool
 	// Contenders, if set, are the only contenders that run this workload,
 	// besides those whose Groups name its group.
 	Contenders []string
@@ -68,10 +73,22 @@ func workloadTable() []*workload {
 		{Name: "reorder-16", Group: "reorder", Title: "16 sequenced UDP flows over two ingress queues", Metric: "ooo_per_million", Unit: "out-of-order per million",
 			Size: 64, Queues: 2, Flows: 16, Burst: 1, Gap: 60 * time.Microsecond,
 			Contenders: []string{"xdpfwd", "bridge", "xdp-redirect", "asavie"}, run: runReorder},
+		// One UDP flow at a low rate whose requests come from two CPUs,
+		// so through two RX queues: the p99 shows a packet waiting for a
+		// sleeping worker. Run by xdpfwd in each --xps mode and with
+		// --queues 1 (the ratio's reference), and by the bridge.
+		{Name: "latency-2q", Group: "latency", Title: "UDP request/response, 500 requests/s from two CPUs over two queues", Metric: "p99_us", Unit: "µs",
+			Size: 64, Queues: 2, Rate: 500, Count: 2000,
+			Contenders: []string{"xdpfwd", "bridge"}, run: runLatency},
+		// 64 flows over 4-queue links, forwarders with their defaults:
+		// on a 2-CPU machine xdpfwd has two workers for four RX queues.
+		{Name: "delivery-4q", Group: "delivery", Title: "64 UDP flows at 20k packets/s over 4-queue links, forwarders with their defaults", Metric: "delivered_pct", Unit: "% delivered",
+			Size: 64, Queues: 4, Flows: 64, Rate: 20000, FwdDefaults: true,
+			Contenders: []string{"xdpfwd", "bridge"}, run: runDelivery},
 	}
 }
 
-var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder"}
+var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery"}
 
 func selectWorkloads(names []string) ([]*workload, error) {
 	all := workloadTable()

@@ -637,7 +637,14 @@ func TestRunSummary(t *testing.T) {
 		t.Fatalf("ping sent %d requests, want 5", res.Sent)
 	}
 	t.Logf("ping: %d/%d answered, median RTT %v", res.Received, res.Sent, res.RTT)
-	time.Sleep(300 * time.Millisecond) // at least one more stats line
+	// At least one more stats line after the ping.
+	lines := strings.Count(pr.stderr.String(), "pps")
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(pr.stderr.String(), "pps") <= lines; {
+		if time.Now().After(deadline) || pr.exited() {
+			t.Fatalf("no stats line within 5s of the ping (interval 200ms)\nstderr:\n%s", pr.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	pr.interrupt()
 	checkDetached(t, p.LinkA, p.LinkB)
 	stderr := pr.stderr.String()

@@ -24,6 +24,19 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
+// linkRXPackets reads a root-namespace link's received-packets counter.
+func linkRXPackets(t *testing.T, name string) uint64 {
+	t.Helper()
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if st := l.Attrs().Statistics; st != nil {
+		return st.RxPackets
+	}
+	return 0
+}
+
 // peerMAC returns the MAC of eth0 inside ns.
 func peerMAC(t *testing.T, ns *topo.NS) net.HardwareAddr {
 	t.Helper()
@@ -208,11 +221,19 @@ func TestLinkDeleted(t *testing.T) {
 	// Traffic towards B while B goes away: packets are in xdpfwd's rings
 	// when the link disappears.
 	udp := make(chan struct{})
+	rx0 := linkRXPackets(t, p.LinkA)
 	go func() {
 		defer close(udp)
 		topo.UDPBurst(p.A, p.B, p.V4B, 100000, 64, 2*time.Second)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Until the burst is reaching xdpfwd (a veth counts what its XDP
+	// program saw as received).
+	for deadline := time.Now().Add(5 * time.Second); linkRXPackets(t, p.LinkA) < rx0+100; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the UDP burst did not reach %s within 5s", p.LinkA)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	deleted := time.Now()
 	deleteLink(t, p.LinkB)
 	select {

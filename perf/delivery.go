@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// The delivery workload: w.Flows UDP flows (distinct source ports, so the
+// sending veth spreads them over its TX queues by flow hash, and each lands
+// on the RX queue of the same number on the forwarder's ingress link), at
+// w.Rate packets/s, a bounded count, over links with w.Queues queues, the
+// forwarder run with its defaults on every CPU: on a 2-CPU machine xdpfwd
+// then has two workers for four RX queues. It counts what was offered, what
+// arrived, what xdpfwd received, sent and counted as lost, and what the
+// kernel saw per RX queue of the ingress link (ethtool -S on the veth:
+// rx_queue_<i>_xdp_packets, and _xdp_redirect, those its XDP program
+// handed to an AF_XDP socket). Frames on a queue with no socket pass to
+// the root namespace's stack and vanish there, counted by nobody xdpfwd
+// reports to.
+
+// flowSender sends size-byte IP packets round-robin over flows sockets
+// (one per source port), paced at rate packets/s, count packets in all.
+func flowSend(ctx context.Context, ns *topo.NS, local netip.Addr, to netip.AddrPort, flows, size int, rate float64, count int, deadline time.Time) (sent int, err error) {
+	fds := make([]int, 0, flows)
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for range flows {
+		fd, _, err := udpSocket(ns, local)
+		if err != nil {
+			return 0, err
+		}
+		fds = append(fds, fd)
+		if err := unix.Connect(fd, sockaddr4(to)); err != nil {
+			return 0, fmt.Errorf("connect to %s: %w", to, err)
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	buf := make([]byte, max(8, size-udpHeaders))
+	start := time.Now()
+	for sent < count && ctx.Err() == nil {
+		now := time.Now()
+		if !now.Before(deadline) {
+			return sent, fmt.Errorf("sent only %d of %d datagrams by the deadline", sent, count)
+		}
+		due := min(count, int(rate*now.Sub(start).Seconds())) - sent
+		if due <= 0 {
+			time.Sleep(200 * time.Microsecond)
+			continue
+		}
+		for range due {
+			binary.BigEndian.PutUint64(buf, uint64(sent))
+			if _, err := unix.Write(fds[sent%len(fds)], buf); err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ECONNREFUSED) {
+					sent++ // offered, and lost before the wire
+					continue
+				}
+				return sent, fmt.Errorf("write: %w", err)
+			}
+			sent++
+		}
+	}
+	return sent, ctx.Err()
+}
+
+// queueStats reads the ingress link's per-RX-queue XDP counters.
+func queueStats(ifname string, queues int) (pkts, redirected []float64, err error) {
+	st, err := ethtoolStats(ifname)
+	if err != nil {
+		return nil, nil, err
+	}
+	for q := range queues {
+		pkts = append(pkts, float64(st[fmt.Sprintf("rx_queue_%d_xdp_packets", q)]))
+		redirected = append(redirected, float64(st[fmt.Sprintf("rx_queue_%d_xdp_redirect", q)]))
+	}
+	return pkts, redirected, nil
+}
+
+// waitQuiet polls read until its value has not changed for quiet, or
+// within has passed.
+func waitQuiet(ctx context.Context, read func() uint64, quiet, within time.Duration) {
+	deadline := time.Now().Add(within)
+	last, since := read(), time.Now()
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+		if v := read(); v != last {
+			last, since = v, time.Now()
+		} else if time.Since(since) >= quiet {
+			return
+		}
+	}
+}
+
+func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	queues := e.queuesOf(p)
+	rxq, txq, maxRX, _, err := ethtoolChannels(p.LinkA)
+	if err != nil {
+		return nil, err
+	}
+	if rxq != queues && maxRX >= queues {
+		// A veth created with N queues may run with fewer: set them.
+		for _, l := range []string{p.LinkA, p.LinkB} {
+			if err := setEthtoolChannels(l, queues, queues); err != nil {
+				return nil, err
+			}
+		}
+		if rxq, txq, _, _, err = ethtoolChannels(p.LinkA); err != nil {
+			return nil, err
+		}
+	}
+	if rxq != queues {
+		return nil, fmt.Errorf("%s runs with %d RX queues (ethtool -l), want %d", p.LinkA, rxq, queues)
+	}
+	rate := float64(max(1, w.Rate))
+	count := max(1000, int(rate*e.o.Duration.Seconds()))
+	deadline := time.Now().Add(e.o.Duration*2 + 5*time.Second)
+
+	rx, err := newUDPReceiver(p.B, p.V4B, deadline.Add(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer rx.close()
+	addr := e.child.Load().metricsAddr(2 * time.Second)
+	var f0, f1 fwdCounts
+	if addr != "" {
+		if f0, err = readFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+			return nil, err
+		}
+	}
+	k0, r0, err := queueStats(p.LinkA, queues)
+	if err != nil {
+		return nil, err
+	}
+	before := rx.packets.Load()
+	sent, serr := flowSend(ctx, p.A, p.V4A, netip.AddrPortFrom(p.V4B, uint16(rx.port)), w.Flows, w.Size, rate, count, deadline)
+	if serr != nil {
+		return nil, serr
+	}
+	// Everything in flight arrives (or is lost) within a few quiet 100 ms.
+	waitQuiet(ctx, rx.packets.Load, 200*time.Millisecond, 3*time.Second)
+	got := float64(rx.packets.Load() - before)
+	k1, r1, err := queueStats(p.LinkA, queues)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]float64{
+		"offered":       float64(sent),
+		"delivered":     got,
+		"delivered_pct": 100 * got / float64(max(1, sent)),
+		"rx_queues":     float64(rxq),
+		"tx_queues":     float64(txq),
+		"offered_pps":   rate,
+	}
+	var kin, kred float64
+	for q := range queues {
+		m["rxq"+strconv.Itoa(q)+"_xdp_packets"] = k1[q] - k0[q]
+		m["rxq"+strconv.Itoa(q)+"_xdp_redirect"] = r1[q] - r0[q]
+		kin += k1[q] - k0[q]
+		kred += r1[q] - r0[q]
+	}
+	m["kernel_xdp_packets"], m["kernel_xdp_redirect"] = kin, kred
+	if addr != "" {
+		if f1, err = readFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+			return m, err
+		}
+		m["fwd_rx"], m["fwd_tx"], m["fwd_dropped"] = f1.rx-f0.rx, f1.tx-f0.tx, f1.dropped-f0.dropped
+		m["fwd_counted_loss_pct"] = 100 * m["fwd_dropped"] / float64(max(1, sent))
+		var qs []string
+		for q := range f1.rxByQueue {
+			qs = append(qs, q)
+		}
+		m["fwd_rx_queues"] = float64(len(qs))
+		for _, q := range qs {
+			m["fwd_rxq"+q] = f1.rxByQueue[q] - f0.rxByQueue[q]
+		}
+		// Lost with nobody counting: neither delivered nor among
+		// xdpfwd's drops (nor the receiver's, at this rate none).
+		m["uncounted_loss_pct"] = max(0, 100*(float64(sent)-got-m["fwd_dropped"])/float64(max(1, sent)))
+	}
+	if got == 0 {
+		return m, fmt.Errorf("no datagram arrived (%d sent)", sent)
+	}
+	return m, nil
+}
+
+// fmtCount formats a packet count: 812, 1.23k.
+func fmtCount(v float64) string {
+	if v < 1000 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return si(v)
+}
+
+// queueList formats per-queue figures for the table: "q0 1.2k/1.2k …".
+func queueList(vals, of []float64) string {
+	var s []string
+	for i := range vals {
+		s = append(s, fmt.Sprintf("q%d %s/%s", i, fmtCount(vals[i]), fmtCount(of[i])))
+	}
+	return strings.Join(s, ", ")
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// The latency workload: UDP request/response at a low, fixed rate, timed
+// in the client. One UDP socket in A (unconnected, so the kernel picks the
+// TX queue per datagram) is shared by two client threads pinned to CPU 0
+// and CPU 1; A's eth0 has XPS set so that CPU i transmits on queue i, and a
+// veth delivers TX queue i into its peer's RX queue i: the one flow (same
+// addresses and ports both ways) reaches the forwarder on two RX queues, as
+// a flow does whose sender moves between CPUs. A userspace echo in B sends
+// every request back. The defect this shows: a packet that reaches a
+// worker which does not own its flow's TX queue waits for the owning worker
+// to wake up from poll(2) (20–30 ms on xdpfwd before workers woke each
+// other), at a load too low to keep the owner busy.
+
+// setXPS maps CPU i to TX queue i of ns's eth0 (i < queues), through
+// sysfs as `ip netns exec` mounts it for the namespace; with on false it
+// removes the map again (the kernel then picks the queue by flow hash).
+func setXPS(ns *topo.NS, ifname string, queues int, on bool) error {
+	var cmds []string
+	for q := range queues {
+		mask := 0
+		if on {
+			mask = 1 << q
+		}
+		cmds = append(cmds, fmt.Sprintf("echo %x > /sys/class/net/%s/queues/tx-%d/xps_cpus", mask, ifname, q))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns.Name, "sh", "-c", strings.Join(cmds, " && ")).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("set XPS on %s in %s: %w: %s", ifname, ns.Name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// udpEcho answers every datagram on a socket in ns with itself.
+type udpEcho struct {
+	fd    int
+	port  int
+	count atomic.Uint64
+	stop  atomic.Bool
+	done  chan error
+}
+
+func newUDPEcho(ns *topo.NS, local netip.Addr, deadline time.Time, maxCount int) (*udpEcho, error) {
+	fd, port, err := udpSocket(ns, local)
+	if err != nil {
+		return nil, err
+	}
+	e := &udpEcho{fd: fd, port: port, done: make(chan error, 1)}
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		buf := make([]byte, 2048)
+		for n := 0; n < maxCount && !e.stop.Load() && time.Now().Before(deadline); {
+			k, from, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+					continue
+				}
+				e.done <- fmt.Errorf("echo recvfrom: %w", err)
+				return
+			}
+			if err := unix.Sendto(fd, buf[:k], 0, from); err != nil && !errors.Is(err, unix.EAGAIN) {
+				e.done <- fmt.Errorf("echo sendto: %w", err)
+				return
+			}
+			e.count.Add(1)
+			n++
+		}
+		e.done <- nil
+	}()
+	return e, nil
+}
+
+func (e *udpEcho) close() error {
+	e.stop.Store(true)
+	err := <-e.done // within sockTimeout
+	unix.Close(e.fd)
+	return err
+}
+
+// latencyResult is what the client measured.
+type latencyResult struct {
+	sent, received [2]int // by client CPU slot
+	hist           [3]*histogram
+	late           int // replies after the wait for stragglers
+}
+
+// runLatency runs w.Count requests at w.Rate per second, half from a
+// thread on each of the first two CPUs, and times each reply.
+func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	if q := e.queuesOf(p); q < 2 {
+		return nil, fmt.Errorf("the latency workload needs two queues per veth, %s has %d", p.Name, q)
+	}
+	cpus := e.allCPUs
+	if len(cpus) < 2 {
+		return nil, fmt.Errorf("the latency workload needs two CPUs, perf may use %v", cpus)
+	}
+	count := w.Count
+	if e.o.Quick {
+		count = max(200, count/2)
+	}
+	rate := float64(max(1, w.Rate))
+	sendFor := time.Duration(float64(count) / rate * float64(time.Second))
+	deadline := time.Now().Add(sendFor + 5*time.Second)
+
+	if err := setXPS(p.A, p.PeerA, 2, true); err != nil {
+		return nil, err
+	}
+	// The other workloads on this pair, and the next contender's start-up
+	// check, get the kernel's default choice back.
+	defer setXPS(p.A, p.PeerA, 2, false)
+	echo, err := newUDPEcho(p.B, p.V4B, deadline.Add(time.Second), count*2)
+	if err != nil {
+		return nil, err
+	}
+	defer echo.close()
+	fd, _, err := udpSocket(p.A, p.V4A)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	to := sockaddr4(netip.AddrPortFrom(p.V4B, uint16(echo.port)))
+
+	res := latencyResult{hist: [3]*histogram{{}, {}, {}}}
+	base := time.Now()
+	var got atomic.Int64
+	recvDone := make(chan error, 1)
+	var stopRecv atomic.Bool
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		buf := make([]byte, 2048)
+		seen := make([]bool, count)
+		for n := 0; n < count && !stopRecv.Load() && time.Now().Before(deadline); {
+			k, _, err := unix.Recvfrom(fd, buf, 0)
+			now := time.Since(base)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+					continue
+				}
+				recvDone <- fmt.Errorf("client recvfrom: %w", err)
+				return
+			}
+			if k < 16 {
+				continue
+			}
+			id := binary.BigEndian.Uint64(buf[0:])
+			t0 := time.Duration(binary.BigEndian.Uint64(buf[8:]))
+			if id >= uint64(count) || seen[id] {
+				continue
+			}
+			seen[id] = true
+			slot := int(id % 2)
+			res.received[slot]++
+			res.hist[slot].record(now - t0)
+			res.hist[2].record(now - t0)
+			n++
+			got.Add(1)
+		}
+		recvDone <- nil
+	}()
+
+	// Two clients, on the first two CPUs, each sending every other
+	// request at half the rate: request k leaves at k/rate.
+	payload := max(16, w.Size-udpHeaders)
+	var wg sync.WaitGroup
+	sendErr := make([]error, 2)
+	for slot := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sendErr[slot] = onPinnedThread([]int{cpus[slot]}, func() error {
+				buf := make([]byte, payload)
+				for k := slot; k < count && ctx.Err() == nil; k += 2 {
+					due := base.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+					if d := time.Until(due); d > 0 {
+						time.Sleep(d)
+					}
+					if !time.Now().Before(deadline) {
+						return nil
+					}
+					binary.BigEndian.PutUint64(buf[0:], uint64(k))
+					binary.BigEndian.PutUint64(buf[8:], uint64(time.Since(base)))
+					if err := unix.Sendto(fd, buf, 0, to); err != nil {
+						if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) {
+							continue // counted as lost
+						}
+						return fmt.Errorf("client sendto: %w", err)
+					}
+					res.sent[slot]++
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	// Stragglers: every reply, or a second after the last request.
+	wait := time.Now().Add(time.Second)
+	for got.Load() < int64(res.sent[0]+res.sent[1]) && time.Now().Before(wait) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopRecv.Store(true)
+	rerr := <-recvDone // within sockTimeout
+	if err := errors.Join(sendErr[0], sendErr[1], rerr, ctx.Err()); err != nil {
+		return nil, err
+	}
+	sent, recv := res.sent[0]+res.sent[1], res.received[0]+res.received[1]
+	m := map[string]float64{
+		"requests":      float64(sent),
+		"replies":       float64(recv),
+		"offered_rps":   rate,
+		"cpu0_requests": float64(res.sent[0]),
+		"cpu1_requests": float64(res.sent[1]),
+		"cpu0_replies":  float64(res.received[0]),
+		"cpu1_replies":  float64(res.received[1]),
+	}
+	if sent == 0 {
+		return m, errors.New("no request could be sent")
+	}
+	// Losing every reply is a result (the loss column says 100 %), not a
+	// failed sample; there is just no latency to give.
+	m["loss_pct"] = max(0, 100*(1-float64(recv)/float64(sent)))
+	if recv > 0 {
+		m["p50_us"] = res.hist[2].quantile(0.50) / 1e3
+		m["p99_us"] = res.hist[2].quantile(0.99) / 1e3
+		m["max_us"] = res.hist[2].quantile(1) / 1e3
+	}
+	for slot := range 2 {
+		if res.sent[slot] > 0 {
+			m[fmt.Sprintf("cpu%d_loss_pct", slot)] = max(0, 100*(1-float64(res.received[slot])/float64(res.sent[slot])))
+		}
+		if res.received[slot] > 0 {
+			m[fmt.Sprintf("cpu%d_p99_us", slot)] = res.hist[slot].quantile(0.99) / 1e3
+		}
+	}
+	return m, nil
+}
