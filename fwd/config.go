@@ -21,13 +21,13 @@ import (
 // Config configures a Forwarder. The zero value of each field but Links is
 // a sensible default.
 type Config struct {
-	Links     []string // exactly two
+	Links []string // exactly two
 	// Queues is the number of workers, each with a TX queue on every
 	// link. 0: as many as the CPUs the process may use, at most the
 	// smallest queue count of the links. Every RX queue of every link gets
 	// a socket either way; a worker reads several when links have more.
 	Queues    int
-	FrameSize int      // 0: 2048
+	FrameSize int // 0: 2048
 	XDPMode   xsk.XDPMode
 	ZeroCopy  xsk.ZeroCopy
 	HugePages umem.HugePages

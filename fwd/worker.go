@@ -81,7 +81,7 @@ type port struct {
 	// quietUntil (monotonic ns): after a failed kick (link down), no more
 	// kicks until then, and the worker sleeps instead of spinning.
 	quietUntil int64
-	owner       *worker
+	owner      *worker
 	// out are the handoff rings from this RX ring to each TX queue's
 	// owner (merge.go); nil with one queue.
 	out []*handoff
@@ -133,8 +133,8 @@ type batchCounts struct {
 // TX queue q of every link.
 type worker struct {
 	q      int
-	rx     []*port    // the RX rings it reads, on every link
-	tx     [2]*port   // tx[o]: its TX lane on link o
+	rx     []*port  // the RX rings it reads, on every link
+	tx     [2]*port // tx[o]: its TX lane on link o
 	mem    []byte
 	zone   *umem.Zone // RX frames
 	frames *umem.Cache
