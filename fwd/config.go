@@ -312,9 +312,9 @@ func CheckCapabilities() error {
 	return nil
 }
 
-// realQueues returns the queues a link uses now, which may be fewer than
-// it was created with (netlink's NumRxQueues): a veth made with 2 queues
-// runs with 1 until told otherwise, and binding to an unused queue fails.
+// realQueues returns the queues a link uses now (ethtool channels), which
+// may be fewer than it was created with (netlink's NumRxQueues): binding to
+// an unused queue fails.
 func realQueues(name string) (rx, tx int) {
 	if c, err := ethtool.GetChannels(name); err == nil && c.RX+c.Combined > 0 {
 		return int(c.RX + c.Combined), int(c.TX + c.Combined)

@@ -3,9 +3,6 @@ package fwd_test
 import (
 	"encoding/binary"
 	"net"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -63,12 +60,12 @@ func TestEveryRXQueueServed(t *testing.T) {
 // on every queue without running out of frames to receive into.
 func TestManyQueuesBoundedMemory(t *testing.T) {
 	p := newPair(t, topo.Options{Queues: 64})
-	rss0 := rssBytes(t)
+	rss0 := vmRSS(t)
 	t0 := time.Now()
 	r := start(t, p, fwd.Config{Queues: 2})
 	startup := time.Since(t0)
 	got := udpFlows(t, p, 256, 20, 20*time.Microsecond)
-	rss := rssBytes(t) - rss0
+	rss := vmRSS(t) - rss0
 	s := r.stop(t)
 	a := s.Links[p.LinkA]
 	t.Logf("64 queues per link, 2 workers: started in %v, RSS +%d MiB, UMEM %d MiB (%s); delivered %d of %d; drops %v",
@@ -141,20 +138,4 @@ func udpFlows(t *testing.T, p *topo.Pair, flows, per int, gap time.Duration) int
 		}
 	}
 	return <-counted
-}
-
-func rssBytes(t *testing.T) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
 }
