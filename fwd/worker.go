@@ -132,6 +132,8 @@ type worker struct {
 	inlineMax *atomic.Int32
 	// spin is how many empty rounds to spin before sleeping in poll(2).
 	spin int
+	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
+	progress workerProgress
 }
 
 func newWorker(f *Forwarder, q int) *worker {
@@ -186,6 +188,7 @@ func (w *worker) run(stop *atomic.Bool) {
 
 	idle := 0
 	for !stop.Load() {
+		w.progress.rounds.Add(1)
 		w.refill(0)
 		w.refill(1)
 		n := w.forwardAll(0, 1) + w.forwardAll(1, 0)
