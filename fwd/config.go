@@ -32,8 +32,8 @@ type Config struct {
 	// rings get twice as many): a power of two, MinRingSize..MaxRingSize.
 	// 0: automatic.
 	RingSize uint32
-	Batch     int    // 0: 64 descriptors per ring operation
-	Logger    *slog.Logger
+	Batch    int // 0: 64 descriptors per ring operation
+	Logger   *slog.Logger
 
 	// InlineMax is the largest packet copied whole into a 256-byte inline
 	// slot. 0: 256 (the slot size); negative: the inline path is off.
