@@ -238,6 +238,30 @@ func TestMultiBufferFlag(t *testing.T) {
 			t.Errorf("%q: mode %v, want %v", c.args, cfg.MultiBufferMode, c.want)
 		}
 	}
+	// YAML: the booleans it had, and the three words.
+	dir := t.TempDir()
+	for body, want := range map[string]fwd.MultiBufferMode{
+		"multi-buffer: true\n":  fwd.MultiBufferOn,
+		"multi-buffer: false\n": fwd.MultiBufferOff,
+		"multi-buffer: on\n":    fwd.MultiBufferOn,
+		"multi-buffer: off\n":   fwd.MultiBufferOff,
+		"multi-buffer: auto\n":  fwd.MultiBufferAuto,
+	} {
+		path := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		var ff fwdFlags
+		ff.register(fs, true)
+		if _, err := applyConfigFile(fs, path); err != nil {
+			t.Errorf("%q: %v", body, err)
+			continue
+		}
+		if ff.multiBuffer.mode != want {
+			t.Errorf("%q: mode %v, want %v", body, ff.multiBuffer.mode, want)
+		}
+	}
 	for _, args := range [][]string{{"--multi-buffer=maybe"}, {"--multi-buffer", "maybe"}} {
 		var stderr bytes.Buffer
 		if code := run(append([]string{"run"}, args...), &bytes.Buffer{}, &stderr); code != exitUsage {
