@@ -31,10 +31,13 @@ type Config struct {
 	XDPMode   xsk.XDPMode
 	ZeroCopy  xsk.ZeroCopy
 	HugePages umem.HugePages
-	Force     bool   // replace a foreign XDP program
-	RingSize  uint32 // entries per RX/TX ring (fill: twice); 0: sized from the queues (autoRingSize)
-	Batch     int    // 0: 64 descriptors per ring operation
-	Logger    *slog.Logger
+	Force     bool // replace a foreign XDP program
+	// RingSize is the entries of each RX and TX ring (fill and completion
+	// rings get twice as many): a power of two, MinRingSize..MaxRingSize.
+	// 0: automatic.
+	RingSize uint32
+	Batch    int // 0: 64 descriptors per ring operation
+	Logger   *slog.Logger
 
 	// InlineMax is the largest packet copied whole into a 256-byte inline
 	// slot. 0: 256 (the slot size); negative: the inline path is off.
@@ -45,8 +48,13 @@ type Config struct {
 	// MaxTxFrags is the most descriptors a multi-buffer packet may leave
 	// as before it is repacked into a frag block. 0: 4.
 	MaxTxFrags int
-	// MultiBuffer binds the sockets with XDP_USE_SG so packets longer than
-	// a frame (jumbo MTUs) arrive and leave as descriptor chains.
+	// MultiBufferMode: whether to bind the sockets with XDP_USE_SG, so that
+	// packets longer than a frame (jumbo MTUs) arrive and leave as
+	// descriptor chains. MultiBufferAuto (the zero value) turns it on when
+	// a link's MTU needs more than one frame.
+	MultiBufferMode MultiBufferMode
+	// MultiBuffer is the resolved MultiBufferMode, set by New. Set by a
+	// caller with MultiBufferAuto, it means MultiBufferOn.
 	MultiBuffer bool
 
 	// XPS picks a flow's TX queue when Queues > 1: sticky (default),
@@ -103,6 +111,47 @@ func ParseChecksumMode(s string) (ChecksumMode, error) {
 	}
 	return 0, fmt.Errorf("complete-checksums %q: want auto, on or off", s)
 }
+
+// MultiBufferMode selects AF_XDP multi-buffer (XDP_USE_SG).
+type MultiBufferMode int
+
+const (
+	MultiBufferAuto MultiBufferMode = iota // on when a link's MTU needs more than one frame
+	MultiBufferOn
+	MultiBufferOff
+)
+
+// ParseMultiBufferMode parses "auto", "on" or "off"; "true" and "false"
+// are on and off (the flag was a boolean once).
+func ParseMultiBufferMode(s string) (MultiBufferMode, error) {
+	switch s {
+	case "auto":
+		return MultiBufferAuto, nil
+	case "on", "true":
+		return MultiBufferOn, nil
+	case "off", "false":
+		return MultiBufferOff, nil
+	}
+	return 0, fmt.Errorf("multi-buffer %q: want auto, on or off", s)
+}
+
+func (m MultiBufferMode) String() string {
+	switch m {
+	case MultiBufferAuto:
+		return "auto"
+	case MultiBufferOn:
+		return "on"
+	case MultiBufferOff:
+		return "off"
+	}
+	return fmt.Sprintf("MultiBufferMode(%d)", int(m))
+}
+
+// Ring sizes New accepts (Config.RingSize).
+const (
+	MinRingSize = 64
+	MaxRingSize = 16384
+)
 
 // InputError marks an error caused by the user's input or environment
 // (bad flag, unknown link, missing capability, foreign program): the
@@ -181,8 +230,8 @@ func (c *Config) normalize() error {
 		return inputErr("frame size %d: want 2048 or 4096", c.FrameSize)
 	case c.Queues < 0:
 		return inputErr("queues %d: want a positive count", c.Queues)
-	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < 64 || c.RingSize > 16384):
-		return inputErr("ring size %d: want a power of two, 64..16384", c.RingSize)
+	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < MinRingSize || c.RingSize > MaxRingSize):
+		return inputErr("ring size %d: want a power of two, %d..%d", c.RingSize, MinRingSize, MaxRingSize)
 	case c.Batch < linearize.MaxDescs || c.RingSize != 0 && uint32(c.Batch) > c.RingSize:
 		return inputErr("batch %d: want %d..ring size", c.Batch, linearize.MaxDescs)
 	case c.InlineMax > umem.InlineSlotSize:
@@ -234,17 +283,57 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 		if c.Queues > l.rxQueues || c.Queues > l.txQueues {
 			return out, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
 		}
+	}
+	return out, c.resolveMultiBuffer(out)
+}
+
+// resolveMultiBuffer sets MultiBuffer from MultiBufferMode and the links'
+// MTUs, and refuses an MTU that the frames cannot carry.
+func (c *Config) resolveMultiBuffer(links [2]linkInfo) error {
+	mode := c.MultiBufferMode
+	if mode == MultiBufferAuto && c.MultiBuffer {
+		mode = MultiBufferOn
+	}
+	// A frame holds FrameSize minus the headroom the kernel keeps in front
+	// of received data (XDP_PACKET_HEADROOM, in copy mode).
+	perFrame := c.FrameSize - unix.XDP_PACKET_HEADROOM
+	var jumbo *linkInfo // the first link whose MTU needs more than a frame
+	for i := range links {
+		l := &links[i]
 		need := l.mtu + maxFrameOverhead
-		switch {
-		case need <= c.FrameSize:
-		case !c.MultiBuffer:
-			return out, inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d (use --multi-buffer for jumbo frames)",
+		if need <= c.FrameSize {
+			continue
+		}
+		if mode == MultiBufferOff {
+			return inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d (multi-buffer is off: use --multi-buffer auto or on for jumbo frames)",
 				l.name, l.mtu, need, unix.XDP_PACKET_HEADROOM, c.FrameSize)
-		case framesPerPacket(l.mtu, c.FrameSize) > linearize.MaxDescs:
-			return out, inputErr("link %q MTU %d needs more than %d frames of %d bytes per packet", l.name, l.mtu, linearize.MaxDescs, c.FrameSize)
+		}
+		// The kernel takes at most MAX_SKB_FRAGS+1 buffers per packet.
+		if frames := (l.mtu + 18 + perFrame - 1) / perFrame; frames > linearize.MaxDescs {
+			return inputErr("link %q MTU %d needs %d frames of %d bytes per packet; the kernel takes at most %d (raise --frame-size or lower the MTU)",
+				l.name, l.mtu, frames, c.FrameSize, linearize.MaxDescs)
+		}
+		if jumbo == nil {
+			jumbo = l
 		}
 	}
-	return out, nil
+	switch {
+	case mode == MultiBufferOn:
+		c.MultiBuffer = true
+		c.Logger.Info("multi-buffer on", "reason", "--multi-buffer on")
+	case jumbo != nil:
+		c.MultiBuffer = true
+		c.Logger.Info("multi-buffer on", "reason", fmt.Sprintf("link %s MTU %d needs %d bytes per packet (MTU + 18 + %d headroom), more than a %d-byte frame",
+			jumbo.name, jumbo.mtu, jumbo.mtu+maxFrameOverhead, unix.XDP_PACKET_HEADROOM, c.FrameSize))
+	default:
+		c.MultiBuffer = false
+		reason := "--multi-buffer off"
+		if mode == MultiBufferAuto {
+			reason = fmt.Sprintf("both links' MTUs fit a %d-byte frame", c.FrameSize)
+		}
+		c.Logger.Info("multi-buffer off", "reason", reason)
+	}
+	return nil
 }
 
 // framesPerPacket is how many frames of frameSize a packet of the MTU

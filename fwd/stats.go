@@ -67,10 +67,27 @@ const (
 // LinkStats returns the counters of link i (0 or 1), summed over its
 // queues. It is safe to call while the forwarder runs: it sums per-worker
 // atomics and reads the kernel's statistics with one getsockopt per socket.
+// It is safe alongside Close too, and returns zero values once Close began.
 func (f *Forwarder) LinkStats(i int) LinkStats {
+	// One read lock for the whole reading: a nested RLock would deadlock
+	// behind a Close waiting for the write lock.
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	return f.linkStats(i)
+}
+
+// closedLocked reports, under statsMu, whether Close has torn the
+// forwarder down: Close clears the sockets holding statsMu (f.closed is
+// written before that, so it cannot be read under statsMu alone).
+func (f *Forwarder) closedLocked() bool { return f.socks[0] == nil }
+
+func (f *Forwarder) linkStats(i int) LinkStats {
 	l := newLinkStats()
+	if f.closedLocked() {
+		return l
+	}
 	for q := range f.ports[i] {
-		l.add(f.QueueStats(i, q))
+		l.add(f.queueStats(i, q))
 	}
 	if f.progs[i] != nil {
 		l.XDPMode = f.progs[i].Mode()
@@ -113,15 +130,20 @@ func (l *LinkStats) add(o LinkStats) {
 	}
 }
 
-// QueueStats returns the counters of queue q of link i.
+// QueueStats returns the counters of queue q of link i; zero values once
+// Close began.
 func (f *Forwarder) QueueStats(i, q int) LinkStats {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
+	return f.queueStats(i, q)
+}
+
+func (f *Forwarder) queueStats(i, q int) LinkStats {
 	l := newLinkStats()
-	l.Queues = 1
-	if q >= len(f.ports[i]) {
+	if q >= len(f.ports[i]) || f.closedLocked() {
 		return l
 	}
+	l.Queues = 1
 	p := f.ports[i][q]
 	l.RXPackets = p.stats.rxPackets.Load()
 	l.RXBytes = p.stats.rxBytes.Load()
@@ -167,7 +189,7 @@ func (f *Forwarder) KernelStats(i, q int) (xsk.Stats, error) {
 }
 
 func (f *Forwarder) kernelStats(i, q int) (xsk.Stats, error) {
-	if f.closed || q >= len(f.socks[i]) || f.socks[i][q] == nil {
+	if f.closedLocked() || q >= len(f.socks[i]) || f.socks[i][q] == nil {
 		return xsk.Stats{}, fmt.Errorf("link %d queue %d: no socket", i, q)
 	}
 	return f.socks[i][q].Stats()
@@ -253,8 +275,17 @@ type XPSSummary struct {
 	TXQueuePackets map[string][]uint64 `json:"tx_queue_packets"`
 }
 
-// XPS returns the queue selection summary.
+// XPS returns the queue selection summary; zero values once Close began.
 func (f *Forwarder) XPS() XPSSummary {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	return f.xps()
+}
+
+func (f *Forwarder) xps() XPSSummary {
+	if f.closedLocked() {
+		return XPSSummary{TXQueuePackets: map[string][]uint64{}}
+	}
 	x := XPSSummary{Mode: "single-queue", Queues: f.cfg.Queues, TXQueuePackets: map[string][]uint64{}}
 	for i, l := range f.links {
 		for _, w := range f.workers {
@@ -287,11 +318,17 @@ func (f *Forwarder) PagesPer1K() (p4k, p2m float64) {
 }
 
 // Summary collects the final counters; call it after Run returned and
-// before Close, then read Leaked after Close (FinishSummary does both).
+// before Close, then read Leaked after Close (Shutdown does both). Once
+// Close began it returns zero values.
 func (f *Forwarder) Summary() Summary {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
 	s := Summary{Links: map[string]LinkStats{}, TXPaths: map[string]uint64{}}
+	if f.closedLocked() {
+		return s
+	}
 	for i, l := range f.links {
-		ls := f.LinkStats(i)
+		ls := f.linkStats(i)
 		s.Links[l.name] = ls
 		for k, v := range ls.TXPaths {
 			s.TXPaths[k] += v
@@ -301,7 +338,7 @@ func (f *Forwarder) Summary() Summary {
 	}
 	p4, p2 := f.PagesPer1K()
 	s.PagesPer1KDesc = map[string]float64{"4k": p4, "2m": p2}
-	s.XPS = f.XPS()
+	s.XPS = f.xps()
 	if f.region != nil {
 		s.UMEM = UMEMSummary{Backing: string(f.region.Backing()), SizeBytes: f.region.Size()}
 	}

@@ -166,6 +166,8 @@ type worker struct {
 	inlineMax *atomic.Int32
 	// spin is how many empty rounds to spin before sleeping in poll(2).
 	spin int
+	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
+	progress workerProgress
 }
 
 func newWorker(f *Forwarder, q int) (*worker, error) {
@@ -234,6 +236,7 @@ func (w *worker) run(stop *atomic.Bool) {
 
 	idle := 0
 	for !stop.Load() {
+		w.progress.rounds.Add(1)
 		n, held := w.round()
 		if n > 0 {
 			idle = 0

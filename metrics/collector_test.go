@@ -434,3 +434,44 @@ type collectorFunc func(chan<- prometheus.Metric)
 
 func (f collectorFunc) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(f, ch) }
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
+
+// TestHealthCheck: a failing Check (a stalled worker) turns /healthz 503
+// with the reason while it lasts, and freezes nothing: /metrics still reads
+// the forwarder, and /healthz is 200 again once the check passes.
+func TestHealthCheck(t *testing.T) {
+	src := newFake(1)
+	var stalled atomic.Pointer[string]
+	s, err := newServer(newCollector(src, testInfo), Options{Check: func() error {
+		if r := stalled.Load(); r != nil {
+			return errors.New(*r)
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q, want 200", code, body)
+	}
+	reason := "stalled: worker 0: no progress for 5s with packets waiting on its RX rings"
+	stalled.Store(&reason)
+	if code, body := get("/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, reason) {
+		t.Errorf("/healthz while stalled: %d %q, want 503 with the reason", code, body)
+	}
+	src.set(0, 0, fwd.LinkStats{RXPackets: 42}, xsk.Stats{})
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",queue="0"} 42`) {
+		t.Errorf("/metrics while stalled: %d, want a fresh reading (42) in:\n%s", code, body)
+	}
+	if s.Collector().Frozen() {
+		t.Errorf("a failed check froze the collector")
+	}
+	stalled.Store(nil)
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz once the stall ended: %d %q, want 200", code, body)
+	}
+}

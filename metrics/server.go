@@ -26,6 +26,11 @@ type Options struct {
 	// It must start failing before the forwarder's Close (or Shutdown)
 	// begins, in the happens-before sense: set an atomic, then close.
 	Health func() error
+	// Check reports a fault of a running forwarder (a stalled worker):
+	// an error makes /healthz answer 503 with its text, as long as it
+	// lasts. Unlike Health it freezes nothing: the forwarder is still
+	// there, and its metrics show what goes wrong. nil: no check.
+	Check func() error
 	// Registry is where the Collector is registered and what /metrics
 	// serves. nil: a new registry that also holds the Go runtime (go_*) and
 	// process (process_*) collectors.
@@ -40,6 +45,7 @@ type Server struct {
 	c      *Collector
 	reg    *prometheus.Registry
 	health func() error
+	check  func() error
 	mux    *http.ServeMux
 	logger *slog.Logger
 }
@@ -56,7 +62,7 @@ func Handler(f *fwd.Forwarder, opts Options) (http.Handler, error) {
 }
 
 func newServer(c *Collector, opts Options) (*Server, error) {
-	s := &Server{c: c, reg: opts.Registry, health: opts.Health, logger: opts.Logger}
+	s := &Server{c: c, reg: opts.Registry, health: opts.Health, check: opts.Check, logger: opts.Logger}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,6 +127,13 @@ func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, "%v\n", err)
 		return
+	}
+	if s.check != nil {
+		if err := s.check(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "%v\n", err)
+			return
+		}
 	}
 	fmt.Fprint(w, "ok\n")
 }

@@ -454,13 +454,27 @@ func TestBadInput(t *testing.T) {
 			setup: func(t *testing.T, p *topo.Pair) ([]string, uint32) {
 				return []string{p.LinkA, "--queues 5", "has 1 RX"}, 0
 			}},
-		{name: "MTU too large for frame size", args: func(p *topo.Pair) []string { return links(p) },
+		{name: "MTU too large for frame size", args: func(p *topo.Pair) []string { return links(p, "--multi-buffer", "off") },
 			setup: func(t *testing.T, p *topo.Pair) ([]string, uint32) {
 				if err := p.SetMTU(3000); err != nil {
 					t.Fatal(err)
 				}
 				return []string{"MTU 3000", "2048"}, 0
 			}},
+		{name: "MTU beyond the kernel's 18 frames", args: func(p *topo.Pair) []string { return links(p) },
+			setup: func(t *testing.T, p *topo.Pair) ([]string, uint32) {
+				if err := p.SetMTU(40000); err != nil {
+					t.Fatal(err)
+				}
+				// (40000 + 18) / (2048 - 256 headroom), rounded up.
+				return []string{"MTU 40000", "23 frames", "at most 18"}, 0
+			}},
+		{name: "bad multi-buffer", args: func(p *topo.Pair) []string { return links(p, "--multi-buffer", "sometimes") },
+			want: []string{"multi-buffer", "sometimes"}},
+		{name: "ring-size not a power of two", args: func(p *topo.Pair) []string { return links(p, "--ring-size", "1000") },
+			want: []string{"--ring-size 1000", "power of two"}},
+		{name: "ring-size too large", args: func(p *topo.Pair) []string { return links(p, "--ring-size", "32768") },
+			want: []string{"--ring-size 32768", "16384"}},
 		{name: "foreign program", args: func(p *topo.Pair) []string { return links(p) },
 			setup: func(t *testing.T, p *topo.Pair) ([]string, uint32) {
 				// On LinkB: xdpfwd attaches to LinkA first and must

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -90,12 +91,54 @@ func commandLineFlags(fs *flag.FlagSet) map[string]bool {
 
 // reloader applies a re-read config file to a running forwarder.
 type reloader struct {
-	fs      *flag.FlagSet
-	path    string
-	given   map[string]bool // set on the command line: the file cannot change them
-	current map[string][]string
-	f       *fwd.Forwarder
-	logger  *slog.Logger
+	fs    *flag.FlagSet
+	path  string
+	given map[string]bool // set on the command line: the file cannot change them
+	// initial is the file the forwarder's Config was built from; current
+	// is the file as far as it is in force: a key that failed, needs a
+	// restart or is overridden by a flag keeps its old value here, so the
+	// next reload tries (or reports) it again.
+	initial, current map[string][]string
+	f                *fwd.Forwarder
+	logger           *slog.Logger
+}
+
+// value is the flag value of key k in file vals: its last value, or the
+// flag's default when the file does not name it.
+func (r *reloader) value(vals map[string][]string, k string) string {
+	if vs := vals[k]; len(vs) > 0 {
+		return vs[len(vs)-1]
+	}
+	if fl := r.fs.Lookup(k); fl != nil {
+		return fl.DefValue
+	}
+	return ""
+}
+
+// restore brings a forwarder rebuilt from the start-up Config (after
+// --wait-for-links saw a link come back) to the settings reloads applied
+// since, and returns the stats interval in force.
+func (r *reloader) restore(interval time.Duration) time.Duration {
+	var restored []string
+	var errs []error
+	for _, k := range reloadable {
+		if r.given[k] || slices.Equal(r.initial[k], r.current[k]) {
+			continue
+		}
+		v := r.value(r.current, k)
+		if err := r.apply(k, v, &interval); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		restored = append(restored, k+"="+v)
+	}
+	if len(restored) > 0 {
+		r.logger.Info("reloaded settings applied to the rebuilt forwarder", "file", r.path, "applied", strings.Join(restored, " "))
+	}
+	if err := errors.Join(errs...); err != nil {
+		r.logger.Error("reloaded settings not applied to the rebuilt forwarder", "err", err)
+	}
+	return interval
 }
 
 // reload re-reads the file and applies what changed; it returns the new
@@ -108,6 +151,7 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 	}
 	var applied, restart, overridden []string
 	var errs []error
+	inForce := maps.Clone(r.current)
 	for _, k := range unionKeys(r.current, next) {
 		if slices.Equal(r.current[k], next[k]) {
 			continue
@@ -120,19 +164,19 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 			restart = append(restart, k)
 			continue
 		}
-		v := ""
-		if len(next[k]) > 0 {
-			v = next[k][len(next[k])-1]
-		} else if fl := r.fs.Lookup(k); fl != nil {
-			v = fl.DefValue // removed from the file: back to the default
-		}
+		v := r.value(next, k) // removed from the file: back to the default
 		if err := r.apply(k, v, &interval); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		applied = append(applied, k+"="+v)
+		if _, ok := next[k]; ok {
+			inForce[k] = next[k]
+		} else {
+			delete(inForce, k)
+		}
 	}
-	r.current = next
+	r.current = inForce
 	r.logger.Info("config reloaded", "file", r.path, "applied", strings.Join(applied, " "),
 		"needs_restart", strings.Join(restart, " "), "overridden_by_flags", strings.Join(overridden, " "))
 	if len(restart) > 0 {

@@ -120,7 +120,8 @@ type fwdFlags struct {
 	inlineMax   int
 	fragOrder   int
 	maxTxFrags  int
-	multiBuffer bool
+	multiBuffer multiBufferFlag
+	ringSize    int
 
 	xpsMode    string
 	spin       int
@@ -143,7 +144,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.inlineMax, "inline-max", 256, "largest packet copied whole into a 256-byte inline TX slot; 0 turns the inline path off")
 	fs.IntVar(&ff.fragOrder, "frag-order", 4, "frag block size for repacked multi-buffer packets: 3 (32 KiB), 4 (64 KiB), 0 (off)")
 	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
-	fs.BoolVar(&ff.multiBuffer, "multi-buffer", false, "AF_XDP multi-buffer (XDP_USE_SG): carry packets longer than a frame, for jumbo MTUs")
+	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
+	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
 	fs.IntVar(&ff.spin, "spin", 64, "empty rounds a worker busy-polls before sleeping in poll(2); 0: sleep at once (least CPU, more latency)")
@@ -203,7 +205,11 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(fmt.Errorf("--frag-order %d: want 3, 4 or 0", ff.fragOrder))
 	}
 	cfg.MaxTxFrags = ff.maxTxFrags
-	cfg.MultiBuffer = ff.multiBuffer
+	cfg.MultiBufferMode = ff.multiBuffer.mode
+	if n := ff.ringSize; n != 0 && (n < fwd.MinRingSize || n > fwd.MaxRingSize || n&(n-1) != 0) {
+		return cfg, nil, bad(fmt.Errorf("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", n, fwd.MinRingSize, fwd.MaxRingSize))
+	}
+	cfg.RingSize = uint32(ff.ringSize)
 	if cfg.XPS, err = xps.ParseMode(ff.xpsMode); err != nil {
 		return cfg, nil, bad(err)
 	}
@@ -222,11 +228,74 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	return cfg, logger, nil
 }
 
+// multiBufferFlag is --multi-buffer: auto, on or off. It was a boolean
+// once, so it still takes the boolean forms: bare (on), =true and =false.
+type multiBufferFlag struct{ mode fwd.MultiBufferMode }
+
+func (m *multiBufferFlag) String() string { return m.mode.String() }
+
+func (m *multiBufferFlag) Set(s string) error {
+	v, err := fwd.ParseMultiBufferMode(s)
+	if err != nil {
+		return err
+	}
+	m.mode = v
+	return nil
+}
+
+// IsBoolFlag lets the flag stand alone; joinOptionalValues gives it a
+// value that follows it as a separate argument.
+func (m *multiBufferFlag) IsBoolFlag() bool { return true }
+
+func (m *multiBufferFlag) optionalValue() {}
+
+// optionalValue is a flag that may stand alone (IsBoolFlag) or take a value.
+type optionalValue interface {
+	flag.Value
+	IsBoolFlag() bool
+	optionalValue()
+}
+
+// joinOptionalValues rewrites "--flag value" to "--flag=value" for the
+// flags whose value is optional, unless value is another flag: the flag
+// package never gives a boolean flag the next argument. The commands take
+// no arguments besides flags, so the next one can only be its value.
+func joinOptionalValues(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		out = append(out, a)
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			// The end of the flags: the flag package stops here too.
+			return append(out, args[i+1:]...)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		f := fs.Lookup(name)
+		if f == nil || i+1 == len(args) { // name=value, or unknown: Parse judges
+			continue
+		}
+		if _, ok := f.Value.(optionalValue); ok {
+			if next := args[i+1]; next == "" || next[0] != '-' {
+				out[len(out)-1] = a + "=" + args[i+1]
+				i++
+			}
+			continue
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			continue
+		}
+		// The next argument is this flag's value, whatever it looks like.
+		out = append(out, args[i+1])
+		i++
+	}
+	return out
+}
+
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	// The flag package would print its error and the whole usage; we
 	// print one line (exitCode) and the usage only when asked for it.
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinOptionalValues(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stderr)
 			fmt.Fprintf(stderr, "usage: xdpfwd %s [flags]\n", fs.Name())
@@ -242,6 +311,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 }
 
 func cmdRun(args []string, stderr io.Writer) error {
+	// Signals before anything else. Until forward runs nothing would read
+	// SIGHUP, and its default action kills the process (exit 129), which
+	// systemd's Restart=on-failure counts as a clean exit: a
+	// `systemctl reload` while waiting for the links would leave the
+	// daemon down. The channel holds it until forwarding starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var ff fwdFlags
 	ff.register(fs, true)
@@ -260,7 +340,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rl = &reloader{fs: fs, path: *configFile, given: given, current: vals}
+		rl = &reloader{fs: fs, path: *configFile, given: given, initial: vals, current: vals}
 	}
 	if *interval < 0 {
 		return usageError{"--stats-interval must not be negative"}
@@ -281,22 +361,24 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		fh.Close()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	for {
 		f, err := fwd.New(cfg)
 		if err != nil {
 			if *waitLinks && errors.Is(err, fwd.ErrUnknownLink) {
 				logger.Warn("waiting for the links to exist", "err", err)
-				if !waitForLinks(ctx, cfg.Links) {
+				if !waitForLinks(ctx, cfg.Links, hup, logger) {
 					return nil
 				}
 				continue
 			}
 			return err
 		}
+		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
+			// A rebuilt forwarder (--wait-for-links) runs with the
+			// settings in force, not those it started with.
+			iv = rl.restore(iv)
 		}
 		stopMetrics := func() {}
 		if *metricsAddr != "" {
@@ -305,7 +387,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 				return err
 			}
 		}
-		sum, err := forward(ctx, f, *interval, stderr, rl)
+		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger)
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		if *summary != "" {
@@ -315,7 +397,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		if *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil {
 			logger.Warn("a link is gone; waiting for both to return (--wait-for-links)", "err", err)
-			if !waitForLinks(ctx, cfg.Links) {
+			if !waitForLinks(ctx, cfg.Links, hup, logger) {
 				return nil
 			}
 			continue
@@ -325,9 +407,19 @@ func cmdRun(args []string, stderr io.Writer) error {
 }
 
 // waitForLinks polls until every link exists; false if ctx ended first.
-func waitForLinks(ctx context.Context, links []string) bool {
+// A SIGHUP meanwhile is logged and left queued on hup, for forward.
+func waitForLinks(ctx context.Context, links []string, hup chan os.Signal, logger *slog.Logger) bool {
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
+	queued := false
+	defer func() {
+		if queued {
+			select {
+			case hup <- syscall.SIGHUP:
+			default: // another one is queued already
+			}
+		}
+	}()
 	for {
 		all := true
 		for _, l := range links {
@@ -341,24 +433,25 @@ func waitForLinks(ctx context.Context, links []string) bool {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-hup:
+			if !queued {
+				logger.Info("SIGHUP: reload queued until forwarding starts")
+			}
+			queued = true
 		case <-t.C:
 		}
 	}
 }
 
-// forward runs f until ctx is done, printing a stats line every interval,
-// then shuts it down and returns its summary.
-func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer, rl *reloader) (fwd.Summary, error) {
+// forward runs f until ctx is done, printing a stats line every interval
+// and reloading the config on SIGHUP (hup), then shuts it down and returns
+// its summary.
+func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer, hup <-chan os.Signal, rl *reloader, logger *slog.Logger) (fwd.Summary, error) {
 	// The stats goroutine ends with the run, which a deleted link can end
 	// as well as a signal.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
-	hup := make(chan os.Signal, 1)
-	if rl != nil {
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
-	}
 	go func() {
 		defer close(done)
 		// A stopped ticker channel never fires: interval 0 prints nothing.
@@ -376,9 +469,13 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 			case <-ctx.Done():
 				return
 			case <-hup:
+				if rl == nil {
+					logger.Warn("SIGHUP ignored: no --config file to re-read")
+					continue
+				}
 				next, err := rl.reload(interval)
 				if err != nil {
-					rl.logger.Error("config reload", "err", err)
+					logger.Error("config reload: not applied", "err", err)
 				}
 				if next != interval {
 					interval = next

@@ -31,13 +31,38 @@ import (
 // metrics endpoint listens (tests read the port of --metrics HOST:0 there).
 const metricsLogMsg = "serving metrics"
 
+// stallAfter is how long a worker may go without a round of its loop, with
+// packets waiting on its RX rings, before /healthz reports it.
+const stallAfter = 5 * time.Second
+
+// httpLimits bound what the clients of --metrics can hold. A scraper or a
+// probe needs a short request now and then; without limits, connections
+// that idle (kept alive, or never sending a request) pile up for ever.
+type httpLimits struct {
+	readHeader, read, write, idle time.Duration
+	maxConns                      int // accepted at once; more wait in the listen backlog
+}
+
+var defaultHTTPLimits = httpLimits{
+	readHeader: 5 * time.Second,
+	read:       10 * time.Second,
+	write:      30 * time.Second,
+	idle:       60 * time.Second, // longer than most scrape intervals: keep-alive still pays
+	maxConns:   16,
+}
+
 // serveMetrics serves Prometheus metrics and /healthz for f on addr until
 // the returned stop function is called. Call it after fwd.New and before
 // Run. It fails at once, with a usage error, if it cannot listen on addr.
-// /healthz turns 503 once the forwarder is stopping; scrapes that overlap
-// its Close are safe (fwd guards its stats readers), and after stop the
-// last values read are served.
+// /healthz turns 503 once the forwarder is stopping (for good) or while a
+// worker is stalled (fwd.Forwarder.Stalled); scrapes that overlap its
+// Close are safe (fwd guards its stats readers), and after stop the last
+// values read are served.
 func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger) (stop func(), err error) {
+	return serveMetricsWith(addr, f, logger, defaultHTTPLimits)
+}
+
+func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits) (stop func(), err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -54,14 +79,26 @@ func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger) (stop func
 			}
 			return nil
 		},
+		Check: func() error {
+			if s := f.Stalled(stallAfter); len(s) > 0 {
+				return fmt.Errorf("stalled: %s", strings.Join(s, "; "))
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
+	if lim.maxConns > 0 {
+		ln = newLimitListener(ln, lim.maxConns)
+	}
 	hs := &http.Server{
 		Handler:           srv,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan struct{})
@@ -87,6 +124,53 @@ func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger) (stop func
 			logger.Debug("metrics server stopped", "addr", bound)
 		})
 	}, nil
+}
+
+// limitListener accepts at most n connections at a time: the next Accept
+// waits until one of them is closed, and clients wait in the listen
+// backlog meanwhile (as golang.org/x/net/netutil.LimitListener).
+type limitListener struct {
+	net.Listener
+	sem       chan struct{} // one token per open accepted connection
+	done      chan struct{} // closed by Close: a waiting Accept returns
+	closeOnce sync.Once
+}
+
+func newLimitListener(ln net.Listener, n int) *limitListener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+// limitConn gives its token back on the first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }
 
 // unwrapNetErr drops net.OpError's "listen tcp ADDR:" prefix, which

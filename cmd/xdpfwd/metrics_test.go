@@ -3,6 +3,7 @@ package main
 // Tests of --metrics and `xdpfwd stats`, in process and through the binary.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -378,4 +380,101 @@ func TestServeMetricsStopping(t *testing.T) {
 		c.Close()
 		t.Errorf("%s still listening after stop", m[1])
 	}
+}
+
+// TestMetricsServerLimits: in process, with a real forwarder. A kept-alive
+// connection that idles is closed by the server; beyond the connection
+// limit a client waits, and is answered once a slot frees.
+func TestMetricsServerLimits(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	serve := func(lim httpLimits) string {
+		t.Helper()
+		var logs syncBuffer
+		stop, err := serveMetricsWith("127.0.0.1:0", f, slog.New(slog.NewTextHandler(&logs, nil)), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		m := metricsAddrRe.FindStringSubmatch(logs.String())
+		if m == nil {
+			t.Fatalf("no %q line in the log:\n%s", metricsLogMsg, logs.String())
+		}
+		return m[1]
+	}
+	// request sends one keep-alive GET on c and reads the answer.
+	request := func(c net.Conn, br *bufio.Reader, path string) (int, string) {
+		t.Helper()
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: xdpfwd\r\n\r\n", path); err != nil {
+			t.Fatalf("write request: %v", err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	dial := func(addr string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+
+	t.Run("idle", func(t *testing.T) {
+		addr := serve(httpLimits{readHeader: 5 * time.Second, read: 5 * time.Second, write: 5 * time.Second, idle: 200 * time.Millisecond, maxConns: 4})
+		c, br := dial(addr)
+		if code, _ := request(c, br, "/healthz"); code != 200 {
+			t.Fatalf("/healthz: %d", code)
+		}
+		// Idle now: the server must hang up (EOF), well before our
+		// deadline (a timeout).
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("idle kept-alive connection: read %d bytes, %v; want EOF (closed by the server)", n, err)
+		}
+	})
+
+	t.Run("limit", func(t *testing.T) {
+		addr := serve(httpLimits{readHeader: time.Minute, read: time.Minute, write: time.Minute, idle: time.Minute, maxConns: 2})
+		var held []net.Conn
+		for range 2 {
+			c, br := dial(addr)
+			if code, _ := request(c, br, "/healthz"); code != 200 {
+				t.Fatalf("/healthz: %d", code)
+			}
+			held = append(held, c) // kept alive: holds its slot
+		}
+		c, br := dial(addr) // connects: the kernel's backlog takes it
+		if _, err := fmt.Fprint(c, "GET /metrics HTTP/1.1\r\nHost: xdpfwd\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		// Not answered while both slots are held. (A slow machine can
+		// only make this pass for the wrong reason, never fail it.)
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if n, err := br.Peek(1); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a third connection beyond the limit of 2 was answered: %q, %v", n, err)
+		}
+		held[0].Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the waiting client, after a slot freed: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "xdpfwd_rx_packets_total") {
+			t.Errorf("/metrics for the waiting client: %d\n%.300s", resp.StatusCode, b)
+		}
+	})
 }
