@@ -2,6 +2,7 @@ package fwd_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -138,4 +139,38 @@ func udpFlows(t *testing.T, p *topo.Pair, flows, per int, gap time.Duration) int
 		}
 	}
 	return <-counted
+}
+
+// TestQueueCountChangedWhileRunning: ethtool -L on a forwarded link while
+// forwarding. The sockets no longer match the queues (new queues would
+// have none, and what the XDP program cannot redirect reaches the
+// kernel's stack), so Run ends with ErrQueuesChanged for the daemon to
+// rebuild on the new queues, rather than forwarding on with a silent gap.
+func TestQueueCountChangedWhileRunning(t *testing.T) {
+	p := newPair(t, topo.Options{Queues: 4})
+	if err := ethtool.SetChannels(p.LinkA, 2, 2); err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, p, fwd.Config{Queues: 2})
+	if err := ethtool.SetChannels(p.LinkA, 4, 4); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-r.done:
+		r.done <- nil // for stop
+		if !errors.Is(err, fwd.ErrQueuesChanged) {
+			t.Fatalf("Run returned %v, want ErrQueuesChanged", err)
+		}
+		t.Logf("Run: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still forwarding 10 s after link A went from 2 to 4 queues")
+	}
+	r.stop(t)
+	// Built again, the forwarder serves all four.
+	r = start(t, p, fwd.Config{Queues: 2})
+	got := udpFlows(t, p, 64, 20, 100*time.Microsecond)
+	s := r.stop(t)
+	if a := s.Links[p.LinkA]; a.Queues != 4 || got+int(a.TotalDrops()) < 64*20 {
+		t.Errorf("rebuilt: %d sockets on A, %d of %d delivered, drops %v", a.Queues, got, 64*20, a.Drops)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 )
 
 // ethtoolStats reads a link's driver statistics, what `ethtool -S` prints:
@@ -64,37 +66,17 @@ func ethtoolStats(ifname string) (map[string]uint64, error) {
 // ethtoolChannels reads a link's RX and TX queue counts in use (`ethtool
 // -l`: rx + combined, tx + combined) and their maxima.
 func ethtoolChannels(ifname string) (rx, tx, maxRX, maxTX int, err error) {
-	var c struct {
-		cmd                                         uint32
-		maxRX, maxTX, maxOther, maxCombined         uint32
-		rxCount, txCount, otherCount, combinedCount uint32
+	c, err := ethtool.GetChannels(ifname)
+	if err != nil {
+		return 0, 0, 0, 0, err
 	}
-	c.cmd = unix.ETHTOOL_GCHANNELS
-	if err := ethtoolIoctl(ifname, unsafe.Pointer(&c)); err != nil {
-		return 0, 0, 0, 0, fmt.Errorf("ETHTOOL_GCHANNELS on %s: %w", ifname, err)
-	}
-	return int(c.rxCount + c.combinedCount), int(c.txCount + c.combinedCount),
-		int(c.maxRX + c.maxCombined), int(c.maxTX + c.maxCombined), nil
+	return int(c.RX + c.Combined), int(c.TX + c.Combined), int(c.MaxRX + c.MaxCombined), int(c.MaxTX + c.MaxCombined), nil
 }
 
 // setEthtoolChannels sets a link's RX and TX queue counts (`ethtool -L
 // rx N tx N`).
 func setEthtoolChannels(ifname string, rx, tx int) error {
-	var c struct {
-		cmd                                         uint32
-		maxRX, maxTX, maxOther, maxCombined         uint32
-		rxCount, txCount, otherCount, combinedCount uint32
-	}
-	c.cmd = unix.ETHTOOL_GCHANNELS
-	if err := ethtoolIoctl(ifname, unsafe.Pointer(&c)); err != nil {
-		return fmt.Errorf("ETHTOOL_GCHANNELS on %s: %w", ifname, err)
-	}
-	c.cmd = unix.ETHTOOL_SCHANNELS
-	c.rxCount, c.txCount = uint32(rx), uint32(tx)
-	if err := ethtoolIoctl(ifname, unsafe.Pointer(&c)); err != nil {
-		return fmt.Errorf("ETHTOOL_SCHANNELS rx %d tx %d on %s: %w", rx, tx, ifname, err)
-	}
-	return nil
+	return ethtool.SetChannels(ifname, uint32(rx), uint32(tx))
 }
 
 func ethtoolIoctl(ifname string, data unsafe.Pointer) error {

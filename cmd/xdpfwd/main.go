@@ -395,6 +395,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 				err = errors.Join(err, werr)
 			}
 		}
+		if errors.Is(err, fwd.ErrQueuesChanged) && ctx.Err() == nil {
+			// Sockets must cover every RX queue: plan them again.
+			logger.Warn("a link's queue count changed; rebuilding the forwarder on the new queues", "err", err)
+			continue
+		}
 		if *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil {
 			logger.Warn("a link is gone; waiting for both to return (--wait-for-links)", "err", err)
 			if !waitForLinks(ctx, cfg.Links, hup, logger) {

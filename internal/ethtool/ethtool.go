@@ -175,3 +175,22 @@ func GetChannels(ifname string) (Channels, error) {
 	}
 	return c.Channels, nil
 }
+
+// SetChannels sets the link's RX and TX queue counts (ethtool -L rx N tx
+// N), keeping the other counts.
+func SetChannels(ifname string, rx, tx uint32) error {
+	var c struct {
+		cmd uint32
+		Channels
+	}
+	c.cmd = unix.ETHTOOL_GCHANNELS
+	if err := ioctl(ifname, unsafe.Pointer(&c)); err != nil {
+		return fmt.Errorf("read channels of %s (ETHTOOL_GCHANNELS): %w", ifname, err)
+	}
+	c.cmd = unix.ETHTOOL_SCHANNELS
+	c.RX, c.TX = rx, tx
+	if err := ioctl(ifname, unsafe.Pointer(&c)); err != nil {
+		return fmt.Errorf("set channels of %s to rx %d tx %d (ETHTOOL_SCHANNELS): %w", ifname, rx, tx, err)
+	}
+	return nil
+}
