@@ -38,14 +38,15 @@ type Forwarder struct {
 	// into their policy once per batch.
 	inlineMax atomic.Int32
 
-	stop     atomic.Bool
-	started  time.Time
-	stopped  time.Time
-	closeErr error
-	closed   bool
-	leaked   int
-	stranded int
-	mu       sync.Mutex // guards closed/leaked for Summary
+	stop       atomic.Bool
+	started    time.Time
+	stopped    time.Time
+	closeErr   error
+	closed     bool
+	leaked     int
+	stranded   int
+	violations uint64
+	mu         sync.Mutex // guards closed/leaked for Summary
 	// statsMu lets stats readers (a metrics scrape) run alongside Close:
 	// readers hold it shared, Close holds it while it tears down.
 	statsMu sync.RWMutex
@@ -284,6 +285,9 @@ func (f *Forwarder) Close() error {
 		tx := f.region.Frames.Reclaim(umem.KernelTX) + f.region.Inline.Reclaim(umem.KernelTX) + f.region.Frags.ReclaimReferenced()
 		f.stranded = min(tx, inflight)
 		f.leaked = f.region.InUse() + tx - f.stranded
+		for _, z := range f.region.Zones() {
+			f.violations += z.Violations()
+		}
 		if err := f.region.Check(); err != nil {
 			errs = append(errs, err)
 		}
@@ -308,6 +312,9 @@ func (f *Forwarder) Leaked() int {
 
 // Queues is the number of workers, and of TX queues per link, in use.
 func (f *Forwarder) Queues() int { return f.cfg.Queues }
+
+// LinkQueues is the number of RX queues of link i, each with a socket.
+func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }
 
 // Links returns the two link names.
 func (f *Forwarder) Links() [2]string { return [2]string{f.links[0].name, f.links[1].name} }

@@ -240,6 +240,23 @@ type UMEMSummary struct {
 	// StrandedTX counts TX descriptors the kernel still held at shutdown
 	// (a link down or deleted): released with the sockets, not leaked.
 	StrandedTX int `json:"stranded_tx_descriptors"`
+	// OwnershipViolations counts units found somewhere other than where
+	// their owner believed: 0 unless there is a bug.
+	OwnershipViolations uint64 `json:"ownership_violations"`
+}
+
+// OwnershipViolations sums the UMEM zones' ownership violations so far.
+func (f *Forwarder) OwnershipViolations() uint64 {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	if f.region == nil {
+		return 0
+	}
+	var n uint64
+	for _, z := range f.region.Zones() {
+		n += z.Violations()
+	}
+	return n
 }
 
 // Summary is the --summary JSON document. Later versions add fields and
@@ -359,6 +376,7 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 	err := f.Close()
 	s.UMEM.LeakedAddresses = f.Leaked()
 	s.UMEM.StrandedTX = f.stranded
+	s.UMEM.OwnershipViolations = f.violations
 	return s, err
 }
 

@@ -43,10 +43,12 @@ var DescBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, linearize.MaxDescs}
 type source interface {
 	Links() [2]string
 	Queues() int
+	LinkQueues(link int) int
 	QueueStats(link, queue int) fwd.LinkStats
 	KernelStats(link, queue int) (xsk.Stats, error)
 	Zones() []fwd.ZoneUsage
 	PagesPer1K() (p4k, p2m float64)
+	OwnershipViolations() uint64
 }
 
 // Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
@@ -65,11 +67,12 @@ const mixedMode = "mixed"
 // Collector is a prometheus.Collector over a forwarder. Build it with
 // NewCollector before the forwarder runs.
 type Collector struct {
-	src    source
-	info   Info
-	links  [2]string
-	queues int
-	logger *slog.Logger
+	src        source
+	info       Info
+	links      [2]string
+	queues     int
+	linkQueues [2]int
+	logger     *slog.Logger
 
 	// live, if set, reports whether the forwarder may still be read; once
 	// it returns an error the Collector freezes for good.
@@ -102,12 +105,13 @@ func NewCollector(f *fwd.Forwarder, version string) *Collector {
 
 func newCollector(src source, info Info) *Collector {
 	c := &Collector{
-		src:    src,
-		info:   info,
-		links:  src.Links(),
-		queues: src.Queues(),
-		logger: slog.New(slog.DiscardHandler),
-		d:      newDescs(),
+		src:        src,
+		info:       info,
+		links:      src.Links(),
+		queues:     src.Queues(),
+		linkQueues: [2]int{src.LinkQueues(0), src.LinkQueues(1)},
+		logger:     slog.New(slog.DiscardHandler),
+		d:          newDescs(),
 	}
 	c.last = c.read()
 	return c
@@ -141,7 +145,7 @@ type descs struct {
 	xskRXRingFull, xskFillRingEmpty, xskTXRingEmpty *prometheus.Desc
 
 	zoneUnits, zoneFree, zoneUnitBytes *prometheus.Desc
-	pagesPer1K                         *prometheus.Desc
+	pagesPer1K, violations             *prometheus.Desc
 
 	info, linkInfo, queues *prometheus.Desc
 
@@ -186,11 +190,12 @@ func newDescs() descs {
 		zoneUnits:     d("umem_zone_units", "Units (frames, slots or blocks) in the UMEM zone.", "zone"),
 		zoneFree:      d("umem_zone_free_units", "Free units of the UMEM zone, in its pool or a worker's cache; approximate while running.", "zone"),
 		zoneUnitBytes: d("umem_zone_unit_bytes", "Size of one unit of the UMEM zone in bytes.", "zone"),
+		violations:    d("umem_ownership_violations_total", "UMEM units found somewhere other than where their owner believed (a unit owned twice or lost): 0 unless there is a bug."),
 		pagesPer1K:    d("umem_pages_per_1k_descriptors", "Mean distinct UMEM pages touched per 1000 TX descriptors, at 4 KiB (4k) or 2 MiB (2m) page granularity.", "granularity"),
 
 		info:     d("info", "Always 1: the build and the forwarder's modes. xdp_mode is \"mixed\" when the links differ (see xdpfwd_link_info).", "version", "xdp_mode", "bind_mode", "umem_backing"),
 		linkInfo: d("link_info", "Always 1: how the forwarder is attached to the link.", "link", "xdp_mode", "bind_mode"),
-		queues:   d("queues", "Queues (and workers) per link."),
+		queues:   d("queues", "Workers, and TX queues per link; every RX queue has its own series."),
 	}
 }
 
@@ -201,7 +206,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
 		d.txPath, d.txDescs, d.inlineFallbacks, d.kickErrors, d.csumCompleted, d.descsPerPacket,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
-		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K,
+		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
 		d.info, d.linkInfo, d.queues,
 	} {
 		ch <- x
@@ -233,6 +238,7 @@ type snapshot struct {
 	p4k     float64
 	p2m     float64
 	queuesN int
+	viol    uint64
 }
 
 type queueSnap struct {
@@ -258,8 +264,8 @@ func (c *Collector) safeRead() (s *snapshot) {
 func (c *Collector) read() *snapshot {
 	s := &snapshot{queuesN: c.queues}
 	for i := range 2 {
-		s.q[i] = make([]queueSnap, c.queues)
-		for q := range c.queues {
+		s.q[i] = make([]queueSnap, c.linkQueues[i])
+		for q := range c.linkQueues[i] {
 			qs := &s.q[i][q]
 			qs.s = c.src.QueueStats(i, q)
 			qs.k, qs.kErr = c.src.KernelStats(i, q)
@@ -277,6 +283,7 @@ func (c *Collector) read() *snapshot {
 	}
 	s.zones = c.src.Zones()
 	s.p4k, s.p2m = c.src.PagesPer1K()
+	s.viol = c.src.OwnershipViolations()
 	// Flow table: read the xps flow table's size and moves here (add
 	// XPS() fwd.XPSSummary to the source interface).
 	return s
@@ -329,6 +336,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 	}
 	gauge(d.pagesPer1K, s.p4k, "4k")
 	gauge(d.pagesPer1K, s.p2m, "2m")
+	counter(d.violations, s.viol)
 
 	// Flow table: emit the xps flow table's metrics here.
 

@@ -41,8 +41,10 @@ func newFake(queues int) *fake {
 	return f
 }
 
-func (f *fake) Links() [2]string { return [2]string{"veth-a", "veth-b"} }
-func (f *fake) Queues() int      { return f.queues }
+func (f *fake) Links() [2]string            { return [2]string{"veth-a", "veth-b"} }
+func (f *fake) Queues() int                 { return f.queues }
+func (f *fake) LinkQueues(int) int          { return f.queues }
+func (f *fake) OwnershipViolations() uint64 { return 0 }
 
 func (f *fake) QueueStats(i, q int) fwd.LinkStats {
 	f.reads.Add(1)
