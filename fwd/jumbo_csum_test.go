@@ -17,8 +17,12 @@ import (
 // it leaves as that chain (4096-byte frames), repacked into a frag block
 // (2048-byte frames: more pieces than --max-tx-frags), or, when shorter,
 // as a shorter chain. Whatever the layout, the checksum must be finished,
-// or the receiver drops the segment and TCP stalls. Both directions, IPv4
-// and IPv6, one queue and two.
+// or the receiver drops the segment and TCP stalls. (With 2048-byte frames
+// only chains were left partial: full segments were repacked and
+// finished, but a short one — the tail of a write, at most --max-tx-frags
+// frames — left as a chain, was dropped, and was retransmitted as the
+// same chain until the transfer timed out.) Both directions, IPv4 and
+// IPv6, one queue and two.
 func TestJumboTCPDefaultOffloads(t *testing.T) {
 	const n = 4 << 20
 	for _, tc := range []struct {
@@ -69,8 +73,8 @@ func TestJumboTCPDefaultOffloads(t *testing.T) {
 			}
 			// Each direction carried n bytes in segments of at most 8948
 			// (IPv4) or 8928 (IPv6) bytes, every one of them partial.
-			if min := uint64(n / 8948); la.ChecksumsCompleted < min || lb.ChecksumsCompleted < min {
-				t.Errorf("checksums completed %d and %d, want at least %d each", la.ChecksumsCompleted, lb.ChecksumsCompleted, min)
+			if least := uint64(n / 8948); la.ChecksumsCompleted < least || lb.ChecksumsCompleted < least {
+				t.Errorf("checksums completed %d and %d, want at least %d each", la.ChecksumsCompleted, lb.ChecksumsCompleted, least)
 			}
 		})
 	}
