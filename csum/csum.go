@@ -25,6 +25,9 @@
 // the pseudo-header), TCP and UDP. Fragments, other protocols and anything
 // malformed or truncated are reported as NotL4 and left untouched.
 //
+// CompleteChain does the same for a frame held in pieces (a multi-buffer
+// packet's descriptors), summing across them in place, with no copy.
+//
 // Everything here is pure and allocation-free: no state, no kernel.
 package csum
 
@@ -94,142 +97,180 @@ const (
 // it never reads or writes outside frame. Calling it again on its own
 // output returns AlreadyComplete.
 func Complete(frame []byte) Result {
-	l4, fieldOff, pseudo, zeroMeansNone, ok := locate(frame)
-	if !ok {
+	var loc where
+	if !locate(&loc, frame, len(frame)) {
 		return NotL4
 	}
-	field := binary.BigEndian.Uint16(l4[fieldOff:])
-	if zeroMeansNone && field == 0 {
-		return UDPZero
+	field := binary.BigEndian.Uint16(frame[loc.field:])
+	if r, partial := loc.classify(field); !partial {
+		return r
 	}
-	if field != fold(pseudo) {
+	c, ok := loc.finish(sum(frame[loc.l4:loc.l4+loc.l4Len], loc.pseudo), field)
+	if !ok {
 		return AlreadyComplete
 	}
-	// Partial, or complete with a checksum that happens to equal P. Sum the
-	// segment as it stands (field included) with the pseudo-header: a
-	// correct segment sums to 0xffff.
-	s := sum(l4, pseudo)
+	binary.BigEndian.PutUint16(frame[loc.field:], c)
+	return Completed
+}
+
+// where is what locate found, as offsets in the frame.
+type where struct {
+	l4, l4Len int    // the segment, bounded by the IP and UDP lengths, not by the frame
+	field     int    // the checksum field
+	pseudo    uint64 // unfolded pseudo-header sum: addresses, protocol, segment length
+	udp       bool
+	// zeroMeansNone: a zero field means "no checksum" (IPv4 UDP).
+	zeroMeansNone bool
+}
+
+// classify says, from the checksum field alone, whether the segment may be
+// partial (and must be summed); if not, it returns the answer.
+func (l *where) classify(field uint16) (r Result, partial bool) {
+	if l.zeroMeansNone && field == 0 {
+		return UDPZero, false
+	}
+	if field != fold(l.pseudo) {
+		return AlreadyComplete, false
+	}
+	return 0, true
+}
+
+// finish takes s, the pseudo-header and the segment as it stands (field
+// included) summed, and returns the checksum to write, or false when the
+// segment is already correct: a complete checksum that happens to equal
+// the pseudo-header sum sums to 0xffff.
+func (l *where) finish(s uint64, field uint16) (uint16, bool) {
 	if fold(s) == 0xffff {
-		return AlreadyComplete
+		return 0, false
 	}
 	// Take the field back out (one's-complement subtraction: add its
 	// complement) and complement the result.
 	c := ^fold(add(s, uint64(^field)))
-	if c == 0 && fieldOff == udpCsumOff {
+	if c == 0 && l.udp {
 		c = 0xffff // UDP (v4 and v6): 0 means "none"; send the other zero
 	}
-	binary.BigEndian.PutUint16(l4[fieldOff:], c)
-	return Completed
+	return c, true
 }
 
-// locate parses frame down to the TCP or UDP segment. It returns the
-// segment (bounded by the IP and UDP lengths, not by the frame), the offset
-// of the checksum field in it, the unfolded pseudo-header sum (addresses,
-// protocol, segment length), and whether a zero checksum means "none"
-// (IPv4 UDP).
-func locate(frame []byte) (l4 []byte, fieldOff int, pseudo uint64, zeroMeansNone, ok bool) {
-	if len(frame) < ethHeaderLen {
-		return
+// locate parses the headers of a frame of frameLen bytes, whose first
+// bytes are hdr, down to the TCP or UDP segment, and fills in loc. Every
+// header byte it reads, through the checksum field, must lie in hdr (else
+// it fails); lengths are checked against frameLen. For a frame in one
+// piece, hdr is the whole frame. loc is an out parameter, not a result:
+// returned by value, the struct went through memory twice and more than
+// doubled the cost of the header-only path every complete packet pays.
+func locate(loc *where, hdr []byte, frameLen int) bool {
+	if len(hdr) < ethHeaderLen {
+		return false
 	}
 	off := ethHeaderLen
-	etype := binary.BigEndian.Uint16(frame[12:])
+	etype := binary.BigEndian.Uint16(hdr[12:])
 	for tags := 0; etype == etherTypeVLAN || etype == etherTypeQinQ || etype == etherTypeQinQ9100; tags++ {
-		if tags == MaxVLANTags || len(frame) < off+vlanTagLen {
-			return
+		if tags == MaxVLANTags || len(hdr) < off+vlanTagLen {
+			return false
 		}
-		etype = binary.BigEndian.Uint16(frame[off+2:])
+		etype = binary.BigEndian.Uint16(hdr[off+2:])
 		off += vlanTagLen
 	}
+	var l4, end int
 	var proto uint8
-	var v4 bool
+	var v4, ok bool
 	switch etype {
 	case etherTypeIPv4:
-		l4, proto, pseudo, ok = ipv4(frame[off:])
+		l4, end, proto, loc.pseudo, ok = ipv4(hdr, off, frameLen)
 		v4 = true
 	case etherTypeIPv6:
-		l4, proto, pseudo, ok = ipv6(frame[off:])
+		l4, end, proto, loc.pseudo, ok = ipv6(hdr, off, frameLen)
 	}
 	if !ok {
-		return
+		return false
 	}
-	ok = false
+	n := end - l4
 	switch proto {
 	case protoTCP:
-		if len(l4) < tcpHeaderLen {
-			return
+		if n < tcpHeaderLen || len(hdr) < l4+tcpHeaderLen {
+			return false
 		}
-		if doff := int(l4[12]>>4) * 4; doff < tcpHeaderLen || doff > len(l4) {
-			return
+		if doff := int(hdr[l4+12]>>4) * 4; doff < tcpHeaderLen || doff > n {
+			return false
 		}
-		fieldOff = tcpCsumOff
+		loc.field = l4 + tcpCsumOff
 	case protoUDP:
-		if len(l4) < udpHeaderLen {
-			return
+		if n < udpHeaderLen || len(hdr) < l4+udpHeaderLen {
+			return false
 		}
-		ulen := int(binary.BigEndian.Uint16(l4[4:]))
-		if ulen < udpHeaderLen || ulen > len(l4) {
-			return
+		ulen := int(binary.BigEndian.Uint16(hdr[l4+4:]))
+		if ulen < udpHeaderLen || ulen > n {
+			return false
 		}
-		l4 = l4[:ulen]
-		fieldOff = udpCsumOff
-		zeroMeansNone = v4
+		n = ulen
+		loc.field = l4 + udpCsumOff
+		loc.udp = true
+		loc.zeroMeansNone = v4
 	default:
-		return
+		return false
 	}
-	pseudo += uint64(proto) + uint64(len(l4))
-	return l4, fieldOff, pseudo, zeroMeansNone, true
+	loc.l4, loc.l4Len = l4, n
+	loc.pseudo += uint64(proto) + uint64(n)
+	return true
 }
 
-// ipv4 parses an IPv4 header at the start of b: it returns the payload
-// (bounded by the total length), the protocol, and the sum of the
-// addresses. Fragments fail.
-func ipv4(b []byte) (payload []byte, proto uint8, addrs uint64, ok bool) {
-	if len(b) < 20 || b[0]>>4 != 4 {
+// ipv4 parses an IPv4 header at hdr[off:] in a frame of frameLen bytes:
+// it returns where the payload starts and ends (the total length bounds
+// it), the protocol, and the sum of the addresses. Fragments fail.
+func ipv4(hdr []byte, off, frameLen int) (l4, end int, proto uint8, addrs uint64, ok bool) {
+	if len(hdr) < off+20 || hdr[off]>>4 != 4 {
 		return
 	}
+	b := hdr[off:]
 	ihl := int(b[0]&0x0f) * 4
 	total := int(binary.BigEndian.Uint16(b[2:]))
-	if ihl < 20 || total < ihl || total > len(b) {
+	if ihl < 20 || total < ihl || total > frameLen-off {
 		return
 	}
 	if binary.BigEndian.Uint16(b[6:])&0x3fff != 0 { // MF or fragment offset
 		return
 	}
 	addrs = uint64(binary.BigEndian.Uint32(b[12:])) + uint64(binary.BigEndian.Uint32(b[16:]))
-	return b[ihl:total], b[9], addrs, true
+	return off + ihl, off + total, b[9], addrs, true
 }
 
 // ipv6 parses an IPv6 header and its hop-by-hop, routing and
-// destination-options extension headers at the start of b: it returns the
-// upper-layer payload (bounded by the payload length), its protocol, and
-// the sum of the source and final destination addresses. Fragments,
-// unknown extension headers and unknown routing types with segments left
-// fail.
-func ipv6(b []byte) (payload []byte, proto uint8, addrs uint64, ok bool) {
-	if len(b) < 40 || b[0]>>4 != 6 {
+// destination-options extension headers at hdr[off:] in a frame of
+// frameLen bytes: it returns where the upper-layer payload starts and ends
+// (the payload length bounds it), its protocol, and the sum of the source
+// and final destination addresses. Fragments, unknown extension headers
+// and unknown routing types with segments left fail.
+func ipv6(hdr []byte, off, frameLen int) (l4, end int, proto uint8, addrs uint64, ok bool) {
+	if len(hdr) < off+40 || hdr[off]>>4 != 6 {
 		return
 	}
+	b := hdr[off:]
 	plen := int(binary.BigEndian.Uint16(b[4:]))
-	if 40+plen > len(b) {
+	if 40+plen > frameLen-off {
 		return
 	}
+	end = off + 40 + plen
 	next := b[6]
 	dst := b[24:40]
-	payload = b[40 : 40+plen]
+	pos := off + 40
 	for n := 0; next != protoTCP && next != protoUDP; n++ {
-		if n == MaxIPv6ExtHeaders || len(payload) < 8 {
+		if n == MaxIPv6ExtHeaders || end-pos < 8 || len(hdr) < pos+8 {
 			return
 		}
-		hlen := (int(payload[1]) + 1) * 8
-		if hlen > len(payload) {
+		hlen := (int(hdr[pos+1]) + 1) * 8
+		if hlen > end-pos {
 			return
 		}
 		switch next {
 		case protoHopByHop, protoDestOpts:
 		case protoRouting:
-			if payload[3] != 0 { // segments left: the final destination is in here
+			if hdr[pos+3] != 0 { // segments left: the final destination is in here
+				if len(hdr) < pos+hlen {
+					return
+				}
 				var final []byte
-				if final, ok = finalDestination(payload[:hlen]); !ok {
+				if final, ok = finalDestination(hdr[pos : pos+hlen]); !ok {
 					return
 				}
 				dst = final
@@ -237,8 +278,8 @@ func ipv6(b []byte) (payload []byte, proto uint8, addrs uint64, ok bool) {
 		default: // fragment, ESP, AH, no next header, ICMPv6, ...
 			return
 		}
-		next = payload[0]
-		payload = payload[hlen:]
+		next = hdr[pos]
+		pos += hlen
 	}
 	var s uint64
 	for i := 8; i < 24; i += 4 {
@@ -247,7 +288,7 @@ func ipv6(b []byte) (payload []byte, proto uint8, addrs uint64, ok bool) {
 	for i := 0; i < 16; i += 4 {
 		s += uint64(binary.BigEndian.Uint32(dst[i:]))
 	}
-	return payload, next, s, true
+	return pos, end, next, s, true
 }
 
 // finalDestination returns the final destination named by a routing

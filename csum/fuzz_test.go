@@ -81,8 +81,58 @@ func FuzzComplete(f *testing.F) {
 	})
 }
 
-// TestWriteSeedCorpus regenerates the committed seed corpus of
-// FuzzComplete from the test shapes when CSUM_WRITE_CORPUS=1:
+// cutLens turns fuzz bytes into segment lengths: one byte each, 0 to 255,
+// so a short input still cuts a frame into many pieces, at odd and even
+// points, empty ones included.
+func cutLens(cuts []byte) []int {
+	lens := make([]int, 0, len(cuts))
+	for _, c := range cuts {
+		lens = append(lens, int(c))
+	}
+	return lens
+}
+
+// chainSeedCuts are the cut patterns of the FuzzCompleteChain seeds: none,
+// inside the Ethernet header, at an odd point, one byte at a time through
+// the IP header, and 64-byte pieces.
+var chainSeedCuts = [][]byte{
+	{},
+	{13},
+	{61, 0, 3},
+	{14, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+	{64, 64, 64, 64, 64},
+}
+
+// FuzzCompleteChain checks CompleteChain on a frame cut into pieces
+// against the reference on the frame in one piece (see refChain.wantFor).
+func FuzzCompleteChain(f *testing.F) {
+	for _, c := range goodCases() {
+		p := build(c.spec)
+		if c.edit != nil {
+			c.edit(p)
+		}
+		if len(p.frame) > maxSeedLen {
+			continue
+		}
+		for _, cuts := range chainSeedCuts {
+			f.Add(p.partialFrame(), cuts)
+		}
+		f.Add(p.frame, chainSeedCuts[2])
+	}
+	for _, c := range badCases() {
+		f.Add(c.edit(build(c.spec)), chainSeedCuts[2])
+	}
+	f.Fuzz(func(t *testing.T, frame, cuts []byte) {
+		if len(cuts) > 64 {
+			cuts = cuts[:64]
+		}
+		newRefChain(frame).check(t, cutLens(cuts)...)
+	})
+}
+
+// TestWriteSeedCorpus regenerates the committed seed corpora of
+// FuzzComplete and FuzzCompleteChain from the test shapes when
+// CSUM_WRITE_CORPUS=1:
 //
 //	CSUM_WRITE_CORPUS=1 go test -run TestWriteSeedCorpus ./csum/
 //
@@ -92,13 +142,25 @@ func TestWriteSeedCorpus(t *testing.T) {
 		t.Skip("set CSUM_WRITE_CORPUS=1 to rewrite testdata/fuzz/FuzzComplete")
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzComplete")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	chainDir := filepath.Join("testdata", "fuzz", "FuzzCompleteChain")
+	for _, d := range []string{dir, chainDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	write := func(name string, frame []byte) {
 		data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", frame)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	writeChain := func(name string, frame []byte, cutSets ...int) {
+		for _, k := range cutSets {
+			cuts := chainSeedCuts[k]
+			data := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n[]byte(%q)\n", frame, cuts)
+			if err := os.WriteFile(filepath.Join(chainDir, fmt.Sprintf("%s-cut%d", name, k)), []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for _, c := range goodCases() {
@@ -108,6 +170,8 @@ func TestWriteSeedCorpus(t *testing.T) {
 		}
 		write("good-"+c.name+"-partial", p.partialFrame())
 		write("good-"+c.name+"-correct", p.frame)
+		writeChain("good-"+c.name+"-partial", p.partialFrame(), 0, 1, 2, 3, 4)
+		writeChain("good-"+c.name+"-correct", p.frame, 2)
 		if p.field >= 0 {
 			q := p.clone()
 			q.setField(p.full ^ 0x0101)
@@ -120,5 +184,6 @@ func TestWriteSeedCorpus(t *testing.T) {
 	}
 	for _, c := range badCases() {
 		write("bad-"+c.name, c.edit(build(c.spec)))
+		writeChain("bad-"+c.name, c.edit(build(c.spec)), 2)
 	}
 }

@@ -8,7 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpfwd/xdpfwd/csum"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
@@ -412,12 +411,6 @@ func (w *worker) forward(in *port) int {
 		if !ok {
 			continue
 		}
-		if w.csum && len(w.chain) == 1 {
-			d := w.chain[0]
-			if csum.Complete(w.mem[d.Addr:d.Addr+uint64(d.Len)]) == csum.Completed {
-				c.csumCompleted++
-			}
-		}
 		tq, slot := w.q, xps.NoSlot
 		var stamp int64
 		if w.flows != nil {
@@ -600,12 +593,6 @@ func (w *worker) build1(total int, c *batchCounts) int {
 	case linearize.Frag:
 		if nd = w.build.Repack(w.chain, w.out); nd == 0 {
 			path = linearize.Chain
-		} else if w.csum {
-			// Repacked: the packet is contiguous now, so it can be finished.
-			a := w.out[0].Addr
-			if csum.Complete(w.mem[a:a+uint64(total)]) == csum.Completed {
-				c.csumCompleted++
-			}
 		}
 	}
 	if nd > 0 {
@@ -624,6 +611,10 @@ func (w *worker) build1(total int, c *batchCounts) int {
 			w.out[j] = xsk.Desc{Addr: d.Addr, Len: d.Len, Options: d.Options & xsk.PktContd}
 		}
 		nd = len(w.chain)
+	}
+	// Finished on the bytes that leave, on every path (see complete).
+	if w.csum && w.complete(w.out[:nd]) {
+		c.csumCompleted++
 	}
 	for _, d := range w.out[:nd] {
 		w.meter.Touch(d.Addr, d.Len)
