@@ -41,7 +41,10 @@ func TestLatencyAcrossQueues(t *testing.T) {
 	if base.p50 == 0 {
 		t.Fatal("no baseline")
 	}
-	const margin = 5 * time.Millisecond // the defect: a 20 ms poll timeout
+	// The defect is a 20 ms poll timeout: every handed-off packet waited
+	// for it, so even the median showed it. The tail on a loaded 2-CPU
+	// machine has milliseconds of scheduling noise of its own.
+	const margin, tailMargin = 5 * time.Millisecond, 15 * time.Millisecond
 	for _, mode := range []xps.Mode{xps.ModeCPU, xps.ModeHash, xps.ModeSticky} {
 		t.Run(mode.String(), func(t *testing.T) {
 			got := run(t, 2, mode)
@@ -49,7 +52,7 @@ func TestLatencyAcrossQueues(t *testing.T) {
 			if got.p50 > base.p50+margin {
 				t.Errorf("median RTT %v through two queues, %v through one: a handed-off packet waits for a sleeping worker", got.p50, base.p50)
 			}
-			if got.p99 > base.p99+margin {
+			if got.p99 > base.p99+tailMargin {
 				t.Errorf("99th percentile RTT %v through two queues, %v through one", got.p99, base.p99)
 			}
 		})
