@@ -54,6 +54,7 @@ const (
 	DropRXBadDesc     = "rx_bad_descs"             // us: RX descriptor outside the frame zone, never followed
 	DropTXNoRoom      = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
 	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
+	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
 
 // LinkStats returns the counters of link i (0 or 1), summed over its
@@ -64,9 +65,17 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 	for q := range f.workers {
 		l.add(f.QueueStats(i, q))
 	}
-	if f.progs[i] != nil {
-		l.XDPMode = f.progs[i].Mode()
+	f.statsMu.RLock()
+	if p := f.progs[i]; p != nil {
+		l.XDPMode = p.Mode()
+		// Not a drop of xdpfwd's, but packets that never went through it:
+		// before the sockets were registered, after Stop, or on a queue
+		// without a socket.
+		if n, err := p.Passed(); err == nil {
+			l.Drops[DropXDPPass] = n
+		}
 	}
+	f.statsMu.RUnlock()
 	if len(f.socks[i]) > 0 && f.socks[i][0] != nil {
 		l.BindMode = f.socks[i][0].BindMode()
 	}

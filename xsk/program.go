@@ -17,6 +17,9 @@ import (
 // packet: the arrival time, bpf_ktime_get_ns, as a native-endian uint64.
 const MetaLen = 8
 
+// xdpPass is the XDP_PASS action.
+const xdpPass = 2
+
 // ProgramName is the name xdpfwd's XDP program carries, so another
 // instance (or an operator) can tell it from a foreign program.
 const ProgramName = "xdpfwd_redir"
@@ -52,6 +55,9 @@ type Program struct {
 	ifname string
 	prog   *ebpf.Program
 	xsks   *ebpf.Map
+	// passed counts, per CPU, packets the program handed to the kernel's
+	// stack because no socket was registered for their RX queue.
+	passed *ebpf.Map
 	link   link.Link
 	mode   string
 }
@@ -82,7 +88,10 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 			p.Close()
 		}
 	}()
-	if p.prog, err = loadRedirect(xsks); err != nil {
+	if p.passed, err = newPassedMap(); err != nil {
+		return nil, fmt.Errorf("xdp %s: %w", ifname, err)
+	}
+	if p.prog, err = loadRedirect(xsks, p.passed); err != nil {
 		return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
 	}
 	try := []struct {
@@ -107,15 +116,34 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	return nil, fmt.Errorf("xdp %s: attach: %w", ifname, errors.Join(errs...))
 }
 
+// newPassedMap makes the per-CPU counter of packets passed to the stack.
+func newPassedMap() (*ebpf.Map, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "xdpfwd_passed",
+		Type:       ebpf.PerCPUArray,
+		KeySize:    4,
+		ValueSize:  8,
+		MaxEntries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("passed counter map: %w", err)
+	}
+	return m, nil
+}
+
 // loadRedirect assembles, without a C compiler:
 //
-//	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+//	act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+//	if (act == XDP_PASS)
+//		(*bpf_map_lookup_elem(&passed, &zero))++;
+//	return act;
 //
 // The low bits of the flags argument are the action when the map has no
-// socket for the queue: such packets go on to the kernel's stack.
+// socket for the queue: such packets go on to the kernel's stack, and are
+// counted, since they never reach xdpfwd.
 // The program is frags-aware where the kernel allows it, so multi-buffer
 // (jumbo) packets reach sockets bound with XDP_USE_SG.
-func loadRedirect(xsks *ebpf.Map) (*ebpf.Program, error) {
+func loadRedirect(xsks, passed *ebpf.Map) (*ebpf.Program, error) {
 	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
 	const dataOff, metaOff, rxQueueIndexOff = 0, 8, 16
 	insns := asm.Instructions{
@@ -135,9 +163,21 @@ func loadRedirect(xsks *ebpf.Map) (*ebpf.Program, error) {
 		asm.StoreMem(asm.R2, 0, asm.R0, asm.DWord),
 		asm.LoadMem(asm.R2, asm.R6, rxQueueIndexOff, asm.Word).WithSymbol("redirect"),
 		asm.LoadMapPtr(asm.R1, xsks.FD()),
-		asm.Mov.Imm(asm.R3, 2), // XDP_PASS
+		asm.Mov.Imm(asm.R3, xdpPass),
 		asm.FnRedirectMap.Call(),
-		asm.Return(),
+		asm.JNE.Imm(asm.R0, xdpPass, "out"),
+		// No socket at this index: count the packet in this CPU's slot.
+		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, passed.FD()),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
+		asm.Return().WithSymbol("out"),
 	}
 	spec := &ebpf.ProgramSpec{
 		Name:         ProgramName,
@@ -214,6 +254,23 @@ func (p *Program) Unregister(q int) error {
 	return nil
 }
 
+// Passed returns how many packets the program handed to the kernel's stack
+// because no socket was registered for their RX queue, summed over CPUs.
+func (p *Program) Passed() (uint64, error) {
+	if p.passed == nil {
+		return 0, fmt.Errorf("xdp %s: program closed", p.ifname)
+	}
+	var perCPU []uint64
+	if err := p.passed.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("xdp %s: read passed counter: %w", p.ifname, err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n, nil
+}
+
 // Mode is "native" or "generic": where the program got attached.
 func (p *Program) Mode() string { return p.mode }
 
@@ -231,6 +288,10 @@ func (p *Program) Close() error {
 	if p.xsks != nil {
 		errs = append(errs, p.xsks.Close())
 		p.xsks = nil
+	}
+	if p.passed != nil {
+		errs = append(errs, p.passed.Close())
+		p.passed = nil
 	}
 	return errors.Join(errs...)
 }
