@@ -135,6 +135,10 @@ func New(cfg Config) (_ *Forwarder, err error) {
 			}
 		}
 	}
+	// From here on a replaced foreign program stays replaced.
+	for _, p := range f.progs {
+		p.Commit()
+	}
 	cfg.Logger.Info("forwarder ready",
 		"links", cfg.Links, "queues", cfg.Queues,
 		"xdp_mode", []string{f.progs[0].Mode(), f.progs[1].Mode()},

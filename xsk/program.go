@@ -60,6 +60,13 @@ type Program struct {
 	passed *ebpf.Map
 	link   link.Link
 	mode   string
+
+	ifindex int
+	// foreign is the program Attach with force detached, held until
+	// Commit, so that Close can put it back in its mode (foreignFlags) if
+	// xdpfwd's setup fails.
+	foreign      *ebpf.Program
+	foreignFlags int
 }
 
 // Attach loads the redirect program for a link with up to queues RX queues
@@ -67,12 +74,21 @@ type Program struct {
 // last reference goes, even if this process is killed with SIGKILL.
 // A foreign program already on the link is refused unless force is set, in
 // which case it is detached first (possible only for programs attached
-// through netlink, not through someone else's BPF link).
+// through netlink, not through someone else's BPF link). Until Commit, Close
+// re-attaches the foreign program, so a setup that fails half-way leaves the
+// link as it found it.
 func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Program, err error) {
-	if err := checkForeign(ifname, ifindex, force); err != nil {
+	foreign, foreignFlags, err := checkForeign(ifname, ifindex, force)
+	if err != nil {
 		return nil, err
 	}
-	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
+	p := &Program{ifname: ifname, ifindex: ifindex, foreign: foreign, foreignFlags: foreignFlags}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	p.xsks, err = ebpf.NewMap(&ebpf.MapSpec{
 		Name:       "xdpfwd_xsks",
 		Type:       ebpf.XSKMap,
 		KeySize:    4,
@@ -82,16 +98,10 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	if err != nil {
 		return nil, fmt.Errorf("xdp %s: XSKMAP: %w", ifname, err)
 	}
-	p := &Program{ifname: ifname, xsks: xsks}
-	defer func() {
-		if err != nil {
-			p.Close()
-		}
-	}()
 	if p.passed, err = newPassedMap(); err != nil {
 		return nil, fmt.Errorf("xdp %s: %w", ifname, err)
 	}
-	if p.prog, err = loadRedirect(xsks, p.passed); err != nil {
+	if p.prog, err = loadRedirect(p.xsks, p.passed); err != nil {
 		return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
 	}
 	try := []struct {
@@ -194,27 +204,36 @@ func loadRedirect(xsks, passed *ebpf.Map) (*ebpf.Program, error) {
 	return prog, err
 }
 
-func checkForeign(ifname string, ifindex int, force bool) error {
+// checkForeign refuses a link that carries an XDP program this process did
+// not attach, unless force. With force it detaches the program, keeping a
+// reference to it and its attach flags, so that restoreForeign can put it
+// back if xdpfwd's own setup then fails.
+func checkForeign(ifname string, ifindex int, force bool) (foreign *ebpf.Program, flags int, err error) {
 	l, err := netlink.LinkByIndex(ifindex)
 	if err != nil {
-		return fmt.Errorf("xdp %s: %w", ifname, err)
+		return nil, 0, fmt.Errorf("xdp %s: %w", ifname, err)
 	}
 	x := l.Attrs().Xdp
 	if x == nil || !x.Attached && x.ProgId == 0 {
-		return nil
+		return nil, 0, nil
 	}
 	name := "?"
-	if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err == nil {
 		if info, err := prog.Info(); err == nil {
 			name = info.Name
 		}
-		prog.Close()
 	}
+	defer func() {
+		if foreign == nil && prog != nil {
+			prog.Close()
+		}
+	}()
 	if strings.HasPrefix(name, ProgramName) {
-		return fmt.Errorf("xdp %s: %w: program %d (%s) belongs to another xdpfwd instance on this link", ifname, ErrForeignProgram, x.ProgId, name)
+		return nil, 0, fmt.Errorf("xdp %s: %w: program %d (%s) belongs to another xdpfwd instance on this link", ifname, ErrForeignProgram, x.ProgId, name)
 	}
 	if !force {
-		return fmt.Errorf("xdp %s: %w: program %d (%s); refusing to replace it without --force", ifname, ErrForeignProgram, x.ProgId, name)
+		return nil, 0, fmt.Errorf("xdp %s: %w: program %d (%s); refusing to replace it without --force", ifname, ErrForeignProgram, x.ProgId, name)
 	}
 	// Detach in the mode it sits in (a detach in another mode succeeds
 	// and does nothing); a program held by another process's BPF link
@@ -233,9 +252,37 @@ func checkForeign(ifname string, ifindex int, force bool) error {
 		}
 	}
 	if l, err2 := netlink.LinkByIndex(ifindex); err2 == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.ProgId != 0 {
-		return fmt.Errorf("xdp %s: %w: program %d (%s) could not be detached (held by a BPF link?): %v", ifname, ErrForeignProgram, x.ProgId, name, err)
+		return nil, 0, fmt.Errorf("xdp %s: %w: program %d (%s) could not be detached (held by a BPF link?): %v", ifname, ErrForeignProgram, x.ProgId, name, err)
+	}
+	if prog == nil {
+		// Gone between the look-up and the detach: nothing to restore.
+		return nil, 0, nil
+	}
+	return prog, flags, nil
+}
+
+// restoreForeign re-attaches, through netlink and in its original mode, the
+// foreign program checkForeign detached. It never replaces a program that
+// appeared on the link meanwhile.
+func (p *Program) restoreForeign() error {
+	l, err := netlink.LinkByIndex(p.ifindex)
+	if err != nil {
+		return fmt.Errorf("xdp %s: restore foreign program: %w", p.ifname, err)
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(l, p.foreign.FD(), p.foreignFlags|unix.XDP_FLAGS_UPDATE_IF_NOEXIST); err != nil {
+		return fmt.Errorf("xdp %s: restore foreign program: %w", p.ifname, err)
 	}
 	return nil
+}
+
+// Commit declares xdpfwd's setup on the link complete: from now on Close
+// only detaches xdpfwd's program and no longer puts back the foreign
+// program that Attach with force replaced.
+func (p *Program) Commit() {
+	if p.foreign != nil {
+		p.foreign.Close()
+		p.foreign = nil
+	}
 }
 
 // Register points the program at a socket for RX queue q.
@@ -274,12 +321,18 @@ func (p *Program) Passed() (uint64, error) {
 // Mode is "native" or "generic": where the program got attached.
 func (p *Program) Mode() string { return p.mode }
 
-// Close detaches the program and frees its map.
+// Close detaches the program and frees its maps. Before Commit, it puts
+// back the foreign program Attach with force replaced.
 func (p *Program) Close() error {
 	var errs []error
 	if p.link != nil {
 		errs = append(errs, p.link.Close())
 		p.link = nil
+	}
+	if p.foreign != nil {
+		errs = append(errs, p.restoreForeign())
+		p.foreign.Close()
+		p.foreign = nil
 	}
 	if p.prog != nil {
 		errs = append(errs, p.prog.Close())
