@@ -1,21 +1,54 @@
 package xsk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
-// MetaLen is the size of the metadata the program writes in front of each
-// packet: the arrival time, bpf_ktime_get_ns, as a native-endian uint64.
-const MetaLen = 8
+// The metadata the program writes in front of every packet, MetaLen bytes
+// ending where the packet starts:
+//
+//	addr-16  VLAN tag protocol, big-endian (as on the wire)
+//	addr-14  VLAN TCI (PCP, DEI, VID), native-endian
+//	addr-12  VLAN flags, native-endian uint32: MetaVLANValid if a tag was
+//	         recovered from the receive metadata, else 0
+//	addr-8   arrival time, bpf_ktime_get_ns, native-endian uint64
+//
+// The kernel does not zero metadata, so the program writes all of it on
+// every packet it has room for.
+const (
+	MetaLen       = 16
+	MetaStampOff  = 8  // the stamp is at addr-MetaStampOff
+	MetaVLANOff   = 16 // the VLAN word is at addr-MetaVLANOff
+	MetaVLANValid = 0x564c4e01
+)
+
+// MetaStamp reads the arrival stamp in front of the packet at addr in mem.
+// The caller checks that addr-MetaStampOff is inside the packet's frame.
+func MetaStamp(mem []byte, addr uint64) int64 {
+	return int64(binary.NativeEndian.Uint64(mem[addr-MetaStampOff:]))
+}
+
+// MetaVLAN reads the VLAN word in front of the packet at addr in mem: the
+// tag protocol and TCI the program recovered, and whether it recovered one.
+// The caller checks that addr-MetaVLANOff is inside the packet's frame.
+func MetaVLAN(mem []byte, addr uint64) (proto, tci uint16, ok bool) {
+	w := mem[addr-MetaVLANOff : addr-MetaVLANOff+8]
+	if binary.NativeEndian.Uint32(w[4:]) != MetaVLANValid {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint16(w), binary.NativeEndian.Uint16(w[2:]), true
+}
 
 // xdpPass is the XDP_PASS action.
 const xdpPass = 2
@@ -60,6 +93,10 @@ type Program struct {
 	passed *ebpf.Map
 	link   link.Link
 	mode   string
+	// vlan: the program is device-bound and recovers VLAN tags from the
+	// receive metadata; vlanErr says why not, if it is not.
+	vlan    bool
+	vlanErr error
 
 	ifindex int
 	// foreign is the program Attach with force detached, held until
@@ -101,9 +138,6 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	if p.passed, err = newPassedMap(); err != nil {
 		return nil, fmt.Errorf("xdp %s: %w", ifname, err)
 	}
-	if p.prog, err = loadRedirect(p.xsks, p.passed); err != nil {
-		return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
-	}
 	try := []struct {
 		flags link.XDPAttachFlags
 		name  string
@@ -116,6 +150,9 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	}
 	var errs []error
 	for _, t := range try {
+		if err := p.load(t.flags == link.XDPDriverMode); err != nil {
+			return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
+		}
 		l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: t.flags})
 		if err == nil {
 			p.link, p.mode = l, t.name
@@ -124,6 +161,44 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 		errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
 	}
 	return nil, fmt.Errorf("xdp %s: attach: %w", ifname, errors.Join(errs...))
+}
+
+// load makes p.prog the program to attach: for native mode the
+// device-bound one that recovers VLAN tags, where the kernel and the
+// driver allow it, else the plain one, which generic mode needs (the
+// kernel refuses device-bound programs there).
+func (p *Program) load(native bool) error {
+	if p.prog != nil {
+		if native || !p.vlan {
+			return nil
+		}
+		p.prog.Close()
+		p.prog, p.vlan = nil, false
+	}
+	if native {
+		ok, err := rxVLANMetadata(p.ifindex)
+		switch {
+		case err != nil:
+			p.vlanErr = err
+		case !ok:
+			p.vlanErr = errors.New("the driver has no VLAN tag RX metadata (bpf_xdp_metadata_rx_vlan_tag)")
+		default:
+			prog, err := loadRedirect(p.xsks, p.passed, p.ifindex)
+			if err == nil {
+				p.prog, p.vlan, p.vlanErr = prog, true, nil
+				return nil
+			}
+			p.vlanErr = err
+		}
+	} else {
+		p.vlanErr = errors.New("generic XDP mode: receive metadata kfuncs need native mode")
+	}
+	prog, err := loadRedirect(p.xsks, p.passed, 0)
+	if err != nil {
+		return err
+	}
+	p.prog = prog
+	return nil
 }
 
 // newPassedMap makes the per-CPU counter of packets passed to the stack.
@@ -143,6 +218,11 @@ func newPassedMap() (*ebpf.Map, error) {
 
 // loadRedirect assembles, without a C compiler:
 //
+//	meta = ctx->data - MetaLen (bpf_xdp_adjust_meta), if there is room:
+//		meta->stamp = bpf_ktime_get_ns();
+//		meta->vlan = 0;
+//		if (vlanIfindex && !bpf_xdp_metadata_rx_vlan_tag(ctx, &meta->proto, &meta->tci))
+//			meta->flags = MetaVLANValid;
 //	act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 //	if (act == XDP_PASS)
 //		(*bpf_map_lookup_elem(&passed, &zero))++;
@@ -151,26 +231,71 @@ func newPassedMap() (*ebpf.Map, error) {
 // The low bits of the flags argument are the action when the map has no
 // socket for the queue: such packets go on to the kernel's stack, and are
 // counted, since they never reach xdpfwd.
+//
+// With vlanIfindex > 0 the program is bound to that device
+// (BPF_F_XDP_DEV_BOUND_ONLY), which the RX metadata kfunc needs: it
+// recovers a VLAN tag the driver (or, on veth, the sending stack) kept out
+// of the frame, in the receive metadata, so that user space can put it back.
 // The program is frags-aware where the kernel allows it, so multi-buffer
 // (jumbo) packets reach sockets bound with XDP_USE_SG.
-func loadRedirect(xsks, passed *ebpf.Map) (*ebpf.Program, error) {
+func loadRedirect(xsks, passed *ebpf.Map, vlanIfindex int) (*ebpf.Program, error) {
 	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
 	const dataOff, metaOff, rxQueueIndexOff = 0, 8, 16
+	// Offsets into the metadata, from its start (addr-MetaLen).
+	const (
+		vlanProto = MetaLen - MetaVLANOff
+		vlanTCI   = vlanProto + 2
+		vlanFlags = vlanProto + 4
+		stamp     = MetaLen - MetaStampOff
+	)
+	var kfunc asm.Instruction
+	if vlanIfindex > 0 {
+		var err error
+		if kfunc, err = kfuncCall("bpf_xdp_metadata_rx_vlan_tag"); err != nil {
+			return nil, err
+		}
+	}
+	// r2 = meta, after checking MetaLen bytes of it lie before data;
+	// else on to the redirect.
+	loadMeta := func() asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R6, metaOff, asm.Word),
+			asm.LoadMem(asm.R3, asm.R6, dataOff, asm.Word),
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, MetaLen),
+			asm.JGT.Reg(asm.R4, asm.R3, "redirect"),
+		}
+	}
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
-		// Stamp the arrival time into 8 bytes of metadata in front of the
-		// packet: user space orders a flow that arrives on several RX
-		// queues by it. Best effort: without room, no stamp.
+		// Best effort: without room, no metadata.
 		asm.Mov.Imm(asm.R2, -MetaLen),
 		asm.FnXdpAdjustMeta.Call(),
 		asm.JNE.Imm(asm.R0, 0, "redirect"),
+		// The arrival time: user space orders a flow that arrives on
+		// several RX queues by it.
 		asm.FnKtimeGetNs.Call(),
-		asm.LoadMem(asm.R2, asm.R6, metaOff, asm.Word),
-		asm.LoadMem(asm.R3, asm.R6, dataOff, asm.Word),
-		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, MetaLen),
-		asm.JGT.Reg(asm.R4, asm.R3, "redirect"),
-		asm.StoreMem(asm.R2, 0, asm.R0, asm.DWord),
+		asm.Mov.Reg(asm.R7, asm.R0),
+	}
+	insns = append(insns, loadMeta()...)
+	insns = append(insns,
+		asm.StoreMem(asm.R2, stamp, asm.R7, asm.DWord),
+		// (Two words: cilium/ebpf's asm has no 64-bit store of an immediate.)
+		asm.StoreImm(asm.R2, vlanProto, 0, asm.Word),
+		asm.StoreImm(asm.R2, vlanFlags, 0, asm.Word),
+	)
+	if vlanIfindex > 0 {
+		insns = append(insns,
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Reg(asm.R3, asm.R2),
+			asm.Add.Imm(asm.R3, vlanTCI),
+			kfunc,
+			asm.JNE.Imm(asm.R0, 0, "redirect"),
+		)
+		insns = append(insns, loadMeta()...)
+		insns = append(insns, asm.StoreImm(asm.R2, vlanFlags, MetaVLANValid, asm.Word))
+	}
+	insns = append(insns,
 		asm.LoadMem(asm.R2, asm.R6, rxQueueIndexOff, asm.Word).WithSymbol("redirect"),
 		asm.LoadMapPtr(asm.R1, xsks.FD()),
 		asm.Mov.Imm(asm.R3, xdpPass),
@@ -188,7 +313,7 @@ func loadRedirect(xsks, passed *ebpf.Map) (*ebpf.Program, error) {
 		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
 		asm.Return().WithSymbol("out"),
-	}
+	)
 	spec := &ebpf.ProgramSpec{
 		Name:         ProgramName,
 		Type:         ebpf.XDP,
@@ -196,12 +321,39 @@ func loadRedirect(xsks, passed *ebpf.Map) (*ebpf.Program, error) {
 		Instructions: insns,
 		Flags:        unix.BPF_F_XDP_HAS_FRAGS,
 	}
+	if vlanIfindex > 0 {
+		spec.Ifindex = uint32(vlanIfindex)
+		spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
+	}
 	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
-		spec.Flags = 0
+		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
 		prog, err = ebpf.NewProgram(spec)
 	}
 	return prog, err
+}
+
+// kfuncCall is a call of the kernel function name, by its BTF id in
+// vmlinux. cilium/ebpf resolves kfuncs by name only for programs loaded
+// from ELF, so a hand-assembled program looks the id up itself.
+func kfuncCall(name string) (asm.Instruction, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return asm.Instruction{}, fmt.Errorf("kfunc %s: kernel BTF: %w", name, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName(name, &fn); err != nil {
+		return asm.Instruction{}, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	id, err := spec.TypeID(fn)
+	if err != nil {
+		return asm.Instruction{}, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	return asm.Instruction{
+		OpCode:   asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call),
+		Src:      asm.PseudoKfuncCall,
+		Constant: int64(id),
+	}, nil
 }
 
 // checkForeign refuses a link that carries an XDP program this process did
@@ -317,6 +469,10 @@ func (p *Program) Passed() (uint64, error) {
 	}
 	return n, nil
 }
+
+// VLAN reports whether the program recovers VLAN tags kept out of the frame
+// (see MetaVLAN), and if not, why.
+func (p *Program) VLAN() (bool, error) { return p.vlan, p.vlanErr }
 
 // Mode is "native" or "generic": where the program got attached.
 func (p *Program) Mode() string { return p.mode }

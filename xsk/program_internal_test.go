@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
@@ -22,7 +23,7 @@ func loadUnattached(t *testing.T) *Program {
 	if p.passed, err = newPassedMap(); err != nil {
 		t.Fatal(err)
 	}
-	if p.prog, err = loadRedirect(xsks, p.passed); err != nil {
+	if p.prog, err = loadRedirect(xsks, p.passed, 0); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -54,5 +55,48 @@ func TestPassedCounts(t *testing.T) {
 	p.Close()
 	if _, err := p.Passed(); err == nil {
 		t.Error("Passed on a closed program succeeded")
+	}
+}
+
+// TestLoadVLANProgram: on veth, this kernel takes the device-bound program
+// that calls the VLAN metadata kfunc, and Attach in native mode uses it.
+func TestLoadVLANProgram(t *testing.T) {
+	topo.RequireRoot(t)
+	p, err := topo.NewPair(topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := netlink.LinkByName(p.LinkA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := Attach(p.LinkA, l.Attrs().Index, 1, XDPNative, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	if ok, err := prog.VLAN(); !ok {
+		t.Fatalf("native program on veth does not recover VLAN tags: %v", err)
+	}
+	info, err := prog.prog.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("program %s, VLAN recovery on", info.Name)
+	// Loopback has no XDP RX metadata at all.
+	if ok, err := rxVLANMetadata(1); ok || err != nil {
+		t.Errorf("rxVLANMetadata(lo) = %v, %v; want false, nil", ok, err)
+	}
+	if err := prog.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gen, err := Attach(p.LinkA, l.Attrs().Index, 1, XDPGeneric, false)
+	if err != nil {
+		t.Fatalf("generic: %v", err)
+	}
+	defer gen.Close()
+	if ok, err := gen.VLAN(); ok || err == nil {
+		t.Errorf("generic program: VLAN() = %v, %v; want false and a reason", ok, err)
 	}
 }
