@@ -139,6 +139,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	for _, p := range f.progs {
 		p.Commit()
 	}
+	f.warnVLANLoss()
 	cfg.Logger.Info("forwarder ready",
 		"links", cfg.Links, "queues", cfg.Queues,
 		"xdp_mode", []string{f.progs[0].Mode(), f.progs[1].Mode()},

@@ -32,6 +32,11 @@ type LinkStats struct {
 	// partial TCP/UDP checksum that xdpfwd finished.
 	ChecksumsCompleted uint64 `json:"checksums_completed"`
 
+	// VLANRestored counts packets received on this link whose VLAN tag the
+	// sender or the NIC had offloaded (kept out of the frame) and that
+	// xdpfwd put back into the frame.
+	VLANRestored uint64 `json:"vlan_tags_restored"`
+
 	// KickErrors counts TX wake-ups (sendto) that failed, mostly while the
 	// link was down. Not a drop: the descriptors stay on the TX ring and
 	// leave when the link is back.
@@ -100,6 +105,7 @@ func (l *LinkStats) add(o LinkStats) {
 	l.TXBytes += o.TXBytes
 	l.TXDescriptors += o.TXDescriptors
 	l.ChecksumsCompleted += o.ChecksumsCompleted
+	l.VLANRestored += o.VLANRestored
 	l.KickErrors += o.KickErrors
 	l.InlineFallbacks += o.InlineFallbacks
 	for k, v := range o.Drops {
@@ -135,6 +141,7 @@ func (f *Forwarder) QueueStats(i, q int) LinkStats {
 	l.TXDescriptors = p.stats.txDescs.Load()
 	l.InlineFallbacks = p.stats.inlineFallbacks.Load()
 	l.ChecksumsCompleted = p.stats.csumCompleted.Load()
+	l.VLANRestored = p.stats.vlanRestored.Load()
 	for path := range linearize.NumPaths {
 		l.TXPaths[path.String()] = p.stats.txPaths[path].Load()
 	}

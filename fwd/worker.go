@@ -57,6 +57,9 @@ type portStats struct {
 	// csumCompleted counts packets received with a partial TCP/UDP
 	// checksum (left for offload) that were finished in software.
 	csumCompleted atomic.Uint64
+	// vlanRestored counts packets received whose offloaded VLAN tag was
+	// put back into the frame (vlan.go).
+	vlanRestored atomic.Uint64
 }
 
 type port struct {
@@ -339,6 +342,10 @@ func (w *worker) forward(i, o int) int {
 			c.invalid++
 			w.recycleChain()
 			continue
+		}
+		if w.restoreVLAN(&w.chain[0]) {
+			total += vlanTagLen
+			in.stats.vlanRestored.Add(1) // tagged packets only; uncontended
 		}
 		if w.csum && len(w.chain) == 1 {
 			d := w.chain[0]
