@@ -2,6 +2,7 @@ package fwd_test
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -20,29 +21,35 @@ import (
 // for byte, both ways, and every one is counted as restored. Frames with the
 // tag in their data cross unchanged and are not counted.
 func TestForwardOffloadedVLAN(t *testing.T) {
-	p := newPair(t, topo.Options{})
-	r := start(t, p, fwd.Config{XDPMode: xsk.XDPNative})
-	const count = 50
-	var want [2]uint64 // restored per receiving link
-	for _, c := range []struct {
-		name     string
-		src, dst *topo.NS
-		in       int
-		vid      uint16
-	}{{"A→B", p.A, p.B, 0, 100}, {"B→A", p.B, p.A, 1, 4094}, {"A→B", p.A, p.B, 0, 1}} {
-		n, err := topo.OffloadedVLANFrames(c.src, c.dst, c.vid, count, 5*time.Second)
-		if err != nil || n != count {
-			t.Fatalf("offloaded VLAN %d %s: %d of %d frames arrived tagged and intact: %v", c.vid, c.name, n, count, err)
-		}
-		want[c.in] += count
-		if n, err := topo.VLANFrames(c.src, c.dst, c.vid, count, 5*time.Second); err != nil || n != count {
-			t.Fatalf("VLAN %d %s, tag in the frame: %d of %d frames arrived intact: %v", c.vid, c.name, n, count, err)
-		}
-	}
-	for i := range 2 {
-		if got := r.f.LinkStats(i).VLANRestored; got != want[i] {
-			t.Errorf("link %d: %d VLAN tags restored, want %d", i, got, want[i])
-		}
+	// With two queues the packets go through the flow table and the
+	// ordering code, which read the arrival stamp restoreVLAN moved.
+	for _, queues := range []int{1, 2} {
+		t.Run(fmt.Sprintf("queues=%d", queues), func(t *testing.T) {
+			p := newPair(t, topo.Options{Queues: queues})
+			r := start(t, p, fwd.Config{XDPMode: xsk.XDPNative, Queues: queues})
+			const count = 50
+			var want [2]uint64 // restored per receiving link
+			for _, c := range []struct {
+				name     string
+				src, dst *topo.NS
+				in       int
+				vid      uint16
+			}{{"A→B", p.A, p.B, 0, 100}, {"B→A", p.B, p.A, 1, 4094}, {"A→B", p.A, p.B, 0, 1}} {
+				n, err := topo.OffloadedVLANFrames(c.src, c.dst, c.vid, count, 5*time.Second)
+				if err != nil || n != count {
+					t.Fatalf("offloaded VLAN %d %s: %d of %d frames arrived tagged and intact: %v", c.vid, c.name, n, count, err)
+				}
+				want[c.in] += count
+				if n, err := topo.VLANFrames(c.src, c.dst, c.vid, count, 5*time.Second); err != nil || n != count {
+					t.Fatalf("VLAN %d %s, tag in the frame: %d of %d frames arrived intact: %v", c.vid, c.name, n, count, err)
+				}
+			}
+			for i := range 2 {
+				if got := r.f.LinkStats(i).VLANRestored; got != want[i] {
+					t.Errorf("link %d: %d VLAN tags restored, want %d", i, got, want[i])
+				}
+			}
+		})
 	}
 }
 
