@@ -168,6 +168,9 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 // driver allow it, else the plain one, which generic mode needs (the
 // kernel refuses device-bound programs there).
 func (p *Program) load(native bool) error {
+	if !native {
+		p.vlanErr = errors.New("generic XDP mode: receive metadata kfuncs need native mode")
+	}
 	if p.prog != nil {
 		if native || !p.vlan {
 			return nil
@@ -190,8 +193,6 @@ func (p *Program) load(native bool) error {
 			}
 			p.vlanErr = err
 		}
-	} else {
-		p.vlanErr = errors.New("generic XDP mode: receive metadata kfuncs need native mode")
 	}
 	prog, err := loadRedirect(p.xsks, p.passed, 0)
 	if err != nil {
