@@ -45,8 +45,14 @@ func TestForwardOffloadedVLAN(t *testing.T) {
 				}
 			}
 			for i := range 2 {
-				if got := r.f.LinkStats(i).VLANRestored; got != want[i] {
-					t.Errorf("link %d: %d VLAN tags restored, want %d", i, got, want[i])
+				ls := r.f.LinkStats(i)
+				if ls.VLANRestored != want[i] {
+					t.Errorf("link %d: %d VLAN tags restored, want %d", i, ls.VLANRestored, want[i])
+				}
+				// Every queue has a socket: nothing passed to the stack
+				// once New returned, but the counter is read.
+				if _, ok := ls.Drops[fwd.DropXDPPass]; !ok {
+					t.Errorf("link %d: no %s counter in %v", i, fwd.DropXDPPass, ls.Drops)
 				}
 			}
 		})
