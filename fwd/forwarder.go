@@ -147,6 +147,11 @@ func New(cfg Config) (_ *Forwarder, err error) {
 			}
 		}
 	}
+	// From here on a replaced foreign program stays replaced.
+	for _, p := range f.progs {
+		p.Commit()
+	}
+	f.warnVLANLoss()
 	cfg.Logger.Info("forwarder ready",
 		"links", cfg.Links, "workers", cfg.Queues,
 		"rx_queues", []int{links[0].rxQueues, links[1].rxQueues}, "ring_size", cfg.RingSize,

@@ -75,6 +75,23 @@ func (r *running) stop(t *testing.T) fwd.Summary {
 	return s
 }
 
+// settled reads both links' counters once A→B is quiet: every packet
+// received on A (one queue, no user-space drops) sent on B. A worker
+// publishes a batch's rx count before its tx count, and on a loaded machine
+// may be descheduled in between, and stray packets (late TCP ACKs) may be
+// crossing; a snapshot then is skewed. Gives up after 2 s and returns the
+// last one.
+func settled(f *fwd.Forwarder) [2]fwd.LinkStats {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		s := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
+		if s[0].RXPackets == s[1].TXPackets || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestForwardBothWays: ICMP, IPv6, a 64 MiB TCP transfer each way, and
 // 100,000 counted UDP datagrams cross a real forwarder between two
 // namespaces; afterwards the UMEM is whole.
@@ -121,13 +138,13 @@ func TestForwardBothWays(t *testing.T) {
 		t.Logf("TCP %s: %d MiB byte-exact in %v (%.2f Gbit/s)", c.name, res.Bytes>>20, res.Elapsed.Round(time.Millisecond), res.Gbps)
 	}
 
-	before := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
+	before := settled(r.f)
 	const udpCount = 100000
 	u, err := topo.UDPBurst(p.A, p.B, p.V4B, udpCount, 64, 30*time.Second)
 	if err != nil {
 		t.Fatalf("UDP: %v", err)
 	}
-	after := [2]fwd.LinkStats{r.f.LinkStats(0), r.f.LinkStats(1)}
+	after := settled(r.f)
 	rx := after[0].RXPackets - before[0].RXPackets
 	tx := after[1].TXPackets - before[1].TXPackets
 	drops := after[0].TotalDrops() - before[0].TotalDrops() + after[1].TotalDrops() - before[1].TotalDrops()

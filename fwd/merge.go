@@ -141,10 +141,10 @@ func monoNow() int64 { return clockBaseNS + int64(time.Since(clockBase)) }
 // stampOf reads the arrival stamp in front of the packet at addr, a frame
 // zone address; 0 when there is none that makes sense.
 func (w *worker) stampOf(addr uint64) int64 {
-	if addr-xsk.MetaLen < w.zone.UnitAddr(addr) || addr < xsk.MetaLen {
+	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.zone.UnitAddr(addr) {
 		return 0
 	}
-	ts := int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaLen:]))
+	ts := int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaStampOff:]))
 	if ts <= 0 || ts > w.now+int64(time.Second) {
 		return 0
 	}
@@ -157,7 +157,7 @@ func (w *worker) stampOf(addr uint64) int64 {
 func (w *worker) takeStamp(addr uint64) int64 {
 	ts := w.stampOf(addr)
 	if ts != 0 {
-		binary.NativeEndian.PutUint64(w.mem[addr-xsk.MetaLen:], 0)
+		binary.NativeEndian.PutUint64(w.mem[addr-xsk.MetaStampOff:], 0)
 	}
 	return ts
 }

@@ -37,6 +37,10 @@ type LinkStats struct {
 	// turn because they had waited for ordering across RX queues longer
 	// than the hold bound: not drops, but possibly out of order.
 	OrderHoldTimeouts uint64 `json:"order_hold_timeouts"`
+	// VLANRestored counts packets received on this link whose VLAN tag the
+	// sender or the NIC had offloaded (kept out of the frame) and that
+	// xdpfwd put back into the frame.
+	VLANRestored uint64 `json:"vlan_tags_restored"`
 
 	// KickErrors counts TX wake-ups (sendto) that failed, mostly while the
 	// link was down. Not a drop: the descriptors stay on the TX ring and
@@ -62,6 +66,7 @@ const (
 	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
 	DropRXTooLong     = "rx_too_many_frags"        // us: a packet of more descriptors than a TX ring takes (18), dropped whole
 	DropAtStop        = "dropped_at_stop"          // us: handed to a TX queue and still waiting when the forwarder closed
+	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
 
 // LinkStats returns the counters of link i (0 or 1), summed over its
@@ -89,9 +94,17 @@ func (f *Forwarder) linkStats(i int) LinkStats {
 	for q := range f.ports[i] {
 		l.add(f.queueStats(i, q))
 	}
-	if f.progs[i] != nil {
-		l.XDPMode = f.progs[i].Mode()
+	f.statsMu.RLock()
+	if p := f.progs[i]; p != nil {
+		l.XDPMode = p.Mode()
+		// Not a drop of xdpfwd's, but packets that never went through it:
+		// before the sockets were registered, after Stop, or on a queue
+		// without a socket.
+		if n, err := p.Passed(); err == nil {
+			l.Drops[DropXDPPass] = n
+		}
 	}
+	f.statsMu.RUnlock()
 	if len(f.socks[i]) > 0 && f.socks[i][0] != nil {
 		l.BindMode = f.socks[i][0].BindMode()
 	}
@@ -116,6 +129,7 @@ func (l *LinkStats) add(o LinkStats) {
 	l.TXBytes += o.TXBytes
 	l.TXDescriptors += o.TXDescriptors
 	l.ChecksumsCompleted += o.ChecksumsCompleted
+	l.VLANRestored += o.VLANRestored
 	l.KickErrors += o.KickErrors
 	l.InlineFallbacks += o.InlineFallbacks
 	l.OrderHoldTimeouts += o.OrderHoldTimeouts
@@ -162,6 +176,7 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	l.TXDescriptors = p.stats.txDescs.Load()
 	l.InlineFallbacks = p.stats.inlineFallbacks.Load()
 	l.ChecksumsCompleted = p.stats.csumCompleted.Load()
+	l.VLANRestored = p.stats.vlanRestored.Load()
 	for path := range linearize.NumPaths {
 		l.TXPaths[path.String()] = p.stats.txPaths[path].Load()
 	}

@@ -66,6 +66,9 @@ type portStats struct {
 	// csumCompleted counts packets received with a partial TCP/UDP
 	// checksum (left for offload) that were finished in software.
 	csumCompleted atomic.Uint64
+	// vlanRestored counts packets received whose offloaded VLAN tag was
+	// put back into the frame (vlan.go).
+	vlanRestored atomic.Uint64
 }
 
 // port is one socket: RX queue `queue` of link `link`. Every RX queue of
@@ -410,6 +413,10 @@ func (w *worker) forward(in *port) int {
 		rxBytes += uint64(total)
 		if !ok {
 			continue
+		}
+		if w.restoreVLAN(&w.chain[0]) {
+			total += vlanTagLen
+			in.stats.vlanRestored.Add(1) // tagged packets only; uncontended
 		}
 		tq, slot := w.q, xps.NoSlot
 		var stamp int64

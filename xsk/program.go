@@ -1,21 +1,57 @@
 package xsk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
-// MetaLen is the size of the metadata the program writes in front of each
-// packet: the arrival time, bpf_ktime_get_ns, as a native-endian uint64.
-const MetaLen = 8
+// The metadata the program writes in front of every packet, MetaLen bytes
+// ending where the packet starts:
+//
+//	addr-16  VLAN tag protocol, big-endian (as on the wire)
+//	addr-14  VLAN TCI (PCP, DEI, VID), native-endian
+//	addr-12  VLAN flags, native-endian uint32: MetaVLANValid if a tag was
+//	         recovered from the receive metadata, else 0
+//	addr-8   arrival time, bpf_ktime_get_ns, native-endian uint64
+//
+// The kernel does not zero metadata, so the program writes all of it on
+// every packet it has room for.
+const (
+	MetaLen       = 16
+	MetaStampOff  = 8  // the stamp is at addr-MetaStampOff
+	MetaVLANOff   = 16 // the VLAN word is at addr-MetaVLANOff
+	MetaVLANValid = 0x564c4e01
+)
+
+// MetaStamp reads the arrival stamp in front of the packet at addr in mem.
+// The caller checks that addr-MetaStampOff is inside the packet's frame.
+func MetaStamp(mem []byte, addr uint64) int64 {
+	return int64(binary.NativeEndian.Uint64(mem[addr-MetaStampOff:]))
+}
+
+// MetaVLAN reads the VLAN word in front of the packet at addr in mem: the
+// tag protocol and TCI the program recovered, and whether it recovered one.
+// The caller checks that addr-MetaVLANOff is inside the packet's frame.
+func MetaVLAN(mem []byte, addr uint64) (proto, tci uint16, ok bool) {
+	w := mem[addr-MetaVLANOff : addr-MetaVLANOff+8]
+	if binary.NativeEndian.Uint32(w[4:]) != MetaVLANValid {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint16(w), binary.NativeEndian.Uint16(w[2:]), true
+}
+
+// xdpPass is the XDP_PASS action.
+const xdpPass = 2
 
 // ProgramName is the name xdpfwd's XDP program carries, so another
 // instance (or an operator) can tell it from a foreign program.
@@ -52,8 +88,22 @@ type Program struct {
 	ifname string
 	prog   *ebpf.Program
 	xsks   *ebpf.Map
+	// passed counts, per CPU, packets the program handed to the kernel's
+	// stack because no socket was registered for their RX queue.
+	passed *ebpf.Map
 	link   link.Link
 	mode   string
+	// vlan: the program is device-bound and recovers VLAN tags from the
+	// receive metadata; vlanErr says why not, if it is not.
+	vlan    bool
+	vlanErr error
+
+	ifindex int
+	// foreign is the program Attach with force detached, held until
+	// Commit, so that Close can put it back in its mode (foreignFlags) if
+	// xdpfwd's setup fails.
+	foreign      *ebpf.Program
+	foreignFlags int
 }
 
 // Attach loads the redirect program for a link with up to queues RX queues
@@ -61,12 +111,21 @@ type Program struct {
 // last reference goes, even if this process is killed with SIGKILL.
 // A foreign program already on the link is refused unless force is set, in
 // which case it is detached first (possible only for programs attached
-// through netlink, not through someone else's BPF link).
+// through netlink, not through someone else's BPF link). Until Commit, Close
+// re-attaches the foreign program, so a setup that fails half-way leaves the
+// link as it found it.
 func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Program, err error) {
-	if err := checkForeign(ifname, ifindex, force); err != nil {
+	foreign, foreignFlags, err := checkForeign(ifname, ifindex, force)
+	if err != nil {
 		return nil, err
 	}
-	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
+	p := &Program{ifname: ifname, ifindex: ifindex, foreign: foreign, foreignFlags: foreignFlags}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	p.xsks, err = ebpf.NewMap(&ebpf.MapSpec{
 		Name:       "xdpfwd_xsks",
 		Type:       ebpf.XSKMap,
 		KeySize:    4,
@@ -76,14 +135,8 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	if err != nil {
 		return nil, fmt.Errorf("xdp %s: XSKMAP: %w", ifname, err)
 	}
-	p := &Program{ifname: ifname, xsks: xsks}
-	defer func() {
-		if err != nil {
-			p.Close()
-		}
-	}()
-	if p.prog, err = loadRedirect(xsks); err != nil {
-		return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
+	if p.passed, err = newPassedMap(); err != nil {
+		return nil, fmt.Errorf("xdp %s: %w", ifname, err)
 	}
 	try := []struct {
 		flags link.XDPAttachFlags
@@ -97,6 +150,9 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	}
 	var errs []error
 	for _, t := range try {
+		if err := p.load(t.flags == link.XDPDriverMode); err != nil {
+			return nil, fmt.Errorf("xdp %s: load program: %w", ifname, err)
+		}
 		l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: t.flags})
 		if err == nil {
 			p.link, p.mode = l, t.name
@@ -107,38 +163,158 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 	return nil, fmt.Errorf("xdp %s: attach: %w", ifname, errors.Join(errs...))
 }
 
+// load makes p.prog the program to attach: for native mode the
+// device-bound one that recovers VLAN tags, where the kernel and the
+// driver allow it, else the plain one, which generic mode needs (the
+// kernel refuses device-bound programs there).
+func (p *Program) load(native bool) error {
+	if !native {
+		p.vlanErr = errors.New("generic XDP mode: receive metadata kfuncs need native mode")
+	}
+	if p.prog != nil {
+		if native || !p.vlan {
+			return nil
+		}
+		p.prog.Close()
+		p.prog, p.vlan = nil, false
+	}
+	if native {
+		ok, err := rxVLANMetadata(p.ifindex)
+		switch {
+		case err != nil:
+			p.vlanErr = err
+		case !ok:
+			p.vlanErr = errors.New("the driver has no VLAN tag RX metadata (bpf_xdp_metadata_rx_vlan_tag)")
+		default:
+			prog, err := loadRedirect(p.xsks, p.passed, p.ifindex)
+			if err == nil {
+				p.prog, p.vlan, p.vlanErr = prog, true, nil
+				return nil
+			}
+			p.vlanErr = err
+		}
+	}
+	prog, err := loadRedirect(p.xsks, p.passed, 0)
+	if err != nil {
+		return err
+	}
+	p.prog = prog
+	return nil
+}
+
+// newPassedMap makes the per-CPU counter of packets passed to the stack.
+func newPassedMap() (*ebpf.Map, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "xdpfwd_passed",
+		Type:       ebpf.PerCPUArray,
+		KeySize:    4,
+		ValueSize:  8,
+		MaxEntries: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("passed counter map: %w", err)
+	}
+	return m, nil
+}
+
 // loadRedirect assembles, without a C compiler:
 //
-//	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+//	meta = ctx->data - MetaLen (bpf_xdp_adjust_meta), if there is room:
+//		meta->stamp = bpf_ktime_get_ns();
+//		meta->vlan = 0;
+//		if (vlanIfindex && !bpf_xdp_metadata_rx_vlan_tag(ctx, &meta->proto, &meta->tci))
+//			meta->flags = MetaVLANValid;
+//	act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+//	if (act == XDP_PASS)
+//		(*bpf_map_lookup_elem(&passed, &zero))++;
+//	return act;
 //
 // The low bits of the flags argument are the action when the map has no
-// socket for the queue: such packets go on to the kernel's stack.
+// socket for the queue: such packets go on to the kernel's stack, and are
+// counted, since they never reach xdpfwd.
+//
+// With vlanIfindex > 0 the program is bound to that device
+// (BPF_F_XDP_DEV_BOUND_ONLY), which the RX metadata kfunc needs: it
+// recovers a VLAN tag the driver (or, on veth, the sending stack) kept out
+// of the frame, in the receive metadata, so that user space can put it back.
 // The program is frags-aware where the kernel allows it, so multi-buffer
 // (jumbo) packets reach sockets bound with XDP_USE_SG.
-func loadRedirect(xsks *ebpf.Map) (*ebpf.Program, error) {
+func loadRedirect(xsks, passed *ebpf.Map, vlanIfindex int) (*ebpf.Program, error) {
 	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
 	const dataOff, metaOff, rxQueueIndexOff = 0, 8, 16
+	// Offsets into the metadata, from its start (addr-MetaLen).
+	const (
+		vlanProto = MetaLen - MetaVLANOff
+		vlanTCI   = vlanProto + 2
+		vlanFlags = vlanProto + 4
+		stamp     = MetaLen - MetaStampOff
+	)
+	var kfunc asm.Instruction
+	if vlanIfindex > 0 {
+		var err error
+		if kfunc, err = kfuncCall("bpf_xdp_metadata_rx_vlan_tag"); err != nil {
+			return nil, err
+		}
+	}
+	// r2 = meta, after checking MetaLen bytes of it lie before data;
+	// else on to the redirect.
+	loadMeta := func() asm.Instructions {
+		return asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R6, metaOff, asm.Word),
+			asm.LoadMem(asm.R3, asm.R6, dataOff, asm.Word),
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, MetaLen),
+			asm.JGT.Reg(asm.R4, asm.R3, "redirect"),
+		}
+	}
 	insns := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
-		// Stamp the arrival time into 8 bytes of metadata in front of the
-		// packet: user space orders a flow that arrives on several RX
-		// queues by it. Best effort: without room, no stamp.
+		// Best effort: without room, no metadata.
 		asm.Mov.Imm(asm.R2, -MetaLen),
 		asm.FnXdpAdjustMeta.Call(),
 		asm.JNE.Imm(asm.R0, 0, "redirect"),
+		// The arrival time: user space orders a flow that arrives on
+		// several RX queues by it.
 		asm.FnKtimeGetNs.Call(),
-		asm.LoadMem(asm.R2, asm.R6, metaOff, asm.Word),
-		asm.LoadMem(asm.R3, asm.R6, dataOff, asm.Word),
-		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, MetaLen),
-		asm.JGT.Reg(asm.R4, asm.R3, "redirect"),
-		asm.StoreMem(asm.R2, 0, asm.R0, asm.DWord),
+		asm.Mov.Reg(asm.R7, asm.R0),
+	}
+	insns = append(insns, loadMeta()...)
+	insns = append(insns,
+		asm.StoreMem(asm.R2, stamp, asm.R7, asm.DWord),
+		// (Two words: cilium/ebpf's asm has no 64-bit store of an immediate.)
+		asm.StoreImm(asm.R2, vlanProto, 0, asm.Word),
+		asm.StoreImm(asm.R2, vlanFlags, 0, asm.Word),
+	)
+	if vlanIfindex > 0 {
+		insns = append(insns,
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Reg(asm.R3, asm.R2),
+			asm.Add.Imm(asm.R3, vlanTCI),
+			kfunc,
+			asm.JNE.Imm(asm.R0, 0, "redirect"),
+		)
+		insns = append(insns, loadMeta()...)
+		insns = append(insns, asm.StoreImm(asm.R2, vlanFlags, MetaVLANValid, asm.Word))
+	}
+	insns = append(insns,
 		asm.LoadMem(asm.R2, asm.R6, rxQueueIndexOff, asm.Word).WithSymbol("redirect"),
 		asm.LoadMapPtr(asm.R1, xsks.FD()),
-		asm.Mov.Imm(asm.R3, 2), // XDP_PASS
+		asm.Mov.Imm(asm.R3, xdpPass),
 		asm.FnRedirectMap.Call(),
-		asm.Return(),
-	}
+		asm.JNE.Imm(asm.R0, xdpPass, "out"),
+		// No socket at this index: count the packet in this CPU's slot.
+		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.R10),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, passed.FD()),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "pass"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
+		asm.Return().WithSymbol("out"),
+	)
 	spec := &ebpf.ProgramSpec{
 		Name:         ProgramName,
 		Type:         ebpf.XDP,
@@ -146,35 +322,71 @@ func loadRedirect(xsks *ebpf.Map) (*ebpf.Program, error) {
 		Instructions: insns,
 		Flags:        unix.BPF_F_XDP_HAS_FRAGS,
 	}
+	if vlanIfindex > 0 {
+		spec.Ifindex = uint32(vlanIfindex)
+		spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
+	}
 	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
-		spec.Flags = 0
+		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
 		prog, err = ebpf.NewProgram(spec)
 	}
 	return prog, err
 }
 
-func checkForeign(ifname string, ifindex int, force bool) error {
+// kfuncCall is a call of the kernel function name, by its BTF id in
+// vmlinux. cilium/ebpf resolves kfuncs by name only for programs loaded
+// from ELF, so a hand-assembled program looks the id up itself.
+func kfuncCall(name string) (asm.Instruction, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return asm.Instruction{}, fmt.Errorf("kfunc %s: kernel BTF: %w", name, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName(name, &fn); err != nil {
+		return asm.Instruction{}, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	id, err := spec.TypeID(fn)
+	if err != nil {
+		return asm.Instruction{}, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	return asm.Instruction{
+		OpCode:   asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call),
+		Src:      asm.PseudoKfuncCall,
+		Constant: int64(id),
+	}, nil
+}
+
+// checkForeign refuses a link that carries an XDP program this process did
+// not attach, unless force. With force it detaches the program, keeping a
+// reference to it and its attach flags, so that restoreForeign can put it
+// back if xdpfwd's own setup then fails.
+func checkForeign(ifname string, ifindex int, force bool) (foreign *ebpf.Program, flags int, err error) {
 	l, err := netlink.LinkByIndex(ifindex)
 	if err != nil {
-		return fmt.Errorf("xdp %s: %w", ifname, err)
+		return nil, 0, fmt.Errorf("xdp %s: %w", ifname, err)
 	}
 	x := l.Attrs().Xdp
 	if x == nil || !x.Attached && x.ProgId == 0 {
-		return nil
+		return nil, 0, nil
 	}
 	name := "?"
-	if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId))
+	if err == nil {
 		if info, err := prog.Info(); err == nil {
 			name = info.Name
 		}
-		prog.Close()
 	}
+	defer func() {
+		if foreign == nil && prog != nil {
+			prog.Close()
+		}
+	}()
 	if strings.HasPrefix(name, ProgramName) {
-		return fmt.Errorf("xdp %s: %w: program %d (%s) belongs to another xdpfwd instance on this link", ifname, ErrForeignProgram, x.ProgId, name)
+		return nil, 0, fmt.Errorf("xdp %s: %w: program %d (%s) belongs to another xdpfwd instance on this link", ifname, ErrForeignProgram, x.ProgId, name)
 	}
 	if !force {
-		return fmt.Errorf("xdp %s: %w: program %d (%s); refusing to replace it without --force", ifname, ErrForeignProgram, x.ProgId, name)
+		return nil, 0, fmt.Errorf("xdp %s: %w: program %d (%s); refusing to replace it without --force", ifname, ErrForeignProgram, x.ProgId, name)
 	}
 	// Detach in the mode it sits in (a detach in another mode succeeds
 	// and does nothing); a program held by another process's BPF link
@@ -193,9 +405,37 @@ func checkForeign(ifname string, ifindex int, force bool) error {
 		}
 	}
 	if l, err2 := netlink.LinkByIndex(ifindex); err2 == nil && l.Attrs().Xdp != nil && l.Attrs().Xdp.ProgId != 0 {
-		return fmt.Errorf("xdp %s: %w: program %d (%s) could not be detached (held by a BPF link?): %v", ifname, ErrForeignProgram, x.ProgId, name, err)
+		return nil, 0, fmt.Errorf("xdp %s: %w: program %d (%s) could not be detached (held by a BPF link?): %v", ifname, ErrForeignProgram, x.ProgId, name, err)
+	}
+	if prog == nil {
+		// Gone between the look-up and the detach: nothing to restore.
+		return nil, 0, nil
+	}
+	return prog, flags, nil
+}
+
+// restoreForeign re-attaches, through netlink and in its original mode, the
+// foreign program checkForeign detached. It never replaces a program that
+// appeared on the link meanwhile.
+func (p *Program) restoreForeign() error {
+	l, err := netlink.LinkByIndex(p.ifindex)
+	if err != nil {
+		return fmt.Errorf("xdp %s: restore foreign program: %w", p.ifname, err)
+	}
+	if err := netlink.LinkSetXdpFdWithFlags(l, p.foreign.FD(), p.foreignFlags|unix.XDP_FLAGS_UPDATE_IF_NOEXIST); err != nil {
+		return fmt.Errorf("xdp %s: restore foreign program: %w", p.ifname, err)
 	}
 	return nil
+}
+
+// Commit declares xdpfwd's setup on the link complete: from now on Close
+// only detaches xdpfwd's program and no longer puts back the foreign
+// program that Attach with force replaced.
+func (p *Program) Commit() {
+	if p.foreign != nil {
+		p.foreign.Close()
+		p.foreign = nil
+	}
 }
 
 // Register points the program at a socket for RX queue q.
@@ -214,15 +454,42 @@ func (p *Program) Unregister(q int) error {
 	return nil
 }
 
+// Passed returns how many packets the program handed to the kernel's stack
+// because no socket was registered for their RX queue, summed over CPUs.
+func (p *Program) Passed() (uint64, error) {
+	if p.passed == nil {
+		return 0, fmt.Errorf("xdp %s: program closed", p.ifname)
+	}
+	var perCPU []uint64
+	if err := p.passed.Lookup(uint32(0), &perCPU); err != nil {
+		return 0, fmt.Errorf("xdp %s: read passed counter: %w", p.ifname, err)
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n, nil
+}
+
+// VLAN reports whether the program recovers VLAN tags kept out of the frame
+// (see MetaVLAN), and if not, why.
+func (p *Program) VLAN() (bool, error) { return p.vlan, p.vlanErr }
+
 // Mode is "native" or "generic": where the program got attached.
 func (p *Program) Mode() string { return p.mode }
 
-// Close detaches the program and frees its map.
+// Close detaches the program and frees its maps. Before Commit, it puts
+// back the foreign program Attach with force replaced.
 func (p *Program) Close() error {
 	var errs []error
 	if p.link != nil {
 		errs = append(errs, p.link.Close())
 		p.link = nil
+	}
+	if p.foreign != nil {
+		errs = append(errs, p.restoreForeign())
+		p.foreign.Close()
+		p.foreign = nil
 	}
 	if p.prog != nil {
 		errs = append(errs, p.prog.Close())
@@ -231,6 +498,10 @@ func (p *Program) Close() error {
 	if p.xsks != nil {
 		errs = append(errs, p.xsks.Close())
 		p.xsks = nil
+	}
+	if p.passed != nil {
+		errs = append(errs, p.passed.Close())
+		p.passed = nil
 	}
 	return errors.Join(errs...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
@@ -100,6 +101,20 @@ func xdpProgID(t *testing.T, link string) uint32 {
 		return x.ProgId
 	}
 	return 0
+}
+
+// xdpProgMode is the id and attach mode (nl.XDP_ATTACHED_*) of the XDP
+// program on link; 0, 0 if none.
+func xdpProgMode(t *testing.T, link string) (id, mode uint32) {
+	t.Helper()
+	l, err := netlink.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x := l.Attrs().Xdp; x != nil && (x.Attached || x.ProgId != 0) {
+		return x.ProgId, x.AttachMode
+	}
+	return 0, 0
 }
 
 // nsLink reads a link's MAC address and RX packet count inside ns.
@@ -523,11 +538,12 @@ func attachForeign(t *testing.T, link string, flags int) uint32 {
 
 func TestAttachForeignProgram(t *testing.T) {
 	for _, mode := range []struct {
-		name  string
-		flags int
+		name     string
+		flags    int
+		attached uint32 // nl.XDP_ATTACHED_*
 	}{
-		{"generic", unix.XDP_FLAGS_SKB_MODE},
-		{"native", unix.XDP_FLAGS_DRV_MODE},
+		{"generic", unix.XDP_FLAGS_SKB_MODE, nl.XDP_ATTACHED_SKB},
+		{"native", unix.XDP_FLAGS_DRV_MODE, nl.XDP_ATTACHED_DRV},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			p := newPair(t)
@@ -545,13 +561,28 @@ func TestAttachForeignProgram(t *testing.T) {
 			if got := xdpProgID(t, p.LinkA); got != id {
 				t.Fatalf("refused Attach changed the program from %d to %d", id, got)
 			}
-			prog, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), 1, xsk.XDPAuto, true)
-			if err != nil {
-				t.Fatalf("Attach with force: %v", err)
-			}
-			defer prog.Close()
-			if got := xdpProgID(t, p.LinkA); got == id || got == 0 {
-				t.Errorf("after forced Attach the link has program %d (foreign was %d)", got, id)
+			for _, commit := range []bool{false, true} {
+				prog, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), 1, xsk.XDPAuto, true)
+				if err != nil {
+					t.Fatalf("Attach with force: %v", err)
+				}
+				if got := xdpProgID(t, p.LinkA); got == id || got == 0 {
+					t.Errorf("after forced Attach the link has program %d (foreign was %d)", got, id)
+				}
+				if commit {
+					prog.Commit()
+				}
+				if err := prog.Close(); err != nil {
+					t.Fatalf("Close (commit %v): %v", commit, err)
+				}
+				got, attached := xdpProgMode(t, p.LinkA)
+				switch {
+				case !commit && (got != id || attached != mode.attached):
+					// Setup abandoned before Commit: the link is as it was.
+					t.Fatalf("Close before Commit left program %d (attach mode %d), want the foreign %d back in mode %d", got, attached, id, mode.attached)
+				case commit && got != 0:
+					t.Fatalf("Close after Commit left program %d, want none", got)
+				}
 			}
 		})
 	}

@@ -110,9 +110,6 @@ func recreateB(t *testing.T, p *topo.Pair, mac net.HardwareAddr) {
 		if err := ethtool.SetTxChecksum("eth0", false); err != nil {
 			return err
 		}
-		if err := ethtool.SetVLANOffload("eth0", false); err != nil {
-			return err
-		}
 		for _, a := range []struct {
 			ip   net.IP
 			bits int

@@ -8,7 +8,9 @@
 // verifiable traffic between the namespaces; SendFrames sends raw Ethernet
 // frames of chosen lengths, jumbo frames included, and checks them byte for
 // byte; VLANFrames sends 802.1Q-tagged frames, which needs no VLAN interface
-// support in the kernel.
+// support in the kernel, and OffloadedVLANFrames sends frames whose tag rides
+// in skb metadata, as a VLAN device's does with the veth's default TX VLAN
+// offload (a TC program on the sender adds it).
 //
 // The package owns only what it creates: every namespace and link carries a
 // random per-pair prefix, and cleanup never touches links or namespaces it did

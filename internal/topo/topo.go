@@ -19,7 +19,7 @@ import (
 )
 
 // Options for NewPair. The zero value gives one queue, MTU 1500, TX checksum
-// offload off and no VLAN.
+// offload off, the kernel's default VLAN offloads (on) and no VLAN.
 type Options struct {
 	Queues     int  // rx/tx queue count of every veth end (0: 1)
 	MTU        int  // MTU of all four veth ends (0: 1500)
@@ -219,7 +219,8 @@ func (p *Pair) addSide(ns *NS, root *rootLink, v4, v6, vlan4 netip.Addr, opt Opt
 	}
 
 	// Created after the offload changes so it inherits the parent's
-	// features; the tag is then written into the frame by the parent.
+	// features; with the parent's default TX VLAN offload the tag rides in
+	// skb metadata, not in the frame.
 	vl := &netlink.Vlan{
 		LinkAttrs:    netlink.LinkAttrs{Name: vlanName(opt.VLAN), ParentIndex: eth.Attrs().Index, TxQLen: -1},
 		VlanId:       opt.VLAN,
@@ -244,18 +245,16 @@ func (p *Pair) addSide(ns *NS, root *rootLink, v4, v6, vlan4 netip.Addr, opt Opt
 	return nil
 }
 
-// disableOffloads turns off TX checksum offload (unless keepTxChecksum) and
-// TX/RX VLAN offload on ifname inside ns, so that every frame a forwarder
-// sees carries a complete checksum and its VLAN tag in the frame data.
+// disableOffloads turns off TX checksum offload on ifname inside ns unless
+// keepTxChecksum, so that every frame a forwarder sees carries a complete
+// checksum. VLAN offloads keep the kernel's default (on), as in a
+// container: a tag sent through a VLAN device then travels in skb metadata,
+// not in the frame, and the forwarder must put it back (xsk.MetaVLAN).
 func disableOffloads(ns *NS, ifname string, keepTxChecksum bool) error {
-	return ns.Do(func() error {
-		if !keepTxChecksum {
-			if err := ethtool.SetTxChecksum(ifname, false); err != nil {
-				return err
-			}
-		}
-		return ethtool.SetVLANOffload(ifname, false)
-	})
+	if keepTxChecksum {
+		return nil
+	}
+	return ns.Do(func() error { return ethtool.SetTxChecksum(ifname, false) })
 }
 
 func vlanName(id int) string { return peerName + "." + strconv.Itoa(id) }

@@ -64,12 +64,26 @@ type vlanSpec struct {
 	vid      uint16
 	count    int
 	marker   [vlanMarkerLen]byte
+	// offloaded: frames are sent without their tag, which a program on
+	// the sender adds as skb metadata.
+	offloaded bool
 }
 
-// frame returns frame seq as sent: tag in the data.
+// frame returns frame seq as it must arrive: tag in the data.
 func (s *vlanSpec) frame(seq uint32) []byte { return s.appendFrame(nil, int(seq)) }
 
-// appendFrame appends frame seq, as sent, to b.
+// appendSent appends frame seq as the packet socket sends it to b: without
+// its tag if the tag is offloaded.
+func (s *vlanSpec) appendSent(b []byte, seq int) []byte {
+	n := len(b)
+	b = s.appendFrame(b, seq)
+	if s.offloaded {
+		b = append(b[:n+12], b[n+16:]...)
+	}
+	return b
+}
+
+// appendFrame appends frame seq, tag in the data, to b.
 func (s *vlanSpec) appendFrame(b []byte, seq int) []byte {
 	b = append(b, s.dst...)
 	b = append(b, s.src...)
@@ -167,28 +181,39 @@ func etherType(b []byte) uint16 {
 
 // vlanFrames is VLANFrames with the details.
 func vlanFrames(src, dst *NS, vid uint16, count int, timeout time.Duration) (vlanResult, error) {
-	var res vlanResult
 	name := fmt.Sprintf("vlan frames %s -> %s (VLAN %d)", src.Name, dst.Name, vid)
-	switch {
-	case vid < 1 || vid > 4094:
-		return res, fmt.Errorf("%s: VLAN id out of range 1..4094", name)
-	case count < 0:
+	if vid < 1 || vid > 4094 {
+		return vlanResult{}, fmt.Errorf("%s: VLAN id out of range 1..4094", name)
+	}
+	return runVLANFrames(name, src, dst, vid, count, timeout, false)
+}
+
+// runVLANFrames sends the frames of VLANFrames, or, with offloaded, the same
+// frames without their tag, for a program on the sender to tag (see
+// OffloadedVLANFrames); either way they must arrive tagged.
+func runVLANFrames(name string, src, dst *NS, vid uint16, count int, timeout time.Duration, offloaded bool) (vlanResult, error) {
+	var res vlanResult
+	if count < 0 {
 		return res, fmt.Errorf("%s: negative count %d", name, count)
 	}
-	spec := vlanSpec{vid: vid, count: count}
+	spec := vlanSpec{vid: vid, count: count, offloaded: offloaded}
 	if _, err := rand.Read(spec.marker[:]); err != nil {
 		return res, fmt.Errorf("%s: random marker: %w", name, err)
+	}
+	proto := uint16(unix.ETH_P_8021Q)
+	if offloaded {
+		proto = vlanInnerType
 	}
 	x := exchange{
 		name:  name,
 		count: count,
-		proto: unix.ETH_P_8021Q,
+		proto: proto,
 		quiet: vlanQuiet,
 		prepare: func(s, d *net.Interface) error {
 			spec.src, spec.dst = s.HardwareAddr, d.HardwareAddr
 			return nil
 		},
-		frame: spec.appendFrame,
+		frame: spec.appendSent,
 		check: func(data []byte, aux *unix.TpacketAuxdata) (bool, int, int, error) {
 			ours, seq, how, err := spec.match(data, aux)
 			if err != nil {
