@@ -94,7 +94,6 @@ func (f *Forwarder) linkStats(i int) LinkStats {
 	for q := range f.ports[i] {
 		l.add(f.queueStats(i, q))
 	}
-	f.statsMu.RLock()
 	if p := f.progs[i]; p != nil {
 		l.XDPMode = p.Mode()
 		// Not a drop of xdpfwd's, but packets that never went through it:
@@ -104,7 +103,6 @@ func (f *Forwarder) linkStats(i int) LinkStats {
 			l.Drops[DropXDPPass] = n
 		}
 	}
-	f.statsMu.RUnlock()
 	if len(f.socks[i]) > 0 && f.socks[i][0] != nil {
 		l.BindMode = f.socks[i][0].BindMode()
 	}
