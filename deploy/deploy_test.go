@@ -802,10 +802,10 @@ func TestKubernetesConfigMap(t *testing.T) {
 	if _, ok := cfg["metrics"]; ok {
 		t.Error("the ConfigMap sets metrics; the args do, next to the ports and probes")
 	}
-	// The config must bound the memory: queues 0 means one queue per RX
-	// queue of the NIC. Each queue pins about 28 MiB of UMEM (2 sockets ×
-	// 3 × 2048 frames of 2 KiB, and 2 × 32 frag blocks of 64 KiB), plus
-	// 2 MiB of inline slots; the Go runtime adds some 20 MiB.
+	// The config must bound the memory: queues 0 means a worker per CPU.
+	// Each worker pins at most about 28 MiB of UMEM whatever the NIC's
+	// queue count (fwd's TestUMEMBoundedByWorkers), plus 2 MiB of inline
+	// slots; the Go runtime adds some 20 MiB.
 	q, _ := cfg["queues"].(int)
 	if q <= 0 {
 		t.Fatalf("queues %v: set it, or memory grows with the NIC's queue count past the limit", cfg["queues"])

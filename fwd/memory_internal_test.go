@@ -1,0 +1,48 @@
+package fwd
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/xdpfwd/xdpfwd/umem"
+)
+
+// umemBytes is the UMEM New maps for workers workers on two links of
+// queues RX (and TX) queues each, at the default frame size and ring size.
+func umemBytes(workers, queues int) (bytes int64, ring uint32) {
+	cfg := Config{Queues: workers, FrameSize: 2048, InlineMax: 256, FragOrder: 4}
+	l := linkInfo{rxQueues: queues, txQueues: queues}
+	links := [2]linkInfo{l, l}
+	cfg.RingSize = autoRingSize(workers, links)
+	u := umemConfig(&cfg, links)
+	n := int64(u.Frames)*int64(u.FrameSize) + int64(u.InlineSlots)*umem.InlineSlotSize + int64(u.FragBlocks)*int64(u.FragBlockSize())
+	return n, cfg.RingSize
+}
+
+// TestUMEMBoundedByWorkers: memory grows with the workers, not with the
+// queues a NIC has. Ring sizes shrink as a worker reads more queues, so
+// with W workers the UMEM stays within what W workers on W queues take
+// (28 MiB a worker, 2 MiB of inline slots) until the ring size reaches its
+// floor (128 entries: 32 queues per worker per link), and past that grows
+// by 256 KiB per RX queue. The deploy/ manifests size their memory by the
+// first bound; 64 queues per link on 2 workers is the shape.
+func TestUMEMBoundedByWorkers(t *testing.T) {
+	for w := 1; w <= 8; w++ {
+		for q := w; q <= 256; q++ {
+			bound := int64(w*28+2) << 20
+			if q > 32*w {
+				bound += int64(2*q) << 18
+			}
+			if got, ring := umemBytes(w, q); got > bound {
+				t.Errorf("%d workers, %d queues per link: UMEM %d MiB (ring %d), over the %d MiB bound", w, q, got>>20, ring, bound>>20)
+			}
+		}
+	}
+	if got, _ := umemBytes(2, 64); got > 64<<20 {
+		t.Errorf("64 queues per link on 2 workers: UMEM %d MiB, want at most 64", got>>20)
+	}
+	for _, s := range [][2]int{{1, 1}, {2, 2}, {2, 4}, {2, 8}, {2, 16}, {2, 64}, {4, 4}, {4, 64}} {
+		b, ring := umemBytes(s[0], s[1])
+		t.Log(fmt.Sprintf("| %d | %d | %d | %d MiB |", s[0], s[1], ring, b>>20))
+	}
+}
