@@ -245,12 +245,17 @@ func (w *worker) run(stop *atomic.Bool) {
 			continue
 		}
 		if held > 0 {
-			// Packets held for ordering wait on another worker's
-			// progress, or on the watermark slack: spin through a short
-			// wait, sleep through a longer one (the other worker wakes
-			// us if it hands us more), never sleep past the turn.
-			if due := time.Duration(w.holdDue - monoNow()); due > holdSpin {
+			// Packets held for ordering wait on the watermark slack (a
+			// time: spin through a short wait, sleep through a longer
+			// one, never past the turn) or on another worker's progress.
+			// That worker may share this CPU, so never spin for it: a
+			// short sleep gives it the CPU (it wakes us if it hands us
+			// more).
+			switch due := time.Duration(w.holdDue - monoNow()); {
+			case due > holdSpin:
 				w.sleep(min(due, holdPoll))
+			case due <= 0:
+				w.sleep(holdYield)
 			}
 			continue
 		}
@@ -286,10 +291,13 @@ func (w *worker) round() (n, held int) {
 
 // holdPoll bounds a sleep while packets are held for ordering: a worker
 // whose watermark we wait on does not wake us when it advances. A wait
-// shorter than holdSpin is spun through: a sleep would overshoot it.
+// shorter than holdSpin is spun through: a sleep would overshoot it. A
+// wait on another worker sleeps holdYield, so that a worker sharing the
+// CPU runs.
 const (
-	holdPoll = 100 * time.Microsecond
-	holdSpin = 10 * time.Microsecond
+	holdPoll  = 100 * time.Microsecond
+	holdSpin  = 10 * time.Microsecond
+	holdYield = 20 * time.Microsecond
 )
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
