@@ -356,15 +356,16 @@ func (w *worker) forwardAll(p *port) int {
 const maxBatches = 8
 
 // forward moves up to one batch of packets from in's RX ring towards the
-// other link, each by the path linearize picks: small packets are copied into an
-// inline slot and their frame goes straight back to the fill ring; larger
-// ones leave from the frame they arrived in; multi-buffer packets leave as
-// their chain or, when it has too many pieces, repacked into a frag block.
-// With several queues, each packet goes to the TX queue its flow is bound
-// to: directly when this worker owns it, else through a handoff ring to
-// the worker that does. It peeks no more than the TX ring (or the handoff
-// rings) can take, so a full ring pushes back into the RX ring (and the kernel's rx_ring_full
-// counter) instead of dropping in user space.
+// other link, each by the path linearize picks: small packets are copied
+// into an inline slot and their frame goes straight back to the fill ring;
+// larger ones leave from the frame they arrived in; multi-buffer packets
+// leave as their chain or, when it has too many pieces, repacked into a
+// frag block. With several queues, each packet goes to the TX queue its
+// flow is bound to: directly when this worker owns it, else through a
+// handoff ring to the worker that does. It peeks no more than the TX ring
+// (or the handoff rings) can take, so a full ring pushes back into the RX
+// ring (and the kernel's rx_ring_full counter) instead of dropping in user
+// space.
 func (w *worker) forward(in *port) int {
 	o := 1 - in.link
 	out := w.tx[o]
