@@ -21,7 +21,12 @@ import (
 // Config configures a Forwarder. The zero value of each field but Links is
 // a sensible default.
 type Config struct {
-	Links []string // exactly two
+	// Links are the links to forward between: exactly two without a
+	// Handler (each packet leaves by the other), 1..MaxLinks with one.
+	Links []string
+	// Handler decides each packet's way (handler.go); nil cross-connects
+	// the two links.
+	Handler Handler
 	// Queues is the number of workers, each with a TX queue on every
 	// link. 0: as many as the CPUs the process may use, at most the
 	// smallest queue count of the links. Every RX queue of every link gets
@@ -222,10 +227,12 @@ func (c *Config) normalize() error {
 		c.FlowTableSize = xps.DefaultSize
 	}
 	switch {
-	case len(c.Links) != 2:
+	case c.Handler == nil && len(c.Links) != 2:
 		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
-	case c.Links[0] == c.Links[1]:
-		return inputErr("link %q given twice: the two links must differ", c.Links[0])
+	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
+		return inputErr("need 1..%d links, got %d", MaxLinks, len(c.Links))
+	case repeated(c.Links) != "":
+		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
 	case c.FrameSize != 2048 && c.FrameSize != 4096:
 		return inputErr("frame size %d: want 2048 or 4096", c.FrameSize)
 	case c.Queues < 0:
@@ -246,8 +253,8 @@ func (c *Config) normalize() error {
 	return nil
 }
 
-func lookupLinks(c *Config) ([2]linkInfo, error) {
-	var out [2]linkInfo
+func lookupLinks(c *Config) ([]linkInfo, error) {
+	out := make([]linkInfo, len(c.Links))
 	for i, name := range c.Links {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
@@ -270,7 +277,10 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 	if c.Queues == 0 {
 		// No more workers than CPUs (a worker is a busy thread) nor
 		// than any link has TX queues (each worker transmits on its own).
-		c.Queues = min(out[0].rxQueues, out[1].rxQueues, out[0].txQueues, out[1].txQueues, max(len(allowedCPUs()), 1))
+		c.Queues = max(len(allowedCPUs()), 1)
+		for _, l := range out {
+			c.Queues = min(c.Queues, l.rxQueues, l.txQueues)
+		}
 	}
 	if c.RingSize == 0 {
 		c.RingSize = autoRingSize(c.Queues, out)
@@ -289,7 +299,7 @@ func lookupLinks(c *Config) ([2]linkInfo, error) {
 
 // resolveMultiBuffer sets MultiBuffer from MultiBufferMode and the links'
 // MTUs, and refuses an MTU that the frames cannot carry.
-func (c *Config) resolveMultiBuffer(links [2]linkInfo) error {
+func (c *Config) resolveMultiBuffer(links []linkInfo) error {
 	mode := c.MultiBufferMode
 	if mode == MultiBufferAuto && c.MultiBuffer {
 		mode = MultiBufferOn
@@ -336,6 +346,21 @@ func (c *Config) resolveMultiBuffer(links [2]linkInfo) error {
 	return nil
 }
 
+// MaxLinks is the most links one forwarder takes (a LinkSet's size).
+const MaxLinks = 64
+
+// repeated returns a name that appears twice in names, or "".
+func repeated(names []string) string {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return n
+		}
+		seen[n] = true
+	}
+	return ""
+}
+
 // framesPerPacket is how many frames of frameSize a packet of the MTU
 // (plus Ethernet header and a VLAN tag) takes in multi-buffer mode.
 func framesPerPacket(mtu, frameSize int) int {
@@ -348,7 +373,7 @@ func framesPerPacket(mtu, frameSize int) int {
 // more, so that memory grows with the traffic a worker can take rather
 // than with the queue count (64 queues per link on 2 workers: 128 entries,
 // about 34 MiB of 2 KiB frames in all), and never below 128.
-func autoRingSize(workers int, links [2]linkInfo) uint32 {
+func autoRingSize(workers int, links []linkInfo) uint32 {
 	perWorker := 0
 	for _, l := range links {
 		perWorker += (l.rxQueues + workers - 1) / workers

@@ -25,15 +25,17 @@ import (
 // the first W.
 type Forwarder struct {
 	cfg     Config
-	links   [2]linkInfo
+	links   []linkInfo
 	region  *umem.Region
-	progs   [2]*xsk.Program
-	socks   [2][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
-	ports   [2][]*port       // [link][queue], as socks
+	progs   []*xsk.Program
+	socks   [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
+	ports   [][]*port       // [link][queue], as socks
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
-	health  [2]linkHealth
+	health  []linkHealth
+	// handler decides each packet's way (nil: cross-connect two links).
+	handler Handler
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
 	// into their policy once per batch.
 	inlineMax atomic.Int32
@@ -65,7 +67,10 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Forwarder{cfg: cfg, links: links}
+	n := len(links)
+	f := &Forwarder{cfg: cfg, links: links, handler: cfg.Handler,
+		progs: make([]*xsk.Program, n), socks: make([][]*xsk.Socket, n),
+		ports: make([][]*port, n), health: make([]linkHealth, n)}
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -116,7 +121,8 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	for i := range f.socks {
 		for q, sk := range f.socks[i] {
 			p := &port{link: i, queue: q, sock: sk}
-			if q < cfg.Queues {
+			// TX lanes; with a Handler every socket, which may reflect.
+			if q < cfg.Queues || f.handler != nil {
 				p.tx = txring.New(sk)
 			}
 			f.ports[i] = append(f.ports[i], p)
@@ -268,9 +274,7 @@ func (f *Forwarder) Close() error {
 	// never completed them) are released by closing the sockets.
 	inflight := 0
 	for _, w := range f.workers {
-		for _, p := range w.tx {
-			inflight += int(p.tx.InFlight())
-		}
+		inflight += int(w.inFlight())
 	}
 	errs = append(errs, f.closeSockets())
 	if f.region != nil {
@@ -322,7 +326,13 @@ func (f *Forwarder) Queues() int { return f.cfg.Queues }
 func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }
 
 // Links returns the two link names.
-func (f *Forwarder) Links() [2]string { return [2]string{f.links[0].name, f.links[1].name} }
+func (f *Forwarder) Links() []string {
+	names := make([]string, len(f.links))
+	for i, l := range f.links {
+		names[i] = l.name
+	}
+	return names
+}
 
 // SetQueues changes, while running, how many TX queues flows are spread
 // over (1..the queues started with). In sticky mode a flow leaves a queue
@@ -379,12 +389,15 @@ func fillSize(cfg *Config, q int) uint32 {
 // frag blocks per TX lane, not per socket. Every socket's buffer pool in
 // the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
 // long each bind takes and how much kernel memory each socket costs.
-func umemConfig(cfg *Config, links [2]linkInfo) umem.Config {
-	lanes := 2 * cfg.Queues
+func umemConfig(cfg *Config, links []linkInfo) umem.Config {
+	lanes := len(links) * cfg.Queues
 	frames := lanes * int(cfg.RingSize) // TX in flight
 	for _, l := range links {
 		for q := range l.rxQueues {
 			frames += int(fillSize(cfg, q))
+			if cfg.Handler != nil && q >= cfg.Queues {
+				frames += int(cfg.RingSize) // reflections in flight
+			}
 		}
 	}
 	ucfg := umem.DefaultConfig(lanes)

@@ -12,7 +12,7 @@ import (
 func umemBytes(workers, queues int) (bytes int64, ring uint32) {
 	cfg := Config{Queues: workers, FrameSize: 2048, InlineMax: 256, FragOrder: 4}
 	l := linkInfo{rxQueues: queues, txQueues: queues}
-	links := [2]linkInfo{l, l}
+	links := []linkInfo{l, l}
 	cfg.RingSize = autoRingSize(workers, links)
 	u := umemConfig(&cfg, links)
 	n := int64(u.Frames)*int64(u.FrameSize) + int64(u.InlineSlots)*umem.InlineSlotSize + int64(u.FragBlocks)*int64(u.FragBlockSize())

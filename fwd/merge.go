@@ -56,8 +56,8 @@ const (
 // and every RX ring whose watermark bounds what it may send.
 type ordering struct {
 	modeOf func() xps.Mode
-	in     [2][]*handoff // in[o]: one per RX port of the other link, bound for link o
-	src    [2][]*port    // src[i]: every RX port of link i
+	in     [][]*handoff // in[o]: from every RX port that may send to link o
+	src    [][]*port    // src[o]: the RX ports that may send to link o
 }
 
 // merging reports whether packets go through the handoff rings and the
@@ -66,12 +66,14 @@ func (ord *ordering) merging() bool {
 	return ord != nil && ord.modeOf() != xps.ModeCPU
 }
 
-// outOf lists the handoff rings out of RX port p, by TX queue.
-func (ord *ordering) outOf(p *port) []*handoff { return p.out }
+// outOf lists the handoff rings out of RX port p towards link o, by TX
+// queue.
+func (ord *ordering) outOf(p *port, o int) []*handoff { return p.out[o] }
 
-// push queues descs (one packet received on p) for the owner of TX queue tq.
-func (ord *ordering) push(p *port, tq int, descs []xsk.Desc, stamp, now int64) bool {
-	h := p.out[tq]
+// push queues descs (one packet received on p) for the owner of TX queue
+// tq of link o.
+func (ord *ordering) push(p *port, tq, o int, descs []xsk.Desc, stamp, now int64) bool {
+	h := p.out[o][tq]
 	if h.room() < uint32(len(descs)) {
 		return false
 	}
@@ -84,9 +86,11 @@ func (ord *ordering) push(p *port, tq int, descs []xsk.Desc, stamp, now int64) b
 // publish makes what was pushed from p visible to the owners, and wakes an
 // owner that sleeps.
 func (ord *ordering) publish(p *port) {
-	for _, h := range p.out {
-		if h.publish() {
-			h.to.wake()
+	for _, hs := range p.out {
+		for _, h := range hs {
+			if h.publish() {
+				h.to.wake()
+			}
 		}
 	}
 }
@@ -105,20 +109,36 @@ func (ord *ordering) pending() bool {
 }
 
 // setupOrdering builds one handoff ring from every RX port to every worker
-// (itself included): each ring then carries packets in the order one RX
-// ring delivered them, which is what the merge relies on.
+// (itself included) for every link the port's packets may leave by: each
+// ring then carries packets in the order one RX ring delivered them, which
+// is what the merge relies on. Without a Handler a port's packets leave by
+// the other link only; with one, by any.
 func setupOrdering(f *Forwarder, ringSize int) {
+	n := len(f.links)
+	if n > 2 {
+		ringSize = max(256, ringSize/n) // rings multiply by the links
+	}
 	for _, w := range f.workers {
-		w.order = &ordering{modeOf: f.flows.table.Mode, src: [2][]*port{f.ports[0], f.ports[1]}}
+		w.order = &ordering{modeOf: f.flows.table.Mode, in: make([][]*handoff, n), src: make([][]*port, n)}
 	}
 	for i := range f.ports {
-		o := 1 - i
 		for _, p := range f.ports[i] {
-			p.out = make([]*handoff, len(f.workers))
-			for tq, w := range f.workers {
-				h := newHandoff(ringSize, w.wake)
-				p.out[tq] = h
-				w.order.in[o] = append(w.order.in[o], h)
+			p.out = make([][]*handoff, n)
+			for o := range n {
+				if f.handler == nil && o == i {
+					continue
+				}
+				p.out[o] = make([]*handoff, len(f.workers))
+				for tq, w := range f.workers {
+					h := newHandoff(ringSize, w.wake)
+					p.out[o][tq] = h
+					w.order.in[o] = append(w.order.in[o], h)
+					if tq == 0 {
+						for _, x := range f.workers {
+							x.order.src[o] = append(x.order.src[o], p)
+						}
+					}
+				}
 			}
 		}
 	}
@@ -217,7 +237,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 	// so a packet sent past it is counted.
 	bound, strict := int64(math.MaxInt64), int64(math.MaxInt64)
 	if ord.merging() && !w.draining {
-		for _, p := range ord.src[1-o] {
+		for _, p := range ord.src[o] {
 			wm, blocked := p.watermark(w, w.now)
 			strict = min(strict, wm)
 			if !blocked {

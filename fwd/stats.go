@@ -3,6 +3,7 @@ package fwd
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/linearize"
@@ -79,6 +80,18 @@ func (f *Forwarder) LinkStats(i int) LinkStats {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
 	return f.linkStats(i)
+}
+
+// XDPPassed is how many packets link i's XDP program passed to the
+// kernel's stack for want of a socket: counted per link, not per queue.
+func (f *Forwarder) XDPPassed(i int) uint64 {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	if f.closedLocked() || f.progs[i] == nil {
+		return 0
+	}
+	n, _ := f.progs[i].Passed()
+	return n
 }
 
 // closedLocked reports, under statsMu, whether Close has torn the
@@ -395,13 +408,20 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 
 // StatsLine formats one report line from two snapshots taken dt apart:
 // per direction, packets/s, Mbit/s and new drops.
-func StatsLine(names [2]string, prev, cur [2]LinkStats, dt time.Duration) string {
+//
+// With two links it reads as two directions (a→b); with one or more than
+// two, per link, what it received.
+func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 	sec := dt.Seconds()
 	dir := func(a, b int) string {
 		pk := cur[a].RXPackets - prev[a].RXPackets
 		by := cur[a].RXBytes - prev[a].RXBytes
 		dr := cur[a].TotalDrops() - prev[a].TotalDrops()
-		return fmt.Sprintf("%s→%s %9.0f pps %8.1f Mbit/s drops %d", names[a], names[b], float64(pk)/sec, float64(by)*8/sec/1e6, dr)
+		to := "→" + names[b]
+		if b < 0 {
+			to = " rx"
+		}
+		return fmt.Sprintf("%s%s %9.0f pps %8.1f Mbit/s drops %d", names[a], to, float64(pk)/sec, float64(by)*8/sec/1e6, dr)
 	}
 	var paths [linearize.NumPaths]uint64
 	var total uint64
@@ -418,7 +438,14 @@ func StatsLine(names [2]string, prev, cur [2]LinkStats, dt time.Duration) string
 			pct(paths[linearize.Inline], total), pct(paths[linearize.Frame], total),
 			pct(paths[linearize.Frag], total), pct(paths[linearize.Chain], total))
 	}
-	return dir(0, 1) + " | " + dir(1, 0) + tail
+	if len(cur) == 2 {
+		return dir(0, 1) + " | " + dir(1, 0) + tail
+	}
+	parts := make([]string, len(cur))
+	for i := range cur {
+		parts[i] = dir(i, -1)
+	}
+	return strings.Join(parts, " | ") + tail
 }
 
 func pct(v, total uint64) float64 { return 100 * float64(v) / float64(total) }

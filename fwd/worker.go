@@ -57,6 +57,12 @@ type portStats struct {
 	// orderTimeouts counts packets sent before their turn because they
 	// were held for ordering longer than maxHold (merge.go): not drops.
 	orderTimeouts atomic.Uint64
+	// handlerDrops counts packets received here that the Handler dropped
+	// (or left without a verdict).
+	handlerDrops atomic.Uint64
+	// txFull counts packets a Handler sent to this TX queue while it had
+	// no room (its link down): dropped rather than stall every link.
+	txFull atomic.Uint64
 	// stopDropped counts packets handed to this TX lane that were still
 	// waiting when the forwarder closed.
 	stopDropped atomic.Uint64
@@ -85,14 +91,18 @@ type port struct {
 	quietUntil int64
 	owner      *worker
 	// out are the handoff rings from this RX ring to each TX queue's
-	// owner (merge.go); nil with one queue.
-	out []*handoff
+	// owner, by output link (merge.go); nil with one queue.
+	out [][]*handoff
 	// wm is the ordering watermark of this RX ring (merge.go): written by
 	// the owner each round, read by every merging worker. blockedAt
 	// (monotonic ns, 0: not blocked) is when the owner last found a
 	// handoff ring out of it too full to read it.
 	wm        atomic.Int64
 	blockedAt atomic.Int64
+	// With a Handler, the owner's counts for this TX ring in the current
+	// batch, and whether it is on the batch's list (verdicts.go).
+	bc      batchCounts
+	touched bool
 }
 
 // frameCacheSize bounds a worker's private stock of free frames. Frames
@@ -126,7 +136,8 @@ type batchCounts struct {
 	txPackets, txBytes, txDescs uint64
 	paths                       [linearize.NumPaths]uint64
 	fallbacks, invalid, noRoom  uint64
-	tooLong                     uint64
+	tooLong, handlerDrops       uint64
+	txFull                      uint64
 	handoffFull, csumCompleted  uint64
 	hist                        [linearize.MaxDescs + 1]uint64
 }
@@ -135,8 +146,8 @@ type batchCounts struct {
 // TX queue q of every link.
 type worker struct {
 	q      int
-	rx     []*port  // the RX rings it reads, on every link
-	tx     [2]*port // tx[o]: its TX lane on link o
+	rx     []*port // the RX rings it reads, on every link
+	tx     []*port // tx[o]: its TX lane on link o
 	mem    []byte
 	zone   *umem.Zone // RX frames
 	frames *umem.Cache
@@ -170,6 +181,15 @@ type worker struct {
 	spin int
 	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
 	progress workerProgress
+
+	// With a Handler (verdicts.go): the batch's packets and where their
+	// descriptors are, per-lane counts, the lanes written this batch.
+	handler Handler
+	pkts    []Packet
+	spans   []span
+	descs   []xsk.Desc
+	touched []*port
+	nlinks  int
 }
 
 func newWorker(f *Forwarder, q int) (*worker, error) {
@@ -193,10 +213,19 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		csum:      f.cfg.CompleteChecksums,
 		inlineMax: &f.inlineMax,
 		spin:      f.cfg.Spin,
+		handler:   f.handler,
+		nlinks:    len(f.links),
+	}
+	if w.handler != nil {
+		w.pkts = make([]Packet, 0, f.cfg.RingSize)
+		w.spans = make([]span, 0, f.cfg.RingSize)
+		w.descs = make([]xsk.Desc, 0, f.cfg.RingSize)
+		w.touched = make([]*port, 0, len(f.links)+1)
 	}
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
 	}
+	w.tx = make([]*port, len(f.ports))
 	for i := range f.ports {
 		w.tx[i] = f.ports[i][q]
 		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
@@ -282,8 +311,7 @@ func (w *worker) round() (n, held int) {
 		m, held = w.merge()
 		n += m
 	}
-	w.reap(0)
-	w.reap(1)
+	w.reapAll()
 	w.frames.Publish()
 	w.build.Publish()
 	return n, held
@@ -305,9 +333,12 @@ const (
 // the backoff instead (its RX ring would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
 	blocked := false
-	for _, p := range w.tx {
+	for _, p := range w.rx {
 		// A kick the kernel could not finish (copy mode sends a bounded
 		// budget per call) is retried rather than waiting for traffic.
+		if p.tx == nil {
+			continue
+		}
 		if p.tx.Pending() > 0 {
 			p.kick()
 		}
@@ -367,6 +398,9 @@ const maxBatches = 8
 // ring (and the kernel's rx_ring_full counter) instead of dropping in user
 // space.
 func (w *worker) forward(in *port) int {
+	if w.handler != nil {
+		return w.forwardVerdicts(in)
+	}
 	o := 1 - in.link
 	out := w.tx[o]
 	merging := w.order.merging() // one mode read per batch
@@ -378,7 +412,7 @@ func (w *worker) forward(in *port) int {
 		// worker's own TX ring does not matter: a stalled TX queue must
 		// not stop this RX ring feeding the others.
 		room = w.batch
-		for _, h := range w.order.outOf(in) {
+		for _, h := range w.order.outOf(in, o) {
 			room = min(room, h.room())
 		}
 		if room < linearize.MaxDescs {
@@ -451,7 +485,7 @@ func (w *worker) forward(in *port) int {
 			c.txDescs += uint64(nd)
 			continue
 		}
-		if !w.order.push(in, tq, w.out[:nd], stamp, w.now) {
+		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
 			c.handoffFull++
 			w.flows.completed(w.out[:nd], tq)
 			w.release(w.out[:nd])
@@ -467,8 +501,32 @@ func (w *worker) forward(in *port) int {
 		w.order.publish(in)
 	}
 
+	w.publishRX(in, &c, packets, rxBytes)
+	w.publishTX(out, &c)
+	return packets
+}
+
+// publishRX adds one batch's receive-side counts to in's counters, one
+// atomic add each.
+func (w *worker) publishRX(in *port, c *batchCounts, packets int, rxBytes uint64) {
 	in.stats.rxPackets.Add(uint64(packets))
 	in.stats.rxBytes.Add(rxBytes)
+	if c.invalid != 0 {
+		in.stats.rxInvalid.Add(c.invalid)
+	}
+	if c.tooLong != 0 {
+		in.stats.rxTooLong.Add(c.tooLong)
+	}
+	if c.csumCompleted != 0 {
+		in.stats.csumCompleted.Add(c.csumCompleted)
+	}
+	if c.handlerDrops != 0 {
+		in.stats.handlerDrops.Add(c.handlerDrops)
+	}
+}
+
+// publishTX adds one batch's transmit-side counts to out's counters.
+func (w *worker) publishTX(out *port, c *batchCounts) {
 	s := &out.stats
 	s.txPackets.Add(c.txPackets)
 	s.txBytes.Add(c.txBytes)
@@ -486,22 +544,15 @@ func (w *worker) forward(in *port) int {
 	if c.fallbacks != 0 {
 		s.inlineFallbacks.Add(c.fallbacks)
 	}
-	if c.invalid != 0 {
-		in.stats.rxInvalid.Add(c.invalid)
-	}
-	if c.tooLong != 0 {
-		in.stats.rxTooLong.Add(c.tooLong)
-	}
-	if c.csumCompleted != 0 {
-		in.stats.csumCompleted.Add(c.csumCompleted)
-	}
 	if c.noRoom != 0 {
 		s.txNoRoom.Add(c.noRoom)
 	}
 	if c.handoffFull != 0 {
 		s.handoffFull.Add(c.handoffFull)
 	}
-	return packets
+	if c.txFull != 0 {
+		s.txFull.Add(c.txFull)
+	}
 }
 
 // peekWhole peeks up to max descriptors of rx, trimmed to whole packets.
@@ -691,11 +742,30 @@ func (w *worker) recycleHot(p *port) {
 	w.hot = w.hot[:0]
 }
 
-// reap returns what the kernel finished transmitting on the worker's TX
-// lane of link i: frames to the worker's cache, inline slots and frag
-// references to the builder.
-func (w *worker) reap(i int) {
-	p := w.tx[i]
+// reapAll reaps every TX ring the worker produces: its TX lanes, and with
+// a Handler the RX sockets it reflects on.
+func (w *worker) reapAll() {
+	for _, p := range w.rx {
+		if p.tx != nil {
+			w.reap(p)
+		}
+	}
+}
+
+// inFlight is what the kernel has not completed of the worker's TX rings.
+func (w *worker) inFlight() uint64 {
+	var n uint64
+	for _, p := range w.rx {
+		if p.tx != nil {
+			n += p.tx.InFlight()
+		}
+	}
+	return n
+}
+
+// reap returns what the kernel finished transmitting on p: frames to the
+// worker's cache, inline slots and frag references to the builder.
+func (w *worker) reap(p *port) {
 	for {
 		n := p.tx.Reap(w.reaped)
 		if w.flows != nil {
@@ -754,13 +824,12 @@ func (w *worker) drain() {
 			m, held = w.merge()
 			n += m
 		}
-		w.reap(0)
-		w.reap(1)
-		if n == 0 && held == 0 && w.tx[0].tx.InFlight() == 0 && w.tx[1].tx.InFlight() == 0 || time.Now().After(deadline) {
+		w.reapAll()
+		if n == 0 && held == 0 && w.inFlight() == 0 || time.Now().After(deadline) {
 			return
 		}
-		for _, p := range w.tx {
-			if p.tx.InFlight() > 0 {
+		for _, p := range w.rx {
+			if p.tx != nil && p.tx.InFlight() > 0 {
 				p.kick()
 			}
 		}

@@ -41,7 +41,7 @@ var DescBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 12, linearize.MaxDescs}
 // source is what the Collector reads; *fwd.Forwarder implements it. Tests
 // substitute a fake.
 type source interface {
-	Links() [2]string
+	Links() []string
 	Queues() int
 	LinkQueues(link int) int
 	QueueStats(link, queue int) fwd.LinkStats
@@ -49,15 +49,16 @@ type source interface {
 	Zones() []fwd.ZoneUsage
 	PagesPer1K() (p4k, p2m float64)
 	OwnershipViolations() uint64
+	XDPPassed(link int) uint64
 }
 
 // Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
 // while the forwarder runs, so it is read once, before the run.
 type Info struct {
 	Version     string
-	XDPModes    [2]string // per link: native or generic
-	BindMode    string    // zerocopy or copy (all sockets share the owner's mode)
-	UMEMBacking string    // hugetlb-2MiB, thp-2MiB or 4KiB
+	XDPModes    []string // per link: native or generic
+	BindMode    string   // zerocopy or copy (all sockets share the owner's mode)
+	UMEMBacking string   // hugetlb-2MiB, thp-2MiB or 4KiB
 }
 
 // mixedMode is xdpfwd_info's xdp_mode when the two links differ; the
@@ -69,9 +70,9 @@ const mixedMode = "mixed"
 type Collector struct {
 	src        source
 	info       Info
-	links      [2]string
+	links      []string
 	queues     int
-	linkQueues [2]int
+	linkQueues []int
 	logger     *slog.Logger
 
 	// live, if set, reports whether the forwarder may still be read; once
@@ -89,8 +90,8 @@ type Collector struct {
 // after fwd.New and before (or while) Run: it takes a first reading at once,
 // so a Collector frozen before its first scrape still has values to serve.
 func NewCollector(f *fwd.Forwarder, version string) *Collector {
-	info := Info{Version: version}
-	for i := range 2 {
+	info := Info{Version: version, XDPModes: make([]string, len(f.Links()))}
+	for i := range info.XDPModes {
 		ls := f.LinkStats(i)
 		info.XDPModes[i] = ls.XDPMode
 		if info.BindMode == "" {
@@ -103,13 +104,22 @@ func NewCollector(f *fwd.Forwarder, version string) *Collector {
 	return newCollector(f, info)
 }
 
+// linkQueues lists the RX queue count of each of src's links.
+func linkQueues(src source) []int {
+	n := make([]int, len(src.Links()))
+	for i := range n {
+		n[i] = src.LinkQueues(i)
+	}
+	return n
+}
+
 func newCollector(src source, info Info) *Collector {
 	c := &Collector{
 		src:        src,
 		info:       info,
 		links:      src.Links(),
 		queues:     src.Queues(),
-		linkQueues: [2]int{src.LinkQueues(0), src.LinkQueues(1)},
+		linkQueues: linkQueues(src),
 		logger:     slog.New(slog.DiscardHandler),
 		d:          newDescs(),
 	}
@@ -233,12 +243,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // snapshot is one reading of the forwarder.
 type snapshot struct {
-	q       [2][]queueSnap // [link][queue]
+	q       [][]queueSnap // [link][queue]
 	zones   []fwd.ZoneUsage
 	p4k     float64
 	p2m     float64
 	queuesN int
 	viol    uint64
+	passed  []uint64 // per link: xdp_pass, not per queue
 }
 
 type queueSnap struct {
@@ -263,7 +274,8 @@ func (c *Collector) safeRead() (s *snapshot) {
 
 func (c *Collector) read() *snapshot {
 	s := &snapshot{queuesN: c.queues}
-	for i := range 2 {
+	s.q = make([][]queueSnap, len(c.links))
+	for i := range c.links {
 		s.q[i] = make([]queueSnap, c.linkQueues[i])
 		for q := range c.linkQueues[i] {
 			qs := &s.q[i][q]
@@ -284,6 +296,10 @@ func (c *Collector) read() *snapshot {
 	s.zones = c.src.Zones()
 	s.p4k, s.p2m = c.src.PagesPer1K()
 	s.viol = c.src.OwnershipViolations()
+	s.passed = make([]uint64, len(c.links))
+	for i := range c.links {
+		s.passed[i] = c.src.XDPPassed(i)
+	}
 	// Flow table: read the xps flow table's size and moves here (add
 	// XPS() fwd.XPSSummary to the source interface).
 	return s
@@ -299,6 +315,8 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 	}
 
 	for i, link := range c.links {
+		// Counted by the XDP program per link: the queue label is empty.
+		counter(d.drops, s.passed[i], link, "", fwd.DropXDPPass)
 		for q, qs := range s.q[i] {
 			queue := strconv.Itoa(q)
 			st := qs.s
@@ -341,7 +359,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 	// Flow table: emit the xps flow table's metrics here.
 
 	mode := c.info.XDPModes[0]
-	if c.info.XDPModes[1] != mode {
+	if slices.ContainsFunc(c.info.XDPModes, func(m string) bool { return m != mode }) {
 		mode = mixedMode
 	}
 	gauge(d.info, 1, c.info.Version, mode, c.info.BindMode, c.info.UMEMBacking)

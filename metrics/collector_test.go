@@ -41,10 +41,11 @@ func newFake(queues int) *fake {
 	return f
 }
 
-func (f *fake) Links() [2]string            { return [2]string{"veth-a", "veth-b"} }
+func (f *fake) Links() []string             { return []string{"veth-a", "veth-b"} }
 func (f *fake) Queues() int                 { return f.queues }
 func (f *fake) LinkQueues(int) int          { return f.queues }
 func (f *fake) OwnershipViolations() uint64 { return 0 }
+func (f *fake) XDPPassed(int) uint64        { return 0 }
 
 func (f *fake) QueueStats(i, q int) fwd.LinkStats {
 	f.reads.Add(1)
@@ -78,7 +79,7 @@ func (f *fake) KernelStats(i, q int) (xsk.Stats, error) {
 func (f *fake) Zones() []fwd.ZoneUsage         { return append([]fwd.ZoneUsage(nil), f.zones...) }
 func (f *fake) PagesPer1K() (float64, float64) { return 31.5, 1.25 }
 
-var testInfo = Info{Version: "1.2.3", XDPModes: [2]string{"native", "native"}, BindMode: "copy", UMEMBacking: "thp-2MiB"}
+var testInfo = Info{Version: "1.2.3", XDPModes: []string{"native", "native"}, BindMode: "copy", UMEMBacking: "thp-2MiB"}
 
 func (f *fake) set(i, q int, s fwd.LinkStats, k xsk.Stats) {
 	f.mu.Lock()

@@ -411,6 +411,15 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 }
 
+// allStats reads every link's counters.
+func allStats(f *fwd.Forwarder) []fwd.LinkStats {
+	s := make([]fwd.LinkStats, len(f.Links()))
+	for i := range s {
+		s[i] = f.LinkStats(i)
+	}
+	return s
+}
+
 // waitForLinks polls until every link exists; false if ctx ended first.
 // A SIGHUP meanwhile is logged and left queued on hup, for forward.
 func waitForLinks(ctx context.Context, links []string, hup chan os.Signal, logger *slog.Logger) bool {
@@ -467,7 +476,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 		}
 		defer t.Stop()
 		names := f.Links()
-		prev := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
+		prev := allStats(f)
 		last := time.Now()
 		for {
 			select {
@@ -490,7 +499,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 					}
 				}
 			case now := <-t.C:
-				cur := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
+				cur := allStats(f)
 				line := fwd.StatsLine(names, prev, cur, now.Sub(last))
 				if f.Queues() > 1 {
 					x := f.XPS()

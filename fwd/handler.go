@@ -1,0 +1,92 @@
+package fwd
+
+// A Handler decides, for every packet the forwarder receives, where it goes.
+// The forwarder calls it once per RX batch, on the thread of the worker
+// that read the batch, with one Packet per packet of the batch, and then
+// carries out each packet's verdict: the TX layout (inline copy, frame,
+// frag block, chain), the TX queue (sticky per flow), checksum completion,
+// ordering across RX queues and every counter are the forwarder's.
+//
+// Handle must not block, must not keep a Packet or its Data after it
+// returns (the memory goes back to the kernel), and must not call into the
+// Forwarder. Several workers call it at once, each with its own batch: state
+// it shares between calls must be safe for concurrent use. A packet whose
+// verdict is left unset is dropped and counted (handler_drops).
+type Handler interface {
+	Handle(pkts []Packet)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(pkts []Packet)
+
+// Handle calls f(pkts).
+func (f HandlerFunc) Handle(pkts []Packet) { f(pkts) }
+
+// Packet is one received packet as a Handler sees it.
+type Packet struct {
+	// Data is the packet's first (for most packets its only) segment,
+	// from the Ethernet header on: writable in place, valid only during
+	// Handle. A multi-buffer packet continues past it; Len is the whole.
+	Data []byte
+	// Len is the packet's length in bytes.
+	Len int
+	// Link is the index, in Config.Links, of the link it arrived on, and
+	// Queue the RX queue.
+	Link, Queue int
+
+	verdict verdict
+	// out is the output link for a forward, the set of links for a flood.
+	out LinkSet
+}
+
+type verdict uint8
+
+const (
+	verdictDrop verdict = iota // also the zero value: unset
+	verdictForward
+	verdictFlood
+	verdictReflect
+)
+
+// LinkSet is a set of link indexes (0..63), for Flood.
+type LinkSet uint64
+
+// Add returns s with link i in it.
+func (s LinkSet) Add(i int) LinkSet { return s | 1<<uint(i) }
+
+// Has reports whether link i is in s.
+func (s LinkSet) Has(i int) bool { return s&(1<<uint(i)) != 0 }
+
+// AllLinks is the set of the first n links.
+func AllLinks(n int) LinkSet {
+	if n >= 64 {
+		return ^LinkSet(0)
+	}
+	return 1<<uint(n) - 1
+}
+
+// Drop drops the packet (counted as handler_drops on its input link).
+func (p *Packet) Drop() { p.verdict = verdictDrop }
+
+// Forward sends the packet out of link i.
+func (p *Packet) Forward(i int) { p.verdict, p.out = verdictForward, LinkSet(i) }
+
+// Flood sends the packet out of every link in s but the one it arrived on:
+// one copy per link, never one UMEM address on two TX rings.
+func (p *Packet) Flood(s LinkSet) { p.verdict, p.out = verdictFlood, s }
+
+// Reflect sends the packet back out of the link and the queue it arrived
+// on (the handler swaps the addresses it wants swapped).
+func (p *Packet) Reflect() { p.verdict = verdictReflect }
+
+// SwapMACs exchanges the destination and source Ethernet addresses in
+// place, as a reflector does.
+func SwapMACs(frame []byte) {
+	if len(frame) < 12 {
+		return
+	}
+	var t [6]byte
+	copy(t[:], frame[0:6])
+	copy(frame[0:6], frame[6:12])
+	copy(frame[6:12], t[:])
+}

@@ -1,0 +1,293 @@
+package fwd
+
+import (
+	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/xps"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// span locates one packet's descriptors in worker.descs.
+type span struct{ start, end uint32 }
+
+// forwardVerdicts is forward with a Handler: it collects a batch, lets the
+// handler decide every packet at once, then carries out the verdicts. The
+// stages: collect (validate, restore VLAN tags), decide (Handle), then per
+// packet lay out and send (or drop, reflect, flood).
+func (w *worker) forwardVerdicts(in *port) int {
+	merging := w.order.merging()
+	room, ok := w.verdictRoom(in, merging)
+	if !ok {
+		return 0
+	}
+	rx := &in.sock.RX
+	n, idx := w.peekWhole(rx, min(room, w.batch), room)
+	if n == 0 {
+		return 0
+	}
+	w.build.Policy.InlineMax = int(w.inlineMax.Load())
+	if w.flows != nil {
+		w.now = monoNow()
+	}
+	var c batchCounts // receive side
+	packets, rxBytes := w.collectBatch(in, rx, idx, n, &c)
+	if len(w.pkts) > 0 {
+		w.handler.Handle(w.pkts)
+	}
+	for j := range w.pkts {
+		w.chain = append(w.chain[:0], w.descs[w.spans[j].start:w.spans[j].end]...)
+		w.carryOut(in, &w.pkts[j], merging, &c)
+	}
+	rx.Release(n)
+	w.finishLanes()
+	w.recycleHot(in)
+	if w.order != nil {
+		w.order.publish(in)
+	}
+	w.publishRX(in, &c, packets, rxBytes)
+	return packets
+}
+
+// verdictRoom is how many descriptors a batch from in may take: what every
+// handoff ring out of it can hold, or without handoffs what every TX ring
+// the handler may choose can hold. A TX ring of a link that is down (its
+// kicks failing) does not count: one down link must not stop the others,
+// so packets for it are dropped (tx_full) instead.
+func (w *worker) verdictRoom(in *port, merging bool) (uint32, bool) {
+	room := w.batch
+	if merging {
+		for _, hs := range in.out {
+			for _, h := range hs {
+				room = min(room, h.room())
+			}
+		}
+		if room < linearize.MaxDescs {
+			if in.blockedAt.Load() == 0 {
+				in.blockedAt.Store(monoNow())
+			}
+			return 0, false
+		}
+		if in.blockedAt.Load() != 0 {
+			in.blockedAt.Store(0)
+		}
+	}
+	for _, p := range w.tx {
+		if p.quietUntil == 0 && !merging {
+			room = min(room, p.tx.Free(w.batch))
+		}
+	}
+	if in.quietUntil == 0 {
+		room = min(room, in.tx.Free(w.batch)) // reflections
+	}
+	if room < linearize.MaxDescs {
+		for _, p := range w.tx {
+			if p.tx.Pending() > 0 {
+				p.kick()
+			}
+		}
+		if in.tx.Pending() > 0 {
+			in.kick()
+		}
+		return room, room > 0
+	}
+	return room, true
+}
+
+// collectBatch collects the n descriptors peeked at idx into w.pkts (one
+// Packet each, for the handler) and w.descs/w.spans (their descriptors).
+func (w *worker) collectBatch(in *port, rx *xsk.Consumer, idx, n uint32, c *batchCounts) (packets int, rxBytes uint64) {
+	w.pkts, w.spans, w.descs = w.pkts[:0], w.spans[:0], w.descs[:0]
+	for k := uint32(0); k < n; {
+		var total int
+		var ok bool
+		k, total, ok = w.collect(rx, idx, k, n, c)
+		packets++
+		rxBytes += uint64(total)
+		if !ok {
+			continue
+		}
+		if w.restoreVLAN(&w.chain[0]) {
+			total += vlanTagLen
+			in.stats.vlanRestored.Add(1)
+		}
+		d := w.chain[0]
+		start := uint32(len(w.descs))
+		w.descs = append(w.descs, w.chain...)
+		w.spans = append(w.spans, span{start, uint32(len(w.descs))})
+		w.pkts = append(w.pkts, Packet{
+			Data: w.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
+			Len:  total, Link: in.link, Queue: in.queue,
+		})
+	}
+	return packets, rxBytes
+}
+
+// carryOut does what the handler decided for p, whose descriptors are in
+// w.chain.
+func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
+	switch p.verdict {
+	case verdictForward:
+		if o := int(p.out); o >= 0 && o < w.nlinks {
+			w.send(in, o, p.Len, merging)
+			return
+		}
+	case verdictReflect:
+		w.reflect(in, p.Len)
+		return
+	case verdictFlood:
+		w.flood(in, p, merging, c)
+		return
+	}
+	c.handlerDrops++
+	w.recycleChain()
+}
+
+// send lays out the packet in w.chain and sends it towards link o: on this
+// worker's TX queue of o when its flow is bound there and nothing needs
+// ordering, else through the handoff ring to the owner of the flow's queue.
+func (w *worker) send(in *port, o, total int, merging bool) {
+	lc := &w.tx[o].bc
+	tq, slot := w.q, xps.NoSlot
+	var stamp int64
+	if w.flows != nil {
+		d := w.chain[0]
+		tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+		stamp = w.takeStamp(d.Addr)
+	}
+	nd := w.build1(total, lc)
+	if nd == 0 {
+		return
+	}
+	if w.flows != nil {
+		w.flows.sent(w.out[:nd], tq, slot)
+	}
+	if merging || tq != w.q {
+		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
+			lc.handoffFull++
+			w.flows.completed(w.out[:nd], tq)
+			w.release(w.out[:nd])
+		}
+		w.touch(w.tx[o])
+		return
+	}
+	w.put(w.tx[o], total, nd)
+}
+
+// reflect sends the packet in w.chain back out of the socket it came in
+// on: the same link and queue, no flow table, no ordering.
+func (w *worker) reflect(in *port, total int) {
+	if nd := w.build1(total, &in.bc); nd > 0 {
+		w.put(in, total, nd)
+	}
+}
+
+// put writes w.out[:nd] on p's TX ring, or drops them (tx_full) when it
+// has no room: only a ring verdictRoom left out, a link that is down.
+func (w *worker) put(p *port, total, nd int) {
+	w.touch(p)
+	lc := &p.bc
+	got, t := p.tx.Reserve(uint32(nd))
+	if got < uint32(nd) {
+		p.tx.Cancel(got)
+		lc.txFull++
+		if w.flows != nil {
+			w.flows.completed(w.out[:nd], w.q)
+		}
+		w.release(w.out[:nd])
+		return
+	}
+	for j, d := range w.out[:nd] {
+		p.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
+	}
+	lc.txPackets++
+	lc.txBytes += uint64(total)
+	lc.txDescs += uint64(nd)
+}
+
+// flood sends a copy of the packet out of every link in p.out but its own,
+// the packet itself out of the last: every copy in an inline slot or a frag
+// block of its own, so no UMEM address goes to two TX rings.
+func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
+	set := p.out &^ LinkSet(0).Add(in.link) & AllLinks(w.nlinks)
+	if set == 0 {
+		c.handlerDrops++
+		w.recycleChain()
+		return
+	}
+	// Finish a partial checksum once, before the copies are made.
+	if w.csum && w.complete(w.chain) {
+		c.csumCompleted++
+	}
+	last := 63
+	for last >= 0 && !set.Has(last) {
+		last--
+	}
+	for o := 0; o < last; o++ {
+		if set.Has(o) {
+			w.sendCopy(in, o, p.Len, merging)
+		}
+	}
+	w.send(in, last, p.Len, merging)
+}
+
+// sendCopy sends a copy of the packet in w.chain to link o, leaving the
+// packet itself in place.
+func (w *worker) sendCopy(in *port, o, total int, merging bool) {
+	lc := &w.tx[o].bc
+	nd, path := 0, linearize.Frag
+	switch d := w.chain[0]; {
+	case len(w.chain) == 1 && total <= w.build.Policy.InlineMax:
+		if addr, ok := w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)]); ok {
+			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(total)}
+			nd, path = 1, linearize.Inline
+		}
+	case len(w.chain) == 1:
+		nd = w.build.Pack(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.out)
+	default:
+		nd = w.build.Repack(w.chain, w.out)
+	}
+	if nd == 0 {
+		lc.noRoom++
+		w.touch(w.tx[o])
+		return
+	}
+	lc.paths[path]++
+	lc.hist[min(nd, linearize.MaxDescs)]++
+	tq, slot := w.q, xps.NoSlot
+	var stamp int64
+	if w.flows != nil {
+		d := w.chain[0]
+		tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+		stamp = w.stampOf(d.Addr)
+		w.flows.sent(w.out[:nd], tq, slot)
+	}
+	if merging || tq != w.q {
+		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
+			lc.handoffFull++
+			w.flows.completed(w.out[:nd], tq)
+			w.release(w.out[:nd])
+		}
+		w.touch(w.tx[o])
+		return
+	}
+	w.put(w.tx[o], total, nd)
+}
+
+// touch notes that p's TX ring (or counts) were written this batch.
+func (w *worker) touch(p *port) {
+	if !p.touched {
+		p.touched = true
+		w.touched = append(w.touched, p)
+	}
+}
+
+// finishLanes submits what the batch wrote on each TX ring and publishes
+// the per-lane counts.
+func (w *worker) finishLanes() {
+	for _, p := range w.touched {
+		p.touched = false
+		p.tx.Submit()
+		w.publishTX(p, &p.bc)
+		p.bc = batchCounts{}
+	}
+	w.touched = w.touched[:0]
+}
