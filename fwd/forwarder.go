@@ -158,10 +158,13 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		p.Commit()
 	}
 	f.warnVLANLoss()
+	rxq, modes := make([]int, len(links)), make([]string, len(links))
+	for i, l := range links {
+		rxq[i], modes[i] = l.rxQueues, f.progs[i].Mode()
+	}
 	cfg.Logger.Info("forwarder ready",
 		"links", cfg.Links, "workers", cfg.Queues,
-		"rx_queues", []int{links[0].rxQueues, links[1].rxQueues}, "ring_size", cfg.RingSize,
-		"xdp_mode", []string{f.progs[0].Mode(), f.progs[1].Mode()},
+		"rx_queues", rxq, "ring_size", cfg.RingSize, "xdp_mode", modes,
 		"bind_mode", f.socks[0][0].BindMode(),
 		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size())
 	return f, nil

@@ -67,6 +67,8 @@ const (
 	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
 	DropRXTooLong     = "rx_too_many_frags"        // us: a packet of more descriptors than a TX ring takes (18), dropped whole
 	DropAtStop        = "dropped_at_stop"          // us: handed to a TX queue and still waiting when the forwarder closed
+	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), or gave no verdict
+	DropTXFull        = "tx_full"                  // a Handler sent it to a TX queue with no room: its link down
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
 
@@ -180,6 +182,8 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	}
 	l.Drops[DropRXTooLong] = p.stats.rxTooLong.Load()
 	l.Drops[DropAtStop] = p.stats.stopDropped.Load()
+	l.Drops[DropHandler] = p.stats.handlerDrops.Load()
+	l.Drops[DropTXFull] = p.stats.txFull.Load()
 	l.OrderHoldTimeouts = p.stats.orderTimeouts.Load()
 	l.Drops[DropRXBadDesc] = p.stats.rxInvalid.Load()
 	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()

@@ -79,11 +79,20 @@ type rootLink struct {
 // namespaces "xdpfwd-<id>-a" and "-b" under /run/netns, root-side links
 // "xf<id>a" and "xf<id>b". On error everything created so far is removed.
 func NewPair(opt Options) (*Pair, error) {
+	id, err := randomID()
+	if err != nil {
+		return nil, err
+	}
+	return newPair(opt, id)
+}
+
+// randomID is the unique part of the names a topology creates.
+func randomID() (string, error) {
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("topo: random pair id: %w", err)
+		return "", fmt.Errorf("topo: random id: %w", err)
 	}
-	return newPair(opt, hex.EncodeToString(b[:]))
+	return hex.EncodeToString(b[:]), nil
 }
 
 func (opt Options) validate() error {

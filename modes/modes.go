@@ -1,0 +1,152 @@
+// Package modes holds xdpfwd's built-in forwarding modes, each a
+// fwd.Handler like any a user writes: Reflect (send every frame back with
+// its MAC addresses swapped), Sink (count and drop) and Switch (a learning
+// L2 switch over any number of links). Cross-connect, the default, is the
+// engine's own path (a nil Handler).
+//
+// Handlers are called by several workers at once; the ones here keep no
+// per-call state, and Switch's table is safe for concurrent use. None
+// allocates per packet.
+package modes
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/fdb"
+	"github.com/xdpfwd/xdpfwd/fwd"
+)
+
+// Reflect sends every frame back out of the link and queue it came in on,
+// with its destination and source MAC addresses swapped: the reflector a
+// traffic generator points at (DPDK testpmd's macswap, xdpsock's l2fwd).
+var Reflect fwd.Handler = fwd.HandlerFunc(func(pkts []fwd.Packet) {
+	for i := range pkts {
+		fwd.SwapMACs(pkts[i].Data)
+		pkts[i].Reflect()
+	}
+})
+
+// Sink drops every frame; the forwarder's per-queue RX counters are what
+// it reports (testpmd's rxonly, xdpsock's rxdrop).
+var Sink fwd.Handler = fwd.HandlerFunc(func(pkts []fwd.Packet) {
+	for i := range pkts {
+		pkts[i].Drop()
+	}
+})
+
+// Switch is a learning L2 switch across the forwarder's links: it learns
+// which link each source MAC address (per VLAN) lives behind, forwards a
+// frame to the one link its destination is known on, and floods
+// broadcast, multicast and unknown unicast frames to every other link.
+// Like a bridge without STP, it needs a loop-free topology: a loop would
+// flood frames round it for ever. An address that shows up on another link
+// is relearned there and counted (Stats().Moves: MAC flaps).
+type Switch struct {
+	Table *fdb.Table
+	links int
+	now   func() int64
+}
+
+// NewSwitch returns a switch over links links whose table holds size
+// entries (0: fdb.DefaultSize) that expire age after last seen (0: 300 s).
+func NewSwitch(links, size int, age time.Duration) *Switch {
+	if size <= 0 {
+		size = fdb.DefaultSize
+	}
+	if age <= 0 {
+		age = 300 * time.Second
+	}
+	return &Switch{Table: fdb.New(size, age), links: links, now: monotonic}
+}
+
+var start = time.Now()
+
+// monotonic is a monotonic clock in ns, from the process's start.
+func monotonic() int64 { return int64(time.Since(start)) }
+
+// Now is the switch's clock, for fdb.Table.Entries.
+func (s *Switch) Now() int64 { return s.now() }
+
+// Handle implements fwd.Handler.
+func (s *Switch) Handle(pkts []fwd.Packet) {
+	now := s.now() // one clock read per batch
+	all := fwd.AllLinks(s.links)
+	for i := range pkts {
+		p := &pkts[i]
+		f := p.Data
+		if len(f) < 14 {
+			p.Drop()
+			continue
+		}
+		vlan := vlanOf(f)
+		if f[6]&1 == 0 { // a multicast source is invalid: never learned
+			s.Table.Learn(fdb.Key(f[6:12], vlan), p.Link, now)
+		}
+		if f[0]&1 != 0 { // broadcast and multicast
+			p.Flood(all)
+			continue
+		}
+		link, ok := s.Table.Lookup(fdb.Key(f[0:6], vlan), now)
+		switch {
+		case !ok:
+			p.Flood(all) // unknown unicast
+		case link == p.Link:
+			p.Drop() // for the segment it came from: a bridge filters it
+		default:
+			p.Forward(link)
+		}
+	}
+}
+
+// vlanOf is the VLAN ID of an 802.1Q or 802.1ad tagged frame, else 0.
+func vlanOf(f []byte) uint16 {
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case 0x8100, 0x88a8:
+		if len(f) >= 16 {
+			return binary.BigEndian.Uint16(f[14:]) & 0xfff
+		}
+	}
+	return 0
+}
+
+// Mode names a built-in mode.
+type Mode int
+
+const (
+	XConnect Mode = iota // the default: two links, each frame out of the other
+	SwitchMode
+	ReflectMode
+	SinkMode
+)
+
+var modeNames = []string{"xconnect", "switch", "reflect", "sink"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("mode(%d)", int(m))
+}
+
+// ParseMode parses "xconnect", "switch", "reflect" or "sink".
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if s == n {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("mode %q: want xconnect, switch, reflect or sink", s)
+}
+
+// Links says how many links a mode takes: the least and the most.
+func (m Mode) Links() (min, max int) {
+	switch m {
+	case XConnect:
+		return 2, 2
+	case SwitchMode:
+		return 2, fwd.MaxLinks
+	}
+	return 1, fwd.MaxLinks
+}
