@@ -28,7 +28,11 @@
 // CompleteChain does the same for a frame held in pieces (a multi-buffer
 // packet's descriptors), summing across them in place, with no copy.
 //
-// Everything here is pure and allocation-free: no state, no kernel.
+// Everything here is pure and allocation-free: no state, no kernel, so any
+// goroutine may call it on a frame it owns. The caller completes a frame
+// before its TX descriptor is published, while no one else, the kernel
+// included, reads it. It never reads or writes outside the slices it is
+// given, and never changes a checksum it has not found partial.
 package csum
 
 import (

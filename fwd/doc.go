@@ -1,15 +1,53 @@
 // Package fwd is xdpfwd's forwarding engine: it joins two links through
-// AF_XDP sockets on one shared UMEM and moves every frame received on one
-// out of the other, unchanged, without copying it in user space.
+// AF_XDP sockets on one shared UMEM and sends every frame received on one
+// out of the other, choosing per packet the TX layout with the fewest
+// descriptors and pages (package linearize): small packets are copied into
+// an inline slot, larger ones leave from the frame they arrived in.
 //
 // It owns, for the life of a Forwarder, the UMEM region, the XDP programs
-// on both links, one socket per (link, queue) and one worker per queue
-// index. Worker q owns both links' sockets for queue q: their four rings
-// each have that single user-space producer or consumer, so no ring is
-// ever shared between goroutines.
+// on both links, one socket per (link, RX queue) — every RX queue has one,
+// whatever the worker count — and the workers. Worker w reads RX queues w,
+// w+W, w+2W, … of each link and transmits on TX queue w of each.
+//
+// # Concurrency
+//
+// Inside the engine, every ring has one user-space goroutine on its side:
+// an RX queue's RX and fill rings belong to the worker that reads it, TX
+// queue w's TX and completion rings to worker w. With several workers a
+// packet whose flow is bound (package xps) to another worker's TX queue is
+// passed to that worker through a bounded single-producer, single-consumer
+// handoff ring, one per (RX ring, owner); the owner merges its handoff
+// rings by the arrival stamp the XDP program wrote, so a flow that arrives
+// on two RX queues leaves in arrival order. Frames freed by one worker go
+// back to another's fill ring through the UMEM zone's pool. What is shared
+// with the kernel is what package xsk shares: the rings, synchronised by
+// their producer and consumer indices, the UMEM buffers the rings name, and
+// the XSKMAP, written when New registers the sockets and when Stop
+// unregisters them.
+//
+// For the caller:
+//
+//   - New, then Run once, from one goroutine; Run returns when its context
+//     is done (nil), or when a link is deleted (ErrLinkGone) or changes its
+//     queue count (ErrQueuesChanged).
+//   - Stop, Stopping, the readers (LinkStats, QueueStats, KernelStats,
+//     Zones, XPS, PagesPer1K, OwnershipViolations, Stalled, Summary) and the
+//     live settings (SetQueues, SetXPS, SetInlineMax) may be called from any
+//     goroutine while Run runs; the readers also alongside Close, and
+//     return zero values (KernelStats an error) once it began.
+//   - Close, or Shutdown (Summary, then Close, with the leak accounting),
+//     once Run has returned, or instead of Run after New.
+//
+// # What it must never do
 //
 // It must never leave an XDP program or a socket behind: New tears down
 // whatever it built when it fails, Close releases everything, and the XDP
 // programs are held by BPF links so the kernel removes them if the process
-// dies without running Close.
+// dies without running Close. It never allocates per packet, never makes
+// a syscall per packet, and never lets one worker wait on another: a full
+// handoff ring is a counted drop, and a packet held for ordering waits a
+// bounded time. It never sends one flow on two TX queues at once (a flow
+// moves only with nothing in flight; xps.ModeCPU, the kernel's behaviour
+// kept as a baseline, excepted), and never loses track of a UMEM address:
+// Close counts what leaked and checks that the rest is back in place.
 package fwd

@@ -15,10 +15,12 @@ import (
 	"github.com/xdpfwd/xdpfwd/xps"
 )
 
-// seqFlows is the seed's scenario, reproduced: a sender in A spreads each
-// of several sequenced UDP flows over two queues of its veth (AF_XDP
-// senders bound to queues 0 and 1, taking turns; veth delivers TX queue i
-// into RX queue i of the peer, where xdpfwd's program runs), so every flow
+// seqFlows is the scenario of "Poor TCP performance with XPS enabled after
+// scrubbing skb" (Flavio Leitner, netdev, 2018), reproduced: a sender in A
+// spreads each of several sequenced UDP flows over two queues of its
+// veth (AF_XDP senders bound to queues 0 and 1, taking turns; veth
+// delivers TX queue i into RX queue i of the peer, where xdpfwd's program
+// runs), so every flow
 // reaches xdpfwd on two RX queues, handled by two workers. The sender does
 // not reorder by itself: before it switches queues it waits until the
 // kernel has consumed what it put on the previous one. A receiver in B
@@ -199,7 +201,7 @@ func listenUDP(t *testing.T, ns *topo.NS, addr netip.Addr, port int) *net.UDPCon
 	return c
 }
 
-// TestReorderByXPSMode runs the seed's scenario against --xps cpu, hash and
+// TestReorderByXPSMode runs the seqFlows scenario against --xps cpu, hash and
 // sticky in one test run, counts per flow the datagrams that arrive after a
 // newer one of the same flow, and asserts that sticky reorders none.
 //

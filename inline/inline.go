@@ -5,12 +5,33 @@
 // does this for one worker; a Sender wraps one around its own socket for
 // programs that build their own packets.
 //
-// The inline zone is the user-space counterpart of the seeds' premapped
-// per-descriptor header zone: one contiguous run of slots, so thousands of
-// small packets in flight touch a handful of pages (one, on 2 MiB pages),
-// and the buffer a packet arrived in is recycled at once, while it is hot.
+// The inline zone is the user-space counterpart of the premapped zone Eric
+// Dumazet proposes on netdev for drivers behind an IOMMU, "a piece of
+// coherent memory (128 or 256 bytes per entry in TX ring)" ("Re: [PATCH RFC
+// 0/7] add socket to netdev page frag recycling support", 2021), into which
+// small packets are copied whole ("[RFC net] tcp: Fix performance
+// regression for request-response workloads", 2022): one contiguous run of
+// slots, so thousands of small packets in flight touch a handful of pages
+// (one, on 2 MiB pages), and the buffer a packet arrived in is recycled at
+// once, while it is hot.
 //
-// It never blocks and never allocates per packet; it never touches rings.
+// # Concurrency
+//
+// A Builder belongs to one worker goroutine: its slot cache and packer are
+// unguarded. Any worker may Release an address another worker's Builder
+// produced, through its own Builder on the same region, once the kernel
+// has returned it on a completion ring: a frag block's reference count is
+// atomic, and a slot's ownership passed through the ring. A Sender is used
+// by one goroutine at a time; it owns its region, socket and rings.
+//
+// What the kernel shares is the copy: the bytes written into a slot or a
+// block become the kernel's when the TX descriptor that names them is
+// published (txring.Ring.Submit), and must not be written again until the
+// address comes back from the completion ring and is Released.
+//
+// A Builder never touches rings, never blocks, and never allocates per
+// packet: an exhausted zone is reported (ok == false, or 0 descriptors) for
+// the caller to fall back, never waited for.
 package inline
 
 import (

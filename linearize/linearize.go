@@ -4,12 +4,24 @@
 // slices: no rings, no kernel, no state, so it is unit-tested and fuzzed on
 // its own.
 //
-// The rules, from the seed threads: a packet small enough to fit an inline
-// slot is copied whole into one (one descriptor, one premapped page, the
-// receive buffer freed at once); a multi-buffer packet that arrived as more
-// descriptors than a device should be asked to gather is repacked into
-// adjacent chunks of a frag block (the fewest descriptors its length
-// allows); anything else leaves as it arrived, without a copy.
+// The rules come from three netdev threads. A packet small enough to fit
+// an inline slot is copied whole into one (one descriptor, one premapped
+// page, the receive buffer freed at once), as Eric Dumazet proposes in
+// "[RFC net] tcp: Fix performance regression for request-response
+// workloads" (2022). A multi-buffer packet that arrived as more descriptors
+// than a device should be asked to gather is repacked into adjacent chunks
+// of a frag block (the fewest descriptors its length allows), as TCP's
+// order-3 pages gave "two frags of 32KB, instead of 16 frags of 4KB"
+// ("Re: [RFC] tcp: use order-3 pages in tcp_sendmsg()", 2012) and
+// order-4 page frags would put a TSO payload in one page ("Re: [PATCH RFC
+// 0/7] add socket to netdev page frag recycling support", 2021). Anything
+// else leaves as it arrived, without a copy.
+//
+// # Concurrency
+//
+// Every function may be called from any goroutine. The caller owns the
+// bytes it passes: held frames and slots it allocated, never a unit on the
+// kernel's side of a ring.
 package linearize
 
 import (

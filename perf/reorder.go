@@ -15,11 +15,12 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
-// The reordering workload reproduces fwd/xps_test.go's seed scenario (the
-// netdev thread "Poor TCP performance with XPS enabled after scrubbing
-// skb"): every one of w.Flows sequenced UDP flows reaches the contender on
-// two RX queues of its ingress link, and the receiver counts, per flow, the
-// datagrams that arrive after one with a higher sequence number.
+// The reordering workload reproduces fwd/xps_test.go's scenario (Flavio
+// Leitner, "Poor TCP performance with XPS enabled after scrubbing skb",
+// netdev, 2018): every one of w.Flows sequenced UDP flows reaches the
+// contender on two RX queues of its ingress link, and the receiver counts,
+// per flow, the datagrams that arrive after one with a higher sequence
+// number.
 //
 // The sender is two AF_XDP sockets (inline.Sender) on queues 0 and 1 of the
 // source namespace's eth0; a veth delivers TX queue i into RX queue i of its

@@ -58,13 +58,17 @@ func workloadTable() []*workload {
 		{Name: "tcp-1", Group: "tcp", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s", Streams: 1, run: runTCP},
 		{Name: "tcp-4", Group: "tcp", Title: "TCP bulk, 4 streams", Metric: "gbps", Unit: "Gbit/s", Streams: 4, run: runTCP},
 		{Name: "rr-1k", Group: "rr", Title: "TCP RR 1 KB/1 KB, 250 connections", Metric: "tps", Unit: "transactions/s", Conns: 250, Req: 1024, Resp: 1024, run: runRR},
-		// The seed's 42-byte cliff: over IPv6 with TCP timestamps a 40-byte
-		// message makes a 126-byte frame, a 44-byte one 130: on either
-		// side of --inline-max 128 (xdpfwd-inline128).
+		// The 42-byte cliff of Eric Dumazet's 128-byte inline zone in
+		// "[RFC net] tcp: Fix performance regression for
+		// request-response workloads" (netdev, 2022): over IPv6 with TCP
+		// timestamps a 40-byte message makes a 126-byte frame, a 44-byte
+		// one 130: on either side of --inline-max 128 (xdpfwd-inline128).
 		{Name: "rr-v6-40", Group: "rr", Title: "TCP RR IPv6 40 B/40 B, 200 connections", Metric: "tps", Unit: "transactions/s", Conns: 200, Req: 40, Resp: 40, V6: true, run: runRR},
 		{Name: "rr-v6-44", Group: "rr", Title: "TCP RR IPv6 44 B/44 B, 200 connections", Metric: "tps", Unit: "transactions/s", Conns: 200, Req: 44, Resp: 44, V6: true, run: runRR},
-		// The seed's XPS-after-scrub case (fwd/xps_test.go): 16 flows,
-		// each arriving on two RX queues, paced as in that test. Run by
+		// The XPS-after-scrub case of "Poor TCP performance with XPS
+		// enabled after scrubbing skb" (Flavio Leitner, netdev, 2018;
+		// fwd/xps_test.go): 16 flows, each arriving on two RX queues,
+		// paced as in that test. Run by
 		// xdpfwd in each --xps mode, and by the contenders whose answer
 		// is worth knowing: the kernel's paths and asavie (per-worker TX
 		// queue, like --xps cpu). bridge-offload would only repeat the

@@ -3,9 +3,29 @@
 // produces. It batches descriptors, kicks the kernel only when the ring's
 // need_wakeup flag asks for it (or the ring is full), and hands completed
 // addresses back to the caller, which returns each to the zone it came
-// from. It never allocates, never blocks, and makes no syscall per packet.
+// from.
 //
-// A Ring has a single producer: one goroutine owns it.
+// # Concurrency
+//
+// A Ring has a single owner: one goroutine at a time calls Free, Reserve,
+// Set, Cancel, Submit, Kick, Reap and InFlight, which keep unguarded counters
+// and the xsk rings' cached indices. Other goroutines may read Kicks,
+// KickErrors (atomics) and Pending (both indices loaded atomically). The
+// socket's fill and RX rings are not the Ring's and may be owned by
+// another goroutine.
+//
+// Both rings are shared with the kernel through xsk's index protocol:
+// Submit publishes the descriptors written since Reserve with a release
+// store of the TX producer index, after which the kernel may read their
+// bytes at any time; Reap loads the completion producer index with acquire
+// semantics and, once it has copied the addresses out, hands the entries
+// back with a release store of the consumer index. An address passed to
+// Set belongs to the kernel from Submit until Reap returns it.
+//
+// It never touches the bytes of a packet, never frees an address (the
+// caller returns each to its zone), never allocates, never blocks, and
+// makes no syscall per packet: Submit kicks only when the kernel asked for
+// a wake-up (need_wakeup) or the ring is full.
 package txring
 
 import (

@@ -4,8 +4,11 @@
 // 32/64 KiB frag blocks).
 //
 // The region is the user-space counterpart of a driver's premapped,
-// coherent DMA zone: it is mapped (and, in zero-copy mode, DMA-mapped) once
-// for the life of the process, so no packet ever pays for a mapping.
+// coherent DMA zone, the fix Eric Dumazet proposes for IOMMU costs in
+// "[RFC net] tcp: Fix performance regression for request-response
+// workloads" (netdev, 2022): it is mapped (and, in zero-copy mode,
+// DMA-mapped) once for the life of the process, so no packet ever pays for
+// a mapping.
 //
 // Every unit of every zone is, at any moment, in exactly one place: free (in
 // the zone's pool or a worker's cache), with the kernel on the RX side (fill
@@ -14,6 +17,33 @@
 // one-byte state so that a unit handed out twice or freed twice is caught and
 // counted, and Region.Check proves after traffic stops that nothing leaked.
 //
-// The package never talks to the kernel's rings itself and never allocates
-// on the alloc/free path.
+// # Concurrency
+//
+// A Region is set up by one goroutine (New, NewCache, NewPacker) before
+// workers start, and torn down after they stop (Reclaim, ReclaimReferenced,
+// Check, Counts, InUse, Close). In between:
+//
+//   - a Cache, and a Packer, belong to one goroutine at a time; the zone's
+//     pool behind them is guarded by a mutex, taken once per batch of half
+//     a cache, never per unit;
+//   - a unit's state byte is written only by the unit's current owner
+//     (Alloc, Free, Zone.Move); ownership passes from one worker to another
+//     through the kernel's rings, or a caller's own single-producer ring,
+//     whose release/acquire indices order the writes, so a unit may be
+//     allocated by one worker and freed into another worker's cache;
+//   - a frag block's descriptor count is atomic: the worker that reaped a
+//     completion releases it through its own Packer on the same zone;
+//   - FreeUnits (from the pool and the levels caches Publish), Violations
+//     and a PageMeter's readings are safe from any goroutine; a PageMeter
+//     has one writer.
+//
+// The region is shared with the kernel once registered (xsk.Open): the
+// kernel writes received packets into frames on its RX side and reads
+// TX descriptors' bytes on its TX side. A unit in state KernelRX or
+// KernelTX must not be read or written until it comes back on a ring.
+//
+// The package never talks to the kernel's rings itself, makes no syscall
+// between New and Close, and never allocates on the alloc/free path: an
+// exhausted zone is reported (ok == false), never waited for. Close unmaps
+// the region, so the sockets bound to it must be closed first.
 package umem

@@ -13,8 +13,10 @@ import (
 )
 
 const (
-	// InlineSlotSize is the size of one inline TX slot: the premapped
-	// per-descriptor zone of the seed threads.
+	// InlineSlotSize is the size of one inline TX slot: "something like
+	// 256 bytes per slot in the TX ring", the premapped zone of Eric
+	// Dumazet's reply in "[RFC net] tcp: Fix performance regression for
+	// request-response workloads" (netdev, 2022).
 	InlineSlotSize = 256
 	// ChunkMax is the largest UMEM chunk Linux accepts; no descriptor may
 	// exceed it, so larger blocks hold several adjacent descriptors.

@@ -8,12 +8,13 @@
 // the sender retransmits, and throughput halves. The kernel hit exactly this
 // when a netns crossing scrubbed the skb (skb_scrub_packet drops skb->sk):
 // with no socket to remember the queue, XPS picked a TX queue by the running
-// CPU, and the return path of one stream ran on two CPUs, hence two queues
-// (netdev, "Poor TCP performance with XPS enabled after scrubbing skb", 2018).
-// A forwarder has no socket at all, and xdpfwd's workers each own one RX
-// queue, so a flow that arrives on two RX queues (RSS on two links, a flow
-// whose direction changes links, a queue count change) would be sent on two
-// TX queues if the queue followed the worker.
+// CPU, and the return path of one stream ran on two CPUs, hence two queues:
+// one iperf stream ran at 4.80 Gbits/sec with XPS, 9.21 without (Flavio
+// Leitner, "Poor TCP performance with XPS enabled after scrubbing skb",
+// netdev, 2018). A forwarder has no socket at all, and each of xdpfwd's RX
+// queues is read by one worker, so a flow that arrives on two RX queues
+// (RSS on two links, a flow whose direction changes links, a queue count
+// change) would be sent on two TX queues if the queue followed the worker.
 //
 // Hence the rule of this package: the TX queue of a flow is a function of the
 // flow, never of the CPU, goroutine, worker or RX queue that handled the
