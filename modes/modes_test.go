@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -96,9 +97,24 @@ func testFrame(dst, src net.HardwareAddr, marker uint32, seq uint32) []byte {
 	return b
 }
 
+// udpTestFrame is a UDP frame from one of 16 source ports (so the sending
+// veth spreads them over its queues by flow hash) carrying marker and seq
+// where testFrame has them, 28 bytes further in.
+func udpTestFrame(dst, src net.HardwareAddr, marker, seq uint32) []byte {
+	b := topo.UDPFrame(dst, src, netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), uint16(1000+seq%16), 9, 90)
+	binary.BigEndian.PutUint32(b[42:], marker)
+	binary.BigEndian.PutUint32(b[46:], seq)
+	return b
+}
+
 // collect reads frames of marker from fd until quiet for the read timeout
-// after deadline, returning them by seq.
-func collect(fd int, marker uint32, until time.Time) map[uint32][]byte {
+// after deadline, returning them by seq: testFrame's, or with udp set
+// udpTestFrame's.
+func collect(fd int, marker uint32, until time.Time, udp ...bool) map[uint32][]byte {
+	off := 14
+	if len(udp) > 0 && udp[0] {
+		off = 42
+	}
 	got := map[uint32][]byte{}
 	buf := make([]byte, 2048)
 	for {
@@ -109,9 +125,13 @@ func collect(fd int, marker uint32, until time.Time) map[uint32][]byte {
 			}
 			continue
 		}
-		if n >= 22 && binary.BigEndian.Uint16(buf[12:]) == 0x88b5 && binary.BigEndian.Uint32(buf[14:]) == marker {
-			got[binary.BigEndian.Uint32(buf[18:])] = append([]byte(nil), buf[:n]...)
+		if n < off+8 || binary.BigEndian.Uint32(buf[off:]) != marker {
+			continue
 		}
+		if off == 14 && binary.BigEndian.Uint16(buf[12:]) != 0x88b5 {
+			continue
+		}
+		got[binary.BigEndian.Uint32(buf[off+4:])] = append([]byte(nil), buf[:n]...)
 	}
 }
 
@@ -128,7 +148,7 @@ func TestReflect(t *testing.T) {
 	const n, marker = 2000, 0x7e71ec70
 	frames := make([][]byte, n)
 	for i := range frames {
-		frames[i] = testFrame(dst, src, marker, uint32(i))
+		frames[i] = udpTestFrame(dst, src, marker, uint32(i))
 		if err := unix.Sendto(fd, frames[i], 0, &unix.SockaddrLinklayer{Ifindex: ifindex, Halen: 6}); err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +156,7 @@ func TestReflect(t *testing.T) {
 			time.Sleep(200 * time.Microsecond)
 		}
 	}
-	got := collect(fd, marker, time.Now().Add(time.Second))
+	got := collect(fd, marker, time.Now().Add(time.Second), true)
 	bad := 0
 	for i, fr := range frames {
 		want := append([]byte(nil), fr...)
@@ -151,6 +171,9 @@ func TestReflect(t *testing.T) {
 		perQueue = append(perQueue, f.QueueStats(0, q).TXPackets)
 	}
 	t.Logf("%d sent, %d came back (%d missing or altered); link rx %d tx %d, tx per queue %v, drops %v", n, len(got), bad, a.RXPackets, a.TXPackets, perQueue, a.Drops)
+	if perQueue[0] == 0 || perQueue[1] == 0 {
+		t.Errorf("reflected per queue %v: the test should use both queues", perQueue)
+	}
 	if bad != 0 {
 		t.Errorf("%d of %d frames did not come back with swapped MACs", bad, n)
 	}
@@ -172,7 +195,7 @@ func TestSink(t *testing.T) {
 	before := f.LinkStats(0).RXPackets
 	const n = 5000
 	for i := range n {
-		if err := unix.Sendto(fd, testFrame(dst, src, 1, uint32(i)), 0, &unix.SockaddrLinklayer{Ifindex: ifindex, Halen: 6}); err != nil {
+		if err := unix.Sendto(fd, udpTestFrame(dst, src, 1, uint32(i)), 0, &unix.SockaddrLinklayer{Ifindex: ifindex, Halen: 6}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,6 +217,9 @@ func TestSink(t *testing.T) {
 	}
 	if sum != a.RXPackets {
 		t.Errorf("per-queue counts sum to %d, link to %d", sum, a.RXPackets)
+	}
+	if perQueue[0] == 0 || perQueue[1] == 0 {
+		t.Errorf("per queue %v: the test should use both queues", perQueue)
 	}
 	if a.TXPackets != 0 || a.Drops[fwd.DropHandler] != a.RXPackets {
 		t.Errorf("sink: %d sent, %d dropped of %d received", a.TXPackets, a.Drops[fwd.DropHandler], a.RXPackets)
