@@ -46,13 +46,13 @@ func Example() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		names := f.Links()
-		prev, last := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}, time.Now()
+		prev, last := []fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}, time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				cur := [2]fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
+				cur := []fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
 				fmt.Fprintln(os.Stderr, fwd.StatsLine(names, prev, cur, now.Sub(last)))
 				prev, last = cur, now
 			}
