@@ -37,6 +37,8 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger receives the HTTP handler's errors; nil discards them.
 	Logger *slog.Logger
+	// FDB, in switch mode, is served on /fdb and counted (xdpfwd_fdb_*).
+	FDB FDB
 }
 
 // Server serves a forwarder's metrics on /metrics and its health on
@@ -80,12 +82,20 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 	if err := s.reg.Register(c); err != nil {
 		return nil, fmt.Errorf("metrics: register collector: %w", err)
 	}
+	if opts.FDB != nil {
+		if err := s.reg.Register(newFDBCollector(opts.FDB)); err != nil {
+			return nil, fmt.Errorf("metrics: register fdb collector: %w", err)
+		}
+	}
 	s.mux = http.NewServeMux()
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	if opts.FDB != nil {
+		s.mux.HandleFunc("GET /fdb", serveFDB(opts.FDB))
+	}
 	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "xdpfwd: /metrics (Prometheus), /healthz\n")

@@ -69,6 +69,12 @@ func monotonic() int64 { return int64(time.Since(start)) }
 // Now is the switch's clock, for fdb.Table.Entries.
 func (s *Switch) Now() int64 { return s.now() }
 
+// Entries lists the table's live entries.
+func (s *Switch) Entries() []fdb.Entry { return s.Table.Entries(s.now()) }
+
+// Stats returns the table's counters.
+func (s *Switch) Stats() fdb.Stats { return s.Table.Stats() }
+
 // Handle implements fwd.Handler.
 func (s *Switch) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch

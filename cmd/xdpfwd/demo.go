@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"os/signal"
 	"syscall"
@@ -42,6 +43,13 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	switch ff.mode {
+	case "switch":
+		return demoSwitch(ctx, &ff, cfg, logger, *tcpMiB, *metricsAddr, stdout, stderr)
+	case "xconnect":
+	default:
+		return usageError{fmt.Sprintf("demo: --mode %s: the demo shows xconnect and switch", ff.mode)}
+	}
 
 	// The namespace ends keep their default offloads, as a container's
 	// veth does: xdpfwd finishes the partial checksums they send.
@@ -64,7 +72,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	stopMetrics := func() {}
 	if *metricsAddr != "" {
-		if stopMetrics, err = serveMetrics(*metricsAddr, f, logger); err != nil {
+		if stopMetrics, err = serveMetrics(*metricsAddr, f, logger, fdbOf(ff.sw)); err != nil {
 			f.Close()
 			return err
 		}
@@ -171,4 +179,75 @@ func demoTraffic(ctx context.Context, p *topo.Pair, tcpMiB, udpCount int, durati
 		fmt.Fprintf(out, "  udp   both ways for %v: %d sent, %d received\n", duration, total, got)
 	}
 	return nil
+}
+
+// demoSwitch builds three namespaces on three links of one switching
+// xdpfwd, and proves ping and a byte-exact TCP transfer between each pair
+// of them, both ways, then prints what the switch learned.
+func demoSwitch(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.Logger, tcpMiB int, metricsAddr string, stdout, stderr io.Writer) error {
+	h, err := topo.NewHosts(3, topo.Options{Queues: max(ff.queues, 1), TxChecksum: true})
+	if err != nil {
+		return fmt.Errorf("demo: build namespaces: %w", err)
+	}
+	defer func() {
+		n := len(h.NS)
+		if err := h.Close(); err != nil {
+			fmt.Fprintf(stderr, "xdpfwd demo: cleanup: %v\n", err)
+			return
+		}
+		fmt.Fprintf(stdout, "removed %d namespaces and links %v\n", n, h.Links)
+	}()
+	cfg.Links = h.Links
+	if err := ff.handler(&cfg); err != nil { // the switch, over these links
+		return usageError{err.Error()}
+	}
+	f, err := fwd.New(cfg)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	stopMetrics := func() {}
+	if metricsAddr != "" {
+		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, fdbOf(ff.sw)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	defer stopMetrics()
+	fmt.Fprintf(stdout, "xdpfwd demo --mode switch: %d hosts on links %v, one xdpfwd switching between them\n", len(h.NS), h.Links)
+	runCtx, cancelRun := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- f.Run(runCtx) }()
+
+	var checkErr error
+	for i := range h.NS {
+		for j := range h.NS {
+			if i == j || ctx.Err() != nil {
+				continue
+			}
+			if _, err := topo.Ping(h.NS[i], h.V4[j], 3, 3*time.Second); err != nil {
+				checkErr = errors.Join(checkErr, fmt.Errorf("ping host %d → %d: %w", i, j, err))
+				continue
+			}
+			res, err := topo.TCPTransfer(h.NS[i], h.NS[j], h.V4[j], int64(tcpMiB)<<20, 60*time.Second)
+			if err != nil {
+				checkErr = errors.Join(checkErr, fmt.Errorf("TCP host %d → %d: %w", i, j, err))
+				continue
+			}
+			fmt.Fprintf(stdout, "  host %d → %d (%s): ping ok, TCP %d MiB byte-exact at %.2f Gbit/s\n", i, j, h.V4[j], tcpMiB, res.Gbps)
+		}
+	}
+	for _, e := range ff.sw.Entries() {
+		fmt.Fprintf(stdout, "  learned %s on link %d (%s)\n", e.MAC, e.Link, h.Links[e.Link])
+	}
+	cancelRun()
+	runErr := <-runDone
+	sum, closeErr := f.Shutdown()
+	for _, name := range h.Links {
+		l := sum.Links[name]
+		fmt.Fprintf(stdout, "  %s: rx %d pkts, tx %d pkts, drops %d\n", name, l.RXPackets, l.TXPackets, l.TotalDrops())
+	}
+	if checkErr == nil && sum.UMEM.LeakedAddresses != 0 {
+		checkErr = fmt.Errorf("demo: %d UMEM addresses leaked", sum.UMEM.LeakedAddresses)
+	}
+	return errors.Join(checkErr, runErr, closeErr)
 }

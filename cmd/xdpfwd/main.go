@@ -19,12 +19,16 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/metrics"
+	"github.com/xdpfwd/xdpfwd/modes"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -51,9 +55,10 @@ func main() {
 const usage = `usage: xdpfwd <command> [flags]
 
 commands:
-  run      forward between two links until SIGINT/SIGTERM
+  run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
   demo     build two namespaces, forward between them, prove traffic crosses
   stats    show a running daemon's counters per second (from --metrics)
+  fdb      print a running switch's forwarding database (from --metrics)
   version  print the version
 
 'xdpfwd <command> --help' lists a command's flags.
@@ -72,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(args[1:], stdout, stderr)
 	case "stats":
 		err = cmdStats(args[1:], stdout, stderr)
+	case "fdb":
+		err = cmdFDB(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "xdpfwd %s\n", version)
 	case "help", "-h", "--help":
@@ -129,11 +136,18 @@ type fwdFlags struct {
 	cpus       string
 	flowTable  int
 	asymmetric bool
+
+	mode      string
+	fdbAge    time.Duration
+	fdbSize   int
+	fdbStatic listFlag
+	// sw is the switch of --mode switch, once config built it.
+	sw *modes.Switch
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	if withLinks {
-		fs.Var(&ff.links, "link", "a link to forward between (give exactly two)")
+		fs.Var(&ff.links, "link", "a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect and sink)")
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
 	fs.IntVar(&ff.queues, "queues", 0, "queues (and workers) per link; 0 = the links' RX queue count")
@@ -152,6 +166,10 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
+	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop)")
+	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
+	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
+	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry MAC[/VLAN]=LINK, never aged or moved (repeat)")
 	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
 	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
 }
@@ -225,7 +243,71 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		cfg.Spin = -1
 	}
 	cfg.XPSAsymmetric = ff.asymmetric
+	if err := ff.handler(&cfg); err != nil {
+		return cfg, nil, bad(err)
+	}
 	return cfg, logger, nil
+}
+
+// handler sets cfg.Handler for --mode, after checking the link count and
+// the switch's settings.
+func (ff *fwdFlags) handler(cfg *fwd.Config) error {
+	m, err := modes.ParseMode(ff.mode)
+	if err != nil {
+		return err
+	}
+	lo, hi := m.Links()
+	if n := len(cfg.Links); ff.links != nil && (n < lo || n > hi) {
+		return fmt.Errorf("--mode %s takes %d..%d links (--link), got %d", m, lo, hi, n)
+	}
+	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
+		return fmt.Errorf("--fdb-static is for --mode switch")
+	}
+	switch m {
+	case modes.ReflectMode:
+		cfg.Handler = modes.Reflect
+	case modes.SinkMode:
+		cfg.Handler = modes.Sink
+	case modes.SwitchMode:
+		if ff.fdbAge <= 0 || ff.fdbSize < 64 {
+			return fmt.Errorf("--fdb-age %v, --fdb-size %d: want a positive age and at least 64 entries", ff.fdbAge, ff.fdbSize)
+		}
+		ff.sw = modes.NewSwitch(len(cfg.Links), ff.fdbSize, ff.fdbAge)
+		for _, e := range ff.fdbStatic {
+			mac, vlan, link, err := parseStatic(e, cfg.Links)
+			if err != nil {
+				return err
+			}
+			if err := ff.sw.Table.AddStatic(mac, vlan, link); err != nil {
+				return err
+			}
+		}
+		cfg.Handler = ff.sw
+	}
+	return nil
+}
+
+// parseStatic parses a static FDB entry, MAC[/VLAN]=LINK.
+func parseStatic(s string, links []string) (mac net.HardwareAddr, vlan uint16, link int, err error) {
+	addr, name, ok := strings.Cut(s, "=")
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("--fdb-static %q: want MAC[/VLAN]=LINK", s)
+	}
+	if a, v, ok := strings.Cut(addr, "/"); ok {
+		n, err := strconv.ParseUint(v, 10, 12)
+		if err != nil || n == 0 || n > 4094 {
+			return nil, 0, 0, fmt.Errorf("--fdb-static %q: VLAN %q: want 1..4094", s, v)
+		}
+		addr, vlan = a, uint16(n)
+	}
+	if mac, err = net.ParseMAC(addr); err != nil || len(mac) != 6 {
+		return nil, 0, 0, fmt.Errorf("--fdb-static %q: %q is not a MAC address", s, addr)
+	}
+	link = slices.Index(links, name)
+	if link < 0 {
+		return nil, 0, 0, fmt.Errorf("--fdb-static %q: %q is not one of the links %v", s, name, links)
+	}
+	return mac, vlan, link, nil
 }
 
 // multiBufferFlag is --multi-buffer: auto, on or off. It was a boolean
@@ -382,7 +464,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		stopMetrics := func() {}
 		if *metricsAddr != "" {
-			if stopMetrics, err = serveMetrics(*metricsAddr, f, logger); err != nil {
+			if stopMetrics, err = serveMetrics(*metricsAddr, f, logger, fdbOf(ff.sw)); err != nil {
 				f.Close()
 				return err
 			}
@@ -409,6 +491,14 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
+}
+
+// fdbOf is sw as a metrics.FDB, or nil without a switch.
+func fdbOf(sw *modes.Switch) metrics.FDB {
+	if sw == nil {
+		return nil
+	}
+	return sw
 }
 
 // allStats reads every link's counters.

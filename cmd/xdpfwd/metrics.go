@@ -58,11 +58,11 @@ var defaultHTTPLimits = httpLimits{
 // worker is stalled (fwd.Forwarder.Stalled); scrapes that overlap its
 // Close are safe (fwd guards its stats readers), and after stop the last
 // values read are served.
-func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger) (stop func(), err error) {
-	return serveMetricsWith(addr, f, logger, defaultHTTPLimits)
+func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger, fdb metrics.FDB) (stop func(), err error) {
+	return serveMetricsWith(addr, f, logger, defaultHTTPLimits, fdb)
 }
 
-func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits) (stop func(), err error) {
+func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, fdb metrics.FDB) (stop func(), err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -73,6 +73,7 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 	srv, err := metrics.NewServer(f, metrics.Options{
 		Version: version,
 		Logger:  logger,
+		FDB:     fdb,
 		Health: func() error {
 			if f.Stopping() {
 				return errors.New("stopping")

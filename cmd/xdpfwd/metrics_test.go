@@ -49,7 +49,7 @@ func busyAddr(t *testing.T) string {
 // found before the forwarder is touched.
 func TestServeMetricsAddrInUse(t *testing.T) {
 	addr := busyAddr(t)
-	stop, err := serveMetrics(addr, nil, slog.New(slog.DiscardHandler))
+	stop, err := serveMetrics(addr, nil, slog.New(slog.DiscardHandler), nil)
 	if err == nil {
 		stop()
 		t.Fatal("serveMetrics on a busy address succeeded")
@@ -322,7 +322,7 @@ func TestServeMetricsStopping(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	stop, err := serveMetrics("127.0.0.1:0", f, slog.New(slog.NewTextHandler(&logs, nil)))
+	stop, err := serveMetrics("127.0.0.1:0", f, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 	if err != nil {
 		f.Close()
 		t.Fatal(err)
@@ -395,7 +395,7 @@ func TestMetricsServerLimits(t *testing.T) {
 	serve := func(lim httpLimits) string {
 		t.Helper()
 		var logs syncBuffer
-		stop, err := serveMetricsWith("127.0.0.1:0", f, slog.New(slog.NewTextHandler(&logs, nil)), lim)
+		stop, err := serveMetricsWith("127.0.0.1:0", f, slog.New(slog.NewTextHandler(&logs, nil)), lim, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
