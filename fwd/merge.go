@@ -56,8 +56,11 @@ const (
 // and every RX ring whose watermark bounds what it may send.
 type ordering struct {
 	modeOf func() xps.Mode
-	in     [2][]*handoff // in[o]: one per RX port of the other link, bound for link o
-	src    [2][]*port    // src[i]: every RX port of link i
+	// clock reads the monotonic clock (ns) of the stamps: monoNow, or a
+	// test's fake. Read once per batch and once per merge round.
+	clock func() int64
+	in    [2][]*handoff // in[o]: one per RX port of the other link, bound for link o
+	src   [2][]*port    // src[i]: every RX port of link i
 }
 
 // merging reports whether packets go through the handoff rings and the
@@ -109,7 +112,7 @@ func (ord *ordering) pending() bool {
 // ring delivered them, which is what the merge relies on.
 func setupOrdering(f *Forwarder, ringSize int) {
 	for _, w := range f.workers {
-		w.order = &ordering{modeOf: f.flows.table.Mode, src: [2][]*port{f.ports[0], f.ports[1]}}
+		w.order = &ordering{modeOf: f.flows.table.Mode, clock: monoNow, src: [2][]*port{f.ports[0], f.ports[1]}}
 	}
 	for i := range f.ports {
 		o := 1 - i
@@ -197,7 +200,7 @@ func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 // oldest first. It returns how many it sent and how many descriptors it
 // holds back for later.
 func (w *worker) merge() (sent, held int) {
-	w.now = monoNow()
+	w.now = w.order.clock()
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
 	// rings are empty and it is itself busy waiting.
