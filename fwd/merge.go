@@ -255,9 +255,6 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			w.holdDue = min(w.holdDue, bestTS+int64(watermarkSlack), oldest+int64(maxHold))
 			break
 		}
-		if bestTS > strict {
-			timeouts++
-		}
 		h := ord.in[o][best]
 		n, idx := h.peek(linearize.MaxDescs)
 		k := uint32(1)
@@ -266,6 +263,9 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		}
 		if k > n || out.tx.Free(k) < k {
 			break // TX full (or a packet not yet whole): next round
+		}
+		if bestTS > strict {
+			timeouts++ // counted when sent: a packet behind a full TX ring waits several rounds
 		}
 		_, t := out.tx.Reserve(k)
 		for j := range k {
@@ -303,6 +303,9 @@ func (w *worker) dropHandoffs() {
 	for o := range w.order.in {
 		var dropped uint64
 		for _, h := range w.order.in[o] {
+			// peek re-reads the tail only when what it saw is used up:
+			// entries published after the last look must go too.
+			h.sync()
 			n, idx := h.peek(^uint32(0))
 			for j := range n {
 				e := h.at(idx + j)
