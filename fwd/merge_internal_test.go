@@ -149,11 +149,11 @@ func (g *mergeRig) sent(o, tq int) []string {
 
 func (g *mergeRig) timeouts(o, tq int) uint64 { return g.port(o, tq).stats.orderTimeouts.Load() }
 
-func us(n int) int64 { return int64(n) * int64(time.Microsecond) }
+func usec(n int) int64 { return int64(n) * int64(time.Microsecond) }
 
-func eq(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+func sameNames(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
-const slack = int64(watermarkSlack)
+const slackNS = int64(watermarkSlack)
 
 // publish is worker q's watermark pass at the current (fake) time, as its
 // merge makes it every round.
@@ -184,7 +184,7 @@ func TestMergeOrder(t *testing.T) {
 		run  func(t *testing.T, g *mergeRig)
 	}{
 		{"stamp order across three rings", 3, 64, func(t *testing.T, g *mergeRig) {
-			base := g.now - us(1000)
+			base := g.now - usec(1000)
 			g.hand(0, 0, 0, "a", base+10, 1)
 			g.hand(0, 0, 0, "d", base+40, 1)
 			g.hand(0, 1, 0, "b", base+20, 1)
@@ -194,7 +194,7 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 5 || held != 0 {
 				t.Fatalf("merge: sent %d, held %d; want 5, 0", sent, held)
 			}
-			if got := g.sent(1, 0); !eq(got, []string{"a", "b", "c", "d", "e", "e+1"}) {
+			if got := g.sent(1, 0); !sameNames(got, []string{"a", "b", "c", "d", "e", "e+1"}) {
 				t.Fatalf("sent %v, want stamp order a b c d e e+1", got)
 			}
 			if n := g.port(1, 0).stats.txPackets.Load(); n != 5 {
@@ -202,7 +202,7 @@ func TestMergeOrder(t *testing.T) {
 			}
 		}},
 		{"waits for an older watermark, leaves once it advances", 2, 64, func(t *testing.T, g *mergeRig) {
-			s := g.now - us(500)
+			s := g.now - usec(500)
 			g.arrive(0, 1, s-1) // worker 1 has not read an older packet yet
 			g.publish(1)
 			g.hand(0, 0, 0, "x", s, 1)
@@ -212,14 +212,14 @@ func TestMergeOrder(t *testing.T) {
 			if got := g.sent(1, 0); len(got) != 0 {
 				t.Fatalf("sent %v before the older packet", got)
 			}
-			g.now += us(10)
+			g.now += usec(10)
 			g.read(0, 1)
 			g.hand(0, 1, 0, "y", s-1, 1)
 			g.publish(1)
 			if sent, held := g.merge(0); sent != 2 || held != 0 {
 				t.Fatalf("after worker 1 read it: sent %d, held %d; want 2, 0", sent, held)
 			}
-			if got := g.sent(1, 0); !eq(got, []string{"y", "x"}) {
+			if got := g.sent(1, 0); !sameNames(got, []string{"y", "x"}) {
 				t.Fatalf("sent %v, want y x", got)
 			}
 			if n := g.timeouts(1, 0); n != 0 {
@@ -228,8 +228,8 @@ func TestMergeOrder(t *testing.T) {
 		}},
 		{"a sleeping owner's empty ring counts as now - slack", 2, 64, func(t *testing.T, g *mergeRig) {
 			g.publish(1) // then worker 1 goes quiet: its watermark stays
-			g.now += us(5000)
-			s := g.now - us(10)
+			g.now += usec(5000)
+			s := g.now - usec(10)
 			g.hand(0, 0, 0, "x", s, 1)
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("owner awake, watermark stale: sent %d, held %d; want 0, 1", sent, held)
@@ -238,14 +238,14 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("owner asleep, slack not passed: sent %d, held %d; want 0, 1", sent, held)
 			}
-			if due := g.w[0].holdDue; due != s+slack {
-				t.Fatalf("holdDue %d, want the stamp plus the slack, %d", due-rigStart, s+slack-rigStart)
+			if due := g.w[0].holdDue; due != s+slackNS {
+				t.Fatalf("holdDue %d, want the stamp plus the slack, %d", due-rigStart, s+slackNS-rigStart)
 			}
-			g.now = s + slack - 1
+			g.now = s + slackNS - 1
 			if sent, _ := g.merge(0); sent != 0 {
 				t.Fatal("sent before the slack passed")
 			}
-			g.now = s + slack
+			g.now = s + slackNS
 			if sent, held := g.merge(0); sent != 1 || held != 0 {
 				t.Fatalf("at holdDue: sent %d, held %d; want 1, 0", sent, held)
 			}
@@ -257,22 +257,22 @@ func TestMergeOrder(t *testing.T) {
 			}
 		}},
 		{"a sleeping owner with an unread packet still holds", 2, 64, func(t *testing.T, g *mergeRig) {
-			s := g.now - us(100)
-			g.arrive(0, 1, s-us(1))
+			s := g.now - usec(100)
+			g.arrive(0, 1, s-usec(1))
 			g.publish(1)
 			g.w[1].wake.sleeping.Store(true)
 			g.hand(0, 0, 0, "x", s, 1)
-			g.now += us(1000)
+			g.now += usec(1000)
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("sent %d, held %d; want 0, 1", sent, held)
 			}
 		}},
 		{"a blocked ring stops holding the others after blockedHold, counted", 2, 64, func(t *testing.T, g *mergeRig) {
-			s := g.now - us(300)
-			g.arrive(0, 1, s-us(100)) // worker 1 cannot read it: its handoff rings are full
+			s := g.now - usec(300)
+			g.arrive(0, 1, s-usec(100)) // worker 1 cannot read it: its handoff rings are full
 			g.publish(1)
 			g.port(0, 1).blockedAt.Store(g.now)
-			g.hand(0, 0, 0, "w", s-us(200), 1) // older than the blocked watermark
+			g.hand(0, 0, 0, "w", s-usec(200), 1) // older than the blocked watermark
 			g.hand(0, 0, 0, "x", s, 1)
 			if sent, held := g.merge(0); sent != 1 || held != 1 {
 				t.Fatalf("just blocked: sent %d, held %d; want 1, 1", sent, held)
@@ -285,7 +285,7 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 1 || held != 0 {
 				t.Fatalf("blocked past blockedHold: sent %d, held %d; want 1, 0", sent, held)
 			}
-			if got := g.sent(1, 0); !eq(got, []string{"w", "x"}) {
+			if got := g.sent(1, 0); !sameNames(got, []string{"w", "x"}) {
 				t.Fatalf("sent %v, want w x", got)
 			}
 			if n := g.timeouts(1, 0); n != 1 {
@@ -293,8 +293,8 @@ func TestMergeOrder(t *testing.T) {
 			}
 		}},
 		{"maxHold releases a packet held by a stale watermark, counted", 2, 64, func(t *testing.T, g *mergeRig) {
-			s := g.now - us(300)
-			g.arrive(0, 1, s-us(100))
+			s := g.now - usec(300)
+			g.arrive(0, 1, s-usec(100))
 			g.publish(1) // worker 1 busy elsewhere, never gets back to it
 			t0 := g.now
 			g.hand(0, 0, 0, "x", s, 1)
@@ -302,8 +302,8 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("before maxHold: sent %d, held %d; want 0, 1", sent, held)
 			}
-			if due := g.w[0].holdDue; due != min(s+slack, t0+int64(maxHold)) {
-				t.Fatalf("holdDue %d, want %d", due-rigStart, min(s+slack, t0+int64(maxHold))-rigStart)
+			if due := g.w[0].holdDue; due != min(s+slackNS, t0+int64(maxHold)) {
+				t.Fatalf("holdDue %d, want %d", due-rigStart, min(s+slackNS, t0+int64(maxHold))-rigStart)
 			}
 			g.now = t0 + int64(maxHold)
 			if sent, held := g.merge(0); sent != 1 || held != 0 {
@@ -314,17 +314,17 @@ func TestMergeOrder(t *testing.T) {
 			}
 		}},
 		{"draining sends everything, in stamp order, uncounted", 2, 64, func(t *testing.T, g *mergeRig) {
-			s := g.now - us(300)
-			g.arrive(0, 1, s-us(100))
+			s := g.now - usec(300)
+			g.arrive(0, 1, s-usec(100))
 			g.publish(1)
 			g.hand(0, 0, 0, "b", s, 1)
-			g.hand(0, 1, 0, "a", s-us(150), 1)
+			g.hand(0, 1, 0, "a", s-usec(150), 1)
 			g.hand(0, 1, 0, "c", s+1, 3)
 			g.w[0].draining = true
 			if sent, held := g.merge(0); sent != 3 || held != 0 {
 				t.Fatalf("draining: sent %d, held %d; want 3, 0", sent, held)
 			}
-			if got := g.sent(1, 0); !eq(got, []string{"a", "b", "c", "c+1", "c+2"}) {
+			if got := g.sent(1, 0); !sameNames(got, []string{"a", "b", "c", "c+1", "c+2"}) {
 				t.Fatalf("sent %v", got)
 			}
 			if n := g.timeouts(1, 0); n != 0 {
@@ -332,14 +332,14 @@ func TestMergeOrder(t *testing.T) {
 			}
 		}},
 		{"a packet past its turn behind a full TX ring is counted once", 2, 8, func(t *testing.T, g *mergeRig) {
-			s := g.now - us(300)
-			g.arrive(0, 1, s-us(100))
+			s := g.now - usec(300)
+			g.arrive(0, 1, s-usec(100))
 			g.publish(1)
 			g.port(0, 1).blockedAt.Store(g.now - int64(blockedHold) - 1)
 			var want []string
 			for k := range 8 { // in order: older than the blocked watermark
 				n := fmt.Sprint("a", k)
-				g.hand(0, 0, 0, n, s-us(200)+int64(k), 1)
+				g.hand(0, 0, 0, n, s-usec(200)+int64(k), 1)
 				want = append(want, n)
 			}
 			g.hand(0, 0, 0, "x", s, 1)
@@ -352,7 +352,7 @@ func TestMergeOrder(t *testing.T) {
 			if n := g.timeouts(1, 0); n != 0 {
 				t.Errorf("order_hold_timeouts %d while x could not be sent, want 0", n)
 			}
-			if got := g.sent(1, 0); !eq(got, want) {
+			if got := g.sent(1, 0); !sameNames(got, want) {
 				t.Fatalf("sent %v, want %v", got, want)
 			}
 			if sent, held := g.merge(0); sent != 1 || held != 0 {
@@ -391,9 +391,9 @@ func TestDropHandoffs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			g := newMergeRig(t, 2, 64)
-			s := g.now - us(300)
-			g.arrive(0, 1, s-us(100))
-			g.arrive(1, 1, s-us(100))
+			s := g.now - usec(300)
+			g.arrive(0, 1, s-usec(100))
+			g.arrive(1, 1, s-usec(100))
 			g.publish(1) // stale watermarks on both links hold everything
 			var frames []uint64
 			frames = append(frames, g.hand(0, 0, 0, "a", s, 1)...)
