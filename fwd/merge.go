@@ -56,8 +56,11 @@ const (
 // and every RX ring whose watermark bounds what it may send.
 type ordering struct {
 	modeOf func() xps.Mode
-	in     [][]*handoff // in[o]: from every RX port that may send to link o
-	src    [][]*port    // src[o]: the RX ports that may send to link o
+	// clock reads the monotonic clock (ns) of the stamps: monoNow, or a
+	// test's fake. Read once per batch and once per merge round.
+	clock func() int64
+	in    [][]*handoff // in[o]: from every RX port that may send to link o
+	src   [][]*port    // src[o]: the RX ports that may send to link o
 }
 
 // merging reports whether packets go through the handoff rings and the
@@ -119,7 +122,7 @@ func setupOrdering(f *Forwarder, ringSize int) {
 		ringSize = max(256, ringSize/n) // rings multiply by the links
 	}
 	for _, w := range f.workers {
-		w.order = &ordering{modeOf: f.flows.table.Mode, in: make([][]*handoff, n), src: make([][]*port, n)}
+		w.order = &ordering{modeOf: f.flows.table.Mode, clock: monoNow, in: make([][]*handoff, n), src: make([][]*port, n)}
 	}
 	for i := range f.ports {
 		for _, p := range f.ports[i] {
@@ -217,7 +220,7 @@ func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 // oldest first. It returns how many it sent and how many descriptors it
 // holds back for later.
 func (w *worker) merge() (sent, held int) {
-	w.now = monoNow()
+	w.now = w.order.clock()
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
 	// rings are empty and it is itself busy waiting.
@@ -272,9 +275,6 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			w.holdDue = min(w.holdDue, bestTS+int64(watermarkSlack), oldest+int64(maxHold))
 			break
 		}
-		if bestTS > strict {
-			timeouts++
-		}
 		h := ord.in[o][best]
 		n, idx := h.peek(linearize.MaxDescs)
 		k := uint32(1)
@@ -283,6 +283,9 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		}
 		if k > n || out.tx.Free(k) < k {
 			break // TX full (or a packet not yet whole): next round
+		}
+		if bestTS > strict {
+			timeouts++ // counted when sent: a packet behind a full TX ring waits several rounds
 		}
 		_, t := out.tx.Reserve(k)
 		for j := range k {
@@ -320,6 +323,9 @@ func (w *worker) dropHandoffs() {
 	for o := range w.order.in {
 		var dropped uint64
 		for _, h := range w.order.in[o] {
+			// peek re-reads the tail only when what it saw is used up:
+			// entries published after the last look must go too.
+			h.sync()
 			n, idx := h.peek(^uint32(0))
 			for j := range n {
 				e := h.at(idx + j)

@@ -417,7 +417,7 @@ func (w *worker) forward(in *port) int {
 		}
 		if room < linearize.MaxDescs {
 			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(monoNow())
+				in.blockedAt.Store(w.order.clock())
 			}
 			return 0
 		}
@@ -445,7 +445,7 @@ func (w *worker) forward(in *port) int {
 	t := tidx
 	packets := 0
 	if w.flows != nil {
-		w.now = monoNow() // one clock read per batch
+		w.now = w.order.clock() // one clock read per batch
 	}
 	for k := uint32(0); k < n; {
 		// Collect one packet: descriptors up to one without PktContd.
