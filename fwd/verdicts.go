@@ -127,11 +127,11 @@ func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 	switch p.verdict {
 	case verdictForward:
 		if o := int(p.out); o >= 0 && o < w.nlinks {
-			w.send(in, o, p.Len, merging)
+			w.send(in, o, p.Len, merging, c)
 			return
 		}
 	case verdictReflect:
-		w.reflect(in, p.Len)
+		w.reflect(in, p.Len, c)
 		return
 	case verdictFlood:
 		w.flood(in, p, merging, c)
@@ -144,7 +144,7 @@ func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 // send lays out the packet in w.chain and sends it towards link o: on this
 // worker's TX queue of o when its flow is bound there and nothing needs
 // ordering, else through the handoff ring to the owner of the flow's queue.
-func (w *worker) send(in *port, o, total int, merging bool) {
+func (w *worker) send(in *port, o, total int, merging bool, c *batchCounts) {
 	lc := &w.tx[o].bc
 	tq, slot := w.q, xps.NoSlot
 	var stamp int64
@@ -154,6 +154,7 @@ func (w *worker) send(in *port, o, total int, merging bool) {
 		stamp = w.takeStamp(d.Addr)
 	}
 	nd := w.build1(total, lc)
+	rxSide(c, lc)
 	if nd == 0 {
 		return
 	}
@@ -174,10 +175,19 @@ func (w *worker) send(in *port, o, total int, merging bool) {
 
 // reflect sends the packet in w.chain back out of the socket it came in
 // on: the same link and queue, no flow table, no ordering.
-func (w *worker) reflect(in *port, total int) {
-	if nd := w.build1(total, &in.bc); nd > 0 {
+func (w *worker) reflect(in *port, total int, c *batchCounts) {
+	nd := w.build1(total, &in.bc)
+	rxSide(c, &in.bc)
+	if nd > 0 {
 		w.put(in, total, nd)
 	}
+}
+
+// rxSide moves what build1 counted for the input link (a completed
+// checksum) from a TX ring's counts to the batch's receive-side ones.
+func rxSide(c, lc *batchCounts) {
+	c.csumCompleted += lc.csumCompleted
+	lc.csumCompleted = 0
 }
 
 // put writes w.out[:nd] on p's TX ring, or drops them (tx_full) when it
@@ -226,7 +236,7 @@ func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 			w.sendCopy(in, o, p.Len, merging)
 		}
 	}
-	w.send(in, last, p.Len, merging)
+	w.send(in, last, p.Len, merging, c)
 }
 
 // sendCopy sends a copy of the packet in w.chain to link o, leaving the
