@@ -256,10 +256,6 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	if err != nil {
 		return err
 	}
-	lo, hi := m.Links()
-	if n := len(cfg.Links); ff.links != nil && (n < lo || n > hi) {
-		return fmt.Errorf("--mode %s takes %d..%d links (--link), got %d", m, lo, hi, n)
-	}
 	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
 		return fmt.Errorf("--fdb-static is for --mode switch")
 	}
@@ -283,6 +279,21 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 			}
 		}
 		cfg.Handler = ff.sw
+	}
+	return nil
+}
+
+// checkLinks checks the number of --link flags against --mode.
+func (ff *fwdFlags) checkLinks(n int) error {
+	m, err := modes.ParseMode(ff.mode)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	switch lo, hi := m.Links(); {
+	case lo == 2 && hi == 2 && n != 2:
+		return usageError{fmt.Sprintf("need exactly two --link flags, got %d", n)}
+	case n < lo || n > hi:
+		return usageError{fmt.Sprintf("--mode %s takes %d..%d --link flags, got %d", m, lo, hi, n)}
 	}
 	return nil
 }
@@ -431,8 +442,8 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(cfg.Links) != 2 {
-		return usageError{fmt.Sprintf("need exactly two --link flags, got %d", len(cfg.Links))}
+	if err := ff.checkLinks(len(cfg.Links)); err != nil {
+		return err
 	}
 	if *summary != "" {
 		// Find out now, not after an hour of forwarding, that the
