@@ -436,7 +436,9 @@ func TestBadInput(t *testing.T) {
 			want: []string{"--mode switch takes 2..64 --link flags, got 1"}},
 		{name: "bad mode", args: func(p *topo.Pair) []string { return links(p, "--mode", "router") },
 			want: []string{`mode "router"`, "xconnect, switch, reflect or sink"}},
-		{name: "bad static fdb entry", args: func(p *topo.Pair) []string { return links(p, "--mode", "switch", "--fdb-static", "02:00:00:00:00:01=nolink") },
+		{name: "bad static fdb entry", args: func(p *topo.Pair) []string {
+			return links(p, "--mode", "switch", "--fdb-static", "02:00:00:00:00:01=nolink")
+		},
 			want: []string{"--fdb-static", "not one of the links"}},
 		{name: "static fdb entry without switch", args: func(p *topo.Pair) []string { return links(p, "--fdb-static", "02:00:00:00:00:01="+p.LinkA) },
 			want: []string{"--fdb-static is for --mode switch"}},
