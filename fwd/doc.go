@@ -1,13 +1,17 @@
-// Package fwd is xdpfwd's forwarding engine: it joins two links through
-// AF_XDP sockets on one shared UMEM and sends every frame received on one
-// out of the other, choosing per packet the TX layout with the fewest
-// descriptors and pages (package linearize): small packets are copied into
-// an inline slot, larger ones leave from the frame they arrived in.
+// Package fwd is xdpfwd's forwarding engine: it joins links through AF_XDP
+// sockets on one shared UMEM and sends the frames it receives on, choosing
+// per packet the TX layout with the fewest descriptors and pages (package
+// linearize): small packets are copied into an inline slot, larger ones
+// leave from the frame they arrived in. Without a Handler it cross-connects
+// two links, each frame out of the other; with one (Config.Handler, 1 to 64
+// links) the handler decides each packet of a batch — forward to a link,
+// flood to several, reflect, or drop — and the engine does the rest.
 //
 // It owns, for the life of a Forwarder, the UMEM region, the XDP programs
-// on both links, one socket per (link, RX queue) — every RX queue has one,
+// on every link, one socket per (link, RX queue) — every RX queue has one,
 // whatever the worker count — and the workers. Worker w reads RX queues w,
-// w+W, w+2W, … of each link and transmits on TX queue w of each.
+// w+W, w+2W, … of each link and transmits on TX queue w of each (and, with
+// a Handler, reflects on the sockets it reads).
 //
 // # Concurrency
 //

@@ -1,12 +1,14 @@
 package fwd_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -71,4 +73,30 @@ func Example() {
 	if sum.UMEM.LeakedAddresses != 0 {
 		log.Fatalf("%d UMEM addresses leaked", sum.UMEM.LeakedAddresses)
 	}
+}
+
+// A network function is a Handler: here, drop what one MAC address sends
+// and cross-connect the rest. Handle runs on the workers' threads, once per
+// batch; it must not block or keep a packet.
+func ExampleHandlerFunc() {
+	blocked := net.HardwareAddr{0x02, 0, 0, 0, 0, 0x66}
+	drop := fwd.HandlerFunc(func(pkts []fwd.Packet) {
+		for i := range pkts {
+			p := &pkts[i]
+			if len(p.Data) >= 12 && bytes.Equal(p.Data[6:12], blocked) {
+				p.Drop()
+				continue
+			}
+			p.Forward(1 - p.Link)
+		}
+	})
+	f, err := fwd.New(fwd.Config{Links: []string{"veth0", "veth1"}, Handler: drop})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	f.Run(ctx)
+	sum, _ := f.Shutdown()
+	fmt.Println("dropped:", sum.Links["veth0"].Drops[fwd.DropHandler])
 }

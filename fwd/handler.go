@@ -34,19 +34,24 @@ type Packet struct {
 	// Queue the RX queue.
 	Link, Queue int
 
-	verdict verdict
+	verdict Verdict
 	// out is the output link for a forward, the set of links for a flood.
 	out LinkSet
 }
 
-type verdict uint8
+// Verdict is what a Handler decided for a packet.
+type Verdict uint8
 
 const (
-	verdictDrop verdict = iota // also the zero value: unset
-	verdictForward
-	verdictFlood
-	verdictReflect
+	VerdictDrop    Verdict = iota // also the zero value: no verdict given
+	VerdictForward                // out of one link
+	VerdictFlood                  // out of a set of links
+	VerdictReflect                // back out of its link and queue
 )
+
+// Verdict returns the packet's verdict, with the link (forward) or the set
+// of links (flood) it names: for tests of a Handler.
+func (p *Packet) Verdict() (Verdict, LinkSet) { return p.verdict, p.out }
 
 // LinkSet is a set of link indexes (0..63), for Flood.
 type LinkSet uint64
@@ -66,18 +71,18 @@ func AllLinks(n int) LinkSet {
 }
 
 // Drop drops the packet (counted as handler_drops on its input link).
-func (p *Packet) Drop() { p.verdict = verdictDrop }
+func (p *Packet) Drop() { p.verdict = VerdictDrop }
 
 // Forward sends the packet out of link i.
-func (p *Packet) Forward(i int) { p.verdict, p.out = verdictForward, LinkSet(i) }
+func (p *Packet) Forward(i int) { p.verdict, p.out = VerdictForward, LinkSet(i) }
 
 // Flood sends the packet out of every link in s but the one it arrived on:
 // one copy per link, never one UMEM address on two TX rings.
-func (p *Packet) Flood(s LinkSet) { p.verdict, p.out = verdictFlood, s }
+func (p *Packet) Flood(s LinkSet) { p.verdict, p.out = VerdictFlood, s }
 
 // Reflect sends the packet back out of the link and the queue it arrived
 // on (the handler swaps the addresses it wants swapped).
-func (p *Packet) Reflect() { p.verdict = verdictReflect }
+func (p *Packet) Reflect() { p.verdict = VerdictReflect }
 
 // SwapMACs exchanges the destination and source Ethernet addresses in
 // place, as a reflector does.

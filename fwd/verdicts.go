@@ -125,15 +125,15 @@ func (w *worker) collectBatch(in *port, rx *xsk.Consumer, idx, n uint32, c *batc
 // w.chain.
 func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 	switch p.verdict {
-	case verdictForward:
+	case VerdictForward:
 		if o := int(p.out); o >= 0 && o < w.nlinks {
 			w.send(in, o, p.Len, merging, c)
 			return
 		}
-	case verdictReflect:
+	case VerdictReflect:
 		w.reflect(in, p.Len, c)
 		return
-	case verdictFlood:
+	case VerdictFlood:
 		w.flood(in, p, merging, c)
 		return
 	}
