@@ -37,6 +37,12 @@ func TestForwardOffloadedVLAN(t *testing.T) {
 			}{{"A→B", p.A, p.B, 0, 100}, {"B→A", p.B, p.A, 1, 4094}, {"A→B", p.A, p.B, 0, 1}} {
 				n, err := topo.OffloadedVLANFrames(c.src, c.dst, c.vid, count, 5*time.Second)
 				if err != nil || n != count {
+					// Where they went, should this fail again (once, in a
+					// full suite run on a loaded machine, 0 of 50 arrived).
+					for i := range 2 {
+						ls := r.f.LinkStats(i)
+						t.Logf("link %d: rx %d tx %d restored %d drops %v", i, ls.RXPackets, ls.TXPackets, ls.VLANRestored, ls.Drops)
+					}
 					t.Fatalf("offloaded VLAN %d %s: %d of %d frames arrived tagged and intact: %v", c.vid, c.name, n, count, err)
 				}
 				want[c.in] += count

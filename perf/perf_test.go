@@ -273,8 +273,11 @@ func checkSample(t *testing.T, s Sample) {
 		if _, ok := m["fwd_rx"]; ok {
 			// xdpfwd: it can only send what it received, and the
 			// receiver can only get what it sent.
+			// The kernel's and xdpfwd's counters are read at
+			// slightly different moments, and frames from before the
+			// window may still be in flight: a batch of slack.
 			rx, tx := m["fwd_rx"], m["fwd_tx"]
-			if tx > rx || got > tx || rx > m["kernel_xdp_redirect"] {
+			if tx > rx || got > tx || rx > m["kernel_xdp_redirect"]+64 {
 				bad("xdpfwd rx %v, tx %v, delivered %v, kernel redirected %v: out of order", rx, tx, got, m["kernel_xdp_redirect"])
 			}
 			pct("fwd_counted_loss_pct")

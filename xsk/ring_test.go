@@ -775,17 +775,33 @@ func TestRandomKernelProducerConsumer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	var next uint64
 	var w waiter
+	var kernelDone bool
+	var kernelErr error
 	for next < total {
 		n, idx := c.Peek(1 + rng.Uint32N(size+size/2))
 		if n == 0 {
-			select {
-			case err := <-errc:
-				t.Fatalf("kernel stopped after %d entries were consumed: %v", next, err)
-			default:
+			// A kernel that finished may have published its last
+			// entries after this Peek looked: look again before
+			// calling it stopped.
+			if !kernelDone {
+				select {
+				case kernelErr = <-errc:
+					kernelDone = true
+					if kernelErr != nil {
+						t.Fatalf("kernel stopped after %d entries were consumed: %v", next, kernelErr)
+					}
+					continue
+				default:
+				}
+			} else if c.Avail(1) == 0 {
+				t.Fatalf("kernel finished, consumer stuck after %d of %d entries", next, total)
 			}
 			if !w.wait(&stop) {
 				stop.Store(true)
-				t.Fatalf("consumer: nothing new for %v after %d of %d entries; kernel: %v", stallTimeout, next, total, <-errc)
+				if !kernelDone {
+					kernelErr = <-errc
+				}
+				t.Fatalf("consumer: nothing new for %v after %d of %d entries; kernel: %v", stallTimeout, next, total, kernelErr)
 			}
 			continue
 		}
@@ -794,15 +810,20 @@ func TestRandomKernelProducerConsumer(t *testing.T) {
 			d := c.Desc(idx + k)
 			if want := (Desc{Addr: next, Len: uint32(next) ^ 0x5A5A, Options: uint32(next >> 32)}); d != want {
 				stop.Store(true)
-				<-errc
+				if !kernelDone {
+					<-errc
+				}
 				t.Fatalf("Desc(%#x) = %+v, want %+v", idx+k, d, want)
 			}
 			next++
 		}
 		c.Release(n)
 	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+	if !kernelDone {
+		kernelErr = <-errc
+	}
+	if kernelErr != nil {
+		t.Fatal(kernelErr)
 	}
 	if got := f.cons(); got != start+uint32(total) {
 		t.Errorf("consumer word %#x, want %#x", got, start+uint32(total))
