@@ -2,6 +2,7 @@ package fwd
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,51 @@ type LinkStats struct {
 	// DownSeconds is the total time it was down.
 	LinkDowns   uint64  `json:"link_downs"`
 	DownSeconds float64 `json:"down_seconds"`
+
+	// What the packets cost in system calls and batches (issue 11).
+	// TXKicks counts the sendto calls that woke the kernel to transmit
+	// on this link (failed ones included: KickErrors).
+	TXKicks uint64 `json:"tx_kicks"`
+	// FillWakeups counts the recvfrom calls that woke the kernel for the
+	// fill rings of this link's sockets (need_wakeup set on the fill ring).
+	FillWakeups uint64 `json:"rx_fill_wakeups"`
+	// RXBatches counts the batches read from this link's RX rings;
+	// RXBatchPackets is a histogram of them by packets per batch, keyed
+	// by BatchBucketNames ("1", "2", "3-4", … "65+").
+	RXBatches      uint64            `json:"rx_batches"`
+	RXBatchPackets map[string]uint64 `json:"rx_batch_packets"`
+}
+
+// BatchBuckets are the upper bounds of the RX batch-size histogram
+// (packets per batch); a last bucket holds the larger batches.
+var BatchBuckets = [...]int{1, 2, 4, 8, 16, 32, 64}
+
+// numBatchBuckets is len(BatchBuckets) plus the bucket above the last bound.
+const numBatchBuckets = len(BatchBuckets) + 1
+
+// BatchBucketNames name the histogram's buckets in LinkStats.RXBatchPackets:
+// "1", "2", "3-4", "5-8", … "33-64", "65+".
+var BatchBucketNames = func() [numBatchBuckets]string {
+	var n [numBatchBuckets]string
+	lo := 1
+	for i, hi := range BatchBuckets {
+		if lo == hi {
+			n[i] = strconv.Itoa(hi)
+		} else {
+			n[i] = strconv.Itoa(lo) + "-" + strconv.Itoa(hi)
+		}
+		lo = hi + 1
+	}
+	n[len(BatchBuckets)] = strconv.Itoa(lo) + "+"
+	return n
+}()
+
+// batchBucket is the histogram bucket of a batch of n packets.
+func batchBucket(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return min(bits.Len(uint(n-1)), len(BatchBuckets))
 }
 
 // Drop reasons. The kernel's come from XDP_STATISTICS of every socket.
@@ -128,9 +174,13 @@ func (f *Forwarder) linkStats(i int) LinkStats {
 }
 
 func newLinkStats() LinkStats {
-	l := LinkStats{Drops: map[string]uint64{}, TXPaths: map[string]uint64{}, DescsPerPacket: map[string]uint64{}}
+	l := LinkStats{Drops: map[string]uint64{}, TXPaths: map[string]uint64{}, DescsPerPacket: map[string]uint64{},
+		RXBatchPackets: make(map[string]uint64, numBatchBuckets)}
 	for p := range linearize.NumPaths {
 		l.TXPaths[p.String()] = 0
+	}
+	for _, b := range BatchBucketNames {
+		l.RXBatchPackets[b] = 0
 	}
 	return l
 }
@@ -146,6 +196,12 @@ func (l *LinkStats) add(o LinkStats) {
 	l.KickErrors += o.KickErrors
 	l.InlineFallbacks += o.InlineFallbacks
 	l.OrderHoldTimeouts += o.OrderHoldTimeouts
+	l.TXKicks += o.TXKicks
+	l.FillWakeups += o.FillWakeups
+	l.RXBatches += o.RXBatches
+	for k, v := range o.RXBatchPackets {
+		l.RXBatchPackets[k] += v
+	}
 	for k, v := range o.Drops {
 		l.Drops[k] += v
 	}
@@ -179,6 +235,12 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	l.Drops[DropUMEMExhausted] = p.stats.fillShort.Load()
 	if p.tx != nil {
 		l.KickErrors = p.tx.KickErrors.Load()
+		l.TXKicks = p.tx.Kicks.Load()
+	}
+	l.FillWakeups = p.stats.fillWakeups.Load()
+	l.RXBatches = p.stats.rxBatches.Load()
+	for b, name := range BatchBucketNames {
+		l.RXBatchPackets[name] = p.stats.batchHist[b].Load()
 	}
 	l.Drops[DropRXTooLong] = p.stats.rxTooLong.Load()
 	l.Drops[DropAtStop] = p.stats.stopDropped.Load()
@@ -305,6 +367,122 @@ type Summary struct {
 	PagesPer1KDesc map[string]float64 `json:"pages_per_1k_desc"`
 
 	XPS XPSSummary `json:"xps"`
+
+	// Workers are each worker's loop counters; Efficiency relates them
+	// and the links' kicks, fill wake-ups and batches to the packets
+	// received, per 1,000.
+	Workers    []WorkerStats `json:"workers"`
+	Efficiency Efficiency    `json:"efficiency"`
+}
+
+// WorkerStats are one worker's loop counters: what its thread did besides
+// moving packets. Only the worker writes them, once per round or sleep.
+type WorkerStats struct {
+	Worker int `json:"worker"`
+	// Rounds counts passes over its rings (refill, forward, merge, reap),
+	// busy or empty: spinning shows as many rounds per packet.
+	Rounds uint64 `json:"rounds"`
+	// Sleeps counts the times it went to sleep: in ppoll, or in
+	// nanosleep while a link was down.
+	Sleeps uint64 `json:"sleeps"`
+	// Polls counts ppoll returns; PollTimeouts those that found nothing
+	// ready; PollEventfd those that found its eventfd ready: another
+	// worker handed it packets (several queues only).
+	Polls        uint64 `json:"polls"`
+	PollTimeouts uint64 `json:"poll_timeouts"`
+	PollEventfd  uint64 `json:"poll_eventfd_wakeups"`
+	// EventfdWrites counts the eventfd writes other workers made to wake
+	// it: system calls on their threads.
+	EventfdWrites uint64 `json:"eventfd_writes"`
+}
+
+// Efficiency is the cost side of a span of forwarding, per 1,000 packets
+// received (both links, all queues): system calls, sleeps and batches.
+type Efficiency struct {
+	RXPackets uint64 `json:"rx_packets"`
+	// Per 1,000 packets received.
+	Rounds      float64 `json:"rounds_per_1k"`
+	Sleeps      float64 `json:"sleeps_per_1k"`
+	Polls       float64 `json:"polls_per_1k"`
+	Wakeups     float64 `json:"wakeups_per_1k"` // ppoll returns with something ready
+	Kicks       float64 `json:"tx_kicks_per_1k"`
+	FillWakeups float64 `json:"fill_wakeups_per_1k"`
+	Batches     float64 `json:"rx_batches_per_1k"`
+	// Syscalls sums the datapath's system calls: ppoll, nanosleep,
+	// sendto (kicks), recvfrom (fill wake-ups), eventfd reads and writes.
+	Syscalls float64 `json:"syscalls_per_1k"`
+	// MeanBatch is packets per RX batch.
+	MeanBatch float64 `json:"mean_rx_batch"`
+}
+
+// NewEfficiency relates the counters' growth between two readings (prev
+// may be zero values: since the start) to the packets received in between.
+func NewEfficiency(prevL, curL []LinkStats, prevW, curW []WorkerStats) Efficiency {
+	var e Efficiency
+	var kicks, fill, batches uint64
+	for i := range curL {
+		var p LinkStats
+		if i < len(prevL) {
+			p = prevL[i]
+		}
+		e.RXPackets += curL[i].RXPackets - p.RXPackets
+		kicks += curL[i].TXKicks - p.TXKicks
+		fill += curL[i].FillWakeups - p.FillWakeups
+		batches += curL[i].RXBatches - p.RXBatches
+	}
+	var rounds, sleeps, polls, timeouts, evRead, evWrite uint64
+	for i := range curW {
+		var p WorkerStats
+		if i < len(prevW) {
+			p = prevW[i]
+		}
+		c := curW[i]
+		rounds += c.Rounds - p.Rounds
+		sleeps += c.Sleeps - p.Sleeps
+		polls += c.Polls - p.Polls
+		timeouts += c.PollTimeouts - p.PollTimeouts
+		evRead += c.PollEventfd - p.PollEventfd
+		evWrite += c.EventfdWrites - p.EventfdWrites
+	}
+	if e.RXPackets == 0 {
+		return e
+	}
+	per := func(v uint64) float64 { return 1000 * float64(v) / float64(e.RXPackets) }
+	e.Rounds, e.Sleeps, e.Polls = per(rounds), per(sleeps), per(polls)
+	e.Wakeups = per(polls - timeouts)
+	e.Kicks, e.FillWakeups, e.Batches = per(kicks), per(fill), per(batches)
+	// Every sleep is one ppoll or one nanosleep.
+	e.Syscalls = per(sleeps + kicks + fill + evRead + evWrite)
+	if batches > 0 {
+		e.MeanBatch = float64(e.RXPackets) / float64(batches)
+	}
+	return e
+}
+
+// WorkerStats returns every worker's loop counters; nil once Close began.
+func (f *Forwarder) WorkerStats() []WorkerStats {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	return f.workerStats()
+}
+
+func (f *Forwarder) workerStats() []WorkerStats {
+	if f.closedLocked() {
+		return nil
+	}
+	out := make([]WorkerStats, len(f.workers))
+	for i, w := range f.workers {
+		out[i] = WorkerStats{
+			Worker:        w.q,
+			Rounds:        w.progress.rounds.Load(),
+			Sleeps:        w.sleeps.Load(),
+			Polls:         w.polls.Load(),
+			PollTimeouts:  w.pollTimeouts.Load(),
+			PollEventfd:   w.pollEventfd.Load(),
+			EventfdWrites: w.wake.wakes.Load(),
+		}
+	}
+	return out
 }
 
 // XPSSummary describes TX queue selection.
@@ -374,8 +552,10 @@ func (f *Forwarder) Summary() Summary {
 	if f.closedLocked() {
 		return s
 	}
+	var links []LinkStats
 	for i, l := range f.links {
 		ls := f.linkStats(i)
+		links = append(links, ls)
 		s.Links[l.name] = ls
 		for k, v := range ls.TXPaths {
 			s.TXPaths[k] += v
@@ -386,6 +566,8 @@ func (f *Forwarder) Summary() Summary {
 	p4, p2 := f.PagesPer1K()
 	s.PagesPer1KDesc = map[string]float64{"4k": p4, "2m": p2}
 	s.XPS = f.xps()
+	s.Workers = f.workerStats()
+	s.Efficiency = NewEfficiency(nil, links, nil, s.Workers)
 	if f.region != nil {
 		s.UMEM = UMEMSummary{Backing: string(f.region.Backing()), SizeBytes: f.region.Size()}
 	}
@@ -450,6 +632,17 @@ func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 		parts[i] = dir(i, -1)
 	}
 	return strings.Join(parts, " | ") + tail
+}
+
+// EfficiencyTail formats the stats line's cost figures between two
+// readings, per 1,000 packets received: "" when no packet flowed.
+func EfficiencyTail(prevL, curL []LinkStats, prevW, curW []WorkerStats) string {
+	e := NewEfficiency(prevL[:], curL[:], prevW, curW)
+	if e.RXPackets == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" | per 1k pkts: polls %.1f wakeups %.1f kicks %.1f fill-wakeups %.1f batches %.1f syscalls %.1f",
+		e.Polls, e.Wakeups, e.Kicks, e.FillWakeups, e.Batches, e.Syscalls)
 }
 
 func pct(v, total uint64) float64 { return 100 * float64(v) / float64(total) }

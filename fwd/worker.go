@@ -75,6 +75,13 @@ type portStats struct {
 	// vlanRestored counts packets received whose offloaded VLAN tag was
 	// put back into the frame (vlan.go).
 	vlanRestored atomic.Uint64
+	// rxBatches counts the batches read from this RX ring (forward calls
+	// that found packets), batchHist those batches by packets per batch
+	// (batchBucket); fillWakeups the recvfrom calls that woke the kernel
+	// for the fill ring (WakeRX). TX kicks are counted by txring.
+	rxBatches   atomic.Uint64
+	batchHist   [numBatchBuckets]atomic.Uint64
+	fillWakeups atomic.Uint64
 }
 
 // port is one socket: RX queue `queue` of link `link`. Every RX queue of
@@ -190,6 +197,11 @@ type worker struct {
 	descs   []xsk.Desc
 	touched []*port
 	nlinks  int
+	// sleeps counts the times the worker slept (ppoll, or nanosleep with
+	// a link down); polls the ppoll returns, pollTimeouts those with
+	// nothing ready, pollEventfd those with the waker's eventfd ready.
+	// Written only by the worker, once per sleep.
+	sleeps, polls, pollTimeouts, pollEventfd atomic.Uint64
 }
 
 func newWorker(f *Forwarder, q int) (*worker, error) {
@@ -356,10 +368,17 @@ func (w *worker) sleep(timeout time.Duration) {
 		return
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
+	w.sleeps.Add(1)
 	if blocked {
 		time.Sleep(timeout)
 	} else {
-		unix.Ppoll(w.pfds, &ts, nil)
+		n, _ := unix.Ppoll(w.pfds, &ts, nil)
+		w.polls.Add(1)
+		if n == 0 {
+			w.pollTimeouts.Add(1)
+		} else if w.pfds[len(w.pfds)-1].Revents != 0 {
+			w.pollEventfd.Add(1)
+		}
 	}
 	w.wake.sleeping.Store(false)
 	if w.pfds[len(w.pfds)-1].Revents != 0 {
@@ -511,6 +530,8 @@ func (w *worker) forward(in *port) int {
 func (w *worker) publishRX(in *port, c *batchCounts, packets int, rxBytes uint64) {
 	in.stats.rxPackets.Add(uint64(packets))
 	in.stats.rxBytes.Add(rxBytes)
+	in.stats.rxBatches.Add(1)
+	in.stats.batchHist[batchBucket(packets)].Add(1)
 	if c.invalid != 0 {
 		in.stats.rxInvalid.Add(c.invalid)
 	}
@@ -803,6 +824,7 @@ func (w *worker) refill(p *port) {
 		fill.Submit(k)
 	}
 	if fill.NeedsWakeup() {
+		p.stats.fillWakeups.Add(1)
 		p.sock.WakeRX()
 	}
 }

@@ -50,6 +50,7 @@ type source interface {
 	PagesPer1K() (p4k, p2m float64)
 	OwnershipViolations() uint64
 	XDPPassed(link int) uint64
+	WorkerStats() []fwd.WorkerStats
 }
 
 // Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
@@ -150,6 +151,10 @@ type descs struct {
 	txPath, txDescs, inlineFallbacks       *prometheus.Desc
 	kickErrors, csumCompleted              *prometheus.Desc
 	descsPerPacket                         *prometheus.Desc
+	txKicks, fillWakeups, rxBatchPackets   *prometheus.Desc
+
+	wRounds, wSleeps, wPolls, wPollTimeouts *prometheus.Desc
+	wPollEventfd, wEventfdWrites            *prometheus.Desc
 
 	xskRXDropped, xskRXInvalid, xskTXInvalid        *prometheus.Desc
 	xskRXRingFull, xskFillRingEmpty, xskTXRingEmpty *prometheus.Desc
@@ -189,6 +194,16 @@ func newDescs() descs {
 		kickErrors:      d("tx_kick_errors_total", "TX wake-ups (sendto) that failed, mostly while the link was down; not drops: the descriptors stay queued.", lq...),
 		csumCompleted:   d("checksums_completed_total", "Frames received with a partial TCP/UDP checksum (left for offload) that xdpfwd finished.", lq...),
 		descsPerPacket:  d("tx_descriptors_per_packet", "TX descriptors each frame transmitted on the link's queue took.", lq...),
+		txKicks:         d("tx_kicks_total", "TX wake-ups (sendto) made for the link's queue, failed ones included.", lq...),
+		fillWakeups:     d("rx_fill_wakeups_total", "Fill-ring wake-ups (recvfrom) made for the link's queue's socket.", lq...),
+		rxBatchPackets:  d("rx_batch_packets", "Packets per batch read from the link's queue's RX ring; _count is the batches.", lq...),
+
+		wRounds:        d("worker_rounds_total", "Passes of the worker's loop over its rings, busy or empty.", "worker"),
+		wSleeps:        d("worker_sleeps_total", "Times the worker slept: in ppoll, or in nanosleep while a link was down.", "worker"),
+		wPolls:         d("worker_polls_total", "ppoll returns of the worker.", "worker"),
+		wPollTimeouts:  d("worker_poll_timeouts_total", "ppoll returns of the worker that found nothing ready.", "worker"),
+		wPollEventfd:   d("worker_poll_eventfd_wakeups_total", "ppoll returns of the worker with its eventfd ready: another worker handed it packets.", "worker"),
+		wEventfdWrites: d("worker_eventfd_writes_total", "eventfd writes other workers made to wake the worker (system calls on their threads).", "worker"),
 
 		xskRXDropped:     d("xsk_rx_dropped_total", "Kernel XDP_STATISTICS rx_dropped of the socket: frames dropped for lack of room or too long for a frame.", lq...),
 		xskRXInvalid:     d("xsk_rx_invalid_descs_total", "Kernel XDP_STATISTICS rx_invalid_descs of the socket: invalid fill ring addresses.", lq...),
@@ -215,6 +230,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range []*prometheus.Desc{
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
 		d.txPath, d.txDescs, d.inlineFallbacks, d.kickErrors, d.csumCompleted, d.descsPerPacket,
+		d.txKicks, d.fillWakeups, d.rxBatchPackets,
+		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
 		d.info, d.linkInfo, d.queues,
@@ -250,6 +267,7 @@ type snapshot struct {
 	queuesN int
 	viol    uint64
 	passed  []uint64 // per link: xdp_pass, not per queue
+	workers []fwd.WorkerStats
 }
 
 type queueSnap struct {
@@ -300,6 +318,7 @@ func (c *Collector) read() *snapshot {
 	for i := range c.links {
 		s.passed[i] = c.src.XDPPassed(i)
 	}
+	s.workers = c.src.WorkerStats()
 	// Flow table: read the xps flow table's size and moves here (add
 	// XPS() fwd.XPSSummary to the source interface).
 	return s
@@ -336,6 +355,9 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 			counter(d.csumCompleted, st.ChecksumsCompleted, link, queue)
 			count, sum, buckets := descHistogram(st.DescsPerPacket)
 			ch <- prometheus.MustNewConstHistogram(d.descsPerPacket, count, sum, buckets, link, queue)
+			counter(d.txKicks, st.TXKicks, link, queue)
+			counter(d.fillWakeups, st.FillWakeups, link, queue)
+			ch <- prometheus.MustNewConstHistogram(d.rxBatchPackets, st.RXBatches, float64(st.RXPackets), batchHistogram(st.RXBatchPackets), link, queue)
 			if qs.kErr == nil {
 				k := qs.k
 				counter(d.xskRXDropped, k.Rx_dropped, link, queue)
@@ -355,6 +377,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 	gauge(d.pagesPer1K, s.p4k, "4k")
 	gauge(d.pagesPer1K, s.p2m, "2m")
 	counter(d.violations, s.viol)
+	for _, w := range s.workers {
+		worker := strconv.Itoa(w.Worker)
+		counter(d.wRounds, w.Rounds, worker)
+		counter(d.wSleeps, w.Sleeps, worker)
+		counter(d.wPolls, w.Polls, worker)
+		counter(d.wPollTimeouts, w.PollTimeouts, worker)
+		counter(d.wPollEventfd, w.PollEventfd, worker)
+		counter(d.wEventfdWrites, w.EventfdWrites, worker)
+	}
 
 	// Flow table: emit the xps flow table's metrics here.
 
@@ -420,4 +451,17 @@ func descHistogram(h map[string]uint64) (count uint64, sum float64, buckets map[
 		}
 	}
 	return count, sum, buckets
+}
+
+// batchHistogram turns fwd's RX batch histogram (bucket name → batches)
+// into cumulative Prometheus buckets at fwd.BatchBuckets; the batches
+// above the last bound are only in the histogram's count (+Inf).
+func batchHistogram(h map[string]uint64) map[float64]uint64 {
+	buckets := make(map[float64]uint64, len(fwd.BatchBuckets))
+	var cum uint64
+	for i, b := range fwd.BatchBuckets {
+		cum += h[fwd.BatchBucketNames[i]]
+		buckets[float64(b)] = cum
+	}
+	return buckets
 }

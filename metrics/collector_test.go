@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,9 @@ func (f *fake) KernelStats(i, q int) (xsk.Stats, error) {
 
 func (f *fake) Zones() []fwd.ZoneUsage         { return append([]fwd.ZoneUsage(nil), f.zones...) }
 func (f *fake) PagesPer1K() (float64, float64) { return 31.5, 1.25 }
+func (f *fake) WorkerStats() []fwd.WorkerStats {
+	return []fwd.WorkerStats{{Worker: 0, Rounds: 100, Sleeps: 7, Polls: 6, PollTimeouts: 2, PollEventfd: 1, EventfdWrites: 1}}
+}
 
 var testInfo = Info{Version: "1.2.3", XDPModes: []string{"native", "native"}, BindMode: "copy", UMEMBacking: "thp-2MiB"}
 
@@ -274,6 +278,7 @@ func checkConventions(t *testing.T, fams map[string]*dto.MetricFamily) {
 		"xdpfwd_inline_fallbacks_total", "xdpfwd_tx_descriptors_per_packet",
 		"xdpfwd_xsk_rx_dropped_total", "xdpfwd_xsk_rx_invalid_descs_total", "xdpfwd_xsk_tx_invalid_descs_total",
 		"xdpfwd_xsk_rx_ring_full_total", "xdpfwd_xsk_rx_fill_ring_empty_descs_total", "xdpfwd_xsk_tx_ring_empty_descs_total",
+		"xdpfwd_tx_kicks_total", "xdpfwd_rx_fill_wakeups_total", "xdpfwd_rx_batch_packets",
 	}
 	for _, n := range perQueue {
 		mf, ok := fams[n]
@@ -292,7 +297,9 @@ func checkConventions(t *testing.T, fams map[string]*dto.MetricFamily) {
 		}
 	}
 	for _, n := range []string{"xdpfwd_umem_zone_units", "xdpfwd_umem_zone_free_units", "xdpfwd_umem_zone_unit_bytes",
-		"xdpfwd_umem_pages_per_1k_descriptors", "xdpfwd_info", "xdpfwd_link_info", "xdpfwd_queues"} {
+		"xdpfwd_umem_pages_per_1k_descriptors", "xdpfwd_info", "xdpfwd_link_info", "xdpfwd_queues",
+		"xdpfwd_worker_rounds_total", "xdpfwd_worker_sleeps_total", "xdpfwd_worker_polls_total",
+		"xdpfwd_worker_poll_timeouts_total", "xdpfwd_worker_poll_eventfd_wakeups_total", "xdpfwd_worker_eventfd_writes_total"} {
 		if _, ok := fams[n]; !ok {
 			t.Errorf("family %s missing", n)
 		}
@@ -476,5 +483,22 @@ func TestHealthCheck(t *testing.T) {
 	stalled.Store(nil)
 	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz once the stall ended: %d %q, want 200", code, body)
+	}
+}
+
+// TestDocumented: every family the Collector exports is in README.md.
+func TestDocumented(t *testing.T) {
+	doc, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := newFake(1)
+	src.set(0, 0, fwd.LinkStats{RXPackets: 1, DescsPerPacket: map[string]uint64{"1": 1}}, xsk.Stats{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(src, testInfo))
+	for name := range gather(t, reg) {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("%s: not documented in metrics/README.md", name)
+		}
 	}
 }

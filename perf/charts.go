@@ -208,8 +208,12 @@ func (r *Results) Charts(dir string) ([]string, error) {
 		cs := append(r.ranContenders("cost", false), r.ranContenders("cost", true)...)
 		wn := []string{w.Name, w.Name}
 		series := r.seriesFor(cs, wn, []string{"own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net"}, 1)
-		title := fmt.Sprintf("CPU per delivered packet at %s packets/s offered (UDP 64 B)", si(float64(r.Settings.CostRatePPS)))
-		if err := draw("cpu_cost.png", title, "CPU ns per packet (own)",
+		title := fmt.Sprintf("CPU per delivered packet at %s packets/s offered (UDP 64 B)", si(float64(r.costRate(w))))
+		file := "cpu_cost.png" // cost-64, at --cost-rate
+		if w.Name != "cost-64" {
+			file = "cpu_" + strings.ReplaceAll(w.Name, "-", "_") + ".png" // cpu_cost_64_20k.png
+		}
+		if err := draw(file, title, "CPU ns per packet (own)",
 			[]string{"generator, receiver and forwarder", "net of the no-forwarder baseline"}, series); err != nil {
 			return names, err
 		}

@@ -163,7 +163,7 @@ func (r *Results) Markdown() string {
 		if len(cs)+len(bs) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "### CPU per forwarded packet at %s packets/s offered (%s)\n\n", si(float64(st.CostRatePPS)), strings.TrimPrefix(w.Title, "CPU per packet, "))
+		fmt.Fprintf(&b, "### CPU per forwarded packet at %s packets/s offered (%s)\n\n", si(float64(r.costRate(w))), strings.TrimPrefix(w.Title, "CPU per packet, "))
 		b.WriteString("CPU time per packet delivered, at a paced load every contender sustains on a quiet machine. " +
 			"*Own* is the CPU time of what the measurement consists of: perf's generator and receiver, the forwarder process (if any) and ksoftirqd; " +
 			"softirq work done in those tasks' context (veth NAPI, the bridge, XDP, AF_XDP copies) is part of it. " +
@@ -191,6 +191,7 @@ func (r *Results) Markdown() string {
 				r.cell(c.Name, w.Name, "other_cpu_pct", false)})
 		}
 		b.WriteString(t.String() + "\n")
+		b.WriteString(r.costTable(w, cs))
 	}
 
 	if ws := r.workloads("tcp"); len(ws) > 0 && len(r.ranContenders("tcp", false)) > 0 {
@@ -482,4 +483,57 @@ func rewriteReadme(o Options, res *Results) error {
 	}
 	s = s[:i] + sec.String() + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// costRate is the offered rate of a cost workload: its own, or --cost-rate.
+func (r *Results) costRate(w WorkloadInfo) int {
+	if w.Rate > 0 {
+		return w.Rate
+	}
+	return r.Settings.CostRatePPS
+}
+
+// costCols are the forwarder-process columns of the cost workloads.
+var costCols = []struct{ metric, head string }{
+	{"fwd_user_ns_per_pkt", "user ns/packet"},
+	{"fwd_sys_ns_per_pkt", "system ns/packet"},
+	{"fwd_ctxsw_per_1k", "context switches /1k"},
+	{"polls_per_1k", "ppoll returns /1k"},
+	{"wakeups_per_1k", "wake-ups /1k"},
+	{"kicks_per_1k", "TX kicks /1k"},
+	{"fill_wakeups_per_1k", "fill wake-ups /1k"},
+	{"batches_per_1k", "RX batches /1k"},
+	{"syscalls_per_1k", "system calls /1k"},
+}
+
+// costTable renders, for the contenders that run as a process of their
+// own, what the forwarder process spent in the cost workload w: its user
+// and system CPU per packet delivered, and per 1,000 packets its context
+// switches and (xdpfwd, from its metrics) its system calls, wake-ups and
+// RX batches. "" when no contender has any of them.
+func (r *Results) costTable(w WorkloadInfo, cs []ContenderResult) string {
+	t := mdTable{head: []string{"contender"}}
+	for _, c := range costCols {
+		t.head = append(t.head, c.head)
+	}
+	for _, c := range cs {
+		row := []string{c.Label}
+		have := false
+		for _, col := range costCols {
+			v := r.cell(c.Name, w.Name, col.metric, false)
+			have = have || v != "—"
+			row = append(row, v)
+		}
+		if have {
+			t.rows = append(t.rows, row)
+		}
+	}
+	if len(t.rows) == 0 {
+		return ""
+	}
+	return "The forwarder process alone (the kernel contenders have none): its user and system CPU per packet delivered " +
+		"(/proc/PID/stat, 10 ms ticks, so coarse over a short window), its threads' context switches per 1,000 packets delivered " +
+		"(/proc/PID/task/*/status), and from xdpfwd's metrics, per 1,000 packets it received: ppoll returns, wake-ups " +
+		"(returns with something ready), TX kicks (sendto), fill-ring wake-ups (recvfrom), RX batches, and its system calls " +
+		"(a ppoll or nanosleep per sleep, sendto, recvfrom, eventfd reads and writes).\n\n" + t.String() + "\n"
 }

@@ -282,6 +282,9 @@ var benchMetrics = []struct{ metric, unit string }{
 	{"delivered_pct", "delivered-%"},
 	{"fwd_counted_loss_pct", "counted-loss-%"},
 	{"uncounted_loss_pct", "uncounted-loss-%"},
+	{"fwd_ctxsw_per_1k", "ctxsw/kpkt"},
+	{"wakeups_per_1k", "wakeups/kpkt"},
+	{"syscalls_per_1k", "syscalls/kpkt"},
 }
 
 // benchText renders every sample in the Go benchmark format, one line per

@@ -36,7 +36,7 @@ type workload struct {
 	Flows  int           // reorder: sequenced UDP flows
 	Burst  int           // reorder: datagrams of every flow per round on one queue
 	Gap    time.Duration // reorder: pause after each round (spun, not slept)
-	Rate   int           // latency: requests/s; delivery: packets/s
+	Rate   int           // latency: requests/s; delivery, paced UDP: packets/s (0: --cost-rate)
 	Count  int           // latency: requests per sample (halved with --quick)
 	// FwdDefaults runs the forwarders on this workload's pair with their
 	// defaults, as a user would: no --queues, on every CPU perf may use.
@@ -54,7 +54,12 @@ func workloadTable() []*workload {
 		{Name: "udp-64", Group: "udp", Title: "UDP 64 B", Metric: "pps", Unit: "packets/s", Size: 64, run: runUDP},
 		{Name: "udp-256", Group: "udp", Title: "UDP 256 B", Metric: "pps", Unit: "packets/s", Size: 256, run: runUDP},
 		{Name: "udp-1500", Group: "udp", Title: "UDP 1500 B", Metric: "pps", Unit: "packets/s", Size: 1500, run: runUDP},
+		// The CPU cost at three offered rates (issue 11): a low rate,
+		// where a forwarder sleeps and wakes for a few packets, --cost-rate
+		// (100k by default), and a high one, where batches grow.
+		{Name: "cost-64-20k", Group: "cost", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Rate: 20000, run: runUDP},
 		{Name: "cost-64", Group: "cost", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, run: runUDP},
+		{Name: "cost-64-300k", Group: "cost", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Rate: 300000, run: runUDP},
 		{Name: "tcp-1", Group: "tcp", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s", Streams: 1, run: runTCP},
 		{Name: "tcp-4", Group: "tcp", Title: "TCP bulk, 4 streams", Metric: "gbps", Unit: "Gbit/s", Streams: 4, run: runTCP},
 		{Name: "rr-1k", Group: "rr", Title: "TCP RR 1 KB/1 KB, 250 connections", Metric: "tps", Unit: "transactions/s", Conns: 250, Req: 1024, Resp: 1024, run: runRR},
@@ -196,6 +201,9 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	rate := 0.0
 	if w.Paced {
 		rate = float64(e.o.CostRate)
+		if w.Rate > 0 {
+			rate = float64(w.Rate)
+		}
 	}
 	dst := netip.AddrPortFrom(p.V4B, 9)
 	deadline := time.Now().Add(e.o.Warmup + e.o.Duration + 2*time.Second)
@@ -214,7 +222,11 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		}
 		return nil, err
 	}
+	var costs []fwdCost // the forwarder's own counters, at both ends of the window
 	a, b, werr := e.window(ctx, func() [3]float64 {
+		if w.Paced && !c.Baseline {
+			costs = append(costs, e.readFwdCost(ctx))
+		}
 		n := [3]float64{float64(tx.sent.Load())}
 		if rx != nil {
 			n[1], n[2] = float64(rx.packets.Load()), float64(rx.outOfOrder.Load())
@@ -250,6 +262,9 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	}
 	m["cpu_ns_per_pkt"] = m["cpu_busy_ns"] / got
 	m["own_cpu_ns_per_pkt"] = m["own_cpu_ns"] / got
+	if len(costs) == 2 {
+		costMetrics(m, costs[0], costs[1], got)
+	}
 	return m, nil
 }
 

@@ -578,6 +578,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 		defer t.Stop()
 		names := f.Links()
 		prev := allStats(f)
+		prevW := f.WorkerStats()
 		last := time.Now()
 		for {
 			select {
@@ -601,14 +602,15 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 				}
 			case now := <-t.C:
 				cur := allStats(f)
-				line := fwd.StatsLine(names, prev, cur, now.Sub(last))
+				curW := f.WorkerStats()
+				line := fwd.StatsLine(names, prev, cur, now.Sub(last)) + fwd.EfficiencyTail(prev, cur, prevW, curW)
 				if f.Queues() > 1 {
 					x := f.XPS()
 					line += fmt.Sprintf(" | xps %s over %d queues: %d flows, %d moves (%d deferred), %d evictions",
 						x.Mode, x.Queues, x.TableEntries, x.Moves, x.DeferredMoves, x.Evictions)
 				}
 				fmt.Fprintln(stderr, line)
-				prev, last = cur, now
+				prev, prevW, last = cur, curW, now
 			}
 		}
 	}()
