@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
@@ -496,9 +497,16 @@ func TestDocumented(t *testing.T) {
 	src.set(0, 0, fwd.LinkStats{RXPackets: 1, DescsPerPacket: map[string]uint64{"1": 1}}, xsk.Stats{})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(src, testInfo))
+	reg.MustRegister(newFDBCollector(fakeFDB{}))
 	for name := range gather(t, reg) {
 		if !strings.Contains(string(doc), "`"+name+"`") {
 			t.Errorf("%s: not documented in metrics/README.md", name)
 		}
 	}
 }
+
+// fakeFDB is a switch's table with one entry.
+type fakeFDB struct{}
+
+func (fakeFDB) Entries() []fdb.Entry { return []fdb.Entry{{Link: 1}} }
+func (fakeFDB) Stats() fdb.Stats     { return fdb.Stats{Size: 64, Learned: 1} }
