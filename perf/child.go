@@ -113,6 +113,9 @@ func goBuild(ctx context.Context, dir, pkg, out string) error {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = dir
+	// Each checkout builds with its own go.mod: perf/asavie is a module
+	// outside the workspace, and a --src checkout may have none.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
@@ -131,5 +134,11 @@ func moduleRoot() (string, error) {
 	if mod == "" || mod == os.DevNull {
 		return "", errors.New("not inside a Go module: run perf from the xdpfwd module, or pass --src")
 	}
-	return filepath.Dir(mod), nil
+	root := filepath.Dir(mod)
+	// perf is a module of its own inside xdpfwd's: run from perf/, the
+	// checkout to build is its parent.
+	if _, err := os.Stat(filepath.Join(root, "..", "cmd", "xdpfwd")); err == nil && filepath.Base(root) == "perf" {
+		root = filepath.Dir(root)
+	}
+	return root, nil
 }
