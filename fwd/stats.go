@@ -603,9 +603,9 @@ func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 		pk := cur[a].RXPackets - prev[a].RXPackets
 		by := cur[a].RXBytes - prev[a].RXBytes
 		dr := cur[a].TotalDrops() - prev[a].TotalDrops()
-		to := "→" + names[b]
-		if b < 0 {
-			to = " rx"
+		to := " rx"
+		if b >= 0 {
+			to = "→" + names[b]
 		}
 		return fmt.Sprintf("%s%s %9.0f pps %8.1f Mbit/s drops %d", names[a], to, float64(pk)/sec, float64(by)*8/sec/1e6, dr)
 	}

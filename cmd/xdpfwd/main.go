@@ -480,7 +480,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 				return err
 			}
 		}
-		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger)
+		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		if *summary != "" {
@@ -510,6 +510,29 @@ func fdbOf(sw *modes.Switch) metrics.FDB {
 		return nil
 	}
 	return sw
+}
+
+// queueRX reads every RX queue's received packets, by link.
+func queueRX(f *fwd.Forwarder) [][]uint64 {
+	q := make([][]uint64, len(f.Links()))
+	for i := range q {
+		for n := range f.LinkQueues(i) {
+			q[i] = append(q[i], f.QueueStats(i, n).RXPackets)
+		}
+	}
+	return q
+}
+
+// queueRates formats each RX queue's packets/s between two readings.
+func queueRates(names []string, prev, cur [][]uint64, dt time.Duration) string {
+	var b strings.Builder
+	for i, name := range names {
+		fmt.Fprintf(&b, " | %s rx pps per queue", name)
+		for q := range cur[i] {
+			fmt.Fprintf(&b, " %d:%.0f", q, float64(cur[i][q]-prev[i][q])/dt.Seconds())
+		}
+	}
+	return b.String()
 }
 
 // allStats reads every link's counters.
@@ -561,7 +584,9 @@ func waitForLinks(ctx context.Context, links []string, hup chan os.Signal, logge
 // forward runs f until ctx is done, printing a stats line every interval
 // and reloading the config on SIGHUP (hup), then shuts it down and returns
 // its summary.
-func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer, hup <-chan os.Signal, rl *reloader, logger *slog.Logger) (fwd.Summary, error) {
+//
+// With perQueue (sink mode) the line also gives each RX queue's rate.
+func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stderr io.Writer, hup <-chan os.Signal, rl *reloader, logger *slog.Logger, perQueue bool) (fwd.Summary, error) {
 	// The stats goroutine ends with the run, which a deleted link can end
 	// as well as a signal.
 	ctx, cancel := context.WithCancel(ctx)
@@ -579,6 +604,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 		names := f.Links()
 		prev := allStats(f)
 		prevW := f.WorkerStats()
+		prevQ := queueRX(f)
 		last := time.Now()
 		for {
 			select {
@@ -609,8 +635,12 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 					line += fmt.Sprintf(" | xps %s over %d queues: %d flows, %d moves (%d deferred), %d evictions",
 						x.Mode, x.Queues, x.TableEntries, x.Moves, x.DeferredMoves, x.Evictions)
 				}
+				curQ := queueRX(f)
+				if perQueue {
+					line += queueRates(names, prevQ, curQ, now.Sub(last))
+				}
 				fmt.Fprintln(stderr, line)
-				prev, prevW, last = cur, curW, now
+				prev, prevW, prevQ, last = cur, curW, curQ, now
 			}
 		}
 	}()

@@ -478,3 +478,11 @@ func TestMetricsServerLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueRates: sink mode's stats line gives each RX queue's rate.
+func TestQueueRates(t *testing.T) {
+	got := queueRates([]string{"eth1"}, [][]uint64{{100, 0}}, [][]uint64{{300, 50}}, 2*time.Second)
+	if want := " | eth1 rx pps per queue 0:100 1:25"; got != want {
+		t.Errorf("queueRates = %q, want %q", got, want)
+	}
+}
