@@ -44,6 +44,9 @@ type handoffEntry struct {
 }
 
 func newHandoff(size int, to *waker) *handoff {
+	if size <= 0 || size&(size-1) != 0 {
+		panic(fmt.Sprintf("handoff ring of %d entries: not a power of two", size))
+	}
 	return &handoff{ents: make([]handoffEntry, size), mask: uint32(size - 1), to: to}
 }
 

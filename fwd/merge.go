@@ -3,6 +3,7 @@ package fwd
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,7 +120,9 @@ func (ord *ordering) pending() bool {
 func setupOrdering(f *Forwarder, ringSize int) {
 	n := len(f.links)
 	if n > 2 {
-		ringSize = max(256, ringSize/n) // rings multiply by the links
+		// Rings multiply by the links; a handoff ring's size must stay a
+		// power of two (it indexes by mask).
+		ringSize = max(256, 1<<(bits.Len(uint(ringSize/n))-1))
 	}
 	for _, w := range f.workers {
 		w.order = &ordering{modeOf: f.flows.table.Mode, clock: monoNow, in: make([][]*handoff, n), src: make([][]*port, n)}
@@ -281,8 +284,23 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		for k <= n && h.at(idx+k-1).desc.Options&xsk.PktContd != 0 {
 			k++
 		}
-		if k > n || out.tx.Free(k) < k {
-			break // TX full (or a packet not yet whole): next round
+		if k > n {
+			break // a packet not yet whole: next round
+		}
+		if out.tx.Free(k) < k {
+			if w.handler == nil || out.quietUntil == 0 {
+				break // TX full: next round
+			}
+			// A Handler's link that is down: drop (tx_full) rather
+			// than let its handoff rings fill and stop every link.
+			for j := range k {
+				e := h.at(idx + j)
+				w.flows.done(e.desc.Addr, w.q)
+				w.freeTX(e.desc.Addr)
+			}
+			h.release(k)
+			out.stats.txFull.Add(1)
+			continue
 		}
 		if bestTS > strict {
 			timeouts++ // counted when sent: a packet behind a full TX ring waits several rounds

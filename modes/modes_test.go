@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/fdb"
@@ -243,9 +244,9 @@ func hosts(t *testing.T, n int, opt topo.Options) *topo.Hosts {
 // learned, then goes to one link only; the table stays within its size
 // under a flood of random source addresses.
 func TestSwitch(t *testing.T) {
-	h := hosts(t, 4, topo.Options{TxChecksum: true})
+	h := hosts(t, 4, topo.Options{TxChecksum: true, Queues: 2})
 	sw := modes.NewSwitch(len(h.Links), 256, 300*time.Second)
-	f := run(t, h.Links, sw, 0)
+	f := run(t, h.Links, sw, 2)
 	for i := range h.NS {
 		for j := range h.NS {
 			if i == j {
@@ -431,4 +432,49 @@ func macOf(t *testing.T, ns *topo.NS) net.HardwareAddr {
 		t.Fatal(fmt.Errorf("eth0 in %s: %w", ns.Name, err))
 	}
 	return mac
+}
+
+// TestSwitchLinkDown: with one host's link down, the others still reach
+// each other through a switch with two workers (so frames cross between
+// them through the handoff rings): what is for the down link is dropped
+// and counted, instead of filling the rings and stopping every link.
+func TestSwitchLinkDown(t *testing.T) {
+	h := hosts(t, 3, topo.Options{Queues: 2})
+	sw := modes.NewSwitch(len(h.Links), 0, 0)
+	f := run(t, h.Links, sw, 2)
+	for j := 1; j < 3; j++ {
+		if _, err := topo.Ping(h.NS[0], h.V4[j], 2, 3*time.Second); err != nil {
+			t.Fatalf("ping host 0 → %d before: %v", j, err)
+		}
+	}
+	l, err := netlink.LinkByName(h.Links[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := netlink.LinkSetDown(l); err != nil {
+		t.Fatal(err)
+	}
+	// Broadcasts flood towards the down link too, for a few seconds.
+	fd, _ := rawSocketIdx(t, h, 0, 0)
+	src := macOf(t, h.NS[0])
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	stop := time.Now().Add(2 * time.Second)
+	for i := 0; time.Now().Before(stop); i++ {
+		unix.Sendto(fd, testFrame(bcast, src, 0xd0d0, uint32(i)), 0, &unix.SockaddrLinklayer{Ifindex: ifindexOf(t, h.NS[0]), Halen: 6})
+		if i%100 == 99 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if _, err := topo.Ping(h.NS[0], h.V4[1], 5, 5*time.Second); err != nil {
+		t.Errorf("ping host 0 → 1 with link 2 down: %v", err)
+	}
+	if _, err := topo.TCPTransfer(h.NS[0], h.NS[1], h.V4[1], 4<<20, 20*time.Second); err != nil {
+		t.Errorf("TCP host 0 → 1 with link 2 down: %v", err)
+	}
+	s := f.LinkStats(2)
+	t.Logf("down link: tx %d, drops %v", s.TXPackets, s.Drops)
+	if s.Drops[fwd.DropTXFull] == 0 {
+		t.Errorf("nothing counted as tx_full on the down link: %v", s.Drops)
+	}
+	netlink.LinkSetUp(l)
 }
