@@ -408,6 +408,12 @@ func umemConfig(cfg *Config, links []linkInfo) umem.Config {
 	ucfg.Frames = frames
 	ucfg.HugePages = cfg.HugePages
 	ucfg.FragOrder = cfg.FragOrder
+	if !cfg.MultiBuffer && cfg.Handler == nil {
+		// Frag blocks take repacked multi-buffer packets (and a
+		// Handler's flood copies): without either, no packet uses one,
+		// and every socket's bind pays per UMEM chunk.
+		ucfg.FragOrder = 0
+	}
 	if cfg.InlineMax == 0 {
 		ucfg.InlineSlots = 0
 	}
