@@ -291,5 +291,8 @@ func (r *Results) Charts(dir string) ([]string, error) {
 		names = append(names, name)
 		break // one delivery chart
 	}
+	if err := r.l2Charts(draw); err != nil {
+		return names, err
+	}
 	return names, nil
 }

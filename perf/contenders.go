@@ -90,6 +90,11 @@ func contenderTable() []*contender {
 		redirectContender(),
 		asavieContender(),
 		dropBaseline(),
+		// Issue 10: the switch and reflect workloads' contenders.
+		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch"),
+		switchBridgeContender(),
+		xdpfwdModeContender("xdpfwd-reflect", "xdpfwd --mode reflect", "reflect", "reflect"),
+		xdpTxReflectContender(),
 	)
 }
 
@@ -311,56 +316,62 @@ func bridgeContender(name, label string, offloads bool) *contender {
 		Desc:     desc,
 		Offloads: offloads,
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			brName := "xf" + pairID(p) + "br"
-			br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: brName, MTU: 1500}}
-			if err := netlink.LinkAdd(br); err != nil {
-				return nil, fmt.Errorf("create bridge %s: %w", brName, err)
-			}
-			e.res.addTopology("bridge " + brName)
-			l, err := netlink.LinkByName(brName)
-			if err != nil {
-				return nil, fmt.Errorf("look up bridge %s: %w", brName, err)
-			}
-			index := l.Attrs().Index
-			stop := func() (map[string]any, error) {
-				var errs []error
-				for _, n := range []string{p.LinkA, p.LinkB} {
-					if pl, err := netlink.LinkByName(n); err == nil {
-						errs = append(errs, netlink.LinkSetNoMaster(pl))
-					}
-				}
-				if cur, err := netlink.LinkByName(brName); err == nil && cur.Attrs().Index == index {
-					errs = append(errs, netlink.LinkDel(cur))
-				}
-				return map[string]any{"bridge_nf_call_iptables": e.res.Machine.BridgeNF}, errors.Join(errs...)
-			}
-			fail := func(err error) (stopFunc, error) {
-				_, serr := stop()
-				return nil, errors.Join(err, serr)
-			}
-			// No IPv6 on the bridge either: the root stack then sends
-			// nothing into the path being measured.
-			if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+brName+"/disable_ipv6", []byte("1\n"), 0); err != nil && !os.IsNotExist(err) {
-				return fail(fmt.Errorf("disable IPv6 on %s: %w", brName, err))
-			}
-			for _, n := range []string{p.LinkA, p.LinkB} {
-				pl, err := netlink.LinkByName(n)
-				if err != nil {
-					return fail(err)
-				}
-				if err := netlink.LinkSetMasterByIndex(pl, index); err != nil {
-					return fail(fmt.Errorf("enslave %s to %s: %w", n, brName, err))
-				}
-			}
-			if err := netlink.LinkSetUp(l); err != nil {
-				return fail(fmt.Errorf("set %s up: %w", brName, err))
-			}
-			if err := e.waitPath(ctx, p, nil); err != nil {
-				return fail(err)
-			}
-			return stop, nil
+			return e.startBridge(ctx, p, []string{p.LinkA, p.LinkB})
 		},
 	}
+}
+
+// startBridge creates a Linux bridge in the root namespace enslaving links
+// and waits until traffic crosses it; its stop removes it.
+func (e *env) startBridge(ctx context.Context, p *topo.Pair, links []string) (stopFunc, error) {
+	brName := "xf" + pairID(p) + "br"
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: brName, MTU: 1500}}
+	if err := netlink.LinkAdd(br); err != nil {
+		return nil, fmt.Errorf("create bridge %s: %w", brName, err)
+	}
+	e.res.addTopology("bridge " + brName)
+	l, err := netlink.LinkByName(brName)
+	if err != nil {
+		return nil, fmt.Errorf("look up bridge %s: %w", brName, err)
+	}
+	index := l.Attrs().Index
+	stop := func() (map[string]any, error) {
+		var errs []error
+		for _, n := range links {
+			if pl, err := netlink.LinkByName(n); err == nil {
+				errs = append(errs, netlink.LinkSetNoMaster(pl))
+			}
+		}
+		if cur, err := netlink.LinkByName(brName); err == nil && cur.Attrs().Index == index {
+			errs = append(errs, netlink.LinkDel(cur))
+		}
+		return map[string]any{"bridge_nf_call_iptables": e.res.Machine.BridgeNF}, errors.Join(errs...)
+	}
+	fail := func(err error) (stopFunc, error) {
+		_, serr := stop()
+		return nil, errors.Join(err, serr)
+	}
+	// No IPv6 on the bridge either: the root stack then sends
+	// nothing into the path being measured.
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+brName+"/disable_ipv6", []byte("1\n"), 0); err != nil && !os.IsNotExist(err) {
+		return fail(fmt.Errorf("disable IPv6 on %s: %w", brName, err))
+	}
+	for _, n := range links {
+		pl, err := netlink.LinkByName(n)
+		if err != nil {
+			return fail(err)
+		}
+		if err := netlink.LinkSetMasterByIndex(pl, index); err != nil {
+			return fail(fmt.Errorf("enslave %s to %s: %w", n, brName, err))
+		}
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fail(fmt.Errorf("set %s up: %w", brName, err))
+	}
+	if err := e.waitPath(ctx, p, nil); err != nil {
+		return fail(err)
+	}
+	return stop, nil
 }
 
 // pairID is the random part of the pair's names ("xdpfwd-<id>").
@@ -455,6 +466,9 @@ func dropBaseline() *contender {
 // waitPath waits until A can ping B across the contender (bounded), and
 // fails early if the forwarder process c (may be nil) exits.
 func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
+	if p.B == nil {
+		return e.waitReflect(ctx, p, c)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
@@ -465,7 +479,7 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 			return err
 		}
 		if _, err := topo.Ping(p.A, p.V4B, 1, 250*time.Millisecond); err == nil {
-			return nil
+			return e.learnHosts(p)
 		} else {
 			last = err
 		}
@@ -508,9 +522,13 @@ func udpProbe(p *topo.Pair, flows int) bool {
 
 // checkLinksClean verifies a stopped contender left no XDP program on the
 // root ends; one attached through netlink (as asavie/xdp does) is removed.
-func checkLinksClean(p *topo.Pair) error {
+func (e *env) checkLinksClean(p *topo.Pair) error {
 	var errs []error
-	for _, n := range []string{p.LinkA, p.LinkB} {
+	links := []string{p.LinkA, p.LinkB}
+	if h := e.hosts[p]; h != nil {
+		links = h.Links // every host's, and a one-host topology has no LinkB
+	}
+	for _, n := range links {
 		on, id, err := xdpAttached(n)
 		if err != nil {
 			errs = append(errs, err)

@@ -31,8 +31,15 @@ type env struct {
 	tmp   string // builds, logs, summaries
 	bins  map[string]string
 	pairs map[pairKey]*topo.Pair
-	own   *ownCPU
-	child atomic.Pointer[child] // the running forwarder process, if any
+	// hosts are the topologies of the switch and reflect workloads
+	// (topo.Hosts), by the Pair that stands for them: A is host 0, B host
+	// 1 (nil with one host), LinkA and LinkB their root-side ends.
+	hosts map[*topo.Pair]*topo.Hosts
+	// echoes count, on a one-host topology's namespace end, the frames
+	// that come back with their MACs swapped (the reflect workload).
+	echoes map[*topo.Pair]*echoCounter
+	own    *ownCPU
+	child  atomic.Pointer[child] // the running forwarder process, if any
 	// allCPUs are the CPUs perf may use: where a forwarder started with
 	// its defaults (pairKey.defaults) runs.
 	allCPUs []int
@@ -51,6 +58,7 @@ type pairKey struct {
 	offloads bool
 	queues   int
 	defaults bool
+	hosts    int // > 0: topo.NewHosts(hosts) instead of a Pair (workload.Hosts)
 }
 
 func (k pairKey) String() string {
@@ -58,11 +66,14 @@ func (k pairKey) String() string {
 	if k.defaults {
 		s += ", forwarders with their defaults on every CPU"
 	}
+	if k.hosts > 0 {
+		s = fmt.Sprintf("%d host(s) on the root namespace, %s", k.hosts, s)
+	}
 	return s
 }
 
 func (e *env) pairKey(c *contender, w *workload) pairKey {
-	return pairKey{offloads: c.Offloads, queues: w.queues(e.o), defaults: w.FwdDefaults}
+	return pairKey{offloads: c.Offloads, queues: w.queues(e.o), defaults: w.FwdDefaults, hosts: w.Hosts}
 }
 
 // keyOf is the key p was built for.
@@ -269,7 +280,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, own: newOwnCPU(), allCPUs: setCPUs(orig)}
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: newOwnCPU(), allCPUs: setCPUs(orig)}
 	res.LoadAvg[0] = loadAvg()
 	defer func() { res.LoadAvg[1] = loadAvg() }()
 	pr := newProgress(o.Progress)
@@ -299,7 +310,11 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	// The topology: one pair per offload setting and queue count in use.
 	defer func() {
 		for _, p := range e.pairs {
-			if cerr := p.Close(); cerr != nil {
+			closer := p.Close
+			if h := e.hosts[p]; h != nil {
+				closer = e.closeHosts(p, h)
+			}
+			if cerr := closer(); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("remove %s: %w", p.Name, cerr))
 			}
 		}
@@ -311,6 +326,14 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 				continue
 			}
 			pr.status("building the topology")
+			if k.hosts > 0 {
+				p, err := e.newHosts(k)
+				if err != nil {
+					return err
+				}
+				pr.status(fmt.Sprintf("built %s: namespaces and links %s (%s)", p.Name, strings.Join(e.hosts[p].Links, ", "), k))
+				continue
+			}
 			p, err := topo.NewPair(topo.Options{Queues: k.queues, TxChecksum: k.offloads})
 			if err != nil {
 				return err
@@ -388,7 +411,7 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 		cr.Skipped = "failed to start" + where + ": " + err.Error()
 		failed[fkey] = true
 		pr.done += len(wls)
-		if cerr := checkLinksClean(p); cerr != nil {
+		if cerr := e.checkLinksClean(p); cerr != nil {
 			cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: after failed start: %v", round, cerr))
 		}
 		return
@@ -423,7 +446,7 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 	for k, v := range details {
 		cr.Details[k] = v
 	}
-	if serr = errors.Join(serr, checkLinksClean(p)); serr != nil {
+	if serr = errors.Join(serr, e.checkLinksClean(p)); serr != nil {
 		cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: stop%s: %v", round, where, serr))
 	}
 }
@@ -432,6 +455,9 @@ const noWorkloadApplies = "not run: no selected workload applies"
 
 // warm sends UDP from A to B for the warm-up time, unmeasured.
 func (e *env) warm(ctx context.Context, p *topo.Pair) {
+	if p.B == nil {
+		return // one host (reflect): its workload warms up itself
+	}
 	rx, err := newUDPReceiver(p.B, p.V4B, time.Now().Add(e.o.Warmup+2*time.Second))
 	if err != nil {
 		return

@@ -116,7 +116,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	var loadCPUs string
 	fs.BoolVar(&o.Quick, "quick", false, "short run (about a minute): fewer rounds, shorter windows")
 	fs.Var(&only, "only", "run only these contenders (repeatable or comma-separated)")
-	fs.Var(&wl, "workload", "run only these workloads or groups: udp, cost, tcp, rr, reorder, latency, delivery, or a name like udp-64 (repeatable or comma-separated)")
+	fs.Var(&wl, "workload", "run only these workloads or groups: udp, cost, tcp, rr, reorder, latency, delivery, switch, reflect, or a name like udp-64 (repeatable or comma-separated)")
 	fs.StringVar(&o.Out, "out", "perf-results", "directory for results.json, bench.txt and the charts")
 	fs.IntVar(&o.Rounds, "rounds", 0, "interleaved rounds (0: 2 with --quick, else 5)")
 	fs.DurationVar(&o.Duration, "duration", 0, "measured window of each sample (0: 500ms with --quick, else 1s)")

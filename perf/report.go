@@ -49,7 +49,7 @@ func fmtMetric(v float64, metric string) string {
 		return fmt.Sprintf("%.0f", v)
 	case "loss_pct", "delivered_pct", "other_cpu_pct", "fwd_counted_loss_pct", "uncounted_loss_pct", "cpu0_loss_pct", "cpu1_loss_pct":
 		return fmt.Sprintf("%.1f %%", v)
-	case "ooo_per_million", "out_of_order":
+	case "ooo_per_million", "out_of_order", "flooded_pkts":
 		return fmt.Sprintf("%.0f", v)
 	}
 	return sig3(v)
@@ -120,7 +120,7 @@ func (r *Results) Markdown() string {
 			other[len(other)/2], other[0], other[len(other)-1], busy, len(other))
 	}
 	fmt.Fprintf(&b, "Method: %d interleaved rounds (every contender in turn, then again); each sample is a %.1f s window after %.1f s of unmeasured traffic. "+
-		"Cells are the median [min–max] over the rounds; ×N is the ratio to %s in the same run (for CPU cost, lower is better).\n\n",
+		"Cells are the median [min–max] over the rounds; ×N is the ratio to %s in the same run (for CPU cost, lower is better; in the switch and reflect sections, to xdpfwd in that mode).\n\n",
 		st.Rounds, st.DurationS, st.WarmupS, ref)
 	fmt.Fprintf(&b, "Placement: forwarder processes (xdpfwd, asavie-fwd) pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
 		"Kernel-side forwarding (the bridge, the XDP redirect, AF_XDP copy-mode receive) runs in softirq on the CPU that sends, mostly the load CPU. "+
@@ -230,6 +230,8 @@ func (r *Results) Markdown() string {
 	r.reorderSection(&b)
 	r.latencySection(&b)
 	r.deliverySection(&b)
+	r.switchSection(&b)
+	r.reflectSection(&b)
 
 	var notes, noWorkload []string
 	for _, c := range r.Contenders {
@@ -252,7 +254,7 @@ func (r *Results) Markdown() string {
 		notes = append(notes, "Not run, as no selected workload applies to them: "+strings.Join(noWorkload, ", ")+".")
 	}
 	if !r.hasRef() && len(r.Samples) > 0 {
-		notes = append(notes, "no sample of "+refContender+": no ratios")
+		notes = append(notes, "a workload has no sample of its reference contender ("+refContender+", or xdpfwd in the switch or reflect mode): no ratios there")
 	}
 	if r.Machine.BridgeNF == "1" {
 		notes = append(notes, "br_netfilter is loaded (bridge-nf-call-iptables = 1), as on most Docker hosts: bridged frames also traverse iptables.")

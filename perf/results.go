@@ -81,6 +81,8 @@ type WorkloadInfo struct {
 	Rate        int  `json:"rate,omitempty"`
 	Count       int  `json:"count,omitempty"`
 	FwdDefaults bool `json:"fwd_defaults,omitempty"`
+	// The switch and reflect workloads: hosts of their topology.
+	Hosts int `json:"hosts,omitempty"`
 }
 
 func workloadInfo(w *workload, o *Options) WorkloadInfo {
@@ -90,6 +92,9 @@ func workloadInfo(w *workload, o *Options) WorkloadInfo {
 	}
 	if w.Flows > 0 {
 		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
+	}
+	if w.Hosts > 0 {
+		wi.Size, wi.Hosts = w.Size, w.Hosts
 	}
 	if w.Rate > 0 {
 		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults
@@ -140,7 +145,7 @@ func (r *Results) deriveNet() {
 		}
 		for i := range r.Samples {
 			s := &r.Samples[i]
-			if s.Error != "" || r.isBaseline(s.Contender) || r.group(s.Workload) != "cost" {
+			if s.Error != "" || r.isBaseline(s.Contender) {
 				continue
 			}
 			b, ok := base[key(s)]
@@ -206,7 +211,7 @@ func (r *Results) ratio(contender, workload, metric string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	b, ok := r.stat(refContender, workload, metric)
+	b, ok := r.stat(r.refFor(workload), workload, metric)
 	// A ratio of a difference that crossed zero (a net CPU cost in the
 	// noise) means nothing.
 	if !ok || b.Median <= 0 || a.Median < 0 {
@@ -347,13 +352,38 @@ func (r *Results) label(name string) string {
 	return name
 }
 
+// hasRef reports whether every workload with a good sample has one of its
+// reference contender (refContender, or its group's in groupRefs).
 func (r *Results) hasRef() bool {
+	ok := map[string]bool{}
 	for _, s := range r.Samples {
-		if s.Contender == refContender && s.Error == "" {
-			return true
+		if s.Error == "" && s.Contender == r.refFor(s.Workload) {
+			ok[s.Workload] = true
 		}
 	}
-	return false
+	any := false
+	for _, s := range r.Samples {
+		if s.Error == "" && !r.isBaseline(s.Contender) {
+			any = true
+			if !ok[s.Workload] {
+				return false
+			}
+		}
+	}
+	return any
+}
+
+// groupRefs are the reference contenders of the workload groups whose
+// contenders are not the two-link ones: the ratios there are to the same
+// xdpfwd mode.
+var groupRefs = map[string]string{"switch": "xdpfwd-switch", "reflect": "xdpfwd-reflect"}
+
+// refFor is the contender the ratios of workload are given to.
+func (r *Results) refFor(workload string) string {
+	if ref, ok := groupRefs[r.group(workload)]; ok {
+		return ref
+	}
+	return refContender
 }
 
 // trim keeps s to one line of at most n runes.

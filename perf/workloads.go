@@ -41,6 +41,9 @@ type workload struct {
 	// FwdDefaults runs the forwarders on this workload's pair with their
 	// defaults, as a user would: no --queues, on every CPU perf may use.
 	FwdDefaults bool
+	// Hosts, if > 0, runs this workload on topo.NewHosts(Hosts) instead of
+	// a Pair: the switch's three hosts, the reflector's one.
+	Hosts int
 	// Contenders, if set, are the only contenders that run this workload,
 	// besides those whose Groups name its group.
 	Contenders []string
@@ -94,10 +97,23 @@ func workloadTable() []*workload {
 		{Name: "delivery-4q", Group: "delivery", Title: "64 UDP flows at 20k packets/s over 4-queue links, forwarders with their defaults", Metric: "delivered_pct", Unit: "% delivered",
 			Size: 64, Queues: 4, Flows: 64, Rate: 20000, FwdDefaults: true,
 			Contenders: []string{"xdpfwd", "bridge"}, run: runDelivery},
+		// Issue 10: three hosts on one L2 segment, switched by xdpfwd
+		// --mode switch or a Linux bridge; traffic from host 0 to host
+		// 1, host 2 learned and flooded to.
+		{Name: "switch-udp-64", Group: "switch", Title: "UDP 64 B, packets/s at maximum offered load", Metric: "pps", Unit: "packets/s",
+			Size: 64, Hosts: 3, Contenders: switchContenders, run: runSwitch(runUDP)},
+		{Name: "switch-cost-64", Group: "switch", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet",
+			Size: 64, Paced: true, Hosts: 3, Contenders: switchContenders, run: runSwitch(runUDP)},
+		{Name: "switch-tcp-1", Group: "switch", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s",
+			Streams: 1, Hosts: 3, Contenders: switchContenders, run: runSwitch(runTCP)},
+		// Issue 10: 64-byte frames reflected back to their sender, MACs
+		// swapped, by xdpfwd --mode reflect or an XDP_TX program.
+		{Name: "reflect-64", Group: "reflect", Title: "64-byte frames reflected, MACs swapped", Metric: "pps", Unit: "packets/s",
+			Size: 64, Hosts: 1, Contenders: reflectContenders, run: runReflect},
 	}
 }
 
-var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery"}
+var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery", "switch", "reflect"}
 
 func selectWorkloads(names []string) ([]*workload, error) {
 	all := workloadTable()
@@ -136,7 +152,7 @@ func selectWorkloads(names []string) ([]*workload, error) {
 func (w *workload) applies(c *contender) bool {
 	switch {
 	case c.Baseline:
-		return w.Group == "cost"
+		return w.Group == "cost" || w.Paced
 	case c.Groups != nil:
 		return slices.Contains(c.Groups, w.Group)
 	case w.Contenders != nil:

@@ -1,0 +1,642 @@
+package main
+
+// The switch and reflect workloads of issue 10. Both run on topo.Hosts
+// rather than a Pair: the switch on three hosts (host 0 sends, host 1
+// receives, host 2 is learned and flooded to), the reflector on one. A
+// Pair stands for each in the harness (A is host 0, B host 1 or nil,
+// LinkA and LinkB their root-side ends), so the UDP and TCP generators run
+// unchanged on the switch.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/inline"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+var (
+	switchContenders  = []string{"xdpfwd-switch", "bridge-switch"}
+	reflectContenders = []string{"xdpfwd-reflect", "xdp-tx-reflect"}
+)
+
+// xdpTx is the XDP_TX action.
+const xdpTx = 3
+
+// newHosts builds the Hosts of key k, the Pair that stands for them, and
+// what the workloads on them need: permanent neighbours between the hosts
+// (no ARP crosses a contender during a measurement), and on a single host
+// the counter of reflected frames.
+func (e *env) newHosts(k pairKey) (_ *topo.Pair, err error) {
+	h, err := topo.NewHosts(k.hosts, topo.Options{Queues: k.queues, TxChecksum: k.offloads})
+	if err != nil {
+		return nil, err
+	}
+	p := &topo.Pair{Name: h.Name, A: h.NS[0], LinkA: h.Links[0], PeerA: "eth0", V4A: h.V4[0], V6A: h.V6[0]}
+	if len(h.NS) > 1 {
+		p.B, p.LinkB, p.PeerB, p.V4B, p.V6B = h.NS[1], h.Links[1], "eth0", h.V4[1], h.V6[1]
+	}
+	e.pairs[k], e.hosts[p] = p, h
+	for i, ns := range h.NS {
+		e.res.addTopology("netns "+ns.Name, "link "+h.Links[i])
+	}
+	if len(h.NS) > 1 {
+		return p, hostNeighbours(h)
+	}
+	ec, err := newEchoCounter(p)
+	if err != nil {
+		return p, err
+	}
+	e.echoes[p] = ec
+	return p, nil
+}
+
+// closeHosts removes what newHosts built.
+func (e *env) closeHosts(p *topo.Pair, h *topo.Hosts) func() error {
+	return func() error {
+		var err error
+		if ec := e.echoes[p]; ec != nil {
+			err = ec.Close()
+			delete(e.echoes, p)
+		}
+		return errors.Join(err, h.Close())
+	}
+}
+
+// ifaceOf is the MAC address and index of ifname in ns (the root
+// namespace if ns is nil).
+func ifaceOf(ns *topo.NS, ifname string) (hw net.HardwareAddr, idx int, err error) {
+	do := func() error {
+		iface, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		hw, idx = iface.HardwareAddr, iface.Index
+		return nil
+	}
+	if ns == nil {
+		err = do()
+	} else {
+		err = ns.Do(do)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w", ifname, err)
+	}
+	return
+}
+
+// hostNeighbours gives every host a permanent neighbour entry for every
+// other host's IPv4 address.
+func hostNeighbours(h *topo.Hosts) error {
+	macs := make([]net.HardwareAddr, len(h.NS))
+	idxs := make([]int, len(h.NS))
+	for i, ns := range h.NS {
+		var err error
+		if macs[i], idxs[i], err = ifaceOf(ns, "eth0"); err != nil {
+			return fmt.Errorf("in %s: %w", ns.Name, err)
+		}
+	}
+	for i, ns := range h.NS {
+		for j := range h.NS {
+			if i == j {
+				continue
+			}
+			if err := ns.Do(func() error {
+				return netlink.NeighSet(&netlink.Neigh{
+					LinkIndex: idxs[i], Family: unix.AF_INET, State: netlink.NUD_PERMANENT, IP: h.V4[j].AsSlice(), HardwareAddr: macs[j],
+				})
+			}); err != nil {
+				return fmt.Errorf("neighbour %s in %s: %w", h.V4[j], ns.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// learnHosts, on the switch topology, has every host past the first two
+// (which have just pinged each other) send one frame, so that the switch
+// under test has learned all of them before a measurement.
+func (e *env) learnHosts(p *topo.Pair) error {
+	h := e.hosts[p]
+	if h == nil {
+		return nil
+	}
+	for i := 2; i < len(h.NS); i++ {
+		if _, err := topo.Ping(h.NS[i], h.V4[0], 1, time.Second); err != nil {
+			return fmt.Errorf("ping from host %d (%s): %w", i, h.NS[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// ---- contenders ----
+
+// xdpfwdModeContender is xdpfwd run with --mode mode on every root-side
+// link of the hosts topology; it runs only workload group group.
+func xdpfwdModeContender(name, label, mode, group string) *contender {
+	c := xdpfwdContender(name, label, []string{"--mode", mode})
+	c.Desc = "xdpfwd run as a child process with --mode " + mode + " on every root-side link of the hosts"
+	c.Groups = []string{group}
+	c.start = func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+		h := e.hosts[p]
+		if h == nil {
+			return nil, fmt.Errorf("%s runs only on a hosts topology", name)
+		}
+		sum := filepath.Join(e.tmp, name+"-summary.json")
+		os.Remove(sum)
+		args := []string{"run", "--mode", mode}
+		for _, l := range h.Links {
+			args = append(args, "--link", l)
+		}
+		args = append(args, "--stats-interval", "0", "--summary", sum)
+		if e.xdpfwdMetrics {
+			args = append(args, "--metrics", "127.0.0.1:0")
+		}
+		ch, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args, []int{e.o.FwdCPU})
+		if err != nil {
+			return nil, err
+		}
+		ch.metrics = e.xdpfwdMetrics
+		return func() (map[string]any, error) {
+			e.child.Store(nil)
+			err := ch.stop(10 * time.Second)
+			d, derr := xdpfwdDetails(sum)
+			return d, errors.Join(err, derr)
+		}, nil
+	}
+	return c
+}
+
+// switchBridgeContender is a Linux bridge enslaving every root-side link
+// of the switch topology, with the namespace ends' settings of the bridge
+// contender (TX checksum off).
+func switchBridgeContender() *contender {
+	return &contender{
+		Name:   "bridge-switch",
+		Label:  "Linux bridge (tx-csum off, as the XDP rows)",
+		Desc:   "a Linux bridge in the root namespace enslaving the three hosts' veth ends; namespace ends with TX checksum offload off, as for xdpfwd",
+		Groups: []string{"switch"},
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			h := e.hosts[p]
+			if h == nil {
+				return nil, errors.New("bridge-switch runs only on a hosts topology")
+			}
+			return e.startBridge(ctx, p, h.Links)
+		},
+	}
+}
+
+// xdpTxReflectContender is the in-kernel reflector: an XDP program on the
+// root-side end that swaps the MAC addresses and returns XDP_TX.
+func xdpTxReflectContender() *contender {
+	return &contender{
+		Name:   "xdp-tx-reflect",
+		Label:  "in-kernel XDP_TX reflector",
+		Desc:   "an XDP program on the root-side end (native XDP) that swaps the MAC addresses and returns XDP_TX",
+		Groups: []string{"reflect"},
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			x := &xdpSet{}
+			stop := func() (map[string]any, error) { return map[string]any{"xdp_mode": "native"}, x.Close() }
+			fail := func(err error) (stopFunc, error) {
+				_, serr := stop()
+				return nil, errors.Join(err, serr)
+			}
+			prog, err := loadMACSwap()
+			if err != nil {
+				return fail(fmt.Errorf("load XDP_TX reflector: %w", err))
+			}
+			x.progs = append(x.progs, prog)
+			if err := x.attach(nil, p.LinkA, prog); err != nil {
+				return fail(err)
+			}
+			if err := e.waitPath(ctx, p, nil); err != nil {
+				return fail(err)
+			}
+			return stop, nil
+		},
+	}
+}
+
+// ---- XDP programs ----
+
+// loadMACSwap assembles an XDP program that swaps a frame's destination
+// and source MAC addresses and sends it back out of the link it came in
+// on (XDP_TX); a frame shorter than 12 bytes is dropped.
+func loadMACSwap() (*ebpf.Program, error) {
+	return ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    "perf_macswap",
+		Type:    ebpf.XDP,
+		License: "Dual BSD/GPL",
+		Instructions: asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
+			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, 12),
+			asm.JGT.Reg(asm.R4, asm.R3, "short"),
+			asm.LoadMem(asm.R4, asm.R2, 0, asm.Word), // destination
+			asm.LoadMem(asm.R5, asm.R2, 4, asm.Half),
+			asm.LoadMem(asm.R6, asm.R2, 6, asm.Word), // source
+			asm.LoadMem(asm.R7, asm.R2, 10, asm.Half),
+			asm.StoreMem(asm.R2, 0, asm.R6, asm.Word),
+			asm.StoreMem(asm.R2, 4, asm.R7, asm.Half),
+			asm.StoreMem(asm.R2, 6, asm.R4, asm.Word),
+			asm.StoreMem(asm.R2, 10, asm.R5, asm.Half),
+			asm.Mov.Imm(asm.R0, xdpTx),
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("short"),
+			asm.Return(),
+		},
+	})
+}
+
+// loadEchoCounter assembles an XDP program that counts, in slot 0 of the
+// per-CPU array counts, and drops every frame addressed to dst from src —
+// a frame sent from dst to src with its MACs swapped — and passes the rest.
+func loadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program, error) {
+	lo := func(mac net.HardwareAddr) int64 { return int64(binary.NativeEndian.Uint32(mac[0:4])) }
+	hi := func(mac net.HardwareAddr) int32 { return int32(binary.NativeEndian.Uint16(mac[4:6])) }
+	return ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    "perf_echo_count",
+		Type:    ebpf.XDP,
+		License: "Dual BSD/GPL",
+		Instructions: asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
+			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, 12),
+			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+			asm.LoadMem(asm.R4, asm.R2, 0, asm.Word),
+			asm.LoadImm(asm.R5, lo(dst), asm.DWord),
+			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
+			asm.LoadMem(asm.R4, asm.R2, 4, asm.Half),
+			asm.JNE.Imm(asm.R4, hi(dst), "pass"),
+			asm.LoadMem(asm.R4, asm.R2, 6, asm.Word),
+			asm.LoadImm(asm.R5, lo(src), asm.DWord),
+			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
+			asm.LoadMem(asm.R4, asm.R2, 10, asm.Half),
+			asm.JNE.Imm(asm.R4, hi(src), "pass"),
+			// counts[0]++ (per CPU: no atomic needed)
+			asm.StoreImm(asm.RFP, -4, 0, asm.Word),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -4),
+			asm.LoadMapPtr(asm.R1, counts.FD()),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, "drop"),
+			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+			asm.Add.Imm(asm.R1, 1),
+			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+			asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("drop"),
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
+			asm.Return(),
+		},
+	})
+}
+
+// ---- the reflect workload ----
+
+// echoCounter counts, on host 0's eth0, the frames that come back from
+// the reflector: addressed to eth0 from the root-side end's MAC, the
+// reverse of what the reflect sender sends. Its XDP program also gives
+// eth0 the NAPI a veth needs to take frames its peer sends with XDP_TX.
+type echoCounter struct {
+	x        xdpSet
+	counts   *ebpf.Map
+	src, dst net.HardwareAddr // of the frames sent: eth0's, the root end's
+}
+
+func newEchoCounter(p *topo.Pair) (_ *echoCounter, err error) {
+	ec := &echoCounter{}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ec.Close())
+		}
+	}()
+	if ec.src, _, err = ifaceOf(p.A, p.PeerA); err != nil {
+		return nil, err
+	}
+	if ec.dst, _, err = ifaceOf(nil, p.LinkA); err != nil {
+		return nil, err
+	}
+	if ec.counts, err = ebpf.NewMap(&ebpf.MapSpec{Name: "perf_echoes", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
+		return nil, fmt.Errorf("echo counter map: %w", err)
+	}
+	ec.x.maps = append(ec.x.maps, ec.counts)
+	prog, err := loadEchoCounter(ec.counts, ec.src, ec.dst)
+	if err != nil {
+		return nil, fmt.Errorf("load echo counter: %w", err)
+	}
+	ec.x.progs = append(ec.x.progs, prog)
+	if err := ec.x.attach(p.A, p.PeerA, prog); err != nil {
+		return nil, err
+	}
+	return ec, nil
+}
+
+// read is the number of reflected frames counted so far.
+func (ec *echoCounter) read() (uint64, error) {
+	var per []uint64
+	if err := ec.counts.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("read echo counter: %w", err)
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
+func (ec *echoCounter) Close() error { return ec.x.Close() }
+
+// reflectSender sends one 64-byte UDP frame (Ethernet to the root-side
+// end's MAC) as fast as it can from an AF_XDP socket (inline.Sender) on
+// queue 0 of host 0's eth0, until stopped, its deadline or limit.
+type reflectSender struct {
+	snd   *inline.Sender
+	sent  atomic.Uint64
+	stop  atomic.Bool
+	limit uint64
+	done  chan error
+}
+
+func newReflectSender(p *topo.Pair, ec *echoCounter, size int, limit uint64, deadline time.Time) (*reflectSender, error) {
+	s := &reflectSender{limit: min(limit, maxPackets), done: make(chan error, 1)}
+	if err := p.A.Do(func() error {
+		ifi, err := net.InterfaceByName(p.PeerA)
+		if err != nil {
+			return err
+		}
+		s.snd, err = inline.NewSender(inline.SenderConfig{Ifname: p.PeerA, Ifindex: ifi.Index, Queue: 0, RingSize: 512})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("AF_XDP sender on %s in %s: %w", p.PeerA, p.A.Name, err)
+	}
+	// Any IPv4 destination: nothing routes it, the reflector returns it.
+	frame := topo.UDPFrame(ec.dst, ec.src, p.V4A, netip.MustParseAddr("198.18.0.254"), 9, 9, size)
+	go func() { s.done <- s.run(frame, deadline) }()
+	return s, nil
+}
+
+func (s *reflectSender) run(frame []byte, deadline time.Time) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer s.snd.Flush()
+	for i := 0; !s.stop.Load() && s.sent.Load() < s.limit; i++ {
+		if i%1024 == 0 && !time.Now().Before(deadline) {
+			return nil
+		}
+		ok, err := s.snd.Send(frame)
+		if err != nil {
+			return err
+		}
+		if ok {
+			s.sent.Add(1)
+		}
+	}
+	return nil
+}
+
+func (s *reflectSender) close() error {
+	s.stop.Store(true)
+	err := <-s.done // bounded by the deadline check every 1,024 sends
+	s.snd.Wait(100 * time.Millisecond)
+	return errors.Join(err, s.snd.Close())
+}
+
+// waitReflect waits until frames sent from host 0 come back reflected
+// (bounded), and fails early if the forwarder process c (may be nil)
+// exits.
+func (e *env) waitReflect(ctx context.Context, p *topo.Pair, c *child) error {
+	ec := e.echoes[p]
+	if ec == nil {
+		return fmt.Errorf("%s: no echo counter", p.Name)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		if c != nil && c.exited() {
+			return fmt.Errorf("%s exited during start-up%s", c.name, c.logTail())
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		before, err := ec.read()
+		if err != nil {
+			return err
+		}
+		s, err := newReflectSender(p, ec, 64, 64, time.Now().Add(time.Second))
+		if err != nil {
+			return err
+		}
+		for end := time.Now().Add(250 * time.Millisecond); s.sent.Load() < 64 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		last = s.close()
+		for end := time.Now().Add(250 * time.Millisecond); time.Now().Before(end); {
+			if n, _ := ec.read(); n > before {
+				return nil
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return fmt.Errorf("no frame came back to %s within 10s (last send: %v)", p.A.Name, last)
+}
+
+// runReflect sends 64-byte frames from host 0 as fast as its AF_XDP
+// sender can and counts what comes back with its MACs swapped.
+func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	ec := e.echoes[p]
+	if ec == nil {
+		return nil, fmt.Errorf("%s: no echo counter", p.Name)
+	}
+	tx, err := newReflectSender(p, ec, w.Size, maxPackets, time.Now().Add(e.o.Warmup+e.o.Duration+2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	var rerr error
+	a, b, werr := e.window(ctx, func() [3]float64 {
+		n, err := ec.read()
+		rerr = errors.Join(rerr, err)
+		return [3]float64{float64(tx.sent.Load()), float64(n)}
+	})
+	if err := errors.Join(werr, rerr, tx.close()); err != nil {
+		return nil, err
+	}
+	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	sent, got := b.n[0]-a.n[0], b.n[1]-a.n[1]
+	m := map[string]float64{"sent_pps": sent / secs, "pps": got / secs, "cpu_busy_ns": busyNs(a.cpu, b.cpu), "own_cpu_ns": b.own - a.own}
+	if sent > 0 {
+		m["loss_pct"] = max(0, 100*(1-got/sent))
+	}
+	e.cpuMetrics(m, a, b)
+	if got == 0 {
+		return m, fmt.Errorf("no frame came back (%.0f sent)", sent)
+	}
+	m["own_cpu_ns_per_pkt"] = m["own_cpu_ns"] / got
+	return m, nil
+}
+
+// ---- report ----
+
+// switchSection renders the switch workloads, with ratios to xdpfwd
+// --mode switch.
+func (r *Results) switchSection(b *strings.Builder) {
+	cs := r.ranContenders("switch", false)
+	ws := r.workloads("switch")
+	if len(cs) == 0 || len(ws) == 0 {
+		return
+	}
+	b.WriteString("### Switch: three hosts, `xdpfwd --mode switch` against a Linux bridge\n\n")
+	b.WriteString("Three namespaces, each joined to the root namespace by a veth (TX checksum offload off on the namespace ends, as for the bridge contender), " +
+		"switched by `xdpfwd --mode switch --link h0 --link h1 --link h2` (pinned to the forwarder CPU) or by a Linux bridge enslaving the same three root-side ends. " +
+		"Permanent neighbour entries between the hosts, so no ARP crosses; once started, host 0 pings host 1 and host 2 pings host 0, so the switch has learned all three before a measurement. " +
+		"Traffic goes from host 0 to host 1; host 2 is learned and receives only what is flooded (the column counts what its eth0 received over the whole sample, warm-up included: near 0 once the switch has learned host 1). " +
+		"UDP as in the one-way table (sendmmsg as fast as it can, recvmmsg); the CPU per packet as in the CPU-cost tables, at the same paced rate, " +
+		"*net* of the generator alone into `XDP_DROP` on host 0's root end (the baseline row); TCP bulk as in the TCP table. " +
+		"xdpfwd's switch, like every XDP path on veth, carries MTU-sized TCP segments (a veth whose peer runs XDP stops using GSO), " +
+		"while the bridge carries GSO super-packets. ×N is the ratio to `xdpfwd --mode switch` in the same run (for CPU, lower is better).\n\n")
+	t := mdTable{head: []string{"contender"}}
+	type col struct{ w, metric string }
+	var cols []col
+	for _, w := range ws {
+		switch {
+		case w.Metric == "pps":
+			t.head = append(t.head, w.Title+", delivered", "offered", "flooded to host 2 per sample")
+			cols = append(cols, col{w.Name, "pps"}, col{w.Name, "sent_pps"}, col{w.Name, "flooded_pkts"})
+		case strings.HasPrefix(w.Metric, "own_cpu"):
+			t.head = append(t.head, fmt.Sprintf("own CPU ns/packet at %s packets/s", si(float64(r.costRate(w)))), "net own CPU ns/packet", "delivered")
+			cols = append(cols, col{w.Name, "own_cpu_ns_per_pkt"}, col{w.Name, "own_cpu_ns_per_pkt_net"}, col{w.Name, "delivered_pct"})
+		default:
+			t.head = append(t.head, w.Title+", "+w.Unit)
+			cols = append(cols, col{w.Name, w.Metric})
+		}
+	}
+	for _, c := range append(cs, r.ranContenders("switch", true)...) {
+		row := []string{c.Label}
+		for _, cl := range cols {
+			switch {
+			case cl.metric == "delivered_pct":
+				row = append(row, r.deliveredCell(c, cl.w))
+			case c.Baseline && cl.metric == "own_cpu_ns_per_pkt", cl.metric == "flooded_pkts":
+				row = append(row, r.cell(c.Name, cl.w, cl.metric, false))
+			case c.Baseline:
+				row = append(row, "—")
+			default:
+				row = append(row, r.cell(c.Name, cl.w, cl.metric, true))
+			}
+		}
+		t.rows = append(t.rows, row)
+	}
+	b.WriteString(t.String() + "\n")
+}
+
+// deliveredCell is a paced workload's delivered share of the offered load.
+func (r *Results) deliveredCell(c ContenderResult, w string) string {
+	if c.Baseline {
+		return "—"
+	}
+	sent, ok := r.stat(c.Name, w, "sent_pps")
+	got, ok2 := r.stat(c.Name, w, "pps")
+	if !ok || !ok2 || sent.Median <= 0 {
+		return "—"
+	}
+	s := fmt.Sprintf("%.1f %%", 100*got.Median/sent.Median)
+	if got.Median < 0.95*sent.Median {
+		s += " (did not keep up)"
+	}
+	return s
+}
+
+// reflectSection renders the reflect workload, with ratios to xdpfwd
+// --mode reflect.
+func (r *Results) reflectSection(b *strings.Builder) {
+	cs := r.ranContenders("reflect", false)
+	if len(cs) == 0 {
+		return
+	}
+	for _, w := range r.workloads("reflect") {
+		fmt.Fprintf(b, "### Reflect: %s\n\n", w.Title)
+		fmt.Fprintf(b, "One namespace joined to the root namespace by a veth. In the namespace, an AF_XDP sender (`inline.Sender`, queue 0 of its eth0, copy mode) "+
+			"sends one %d-byte frame (UDP, addressed to the root-side end's MAC) as fast as it can; an XDP program on that eth0 counts and drops every frame that comes back "+
+			"addressed to it from the root-side end's MAC, i.e. with its MAC addresses swapped (it also gives the veth the NAPI context that a peer's XDP_TX needs). "+
+			"The contenders, on the root-side end: `xdpfwd --mode reflect --link <root end>` (pinned to the forwarder CPU), and an XDP program (native) that swaps the MACs and returns `XDP_TX`, "+
+			"which runs in softirq on the sending CPU. ×N is the ratio to `xdpfwd --mode reflect` in the same run.\n\n", w.Size)
+		t := mdTable{head: []string{"contender", "reflected packets/s", "sent packets/s", "not returned"}}
+		for _, c := range cs {
+			t.rows = append(t.rows, []string{c.Label,
+				r.cell(c.Name, w.Name, "pps", true), r.cell(c.Name, w.Name, "sent_pps", true),
+				r.cell(c.Name, w.Name, "loss_pct", false)})
+		}
+		b.WriteString(t.String() + "\n")
+	}
+}
+
+// l2Charts draws switch.png (delivered UDP 64 B packets/s, and Gbit/s of
+// TCP) and reflect.png (reflected packets/s).
+func (r *Results) l2Charts(draw func(name, title, ylabel string, groups []string, series []barSeries) error) error {
+	cs := r.ranContenders("switch", false)
+	for _, w := range r.workloads("switch") {
+		if w.Metric != "pps" {
+			continue
+		}
+		if err := draw("switch.png", "Switch, three hosts: "+w.Title+", delivered", "million packets/s",
+			[]string{"host 0 → host 1"}, r.seriesFor(cs, []string{w.Name}, []string{"pps"}, 1e-6)); err != nil {
+			return err
+		}
+		break
+	}
+	for _, w := range r.workloads("reflect") {
+		if err := draw("reflect.png", "Reflect: "+w.Title, "million packets/s reflected",
+			[]string{"reflected"}, r.seriesFor(r.ranContenders("reflect", false), []string{w.Name}, []string{"pps"}, 1e-6)); err != nil {
+			return err
+		}
+		break
+	}
+	return nil
+}
+
+// runSwitch runs a workload on the switch topology and adds what the
+// hosts past the first two received over the whole sample (warm-up
+// included): frames the switch flooded to them ("flooded_pkts"), which
+// stays near 0 once the switch has learned every host.
+func runSwitch(run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)) func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	return func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+		h := e.hosts[p]
+		rx := func() (n float64) {
+			if h == nil {
+				return 0
+			}
+			for i := 2; i < len(h.NS); i++ {
+				h.NS[i].Do(func() error {
+					l, err := netlink.LinkByName("eth0")
+					if err == nil && l.Attrs().Statistics != nil {
+						n += float64(l.Attrs().Statistics.RxPackets)
+					}
+					return err
+				})
+			}
+			return n
+		}
+		before := rx()
+		m, err := run(ctx, e, c, p, w)
+		if m != nil && h != nil && len(h.NS) > 2 {
+			m["flooded_pkts"] = max(0, rx()-before)
+		}
+		return m, err
+	}
+}
