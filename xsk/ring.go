@@ -15,11 +15,12 @@ import (
 // which is at least as strong as both. Indices are free-running uint32s;
 // entries live at index & mask, so wrap-around is plain unsigned overflow.
 
-// ring is one mmap'd AF_XDP ring.
+// ring is one mmap'd AF_XDP ring. The shared words are typed atomics, so
+// a plain, unordered access to them does not compile.
 type ring struct {
-	producer *uint32
-	consumer *uint32
-	flags    *uint32
+	producer *atomic.Uint32
+	consumer *atomic.Uint32
+	flags    *atomic.Uint32
 	descs    unsafe.Pointer
 	mask     uint32
 	size     uint32
@@ -36,9 +37,9 @@ type ring struct {
 func newRing(mem []byte, prodOff, consOff, flagsOff, descOff uint64, size uint32) ring {
 	base := unsafe.Pointer(&mem[0])
 	return ring{
-		producer: (*uint32)(unsafe.Add(base, prodOff)),
-		consumer: (*uint32)(unsafe.Add(base, consOff)),
-		flags:    (*uint32)(unsafe.Add(base, flagsOff)),
+		producer: (*atomic.Uint32)(unsafe.Add(base, prodOff)),
+		consumer: (*atomic.Uint32)(unsafe.Add(base, consOff)),
+		flags:    (*atomic.Uint32)(unsafe.Add(base, flagsOff)),
 		descs:    unsafe.Add(base, descOff),
 		mask:     size - 1,
 		size:     size,
@@ -54,15 +55,15 @@ func (r *ring) Size() uint32 { return r.size }
 func (r *ring) NeedsWakeup() bool {
 	// The kernel sets and clears the flag with plain stores under its own
 	// locking; an atomic load is enough to see its latest value.
-	return atomic.LoadUint32(r.flags)&xdpRingNeedWakeup != 0
+	return r.flags.Load()&xdpRingNeedWakeup != 0
 }
 
 // Producer is the user-space producer side of a ring (fill or TX).
 type Producer struct{ ring }
 
 func (p *Producer) initProducer() {
-	p.cachedProd = atomic.LoadUint32(p.producer)
-	p.cachedCons = atomic.LoadUint32(p.consumer) + p.size
+	p.cachedProd = p.producer.Load()
+	p.cachedCons = p.consumer.Load() + p.size
 }
 
 // Free returns how many entries can be reserved, refreshing the kernel's
@@ -73,7 +74,7 @@ func (p *Producer) Free(want uint32) uint32 {
 		return free
 	}
 	// Acquire: the kernel has finished with entries before its consumer.
-	p.cachedCons = atomic.LoadUint32(p.consumer) + p.size
+	p.cachedCons = p.consumer.Load() + p.size
 	return p.cachedCons - p.cachedProd
 }
 
@@ -94,20 +95,20 @@ func (p *Producer) Cancel(n uint32) { p.cachedProd -= n }
 func (p *Producer) Submit(n uint32) {
 	// Release: entries written before this store are visible to the
 	// kernel once it reads the new producer index. Only we write it.
-	atomic.StoreUint32(p.producer, atomic.LoadUint32(p.producer)+n)
+	p.producer.Store(p.producer.Load()+n)
 }
 
 // Pending is the number of submitted entries the kernel has not consumed.
 func (p *Producer) Pending() uint32 {
-	return atomic.LoadUint32(p.producer) - atomic.LoadUint32(p.consumer)
+	return p.producer.Load() - p.consumer.Load()
 }
 
 // Consumer is the user-space consumer side of a ring (RX or completion).
 type Consumer struct{ ring }
 
 func (c *Consumer) initConsumer() {
-	c.cachedCons = atomic.LoadUint32(c.consumer)
-	c.cachedProd = atomic.LoadUint32(c.producer)
+	c.cachedCons = c.consumer.Load()
+	c.cachedProd = c.producer.Load()
 }
 
 // Avail returns how many entries are ready, up to max, refreshing the
@@ -116,7 +117,7 @@ func (c *Consumer) Avail(max uint32) uint32 {
 	n := c.cachedProd - c.cachedCons
 	if n == 0 {
 		// Acquire: entries before the kernel's producer index are written.
-		c.cachedProd = atomic.LoadUint32(c.producer)
+		c.cachedProd = c.producer.Load()
 		n = c.cachedProd - c.cachedCons
 	}
 	return min(n, max)
@@ -135,7 +136,7 @@ func (c *Consumer) Peek(max uint32) (n, idx uint32) {
 func (c *Consumer) Release(n uint32) {
 	// Release: our reads of the entries happen before the kernel may
 	// overwrite them. Only we write the consumer index.
-	atomic.StoreUint32(c.consumer, atomic.LoadUint32(c.consumer)+n)
+	c.consumer.Store(c.consumer.Load()+n)
 }
 
 // AddrRing entries (fill and completion rings) are u64 UMEM offsets.
@@ -200,5 +201,5 @@ func (c *Consumer) Next() (Desc, bool) {
 // Empty reports, from any goroutine, whether the ring holds nothing the
 // consumer has not released: both indices are read atomically.
 func (c *ring) Empty() bool {
-	return atomic.LoadUint32(c.producer) == atomic.LoadUint32(c.consumer)
+	return c.producer.Load() == c.consumer.Load()
 }
