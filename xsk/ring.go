@@ -95,7 +95,7 @@ func (p *Producer) Cancel(n uint32) { p.cachedProd -= n }
 func (p *Producer) Submit(n uint32) {
 	// Release: entries written before this store are visible to the
 	// kernel once it reads the new producer index. Only we write it.
-	p.producer.Store(p.producer.Load()+n)
+	p.producer.Store(p.producer.Load() + n)
 }
 
 // Pending is the number of submitted entries the kernel has not consumed.
@@ -136,7 +136,7 @@ func (c *Consumer) Peek(max uint32) (n, idx uint32) {
 func (c *Consumer) Release(n uint32) {
 	// Release: our reads of the entries happen before the kernel may
 	// overwrite them. Only we write the consumer index.
-	c.consumer.Store(c.consumer.Load()+n)
+	c.consumer.Store(c.consumer.Load() + n)
 }
 
 // AddrRing entries (fill and completion rings) are u64 UMEM offsets.
