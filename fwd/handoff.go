@@ -110,6 +110,11 @@ func (h *handoff) release(n uint32) { h.head.Store(h.head.Load() + n) }
 // sleeping (both sequentially consistent): one of them sees the other.
 type waker struct {
 	sleeping atomic.Bool // set by the owner around ppoll; cleared by a waker
+	// idle is set by the owner around ppoll and by nobody else: while it
+	// holds, the owner has no packet in its hands (the merge's watermark
+	// relies on it; sleeping, which a waker clears before the owner has
+	// woken, cannot tell).
+	idle atomic.Bool
 	fd       int
 	wakes    atomic.Uint64 // eventfd writes, for the stats
 	buf      [8]byte       // owner's read scratch

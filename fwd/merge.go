@@ -212,7 +212,7 @@ func (w *worker) publishWatermarks() {
 // it.
 func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 	wm = p.wm.Load()
-	if p.owner != w && p.owner.wake.sleeping.Load() && p.sock.RX.Empty() {
+	if p.owner != w && p.owner.wake.idle.Load() && p.sock.RX.Empty() {
 		wm = max(wm, now-int64(watermarkSlack))
 	}
 	at := p.blockedAt.Load()

@@ -235,7 +235,7 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("owner awake, watermark stale: sent %d, held %d; want 0, 1", sent, held)
 			}
-			g.w[1].wake.sleeping.Store(true)
+			g.w[1].wake.idle.Store(true)
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("owner asleep, slack not passed: sent %d, held %d; want 0, 1", sent, held)
 			}
@@ -261,7 +261,7 @@ func TestMergeOrder(t *testing.T) {
 			s := g.now - usec(100)
 			g.arrive(0, 1, s-usec(1))
 			g.publish(1)
-			g.w[1].wake.sleeping.Store(true)
+			g.w[1].wake.idle.Store(true)
 			g.hand(0, 0, 0, "x", s, 1)
 			g.now += usec(1000)
 			if sent, held := g.merge(0); sent != 0 || held != 1 {

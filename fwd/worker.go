@@ -362,9 +362,11 @@ func (w *worker) sleep(timeout time.Duration) {
 	// Announce the sleep before the last look at the handoff rings: a
 	// producer publishes, then reads the flag (handoff.go), so one of the
 	// two sees the other.
+	w.wake.idle.Store(true)
 	w.wake.sleeping.Store(true)
 	if w.order != nil && w.order.pending() {
 		w.wake.sleeping.Store(false)
+		w.wake.idle.Store(false)
 		return
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
@@ -381,6 +383,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		}
 	}
 	w.wake.sleeping.Store(false)
+	w.wake.idle.Store(false)
 	if w.pfds[len(w.pfds)-1].Revents != 0 {
 		w.wake.drain()
 	}
