@@ -114,10 +114,10 @@ type waker struct {
 	// holds, the owner has no packet in its hands (the merge's watermark
 	// relies on it; sleeping, which a waker clears before the owner has
 	// woken, cannot tell).
-	idle atomic.Bool
-	fd       int
-	wakes    atomic.Uint64 // eventfd writes, for the stats
-	buf      [8]byte       // owner's read scratch
+	idle  atomic.Bool
+	fd    int
+	wakes atomic.Uint64 // eventfd writes, for the stats
+	buf   [8]byte       // owner's read scratch
 }
 
 // wakeOne is the eventfd increment, shared so no write allocates.
