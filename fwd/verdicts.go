@@ -158,12 +158,19 @@ func (w *worker) send(in *port, o, total int, merging bool, c *batchCounts) {
 	if nd == 0 {
 		return
 	}
+	w.emit(in, o, total, nd, tq, slot, stamp, merging)
+}
+
+// emit sends the packet laid out in w.out[:nd] towards link o, on TX queue
+// tq of its flow (slot): on this worker's own TX ring when it owns tq and
+// nothing needs ordering, else through the handoff ring to tq's owner.
+func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64, merging bool) {
 	if w.flows != nil {
 		w.flows.sent(w.out[:nd], tq, slot)
 	}
 	if merging || tq != w.q {
 		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-			lc.handoffFull++
+			w.tx[o].bc.handoffFull++
 			w.flows.completed(w.out[:nd], tq)
 			w.release(w.out[:nd])
 		}
@@ -267,19 +274,9 @@ func (w *worker) sendCopy(in *port, o, total int, merging bool) {
 	if w.flows != nil {
 		d := w.chain[0]
 		tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
-		stamp = w.stampOf(d.Addr)
-		w.flows.sent(w.out[:nd], tq, slot)
+		stamp = w.stampOf(d.Addr) // the packet itself takes it, last
 	}
-	if merging || tq != w.q {
-		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-			lc.handoffFull++
-			w.flows.completed(w.out[:nd], tq)
-			w.release(w.out[:nd])
-		}
-		w.touch(w.tx[o])
-		return
-	}
-	w.put(w.tx[o], total, nd)
+	w.emit(in, o, total, nd, tq, slot, stamp, merging)
 }
 
 // touch notes that p's TX ring (or counts) were written this batch.
