@@ -72,15 +72,9 @@ func setNSLink(t *testing.T, ns *topo.NS, name string, up bool) {
 // macOf returns the hardware address of a link inside ns.
 func macOf(t *testing.T, ns *topo.NS, name string) net.HardwareAddr {
 	t.Helper()
-	var mac net.HardwareAddr
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName(name)
-		if err == nil {
-			mac = ifi.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("%s in %s: %v", name, ns.Name, err)
+	mac, err := ns.HardwareAddr(name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return mac
 }

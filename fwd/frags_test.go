@@ -19,7 +19,7 @@ import (
 // smuggled past any L2 filter. Here the MTU is raised under a running
 // forwarder (frame size 2048, multi-buffer) until a frame takes 23 frames.
 func TestTooManyFrags(t *testing.T) {
-	p := newPair(t, topo.Options{MTU: 9000})
+	p := newPair(t, topo.Options{MTU: 9000, TxChecksum: true})
 	r := start(t, p, fwd.Config{MultiBuffer: true, FrameSize: 2048})
 	requirePing(t, "at MTU 9000", p.A, p.V4B, 3)
 	const mtu = 40000

@@ -30,7 +30,7 @@ func TestLatencyAcrossQueues(t *testing.T) {
 	const requests, interval = 300, 2 * time.Millisecond
 	type result struct{ p50, p99 time.Duration }
 	run := func(t *testing.T, linkQueues, workers int, mode xps.Mode) result {
-		p := newPair(t, topo.Options{Queues: linkQueues})
+		p := newPair(t, topo.Options{Queues: linkQueues, TxChecksum: true})
 		r := start(t, p, fwd.Config{Queues: workers, XPS: mode})
 		rtts := pingPong(t, p, requests, interval)
 		r.stop(t)

@@ -20,7 +20,7 @@ import (
 // about 1,900 of 3,200 datagrams arrived.
 func TestEveryRXQueueServed(t *testing.T) {
 	const flows, per = 64, 50
-	p := newPair(t, topo.Options{Queues: 4})
+	p := newPair(t, topo.Options{Queues: 4, TxChecksum: true})
 	for _, l := range []string{p.LinkA, p.LinkB} {
 		if c, err := ethtool.GetChannels(l); err != nil || c.RX+c.Combined != 4 {
 			t.Fatalf("%s: channels %+v (%v), want 4 RX queues", l, c, err)
@@ -60,7 +60,7 @@ func TestEveryRXQueueServed(t *testing.T) {
 // start quickly, stay within 256 MiB of resident memory, and take a burst
 // on every queue without running out of frames to receive into.
 func TestManyQueuesBoundedMemory(t *testing.T) {
-	p := newPair(t, topo.Options{Queues: 64})
+	p := newPair(t, topo.Options{Queues: 64, TxChecksum: true})
 	rss0 := vmRSS(t)
 	t0 := time.Now()
 	r := start(t, p, fwd.Config{Queues: 2})
@@ -147,7 +147,7 @@ func udpFlows(t *testing.T, p *topo.Pair, flows, per int, gap time.Duration) int
 // kernel's stack), so Run ends with ErrQueuesChanged for the daemon to
 // rebuild on the new queues, rather than forwarding on with a silent gap.
 func TestQueueCountChangedWhileRunning(t *testing.T) {
-	p := newPair(t, topo.Options{Queues: 4})
+	p := newPair(t, topo.Options{Queues: 4, TxChecksum: true})
 	if err := ethtool.SetChannels(p.LinkA, 2, 2); err != nil {
 		t.Fatal(err)
 	}

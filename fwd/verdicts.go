@@ -107,7 +107,7 @@ func (w *worker) collectBatch(in *port, rx *xsk.Consumer, idx, n uint32, c *batc
 		}
 		if w.restoreVLAN(&w.chain[0]) {
 			total += vlanTagLen
-			in.stats.vlanRestored.Add(1)
+			c.vlanRestored++
 		}
 		d := w.chain[0]
 		start := uint32(len(w.descs))

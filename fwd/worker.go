@@ -144,6 +144,7 @@ type batchCounts struct {
 	paths                       [linearize.NumPaths]uint64
 	fallbacks, invalid, noRoom  uint64
 	tooLong, handlerDrops       uint64
+	vlanRestored                uint64
 	txFull                      uint64
 	handoffFull, csumCompleted  uint64
 	hist                        [linearize.MaxDescs + 1]uint64
@@ -481,7 +482,7 @@ func (w *worker) forward(in *port) int {
 		}
 		if w.restoreVLAN(&w.chain[0]) {
 			total += vlanTagLen
-			in.stats.vlanRestored.Add(1) // tagged packets only; uncontended
+			c.vlanRestored++
 		}
 		tq, slot := w.q, xps.NoSlot
 		var stamp int64
@@ -546,6 +547,9 @@ func (w *worker) publishRX(in *port, c *batchCounts, packets int, rxBytes uint64
 	}
 	if c.handlerDrops != 0 {
 		in.stats.handlerDrops.Add(c.handlerDrops)
+	}
+	if c.vlanRestored != 0 {
+		in.stats.vlanRestored.Add(c.vlanRestored)
 	}
 }
 

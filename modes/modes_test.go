@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -421,15 +420,9 @@ func ifindexOf(t *testing.T, ns *topo.NS) int {
 
 func macOf(t *testing.T, ns *topo.NS) net.HardwareAddr {
 	t.Helper()
-	var mac net.HardwareAddr
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err == nil {
-			mac = ifi.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(fmt.Errorf("eth0 in %s: %w", ns.Name, err))
+	mac, err := ns.HardwareAddr("eth0")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return mac
 }
@@ -439,7 +432,7 @@ func macOf(t *testing.T, ns *topo.NS) net.HardwareAddr {
 // them through the handoff rings): what is for the down link is dropped
 // and counted, instead of filling the rings and stopping every link.
 func TestSwitchLinkDown(t *testing.T) {
-	h := hosts(t, 3, topo.Options{Queues: 2})
+	h := hosts(t, 3, topo.Options{Queues: 2, TxChecksum: true})
 	sw := modes.NewSwitch(len(h.Links), 0, 0)
 	f := run(t, h.Links, sw, 2)
 	for j := 1; j < 3; j++ {

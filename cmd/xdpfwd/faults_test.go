@@ -40,15 +40,9 @@ func linkRXPackets(t *testing.T, name string) uint64 {
 // peerMAC returns the MAC of eth0 inside ns.
 func peerMAC(t *testing.T, ns *topo.NS) net.HardwareAddr {
 	t.Helper()
-	var mac net.HardwareAddr
-	if err := ns.Do(func() error {
-		ifi, err := net.InterfaceByName("eth0")
-		if err == nil {
-			mac = ifi.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatalf("eth0 in %s: %v", ns.Name, err)
+	mac, err := ns.HardwareAddr("eth0")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return mac
 }

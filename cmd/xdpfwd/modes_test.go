@@ -15,7 +15,7 @@ import (
 // prints its lines (sink with per-queue rates) and exits 0.
 func TestModesStatsLine(t *testing.T) {
 	topo.RequireRoot(t)
-	h, err := topo.NewHosts(3, topo.Options{Queues: 2})
+	h, err := topo.NewHosts(3, topo.Options{Queues: 2, TxChecksum: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package topo
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -210,4 +211,20 @@ func (ns *NS) close() error {
 	}
 	ns.path = ""
 	return nil
+}
+
+// HardwareAddr returns the MAC address of link ifname inside ns.
+func (ns *NS) HardwareAddr(ifname string) (net.HardwareAddr, error) {
+	var mac net.HardwareAddr
+	err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err == nil {
+			mac = ifi.HardwareAddr
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", ifname, ns.Name, err)
+	}
+	return mac, nil
 }
