@@ -121,6 +121,12 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	for i := range f.socks {
 		for q, sk := range f.socks[i] {
 			p := &port{link: i, queue: q, sock: sk}
+			if f.progs[i].Mode() == "native" {
+				// One CPU at a time runs a queue's NAPI, so the queue's
+				// newest stamp only grows (merge.go's caughtUp relies on
+				// it); generic XDP may run one queue on several CPUs.
+				p.stamps = f.progs[i].LastStamps()
+			}
 			// TX lanes; with a Handler every socket, which may reflect.
 			if q < cfg.Queues || f.handler != nil {
 				p.tx = txring.New(sk)

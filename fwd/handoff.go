@@ -25,7 +25,8 @@ type handoff struct {
 	_          [60]byte
 	cachedHead uint32 // producer's view of head
 	pending    uint32 // producer: written, not yet published
-	_          [56]byte
+	announce   bool   // producer: published, the owner not yet woken
+	_          [55]byte
 	cachedTail uint32 // consumer's view of tail
 	ents       []handoffEntry
 	mask       uint32

@@ -35,8 +35,17 @@ import (
 // kernel did, and does none of this: it is the baseline.
 
 // watermarkSlack covers the time between the XDP program stamping a packet
-// and the packet becoming visible in the RX ring.
+// and the packet becoming visible in the RX ring: the rest of the driver's
+// NAPI batch, since redirects are flushed at its end. It bounds an empty
+// ring's watermark when the program's newest stamp for the queue says a
+// packet is in flight, or cannot say (generic mode).
 const watermarkSlack = 50 * time.Microsecond
+
+// exactSlack bounds an empty ring's watermark when its owner has taken the
+// packet carrying the program's newest stamp for the queue (caughtUp):
+// only a packet between the program's clock read and its store of the
+// stamp, a few instructions (and an interrupt taken there), is unseen.
+const exactSlack = 10 * time.Microsecond
 
 // Two bounds keep a held packet from waiting forever, each counted
 // (order_hold_timeouts) when it sends a packet before its turn:
@@ -90,13 +99,43 @@ func (ord *ordering) push(p *port, tq, o int, descs []xsk.Desc, stamp, now int64
 // publish makes what was pushed from p visible to the owners, and wakes an
 // owner that sleeps.
 func (ord *ordering) publish(p *port) {
+	ord.publishTails(p)
+	ord.wakeOwners(p)
+}
+
+func (ord *ordering) publishTails(p *port) {
 	for _, hs := range p.out {
 		for _, h := range hs {
-			if h.publish() {
+			h.announce = h.publish() || h.announce
+		}
+	}
+}
+
+func (ord *ordering) wakeOwners(p *port) {
+	for _, hs := range p.out {
+		for _, h := range hs {
+			if h.announce {
+				h.announce = false
 				h.to.wake()
 			}
 		}
 	}
+}
+
+// publishHandoffs ends an RX batch of in: the handoffs first, then what
+// they bound (the newest stamp taken, the ring's watermark), then the
+// wake-ups, so that an owner woken for a packet finds the watermark that
+// lets it go.
+func (w *worker) publishHandoffs(in *port) {
+	if w.order == nil {
+		return
+	}
+	w.order.publishTails(in)
+	if w.lastStamp != 0 {
+		in.seen.Store(w.lastStamp)
+	}
+	in.wm.Store(w.watermarkOf(in, w.now))
+	w.order.wakeOwners(in)
 }
 
 // pending reports whether a handoff ring holds entries this worker has not
@@ -184,6 +223,7 @@ func (w *worker) takeStamp(addr uint64) int64 {
 	ts := w.stampOf(addr)
 	if ts != 0 {
 		binary.NativeEndian.PutUint64(w.mem[addr-xsk.MetaStampOff:], 0)
+		w.lastStamp = ts
 	}
 	return ts
 }
@@ -191,28 +231,52 @@ func (w *worker) takeStamp(addr uint64) int64 {
 // publishWatermarks publishes, for each of the worker's RX rings, a lower
 // bound on the stamps of the packets it has not yet handed off.
 func (w *worker) publishWatermarks() {
-	wm := w.now - int64(watermarkSlack)
 	for _, p := range w.rx {
-		v := wm
-		if d, ok := p.sock.RX.Next(); ok {
-			// The same bounds forward applies: never read outside the zone.
-			if a := xsk.Flat(d.Addr); w.zone.Contains(a) {
-				if ts := w.stampOf(a); ts != 0 {
-					v = min(v, ts)
-				}
-			}
-		}
-		p.wm.Store(v)
+		p.wm.Store(w.watermarkOf(p, w.now))
 	}
 }
 
+// watermarkOf is the owner's bound for its RX port p at now: the stamp of
+// the next packet in the ring, else now less the slack of what may still
+// be in flight.
+func (w *worker) watermarkOf(p *port, now int64) int64 {
+	d, ok := p.sock.RX.Next()
+	if !ok {
+		if p.caughtUp() {
+			return now - int64(exactSlack)
+		}
+		return now - int64(watermarkSlack)
+	}
+	v := now - int64(watermarkSlack)
+	// The same bounds forward applies: never read outside the zone.
+	if a := xsk.Flat(d.Addr); w.zone.Contains(a) {
+		if ts := w.stampOf(a); ts != 0 {
+			v = min(v, ts)
+		}
+	}
+	return v
+}
+
+// caughtUp reports whether p's owner has taken, and handed off, the
+// packet carrying the program's newest stamp for p's queue: then every
+// older packet of the queue is handed off too (a queue's stamps only grow,
+// and its ring is FIFO), and nothing older than exactSlack is in flight.
+// Any worker may ask: seen is published after the handoffs.
+func (p *port) caughtUp() bool {
+	return p.stamps != nil && p.seen.Load() == p.stamps.Load(p.queue)
+}
+
 // watermark is RX port p's bound as seen from worker w: a port whose owner
-// sleeps with its ring empty holds nothing older than now. blocked reports
-// a port that could not be read for blockedHold: the merge goes on without
-// it.
+// has handed off the queue's newest packet, or sleeps with its ring empty,
+// holds nothing older than now, less the slack of what may be in flight.
+// blocked reports a port that could not be read for blockedHold: the
+// merge goes on without it.
 func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 	wm = p.wm.Load()
-	if p.owner != w && p.owner.wake.idle.Load() && p.sock.RX.Empty() {
+	switch {
+	case p.caughtUp():
+		wm = max(wm, now-int64(exactSlack))
+	case p.owner != w && p.owner.wake.idle.Load() && p.sock.RX.Empty():
 		wm = max(wm, now-int64(watermarkSlack))
 	}
 	at := p.blockedAt.Load()
@@ -242,8 +306,14 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 	// bound: what may be sent in order; strict also counts blocked ports,
 	// so a packet sent past it is counted.
 	bound, strict := int64(math.MaxInt64), int64(math.MaxInt64)
+	// turn: how long after its stamp a packet may go if the rings stay
+	// quiet.
+	turn := int64(exactSlack)
 	if ord.merging() && !w.draining {
 		for _, p := range ord.src[o] {
+			if p.stamps == nil {
+				turn = int64(watermarkSlack)
+			}
 			wm, blocked := p.watermark(w, w.now)
 			strict = min(strict, wm)
 			if !blocked {
@@ -275,7 +345,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			// An idle RX ring's watermark trails the clock by the slack:
 			// this packet's turn comes then at the latest, unless a
 			// ring has older packets.
-			w.holdDue = min(w.holdDue, bestTS+int64(watermarkSlack), oldest+int64(maxHold))
+			w.holdDue = min(w.holdDue, bestTS+turn, oldest+int64(maxHold))
 			break
 		}
 		h := ord.in[o][best]

@@ -28,6 +28,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	if w.flows != nil {
 		w.now = monoNow()
 	}
+	w.lastStamp = 0
 	var c batchCounts // receive side
 	packets, rxBytes := w.collectBatch(in, rx, idx, n, &c)
 	if len(w.pkts) > 0 {
@@ -40,9 +41,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	rx.Release(n)
 	w.finishLanes()
 	w.recycleHot(in)
-	if w.order != nil {
-		w.order.publish(in)
-	}
+	w.publishHandoffs(in)
 	w.publishRX(in, &c, packets, rxBytes)
 	return packets
 }

@@ -106,6 +106,13 @@ type port struct {
 	// handoff ring out of it too full to read it.
 	wm        atomic.Int64
 	blockedAt atomic.Int64
+	// stamps is the program's newest stamp per RX queue (nil unless the
+	// program runs in native mode); seen, written by the owner once per
+	// batch after its handoffs are published, is the stamp of the newest
+	// packet it took from this ring. Equal, nothing older is in flight
+	// (merge.go, caughtUp).
+	stamps *xsk.LastStamps
+	seen   atomic.Int64
 	// With a Handler, the owner's counts for this TX ring in the current
 	// batch, and whether it is on the batch's list (verdicts.go).
 	bc      batchCounts
@@ -179,6 +186,9 @@ type worker struct {
 	// holdDue (monotonic ns) is when the oldest packet held for ordering
 	// may become sendable by the clock alone (merge.go).
 	holdDue int64
+	// lastStamp is the stamp of the newest packet of the current RX batch
+	// (port.seen).
+	lastStamp int64
 	// draining: stopping; held packets go out without waiting for order.
 	draining bool
 	// csum: finish partial TCP/UDP checksums (--complete-checksums).
@@ -470,6 +480,7 @@ func (w *worker) forward(in *port) int {
 	if w.flows != nil {
 		w.now = w.order.clock() // one clock read per batch
 	}
+	w.lastStamp = 0
 	for k := uint32(0); k < n; {
 		// Collect one packet: descriptors up to one without PktContd.
 		var total int
@@ -520,10 +531,7 @@ func (w *worker) forward(in *port) int {
 		out.tx.Submit()
 	}
 	w.recycleHot(in)
-	if w.order != nil {
-		w.order.publish(in)
-	}
-
+	w.publishHandoffs(in)
 	w.publishRX(in, &c, packets, rxBytes)
 	w.publishTX(out, &c)
 	return packets

@@ -91,6 +91,8 @@ type Program struct {
 	// passed counts, per CPU, packets the program handed to the kernel's
 	// stack because no socket was registered for their RX queue.
 	passed *ebpf.Map
+	// stamps: the newest arrival stamp per RX queue (LastStamps).
+	stamps *LastStamps
 	link   link.Link
 	mode   string
 	// vlan: the program is device-bound and recovers VLAN tags from the
@@ -136,6 +138,9 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 		return nil, fmt.Errorf("xdp %s: XSKMAP: %w", ifname, err)
 	}
 	if p.passed, err = newPassedMap(); err != nil {
+		return nil, fmt.Errorf("xdp %s: %w", ifname, err)
+	}
+	if p.stamps, err = newLastStamps(queues); err != nil {
 		return nil, fmt.Errorf("xdp %s: %w", ifname, err)
 	}
 	try := []struct {
@@ -186,7 +191,7 @@ func (p *Program) load(native bool) error {
 		case !ok:
 			p.vlanErr = errors.New("the driver has no VLAN tag RX metadata (bpf_xdp_metadata_rx_vlan_tag)")
 		default:
-			prog, err := loadRedirect(p.xsks, p.passed, p.ifindex)
+			prog, err := loadRedirect(p.xsks, p.passed, p.stamps, p.ifindex)
 			if err == nil {
 				p.prog, p.vlan, p.vlanErr = prog, true, nil
 				return nil
@@ -194,7 +199,7 @@ func (p *Program) load(native bool) error {
 			p.vlanErr = err
 		}
 	}
-	prog, err := loadRedirect(p.xsks, p.passed, 0)
+	prog, err := loadRedirect(p.xsks, p.passed, p.stamps, 0)
 	if err != nil {
 		return err
 	}
@@ -221,6 +226,8 @@ func newPassedMap() (*ebpf.Map, error) {
 //
 //	meta = ctx->data - MetaLen (bpf_xdp_adjust_meta), if there is room:
 //		meta->stamp = bpf_ktime_get_ns();
+//		if (ctx->rx_queue_index < nstamps)
+//			stamps[ctx->rx_queue_index] = meta->stamp;
 //		meta->vlan = 0;
 //		if (vlanIfindex && !bpf_xdp_metadata_rx_vlan_tag(ctx, &meta->proto, &meta->tci))
 //			meta->flags = MetaVLANValid;
@@ -239,7 +246,7 @@ func newPassedMap() (*ebpf.Map, error) {
 // of the frame, in the receive metadata, so that user space can put it back.
 // The program is frags-aware where the kernel allows it, so multi-buffer
 // (jumbo) packets reach sockets bound with XDP_USE_SG.
-func loadRedirect(xsks, passed *ebpf.Map, vlanIfindex int) (*ebpf.Program, error) {
+func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (*ebpf.Program, error) {
 	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
 	const dataOff, metaOff, rxQueueIndexOff = 0, 8, 16
 	// Offsets into the metadata, from its start (addr-MetaLen).
@@ -281,8 +288,15 @@ func loadRedirect(xsks, passed *ebpf.Map, vlanIfindex int) (*ebpf.Program, error
 	insns = append(insns, loadMeta()...)
 	insns = append(insns,
 		asm.StoreMem(asm.R2, stamp, asm.R7, asm.DWord),
+		// Then, not before, the queue's newest stamp (LastStamps).
+		asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word),
+		asm.JGE.Imm(asm.R3, int32(stamps.n), "stamped"),
+		asm.LSh.Imm(asm.R3, 3),
+		asm.LoadMapValue(asm.R1, stamps.m.FD(), 0),
+		asm.Add.Reg(asm.R1, asm.R3),
+		asm.StoreMem(asm.R1, 0, asm.R7, asm.DWord),
 		// (Two words: cilium/ebpf's asm has no 64-bit store of an immediate.)
-		asm.StoreImm(asm.R2, vlanProto, 0, asm.Word),
+		asm.StoreImm(asm.R2, vlanProto, 0, asm.Word).WithSymbol("stamped"),
 		asm.StoreImm(asm.R2, vlanFlags, 0, asm.Word),
 	)
 	if vlanIfindex > 0 {
@@ -475,6 +489,9 @@ func (p *Program) Passed() (uint64, error) {
 // (see MetaVLAN), and if not, why.
 func (p *Program) VLAN() (bool, error) { return p.vlan, p.vlanErr }
 
+// LastStamps is the program's newest arrival stamp per RX queue.
+func (p *Program) LastStamps() *LastStamps { return p.stamps }
+
 // Mode is "native" or "generic": where the program got attached.
 func (p *Program) Mode() string { return p.mode }
 
@@ -502,6 +519,10 @@ func (p *Program) Close() error {
 	if p.passed != nil {
 		errs = append(errs, p.passed.Close())
 		p.passed = nil
+	}
+	if p.stamps != nil {
+		errs = append(errs, p.stamps.close())
+		p.stamps = nil
 	}
 	return errors.Join(errs...)
 }

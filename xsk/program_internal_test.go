@@ -1,6 +1,8 @@
 package xsk
 
 import (
+	"golang.org/x/sys/unix"
+
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -23,7 +25,12 @@ func loadUnattached(t *testing.T) *Program {
 	if p.passed, err = newPassedMap(); err != nil {
 		t.Fatal(err)
 	}
-	if p.prog, err = loadRedirect(xsks, p.passed, 0); err != nil {
+	// Several queues, as links have: the program indexes the stamps by
+	// queue, which the verifier must accept.
+	if p.stamps, err = newLastStamps(4); err != nil {
+		t.Fatal(err)
+	}
+	if p.prog, err = loadRedirect(xsks, p.passed, p.stamps, 0); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -56,6 +63,42 @@ func TestPassedCounts(t *testing.T) {
 	if _, err := p.Passed(); err == nil {
 		t.Error("Passed on a closed program succeeded")
 	}
+}
+
+// TestLastStampFollowsRuns: every run that stamps a packet records the
+// stamp as its queue's newest, readable through the mapped array without a
+// syscall; runs come one after another, so the newest only grows.
+func TestLastStampFollowsRuns(t *testing.T) {
+	p := loadUnattached(t)
+	if v := p.stamps.Load(0); v != 0 {
+		t.Fatalf("newest stamp before any run: %d, want 0", v)
+	}
+	// Room for the metadata in front of the frame, as a driver leaves it.
+	frame := make([]byte, 64)
+	prev := int64(0)
+	for i := range 3 {
+		before := monoNS()
+		if _, err := p.prog.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+			t.Fatal(err)
+		}
+		after := monoNS()
+		v := p.stamps.Load(0)
+		if v < before || v > after || v <= prev {
+			t.Fatalf("run %d: newest stamp %d, want in [%d, %d] and above the last (%d)", i, v, before, after, prev)
+		}
+		prev = v
+	}
+	for q := 1; q < 5; q++ {
+		if v := p.stamps.Load(q); v != 0 {
+			t.Errorf("queue %d, which no run came in on, reads %d, want 0", q, v)
+		}
+	}
+}
+
+func monoNS() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // TestLoadVLANProgram: on veth, this kernel takes the device-bound program

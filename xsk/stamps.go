@@ -1,0 +1,71 @@
+package xsk
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// LastStamps is the program's per-RX-queue record of the newest arrival
+// stamp it wrote: an array map of one value, a uint64 per queue (one value,
+// so the program can index it from a direct value address), mapped into
+// this process. The program stores a packet's stamp there right after writing it
+// into the packet's metadata, and the packet becomes visible in the
+// socket's RX ring later (when the driver flushes its redirects). A reader
+// that has already taken from the ring the packet carrying the stamp it
+// reads here knows that every older packet of the queue is in its hands:
+// nothing of that queue is in flight between the program and the ring
+// except a packet whose stamp is younger than a few instructions.
+//
+// Only the kernel writes the values; readers load them atomically.
+type LastStamps struct {
+	m   *ebpf.Map
+	mem []byte
+	n   int
+}
+
+func newLastStamps(queues int) (*LastStamps, error) {
+	n := max(queues, 1)
+	m, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "xdpfwd_stamps",
+		Type:       ebpf.Array,
+		KeySize:    4,
+		ValueSize:  uint32(8 * n),
+		MaxEntries: 1,
+		Flags:      unix.BPF_F_MMAPABLE,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("last-stamp map: %w", err)
+	}
+	// An array map's mmap'd values start at offset 0.
+	size := (n*8 + unix.Getpagesize() - 1) &^ (unix.Getpagesize() - 1)
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("last-stamp map: mmap: %w", err)
+	}
+	return &LastStamps{m: m, mem: mem, n: n}, nil
+}
+
+// Load returns the newest stamp the program wrote for RX queue q, 0 if
+// none (or q out of range).
+func (s *LastStamps) Load(q int) int64 {
+	if s == nil || q < 0 || q >= s.n {
+		return 0
+	}
+	return (*atomic.Int64)(unsafe.Pointer(&s.mem[q*8])).Load()
+}
+
+func (s *LastStamps) close() error {
+	if s == nil {
+		return nil
+	}
+	err := unix.Munmap(s.mem)
+	if err2 := s.m.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
