@@ -286,7 +286,7 @@ func redirectSpec(xsks, passed *ebpf.Map, vlanIfindex int) (*ebpf.ProgramSpec, e
 		// compiled one: xdpdump attaches fentry/fexit to it by its BTF
 		// function, and bpftool prints the lines with the instructions.
 		btf.WithFuncMetadata(asm.Mov.Reg(asm.R6, asm.R1), redirectFunc()).
-			WithSource(asm.Comment("int xdpfwd_redir(struct xdp_md *ctx)")),
+			WithSource(asm.Comment("int " + ProgramName + "(struct xdp_md *ctx)")),
 		// Best effort: without room, no metadata.
 		asm.Mov.Imm(asm.R2, -MetaLen).
 			WithSource(asm.Comment("if (bpf_xdp_adjust_meta(ctx, -MetaLen) == 0) {")),
@@ -355,12 +355,12 @@ func redirectSpec(xsks, passed *ebpf.Map, vlanIfindex int) (*ebpf.ProgramSpec, e
 
 // redirectFunc returns the program's BTF function, int xdpfwd_redir(struct
 // xdp_md *ctx), as clang would describe it. Tools find the program's entry
-// by this name (xdpdump matches it against the program name, which is why
-// the two are the same), and the kernel lets a tracing program attached to
-// it read the context as the struct xdp_buff it is only because the
-// parameter is a pointer to a struct named xdp_md. The BTF is metadata
-// loaded beside the instructions: the verifier and the JIT produce the same
-// code with or without it, so it costs nothing per packet.
+// by this name (xdpdump looks for a function named like the program, which
+// is why the two are the same), and the kernel hands a tracing program
+// attached to it the context as the struct xdp_buff it is when the
+// parameter points to a struct named xdp_md, as in a compiled program. The
+// BTF is metadata loaded beside the instructions: the verifier and the JIT
+// produce the same code with or without it, so it costs nothing per packet.
 func redirectFunc() *btf.Func {
 	u32 := &btf.Int{Name: "__u32", Size: 4}
 	member := func(name string, i int) btf.Member {
