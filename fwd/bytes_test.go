@@ -21,7 +21,7 @@ func sizes(lo, hi int) []int {
 // each way (every inline/frame boundary, 255/256/257 included) and checks
 // each arrives byte for byte, under several inline limits.
 func TestBytesEverySize(t *testing.T) {
-	for _, inlineMax := range []int{256, 128, -1} {
+	for _, inlineMax := range []int{256, 128, fwd.InlineOff} {
 		t.Run(fmt.Sprintf("inline-max=%d", inlineMax), func(t *testing.T) {
 			p := newPair(t, topo.Options{})
 			r := start(t, p, fwd.Config{InlineMax: inlineMax})

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -44,8 +46,10 @@ type Config struct {
 	Batch    int // 0: 64 descriptors per ring operation
 	Logger   *slog.Logger
 
-	// InlineMax is the largest packet copied whole into a 256-byte inline
-	// slot. 0: 256 (the slot size); negative: the inline path is off.
+	// InlineMax is the largest packet, in bytes, copied whole into a
+	// 256-byte inline slot: 1..256; 0: the default, 256; InlineOff: the
+	// inline path is off, and the UMEM has no inline zone. SetInlineMax
+	// and xdpfwd's --inline-max (ParseInlineMax) take the same values.
 	InlineMax int
 	// FragOrder sizes frag blocks: 3 (32 KiB) or 4 (64 KiB). 0: 4;
 	// negative: no frag zone.
@@ -93,6 +97,26 @@ type Config struct {
 
 	// CompleteChecksums is the resolved Checksums setting.
 	CompleteChecksums bool
+}
+
+// InlineOff, as Config.InlineMax or SetInlineMax's limit, turns the inline
+// TX path off. 0 there is the default, 256 (see inline.Off).
+const InlineOff = inline.Off
+
+// ParseInlineMax parses an inline limit as xdpfwd's --inline-max and its
+// config file give it: "off" (InlineOff), or 0..256, 0 being the default.
+func ParseInlineMax(s string) (int, error) {
+	if s == "off" {
+		return InlineOff, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err == nil && n >= 0 {
+		_, err = inline.ResolveMax(n)
+	}
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("inline-max %q: want 1..%d, 0 (the default, %d) or off", s, umem.InlineSlotSize, umem.InlineSlotSize)
+	}
+	return n, nil
 }
 
 // ChecksumMode selects partial-checksum completion.
@@ -203,12 +227,6 @@ func (c *Config) normalize() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
-	case c.InlineMax == 0:
-		c.InlineMax = 256
-	case c.InlineMax < 0:
-		c.InlineMax = 0
-	}
-	switch {
 	case c.FragOrder == 0:
 		c.FragOrder = 4
 	case c.FragOrder < 0:
@@ -226,6 +244,9 @@ func (c *Config) normalize() error {
 	if c.FlowTableSize == 0 {
 		c.FlowTableSize = xps.DefaultSize
 	}
+	if _, err := inline.ResolveMax(c.InlineMax); err != nil {
+		return &InputError{err}
+	}
 	switch {
 	case c.Handler == nil && len(c.Links) != 2:
 		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
@@ -241,8 +262,6 @@ func (c *Config) normalize() error {
 		return inputErr("ring size %d: want a power of two, %d..%d", c.RingSize, MinRingSize, MaxRingSize)
 	case c.Batch < linearize.MaxDescs || c.RingSize != 0 && uint32(c.Batch) > c.RingSize:
 		return inputErr("batch %d: want %d..ring size", c.Batch, linearize.MaxDescs)
-	case c.InlineMax > umem.InlineSlotSize:
-		return inputErr("inline limit %d: at most the slot size, %d", c.InlineMax, umem.InlineSlotSize)
 	case c.FragOrder != 0 && c.FragOrder != 3 && c.FragOrder != 4:
 		return inputErr("frag order %d: want 3 (32 KiB), 4 (64 KiB) or 0 (off)", c.FragOrder)
 	case !validCPUs(c.CPUs):

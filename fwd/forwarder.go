@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -78,9 +79,10 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	}()
 
 	ucfg := umemConfig(&cfg, links)
-	f.inlineMax.Store(int32(cfg.InlineMax))
+	inlineMax, _ := inline.ResolveMax(cfg.InlineMax) // normalize checked it
+	f.inlineMax.Store(int32(inlineMax))
 	f.policy = linearize.Policy{
-		InlineMax:  cfg.InlineMax,
+		InlineMax:  inlineMax,
 		MaxTxFrags: cfg.MaxTxFrags,
 		ChunkSize:  cfg.FrameSize,
 	}
@@ -366,11 +368,13 @@ func (f *Forwarder) SetXPS(m xps.Mode) {
 	}
 }
 
-// SetInlineMax changes the inline limit while running (0 turns the inline
-// path off); workers pick it up at their next batch.
-func (f *Forwarder) SetInlineMax(n int) error {
-	if n < 0 || n > umem.InlineSlotSize {
-		return inputErr("inline limit %d: want 0..%d", n, umem.InlineSlotSize)
+// SetInlineMax changes the inline limit while running, with the values
+// Config.InlineMax takes (0: the default, 256; InlineOff: off); workers
+// pick it up at their next batch.
+func (f *Forwarder) SetInlineMax(setting int) error {
+	n, err := inline.ResolveMax(setting)
+	if err != nil {
+		return &InputError{err}
 	}
 	if n > 0 && f.region.Inline.Len() == 0 {
 		return inputErr("inline limit %d: started with the inline path off, so there is no inline zone; restart to turn it on", n)
@@ -378,6 +382,10 @@ func (f *Forwarder) SetInlineMax(n int) error {
 	f.inlineMax.Store(int32(n))
 	return nil
 }
+
+// InlineMax returns the inline limit in force, in bytes: the largest
+// packet copied whole into an inline slot, 0 while the inline path is off.
+func (f *Forwarder) InlineMax() int { return int(f.inlineMax.Load()) }
 
 // Stopping reports whether the forwarder has been asked to stop.
 func (f *Forwarder) Stopping() bool { return f.stop.Load() }
@@ -420,7 +428,7 @@ func umemConfig(cfg *Config, links []linkInfo) umem.Config {
 		// and every socket's bind pays per UMEM chunk.
 		ucfg.FragOrder = 0
 	}
-	if cfg.InlineMax == 0 {
+	if cfg.InlineMax == InlineOff {
 		ucfg.InlineSlots = 0
 	}
 	return ucfg

@@ -41,7 +41,7 @@ func TestPathsBySize(t *testing.T) {
 		}
 	})
 	t.Run("64B-inline-off", func(t *testing.T) {
-		off = run(t, -1, 64-42)
+		off = run(t, fwd.InlineOff, 64-42)
 		if off.inlineShare != 0 {
 			t.Errorf("inline off: %.1f%% inline", 100*off.inlineShare)
 		}

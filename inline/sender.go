@@ -16,8 +16,8 @@ type SenderConfig struct {
 	Ifname  string
 	Ifindex int
 	Queue   int
-	// InlineMax: packets up to this size go into an inline slot.
-	// 0: 256; negative: never inline.
+	// InlineMax: packets up to this size go into an inline slot. 0: the
+	// default, 256; Off: never inline (see Off).
 	InlineMax int
 	// FragOrder: 3 or 4 (32/64 KiB blocks). 0: 4.
 	FragOrder int
@@ -67,11 +67,9 @@ func NewSender(cfg SenderConfig) (_ *Sender, err error) {
 	if cfg.Batch == 0 {
 		cfg.Batch = 64
 	}
-	switch {
-	case cfg.InlineMax == 0:
-		cfg.InlineMax = umem.InlineSlotSize
-	case cfg.InlineMax < 0:
-		cfg.InlineMax = 0
+	inlineMax, err := ResolveMax(cfg.InlineMax)
+	if err != nil {
+		return nil, fmt.Errorf("sender %s: %w", cfg.Ifname, err)
 	}
 	if cfg.FragOrder == 0 {
 		cfg.FragOrder = 4
@@ -84,7 +82,7 @@ func NewSender(cfg SenderConfig) (_ *Sender, err error) {
 		FragBlocks:  64,
 		HugePages:   cfg.HugePages,
 	}
-	if cfg.InlineMax == 0 {
+	if inlineMax == 0 {
 		ucfg.InlineSlots = 0
 	}
 	s := &Sender{cfg: cfg, reaped: make([]uint64, cfg.Batch), out: make([]xsk.Desc, linearize.MaxDescs)}
@@ -109,7 +107,7 @@ func NewSender(cfg SenderConfig) (_ *Sender, err error) {
 		align = umem.ChunkMax
 	}
 	s.b = NewBuilder(s.region, linearize.Policy{
-		InlineMax: cfg.InlineMax, MaxTxFrags: linearize.MaxDescs, ChunkSize: cfg.ChunkSize,
+		InlineMax: inlineMax, MaxTxFrags: linearize.MaxDescs, ChunkSize: cfg.ChunkSize,
 	}, int(cfg.RingSize), align)
 	return s, nil
 }

@@ -319,3 +319,34 @@ func TestSenderEmptyPacket(t *testing.T) {
 		t.Errorf("Send(empty) = %v, %v; Sent %d; tx_invalid_descs %d: want an error and nothing queued", ok, err, s.Sent, st.Tx_invalid_descs)
 	}
 }
+
+// TestSenderInlineMax: SenderConfig.InlineMax takes the settings
+// fwd.Config.InlineMax does: 0 is the default (256), Off sends nothing
+// inline and maps no inline zone, anything else out of range is refused.
+func TestSenderInlineMax(t *testing.T) {
+	e := newSenderEnv(t, 1)
+	for _, tc := range []struct {
+		setting, want int
+		zone          bool
+	}{
+		{0, umem.InlineSlotSize, true},
+		{100, 100, true},
+		{Off, 0, false},
+	} {
+		// One at a time on queue 0: closed here, not at cleanup.
+		s, err := NewSender(SenderConfig{Ifname: e.pair.LinkA, Ifindex: e.ifindex, HugePages: umem.HugePagesOff, InlineMax: tc.setting})
+		if err != nil {
+			t.Fatalf("InlineMax %d: %v", tc.setting, err)
+		}
+		if got, zone := s.b.Policy.InlineMax, s.Region().Inline.Len() > 0; got != tc.want || zone != tc.zone {
+			t.Errorf("InlineMax %d: limit %d, inline zone %v; want %d, %v", tc.setting, got, zone, tc.want, tc.zone)
+		}
+		s.Close()
+	}
+	for _, bad := range []int{-2, umem.InlineSlotSize + 1} {
+		if s, err := NewSender(SenderConfig{Ifname: e.pair.LinkA, Ifindex: e.ifindex, InlineMax: bad}); err == nil {
+			s.Close()
+			t.Errorf("InlineMax %d accepted", bad)
+		}
+	}
+}

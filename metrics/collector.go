@@ -51,6 +51,7 @@ type source interface {
 	OwnershipViolations() uint64
 	XDPPassed(link int) uint64
 	WorkerStats() []fwd.WorkerStats
+	InlineMax() int
 }
 
 // Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
@@ -162,7 +163,7 @@ type descs struct {
 	zoneUnits, zoneFree, zoneUnitBytes *prometheus.Desc
 	pagesPer1K, violations             *prometheus.Desc
 
-	info, linkInfo, queues *prometheus.Desc
+	info, linkInfo, queues, inlineMax *prometheus.Desc
 
 	// Flow table (the xps work): add its descriptors here, e.g.
 	//   flowEntries  xdpfwd_flow_table_entries           gauge
@@ -218,9 +219,10 @@ func newDescs() descs {
 		violations:    d("umem_ownership_violations_total", "UMEM units found somewhere other than where their owner believed (a unit owned twice or lost): 0 unless there is a bug."),
 		pagesPer1K:    d("umem_pages_per_1k_descriptors", "Mean distinct UMEM pages touched per 1000 TX descriptors, at 4 KiB (4k) or 2 MiB (2m) page granularity.", "granularity"),
 
-		info:     d("info", "Always 1: the build and the forwarder's modes. xdp_mode is \"mixed\" when the links differ (see xdpfwd_link_info).", "version", "xdp_mode", "bind_mode", "umem_backing"),
-		linkInfo: d("link_info", "Always 1: how the forwarder is attached to the link.", "link", "xdp_mode", "bind_mode"),
-		queues:   d("queues", "Workers, and TX queues per link; every RX queue has its own series."),
+		info:      d("info", "Always 1: the build and the forwarder's modes. xdp_mode is \"mixed\" when the links differ (see xdpfwd_link_info).", "version", "xdp_mode", "bind_mode", "umem_backing"),
+		linkInfo:  d("link_info", "Always 1: how the forwarder is attached to the link.", "link", "xdp_mode", "bind_mode"),
+		queues:    d("queues", "Workers, and TX queues per link; every RX queue has its own series."),
+		inlineMax: d("inline_max_bytes", "The inline limit in force (--inline-max, or a reload): the largest frame copied whole into an inline TX slot, in bytes; 0 while the inline path is off."),
 	}
 }
 
@@ -234,7 +236,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
-		d.info, d.linkInfo, d.queues,
+		d.info, d.linkInfo, d.queues, d.inlineMax,
 	} {
 		ch <- x
 	}
@@ -265,9 +267,11 @@ type snapshot struct {
 	p4k     float64
 	p2m     float64
 	queuesN int
-	viol    uint64
-	passed  []uint64 // per link: xdp_pass, not per queue
-	workers []fwd.WorkerStats
+	// inlineMax is read at every scrape: a reload changes it.
+	inlineMax int
+	viol      uint64
+	passed    []uint64 // per link: xdp_pass, not per queue
+	workers   []fwd.WorkerStats
 }
 
 type queueSnap struct {
@@ -291,7 +295,7 @@ func (c *Collector) safeRead() (s *snapshot) {
 }
 
 func (c *Collector) read() *snapshot {
-	s := &snapshot{queuesN: c.queues}
+	s := &snapshot{queuesN: c.queues, inlineMax: c.src.InlineMax()}
 	s.q = make([][]queueSnap, len(c.links))
 	for i := range c.links {
 		s.q[i] = make([]queueSnap, c.linkQueues[i])
@@ -398,6 +402,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		gauge(d.linkInfo, 1, link, c.info.XDPModes[i], c.info.BindMode)
 	}
 	gauge(d.queues, float64(s.queuesN))
+	gauge(d.inlineMax, float64(s.inlineMax))
 }
 
 // knownDrops are the reasons of fwd's Drop* constants, each always

@@ -45,6 +45,7 @@ func newFake(queues int) *fake {
 
 func (f *fake) Links() []string             { return []string{"veth-a", "veth-b"} }
 func (f *fake) Queues() int                 { return f.queues }
+func (f *fake) InlineMax() int              { return 128 }
 func (f *fake) LinkQueues(int) int          { return f.queues }
 func (f *fake) OwnershipViolations() uint64 { return 0 }
 func (f *fake) XDPPassed(int) uint64        { return 0 }
@@ -191,6 +192,7 @@ func TestCollectorValues(t *testing.T) {
 		{"xdpfwd_info", map[string]string{"version": "1.2.3", "xdp_mode": "native", "bind_mode": "copy", "umem_backing": "thp-2MiB"}, 1},
 		{"xdpfwd_link_info", map[string]string{"link": "veth-b", "xdp_mode": "native", "bind_mode": "copy"}, 1},
 		{"xdpfwd_queues", nil, 2},
+		{"xdpfwd_inline_max_bytes", nil, 128},
 	}
 	for _, c := range checks {
 		got, ok := value(t, fams, c.name, c.labels)
@@ -298,7 +300,7 @@ func checkConventions(t *testing.T, fams map[string]*dto.MetricFamily) {
 		}
 	}
 	for _, n := range []string{"xdpfwd_umem_zone_units", "xdpfwd_umem_zone_free_units", "xdpfwd_umem_zone_unit_bytes",
-		"xdpfwd_umem_pages_per_1k_descriptors", "xdpfwd_info", "xdpfwd_link_info", "xdpfwd_queues",
+		"xdpfwd_umem_pages_per_1k_descriptors", "xdpfwd_info", "xdpfwd_link_info", "xdpfwd_queues", "xdpfwd_inline_max_bytes",
 		"xdpfwd_worker_rounds_total", "xdpfwd_worker_sleeps_total", "xdpfwd_worker_polls_total",
 		"xdpfwd_worker_poll_timeouts_total", "xdpfwd_worker_poll_eventfd_wakeups_total", "xdpfwd_worker_eventfd_writes_total"} {
 		if _, ok := fams[n]; !ok {

@@ -272,6 +272,20 @@ func testForwarderMetrics(t *testing.T, queues int) {
 	if got := sums(fams, "xdpfwd_queues", "")[""]; got != float64(f.Queues()) {
 		t.Errorf("xdpfwd_queues %v, want %d", got, f.Queues())
 	}
+	// The inline limit: the default in bytes, then what SetInlineMax
+	// (a reload) set, at the next scrape.
+	if got := sums(fams, "xdpfwd_inline_max_bytes", "")[""]; got != 256 {
+		t.Errorf("xdpfwd_inline_max_bytes %v, want 256 (the default)", got)
+	}
+	for _, c := range []struct{ set, want int }{{fwd.InlineOff, 0}, {100, 100}, {0, 256}} {
+		if err := f.SetInlineMax(c.set); err != nil {
+			t.Fatal(err)
+		}
+		_, b := get(t, ts.URL+"/metrics")
+		if got := sums(parse(t, b), "xdpfwd_inline_max_bytes", "")[""]; got != float64(c.want) {
+			t.Errorf("after SetInlineMax(%d): xdpfwd_inline_max_bytes %v, want %d", c.set, got, c.want)
+		}
+	}
 	zones := sums(fams, "xdpfwd_umem_zone_units", "zone")
 	unitBytes := sums(fams, "xdpfwd_umem_zone_unit_bytes", "zone")
 	free := sums(fams, "xdpfwd_umem_zone_free_units", "zone")

@@ -60,7 +60,7 @@ var xdpfwdConfigs = []struct {
 }{
 	{"xdpfwd", "xdpfwd (default)", nil, false, nil},
 	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false, nil},
-	{"xdpfwd-inline0", "xdpfwd --inline-max 0", []string{"--inline-max", "0"}, false, nil},
+	{"xdpfwd-inline-off", "xdpfwd --inline-max off", []string{"--inline-max", "off"}, false, nil},
 	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true, nil},
 	// Each TX queue choice, on the workloads where a flow arrives on two
 	// RX queues (their pair has two queues, so these run with --queues 2).

@@ -247,6 +247,20 @@ func newPassedMap() (*ebpf.Map, error) {
 // The program is frags-aware where the kernel allows it, so multi-buffer
 // (jumbo) packets reach sockets bound with XDP_USE_SG.
 func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (*ebpf.Program, error) {
+	spec, err := redirectSpec(xsks, passed, stamps, vlanIfindex)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := ebpf.NewProgram(spec)
+	if err != nil {
+		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
+		prog, err = ebpf.NewProgram(spec)
+	}
+	return prog, err
+}
+
+// redirectSpec assembles the program loadRedirect loads.
+func redirectSpec(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (*ebpf.ProgramSpec, error) {
 	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
 	const dataOff, metaOff, rxQueueIndexOff = 0, 8, 16
 	// Offsets into the metadata, from its start (addr-MetaLen).
@@ -275,21 +289,28 @@ func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 		}
 	}
 	insns := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
+		// The function and line info make the program traceable like a
+		// compiled one: xdpdump attaches fentry/fexit to it by its BTF
+		// function, and bpftool prints the lines with the instructions.
+		btf.WithFuncMetadata(asm.Mov.Reg(asm.R6, asm.R1), redirectFunc()).
+			WithSource(asm.Comment("int " + ProgramName + "(struct xdp_md *ctx)")),
 		// Best effort: without room, no metadata.
-		asm.Mov.Imm(asm.R2, -MetaLen),
+		asm.Mov.Imm(asm.R2, -MetaLen).
+			WithSource(asm.Comment("if (bpf_xdp_adjust_meta(ctx, -MetaLen) == 0) {")),
 		asm.FnXdpAdjustMeta.Call(),
 		asm.JNE.Imm(asm.R0, 0, "redirect"),
 		// The arrival time: user space orders a flow that arrives on
 		// several RX queues by it.
-		asm.FnKtimeGetNs.Call(),
+		asm.FnKtimeGetNs.Call().
+			WithSource(asm.Comment("meta->stamp = bpf_ktime_get_ns(); meta->vlan = 0;")),
 		asm.Mov.Reg(asm.R7, asm.R0),
 	}
 	insns = append(insns, loadMeta()...)
 	insns = append(insns,
 		asm.StoreMem(asm.R2, stamp, asm.R7, asm.DWord),
 		// Then, not before, the queue's newest stamp (LastStamps).
-		asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word).
+			WithSource(asm.Comment("if (ctx->rx_queue_index < nstamps) stamps[ctx->rx_queue_index] = meta->stamp;")),
 		asm.JGE.Imm(asm.R3, int32(stamps.n), "stamped"),
 		asm.LSh.Imm(asm.R3, 3),
 		asm.LoadMapValue(asm.R1, stamps.m.FD(), 0),
@@ -301,7 +322,8 @@ func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 	)
 	if vlanIfindex > 0 {
 		insns = append(insns,
-			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Reg(asm.R1, asm.R6).
+				WithSource(asm.Comment("if (!bpf_xdp_metadata_rx_vlan_tag(ctx, &meta->proto, &meta->tci)) meta->flags = MetaVLANValid;")),
 			asm.Mov.Reg(asm.R3, asm.R2),
 			asm.Add.Imm(asm.R3, vlanTCI),
 			kfunc,
@@ -311,13 +333,15 @@ func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 		insns = append(insns, asm.StoreImm(asm.R2, vlanFlags, MetaVLANValid, asm.Word))
 	}
 	insns = append(insns,
-		asm.LoadMem(asm.R2, asm.R6, rxQueueIndexOff, asm.Word).WithSymbol("redirect"),
+		asm.LoadMem(asm.R2, asm.R6, rxQueueIndexOff, asm.Word).WithSymbol("redirect").
+			WithSource(asm.Comment("act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);")),
 		asm.LoadMapPtr(asm.R1, xsks.FD()),
 		asm.Mov.Imm(asm.R3, xdpPass),
 		asm.FnRedirectMap.Call(),
 		asm.JNE.Imm(asm.R0, xdpPass, "out"),
 		// No socket at this index: count the packet in this CPU's slot.
-		asm.StoreImm(asm.R10, -4, 0, asm.Word),
+		asm.StoreImm(asm.R10, -4, 0, asm.Word).
+			WithSource(asm.Comment("if (act == XDP_PASS) (*bpf_map_lookup_elem(&passed, &zero))++;")),
 		asm.Mov.Reg(asm.R2, asm.R10),
 		asm.Add.Imm(asm.R2, -4),
 		asm.LoadMapPtr(asm.R1, passed.FD()),
@@ -327,7 +351,8 @@ func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 		asm.Add.Imm(asm.R1, 1),
 		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
 		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
-		asm.Return().WithSymbol("out"),
+		asm.Return().WithSymbol("out").
+			WithSource(asm.Comment("return act;")),
 	)
 	spec := &ebpf.ProgramSpec{
 		Name:         ProgramName,
@@ -340,12 +365,34 @@ func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 		spec.Ifindex = uint32(vlanIfindex)
 		spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
 	}
-	prog, err := ebpf.NewProgram(spec)
-	if err != nil {
-		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
-		prog, err = ebpf.NewProgram(spec)
+	return spec, nil
+}
+
+// redirectFunc returns the program's BTF function, int xdpfwd_redir(struct
+// xdp_md *ctx), as clang would describe it. Tools find the program's entry
+// by this name (xdpdump looks for a function named like the program, which
+// is why the two are the same), and the kernel hands a tracing program
+// attached to it the context as the struct xdp_buff it is when the
+// parameter points to a struct named xdp_md, as in a compiled program. The
+// BTF is metadata loaded beside the instructions: the verifier and the JIT
+// produce the same code with or without it, so it costs nothing per packet.
+func redirectFunc() *btf.Func {
+	u32 := &btf.Int{Name: "__u32", Size: 4}
+	member := func(name string, i int) btf.Member {
+		return btf.Member{Name: name, Type: u32, Offset: btf.Bits(32 * i)}
 	}
-	return prog, err
+	xdpMD := &btf.Struct{Name: "xdp_md", Size: 24, Members: []btf.Member{
+		member("data", 0), member("data_end", 1), member("data_meta", 2),
+		member("ingress_ifindex", 3), member("rx_queue_index", 4), member("egress_ifindex", 5),
+	}}
+	return &btf.Func{
+		Name: ProgramName,
+		Type: &btf.FuncProto{
+			Return: &btf.Int{Name: "int", Size: 4, Encoding: btf.Signed},
+			Params: []btf.FuncParam{{Name: "ctx", Type: &btf.Pointer{Target: xdpMD}}},
+		},
+		Linkage: btf.GlobalFunc,
+	}
 }
 
 // kfuncCall is a call of the kernel function name, by its BTF id in

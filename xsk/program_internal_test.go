@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
@@ -142,4 +143,146 @@ func TestLoadVLANProgram(t *testing.T) {
 	if ok, err := gen.VLAN(); ok || err == nil {
 		t.Errorf("generic program: VLAN() = %v, %v; want false and a reason", ok, err)
 	}
+}
+
+// TestProgramBTF: the program the kernel holds, plain and device-bound,
+// carries a BTF function named like the program, int (struct xdp_md *ctx),
+// at its first instruction, and line info from that instruction on: what
+// xdpdump (fentry/fexit on the program) and bpftool's line dump need.
+func TestProgramBTF(t *testing.T) {
+	topo.RequireRoot(t)
+	p, err := topo.NewPair(topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	l, err := netlink.LinkByName(p.LinkA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := loadUnattached(t)
+	for _, tc := range []struct {
+		name    string
+		ifindex int
+	}{
+		{"plain", 0},
+		{"device-bound", l.Attrs().Index},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, err := loadRedirect(u.xsks, u.passed, u.stamps, tc.ifindex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prog.Close()
+			info, err := prog.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Name != ProgramName {
+				t.Errorf("program name %q, want %q", info.Name, ProgramName)
+			}
+			if _, ok := info.BTFID(); !ok {
+				t.Fatal("program loaded without BTF")
+			}
+			fns, err := info.FuncInfos()
+			if err != nil {
+				t.Fatalf("func info: %v", err)
+			}
+			if len(fns) != 1 || fns[0].Offset != 0 {
+				t.Fatalf("func info %v: want one function at instruction 0", fns)
+			}
+			checkRedirectFunc(t, fns[0].Func)
+			lines, err := info.LineInfos()
+			if err != nil {
+				t.Fatalf("line info: %v", err)
+			}
+			if len(lines) < 4 || lines[0].Offset != 0 {
+				t.Fatalf("line info %v: want several lines, the first at instruction 0", lines)
+			}
+			if got := lines[0].Line.Line(); got != "int xdpfwd_redir(struct xdp_md *ctx)" {
+				t.Errorf("first line %q", got)
+			}
+		})
+	}
+}
+
+// checkRedirectFunc checks fn is int ProgramName(struct xdp_md *ctx), global.
+func checkRedirectFunc(t *testing.T, fn *btf.Func) {
+	t.Helper()
+	if fn.Name != ProgramName || fn.Linkage != btf.GlobalFunc {
+		t.Fatalf("BTF function %q, linkage %v; want %q, global", fn.Name, fn.Linkage, ProgramName)
+	}
+	proto, ok := fn.Type.(*btf.FuncProto)
+	if !ok || len(proto.Params) != 1 {
+		t.Fatalf("BTF function type %v: want a prototype with one parameter", fn.Type)
+	}
+	if ret, ok := proto.Return.(*btf.Int); !ok || ret.Size != 4 || ret.Encoding != btf.Signed {
+		t.Errorf("returns %v, want int", proto.Return)
+	}
+	ctx := proto.Params[0]
+	ptr, ok := ctx.Type.(*btf.Pointer)
+	if !ok {
+		t.Fatalf("parameter %q is %v, want a pointer", ctx.Name, ctx.Type)
+	}
+	if s, ok := ptr.Target.(*btf.Struct); !ok || s.Name != "xdp_md" || ctx.Name != "ctx" {
+		t.Errorf("parameter %q points to %v, want ctx, struct xdp_md", ctx.Name, ptr.Target)
+	}
+}
+
+// TestBTFCostsNothing: with or without its function and line info, the
+// kernel holds the same program: same tag (the hash of the instructions),
+// same instructions after verification, same machine code size. The BTF
+// is metadata beside the code, so it cannot cost anything per packet.
+func TestBTFCostsNothing(t *testing.T) {
+	u := loadUnattached(t)
+	load := func(strip bool) *ebpf.ProgramInfo {
+		t.Helper()
+		spec, err := redirectSpec(u.xsks, u.passed, u.stamps, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strip {
+			for i, ins := range spec.Instructions {
+				spec.Instructions[i] = btf.WithFuncMetadata(ins, nil).WithSource(nil)
+			}
+		}
+		prog, err := ebpf.NewProgram(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Open until the end: reading the instructions loads the BTF.
+		t.Cleanup(func() { prog.Close() })
+		info, err := prog.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := info.BTFID(); ok == strip {
+			t.Fatalf("stripped %v, yet BTF present %v", strip, ok)
+		}
+		return info
+	}
+	with, without := load(false), load(true)
+	if with.Tag != without.Tag {
+		t.Errorf("tag with BTF %s, without %s", with.Tag, without.Tag)
+	}
+	js1, err1 := with.JitedSize()
+	js2, err2 := without.JitedSize()
+	if err1 != nil || err2 != nil || js1 != js2 || js1 == 0 {
+		t.Errorf("JIT size with BTF %d (%v), without %d (%v)", js1, err1, js2, err2)
+	}
+	x1, err1 := with.Instructions()
+	x2, err2 := without.Instructions()
+	if err1 != nil || err2 != nil {
+		t.Fatalf("translated instructions: %v, %v", err1, err2)
+	}
+	if len(x1) != len(x2) {
+		t.Fatalf("%d translated instructions with BTF, %d without", len(x1), len(x2))
+	}
+	for i := range x1 {
+		a, b := x1[i], x2[i]
+		if a.OpCode != b.OpCode || a.Dst != b.Dst || a.Src != b.Src || a.Offset != b.Offset || a.Constant != b.Constant {
+			t.Errorf("instruction %d: %v with BTF, %v without", i, a, b)
+		}
+	}
+	t.Logf("%d instructions, %d bytes of machine code either way", len(x1), js1)
 }

@@ -189,8 +189,9 @@ func (r *reloader) apply(k, v string, interval *time.Duration) error {
 	var n int
 	switch k {
 	case "inline-max":
-		if _, err := fmt.Sscan(v, &n); err != nil {
-			return fmt.Errorf("inline-max %q: %w", v, err)
+		n, err := fwd.ParseInlineMax(v)
+		if err != nil {
+			return err
 		}
 		return r.f.SetInlineMax(n)
 	case "queues":

@@ -135,12 +135,12 @@ func TestReloadSurvivesRelinking(t *testing.T) {
 	}
 	pr := startBin(t, "run", "--config", cfg)
 	waitReady(t, pr, p, 1, 10*time.Second)
-	// inline-max 0: the inline path off, which the summary's TX paths show.
-	if err := os.WriteFile(cfg, []byte(base+"inline-max: 0\n"), 0o644); err != nil {
+	// inline-max off: the inline path off, which the summary's TX paths show.
+	if err := os.WriteFile(cfg, []byte(base+"inline-max: off\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pr.signal(syscall.SIGHUP)
-	waitLog(t, pr, `applied="inline-max=0"`, 10*time.Second)
+	waitLog(t, pr, `applied="inline-max=off"`, 10*time.Second)
 
 	deleteLink(t, p.LinkB)
 	waitLog(t, pr, "waiting for both to return", 10*time.Second)
@@ -160,7 +160,7 @@ func TestReloadSurvivesRelinking(t *testing.T) {
 	}
 	t.Logf("TX paths of the rebuilt forwarder: %v", s.TXPaths)
 	if s.TXPaths["inline"] != 0 || s.TXPaths["frame"] == 0 {
-		t.Errorf("the rebuilt forwarder sent %d packets inline and %d from their frame: it runs with inline-max 256 from start-up, not the reloaded 0\nstderr:\n%s",
+		t.Errorf("the rebuilt forwarder sent %d packets inline and %d from their frame: it runs with inline-max 256 from start-up, not the reloaded off\nstderr:\n%s",
 			s.TXPaths["inline"], s.TXPaths["frame"], pr.stderr.String())
 	}
 }

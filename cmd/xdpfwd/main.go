@@ -124,7 +124,7 @@ type fwdFlags struct {
 	logFormat string
 	logLevel  string
 
-	inlineMax   int
+	inlineMax   inlineMaxFlag
 	fragOrder   int
 	maxTxFrags  int
 	multiBuffer multiBufferFlag
@@ -155,7 +155,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
 	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
 	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
-	fs.IntVar(&ff.inlineMax, "inline-max", 256, "largest packet copied whole into a 256-byte inline TX slot; 0 turns the inline path off")
+	ff.inlineMax = inlineMaxFlag(umem.InlineSlotSize)
+	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 is the default")
 	fs.IntVar(&ff.fragOrder, "frag-order", 4, "frag block size for repacked multi-buffer packets: 3 (32 KiB), 4 (64 KiB), 0 (off)")
 	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
 	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
@@ -206,14 +207,7 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	cfg.FrameSize = ff.frameSize
 	cfg.Force = ff.force
 	cfg.Logger = logger
-	switch {
-	case ff.inlineMax < 0 || ff.inlineMax > umem.InlineSlotSize:
-		return cfg, nil, bad(fmt.Errorf("--inline-max %d: want 0..%d", ff.inlineMax, umem.InlineSlotSize))
-	case ff.inlineMax == 0:
-		cfg.InlineMax = -1
-	default:
-		cfg.InlineMax = ff.inlineMax
-	}
+	cfg.InlineMax = int(ff.inlineMax)
 	switch ff.fragOrder {
 	case 0:
 		cfg.FragOrder = -1
@@ -323,6 +317,26 @@ func parseStatic(s string, links []string) (mac net.HardwareAddr, vlan uint16, l
 
 // multiBufferFlag is --multi-buffer: auto, on or off. It was a boolean
 // once, so it still takes the boolean forms: bare (on), =true and =false.
+// inlineMaxFlag is --inline-max: an inline limit as fwd.Config.InlineMax
+// takes it, spelled as fwd.ParseInlineMax reads it.
+type inlineMaxFlag int
+
+func (n *inlineMaxFlag) String() string {
+	if *n == fwd.InlineOff {
+		return "off"
+	}
+	return strconv.Itoa(int(*n))
+}
+
+func (n *inlineMaxFlag) Set(s string) error {
+	v, err := fwd.ParseInlineMax(s)
+	if err != nil {
+		return err
+	}
+	*n = inlineMaxFlag(v)
+	return nil
+}
+
 type multiBufferFlag struct{ mode fwd.MultiBufferMode }
 
 func (m *multiBufferFlag) String() string { return m.mode.String() }

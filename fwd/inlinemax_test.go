@@ -1,0 +1,121 @@
+package fwd_test
+
+import (
+	"testing"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// TestParseInlineMax: the command line's and the config file's spellings
+// of an inline limit are Config.InlineMax's values: off is InlineOff, 0 is
+// the default.
+func TestParseInlineMax(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		err  bool
+	}{
+		{"off", fwd.InlineOff, false},
+		{"0", 0, false},
+		{"1", 1, false},
+		{"128", 128, false},
+		{"256", 256, false},
+		{"257", 0, true},
+		{"-1", 0, true}, // off is spelled off
+		{"", 0, true},
+		{"on", 0, true},
+		{"12x", 0, true},
+	} {
+		got, err := fwd.ParseInlineMax(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParseInlineMax(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// TestInlineMaxSettings: Config.InlineMax and SetInlineMax read each value
+// the same way — 0 is the default, 256; InlineOff is off; 1..256 are
+// bytes — and the limit in force (InlineMax) and the inline zone follow.
+func TestInlineMaxSettings(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	for _, tc := range []struct {
+		name    string
+		setting int
+		want    int // bytes in force; -1: New refuses the setting
+	}{
+		{"zero-is-default", 0, 256},
+		{"128", 128, 128},
+		{"256", 256, 256},
+		{"off", fwd.InlineOff, 0},
+		{"too-large", 257, -1},
+		{"negative", -2, -1},
+	} {
+		t.Run("Config/"+tc.name, func(t *testing.T) {
+			f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}, InlineMax: tc.setting})
+			if tc.want < 0 {
+				if err == nil {
+					f.Close()
+					t.Fatalf("InlineMax %d accepted", tc.setting)
+				}
+				if !fwd.IsInputError(err) {
+					t.Errorf("InlineMax %d: %v is not an input error", tc.setting, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			zone := f.Region().Inline.Len() > 0
+			if f.InlineMax() != tc.want || zone != (tc.setting != fwd.InlineOff) {
+				t.Errorf("InlineMax %d: %d bytes in force, inline zone %v; want %d, zone %v", tc.setting, f.InlineMax(), zone, tc.want, tc.setting != fwd.InlineOff)
+			}
+		})
+	}
+
+	t.Run("SetInlineMax", func(t *testing.T) {
+		f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}, InlineMax: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, tc := range []struct {
+			setting, want int // want -1: refused, the limit unchanged
+		}{
+			{fwd.InlineOff, 0},
+			{0, 256},
+			{100, 100},
+			{257, -1},
+			{-2, -1},
+			{256, 256},
+		} {
+			before := f.InlineMax()
+			err := f.SetInlineMax(tc.setting)
+			switch {
+			case tc.want < 0 && (err == nil || !fwd.IsInputError(err) || f.InlineMax() != before):
+				t.Errorf("SetInlineMax(%d): %v, %d bytes in force; want an input error and %d unchanged", tc.setting, err, f.InlineMax(), before)
+			case tc.want >= 0 && (err != nil || f.InlineMax() != tc.want):
+				t.Errorf("SetInlineMax(%d): %v, %d bytes in force; want %d", tc.setting, err, f.InlineMax(), tc.want)
+			}
+		}
+	})
+
+	// Started off, there is no inline zone to turn on: the default is
+	// refused like any other limit, and off is still accepted.
+	t.Run("SetInlineMax-started-off", func(t *testing.T) {
+		f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}, InlineMax: fwd.InlineOff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, n := range []int{0, 64} {
+			if err := f.SetInlineMax(n); err == nil || f.InlineMax() != 0 {
+				t.Errorf("SetInlineMax(%d) with no inline zone: %v, %d bytes in force", n, err, f.InlineMax())
+			}
+		}
+		if err := f.SetInlineMax(fwd.InlineOff); err != nil || f.InlineMax() != 0 {
+			t.Errorf("SetInlineMax(InlineOff): %v, %d bytes in force", err, f.InlineMax())
+		}
+	})
+}
