@@ -23,9 +23,9 @@
 // # Concurrency
 //
 // A Ring has a single owner: one goroutine at a time calls Refill, Peek,
-// Next, Recycle, Release, Head and Cancel, which use the xsk rings' cached
-// indices and unguarded batch state, and the umem.Cache the Ring was
-// given, which the owner may share among all the Rings it owns. Other
+// More, Next, Recycle, RecycleChain, Release and Head, which use the xsk
+// rings' cached indices and unguarded batch state, and the umem.Cache the
+// Ring was given, which the owner may share among all the Rings it owns. Other
 // goroutines may call Empty (both RX indices loaded atomically) and read
 // the counters (atomics, added to once per batch or per event). The
 // socket's TX and completion rings are not the Ring's and may be owned by
