@@ -194,12 +194,10 @@ func (w *worker) publishWatermarks() {
 	wm := w.now - int64(watermarkSlack)
 	for _, p := range w.rx {
 		v := wm
-		if d, ok := p.sock.RX.Next(); ok {
-			// The same bounds forward applies: never read outside the zone.
-			if a := xsk.Flat(d.Addr); w.zone.Contains(a) {
-				if ts := w.stampOf(a); ts != 0 {
-					v = min(v, ts)
-				}
+		// Head refuses an address outside the zone, as Next does.
+		if d, ok := p.rx.Head(); ok {
+			if ts := w.stampOf(d.Addr); ts != 0 {
+				v = min(v, ts)
 			}
 		}
 		p.wm.Store(v)
@@ -212,7 +210,7 @@ func (w *worker) publishWatermarks() {
 // it.
 func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 	wm = p.wm.Load()
-	if p.owner != w && p.owner.wake.idle.Load() && p.sock.RX.Empty() {
+	if p.owner != w && p.owner.wake.idle.Load() && p.rx.Empty() {
 		wm = max(wm, now-int64(watermarkSlack))
 	}
 	at := p.blockedAt.Load()
