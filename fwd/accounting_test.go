@@ -40,21 +40,20 @@ func TestLostRXFrameIsLeaked(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, port := f.workers[0], f.ports[0][0]
-	rx := &port.sock.RX
 	deadline := time.Now().Add(5 * time.Second)
-	for rx.Empty() {
+	for port.rx.Empty() {
 		if time.Now().After(deadline) {
 			t.Fatal("nothing reached link A's RX ring")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	// A worker that reads one packet and forgets it.
-	n, idx := w.peekWhole(rx, 1, linearize.MaxDescs)
-	var c batchCounts
-	if _, _, ok := w.collect(rx, idx, 0, n, &c); !ok {
-		t.Fatalf("collect refused the packet: %+v", c)
+	n := port.rx.Peek(1, linearize.MaxDescs)
+	var b rxBatch
+	if _, ok := w.collect(port, &b); !ok {
+		t.Fatalf("collect refused the packet: %+v", b)
 	}
-	rx.Release(n)
+	port.rx.Release()
 	w.chain = w.chain[:0]
 	f.Close()
 	if got := f.Leaked(); got != int(n) {

@@ -8,7 +8,7 @@ import (
 
 // complete finishes a TCP/UDP checksum its sender left partial for
 // offload, on the bytes that leave: descs are the packet's TX descriptors
-// (region offsets), whatever layout build1 chose for it. It runs after the
+// (region offsets), whatever layout layOut chose for it. It runs after the
 // copy, not before, so that a gathered inline copy or a repacked frag
 // block is finished in the one place it is contiguous, and a chain is
 // summed across the frames it leaves from, with no copy. It reports
@@ -22,7 +22,7 @@ func (w *worker) complete(descs []xsk.Desc) bool {
 	// On the stack: CompleteChain keeps no reference to it.
 	var segs [linearize.MaxDescs][]byte
 	if len(descs) > len(segs) {
-		return false // build1 never makes more
+		return false // layOut never makes more
 	}
 	for i, d := range descs {
 		segs[i] = w.mem[d.Addr : d.Addr+uint64(d.Len)]

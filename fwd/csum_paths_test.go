@@ -8,8 +8,10 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
+	"github.com/xdpfwd/xdpfwd/xsk/xsktest"
 )
 
 // l4Frame builds an Ethernet frame carrying TCP or UDP over IPv4 or IPv6
@@ -84,7 +86,7 @@ func l4Frame(v6 bool, proto uint8, frameLen int) (correct, partial []byte) {
 	return f, partial
 }
 
-// testWorker is a worker with no sockets: enough for build1.
+// testWorker is a worker with no sockets: enough for layOut.
 func testWorker(t *testing.T, frameSize int) *worker {
 	t.Helper()
 	r, err := umem.New(umem.Config{
@@ -107,6 +109,12 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	}
 }
 
+// testPort is a port with an RX ring on an in-memory socket, for the
+// frames layOut recycles.
+func testPort(w *worker) *port {
+	return &port{rx: rxring.New(xsktest.New(64, 0, 0).Socket, w.frames)}
+}
+
 // receive places frame in fresh frames of w as a received packet of the
 // given piece lengths (the last takes the rest), 256 bytes into each
 // frame, and collects it in w.chain.
@@ -118,7 +126,7 @@ func (w *worker) receive(t *testing.T, frame []byte, lens ...int) {
 		if k < len(lens) {
 			l = min(lens[k], l)
 		}
-		a, ok := w.frames.Alloc(umem.KernelRX)
+		a, ok := w.frames.Alloc(umem.Held) // as rxring's Next leaves it
 		if !ok {
 			t.Fatal("out of frames")
 		}
@@ -131,7 +139,7 @@ func (w *worker) receive(t *testing.T, frame []byte, lens ...int) {
 }
 
 // TestCompleteEveryPath lays out partial TCP and UDP packets, IPv4 and
-// IPv6, on every TX path build1 has: the bytes that leave carry the full
+// IPv6, on every TX path layOut has: the bytes that leave carry the full
 // checksum and each packet is counted once. A complete packet is left
 // alone and not counted.
 func TestCompleteEveryPath(t *testing.T) {
@@ -157,35 +165,36 @@ func TestCompleteEveryPath(t *testing.T) {
 			name := fmt.Sprintf("%s/v%d-%d", c.name, map[bool]int{false: 4, true: 6}[ft.v6], ft.proto)
 			t.Run(name, func(t *testing.T) {
 				w := testWorker(t, c.frameSize)
+				in := testPort(w)
 				correct, partial := l4Frame(ft.v6, ft.proto, c.size)
-				for _, in := range []struct {
+				for _, pkt := range []struct {
 					frame []byte
 					count uint64
 				}{{partial, 1}, {correct, 0}} {
-					w.receive(t, in.frame, c.lens...)
+					w.receive(t, pkt.frame, c.lens...)
 					var bc batchCounts
-					nd := w.build1(len(in.frame), &bc)
+					nd := w.layOut(in, len(pkt.frame), &bc)
 					if nd == 0 {
-						t.Fatal("build1 dropped the packet")
+						t.Fatal("layOut dropped the packet")
 					}
 					if bc.paths[c.path] != 1 {
 						t.Fatalf("paths %v, want one %v", bc.paths, c.path)
 					}
-					out := make([]byte, len(in.frame))
+					out := make([]byte, len(pkt.frame))
 					if n := linearize.Gather(out, w.mem, w.out[:nd]); n != len(out) {
 						t.Fatalf("TX descriptors carry %d bytes, want %d", n, len(out))
 					}
 					if !bytes.Equal(out, correct) {
 						t.Fatalf("the bytes that leave are not the packet with its full checksum")
 					}
-					if bc.csumCompleted != in.count {
-						t.Fatalf("%d completions counted, want %d", bc.csumCompleted, in.count)
+					if bc.csumCompleted != pkt.count {
+						t.Fatalf("%d completions counted, want %d", bc.csumCompleted, pkt.count)
 					}
 					w.release(w.out[:nd])
-					for _, a := range w.hot {
-						w.frames.Free(a, umem.KernelRX)
+					in.rx.Release() // the frames copied from go to the fake fill ring
+					if v := w.zone.Violations(); v != 0 {
+						t.Fatalf("%d ownership violations", v)
 					}
-					w.hot = w.hot[:0]
 				}
 			})
 		}

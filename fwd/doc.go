@@ -13,6 +13,19 @@
 // w+W, w+2W, … of each link and transmits on TX queue w of each (and, with
 // a Handler, reflects on the sockets it reads).
 //
+// # The path of a packet
+//
+// A worker reads a batch from one RX ring at a time and takes each packet
+// through named stages: collect (rxring.Ring.Next: the descriptors of one
+// whole packet, each checked against the frames zone — validate — and the
+// frames moved from the kernel to the worker), decide (the flow's TX queue;
+// with a Handler, the handler's verdict for the whole batch), lay out
+// (layout.go: inline slot, own frame, frag block or chain, package
+// linearize deciding) and send (the worker's own TX ring through txring,
+// or a handoff ring to the TX queue's owner). Only the layout code decides
+// where a UMEM unit goes next; rxring lends and takes back the frames of
+// the receive side, and umem records every move.
+//
 // # Concurrency
 //
 // Inside the engine, every ring has one user-space goroutine on its side:

@@ -28,7 +28,7 @@ func (w *worker) progressCount() uint64 { return w.progress.rounds.Load() }
 // released. Safe from any goroutine while the sockets are open.
 func (w *worker) rxPending() bool {
 	for _, p := range w.rx {
-		if !p.sock.RX.Empty() {
+		if !p.rx.Empty() {
 			return true
 		}
 	}

@@ -240,7 +240,8 @@ func (w *worker) publishWatermarks() {
 // the next packet in the ring, else now less the slack of what may still
 // be in flight.
 func (w *worker) watermarkOf(p *port, now int64) int64 {
-	d, ok := p.sock.RX.Next()
+	// Head refuses an address outside the zone, as Next does.
+	d, ok := p.rx.Head()
 	if !ok {
 		if p.caughtUp() {
 			return now - int64(exactSlack)
@@ -248,11 +249,8 @@ func (w *worker) watermarkOf(p *port, now int64) int64 {
 		return now - int64(watermarkSlack)
 	}
 	v := now - int64(watermarkSlack)
-	// The same bounds forward applies: never read outside the zone.
-	if a := xsk.Flat(d.Addr); w.zone.Contains(a) {
-		if ts := w.stampOf(a); ts != 0 {
-			v = min(v, ts)
-		}
+	if ts := w.stampOf(d.Addr); ts != 0 {
+		v = min(v, ts)
 	}
 	return v
 }
@@ -276,7 +274,7 @@ func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 	switch {
 	case p.caughtUp():
 		wm = max(wm, now-int64(exactSlack))
-	case p.owner != w && p.owner.wake.idle.Load() && p.sock.RX.Empty():
+	case p.owner != w && p.owner.wake.idle.Load() && p.rx.Empty():
 		wm = max(wm, now-int64(watermarkSlack))
 	}
 	at := p.blockedAt.Load()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
@@ -69,6 +70,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			for qq := q; qq < nq; qq += 2 {
 				p := f.ports[i][qq]
 				p.owner = w
+				p.rx = rxring.New(p.sock, w.frames)
 				w.rx = append(w.rx, p)
 			}
 		}
@@ -85,7 +87,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 func (g *mergeRig) port(link, q int) *port { return g.f.ports[link][q] }
 
 // frame takes a frame for a packet named name, in the state a packet
-// built from it for TX is in (KernelTX, as build1 leaves it).
+// built from it for TX is in (KernelTX, as layOut leaves it).
 func (g *mergeRig) frame(name string) uint64 {
 	a, ok := g.w[0].frames.Alloc(umem.KernelTX)
 	if !ok {

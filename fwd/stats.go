@@ -232,22 +232,22 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	l.RXBytes = p.stats.rxBytes.Load()
 	l.TXPackets = p.stats.txPackets.Load()
 	l.TXBytes = p.stats.txBytes.Load()
-	l.Drops[DropUMEMExhausted] = p.stats.fillShort.Load()
+	l.Drops[DropUMEMExhausted] = p.rx.FillShort.Load()
 	if p.tx != nil {
 		l.KickErrors = p.tx.KickErrors.Load()
 		l.TXKicks = p.tx.Kicks.Load()
 	}
-	l.FillWakeups = p.stats.fillWakeups.Load()
+	l.FillWakeups = p.rx.FillWakeups.Load()
 	l.RXBatches = p.stats.rxBatches.Load()
 	for b, name := range BatchBucketNames {
 		l.RXBatchPackets[name] = p.stats.batchHist[b].Load()
 	}
-	l.Drops[DropRXTooLong] = p.stats.rxTooLong.Load()
+	l.Drops[DropRXTooLong] = p.rx.TooLong.Load()
 	l.Drops[DropAtStop] = p.stats.stopDropped.Load()
 	l.Drops[DropHandler] = p.stats.handlerDrops.Load()
 	l.Drops[DropTXFull] = p.stats.txFull.Load()
 	l.OrderHoldTimeouts = p.stats.orderTimeouts.Load()
-	l.Drops[DropRXBadDesc] = p.stats.rxInvalid.Load()
+	l.Drops[DropRXBadDesc] = p.rx.Invalid.Load() + p.stats.badCompletions.Load()
 	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()
 	l.Drops[DropHandoffFull] = p.stats.handoffFull.Load()
 	l.TXDescriptors = p.stats.txDescs.Load()

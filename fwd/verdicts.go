@@ -3,7 +3,6 @@ package fwd
 import (
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/xps"
-	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
 // span locates one packet's descriptors in worker.descs.
@@ -19,9 +18,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	if !ok {
 		return 0
 	}
-	rx := &in.sock.RX
-	n, idx := w.peekWhole(rx, min(room, w.batch), room)
-	if n == 0 {
+	if in.rx.Peek(min(room, w.batch), room) == 0 {
 		return 0
 	}
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
@@ -30,7 +27,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	}
 	w.lastStamp = 0
 	var c batchCounts // receive side
-	packets, rxBytes := w.collectBatch(in, rx, idx, n, &c)
+	packets, rxBytes := w.collectBatch(in, &c)
 	if len(w.pkts) > 0 {
 		w.handler.Handle(w.pkts)
 	}
@@ -38,9 +35,8 @@ func (w *worker) forwardVerdicts(in *port) int {
 		w.chain = append(w.chain[:0], w.descs[w.spans[j].start:w.spans[j].end]...)
 		w.carryOut(in, &w.pkts[j], merging, &c)
 	}
-	rx.Release(n)
+	in.rx.Release()
 	w.finishLanes()
-	w.recycleHot(in)
 	w.publishHandoffs(in)
 	w.publishRX(in, &c, packets, rxBytes)
 	return packets
@@ -91,22 +87,15 @@ func (w *worker) verdictRoom(in *port, merging bool) (uint32, bool) {
 	return room, true
 }
 
-// collectBatch collects the n descriptors peeked at idx into w.pkts (one
+// collectBatch collects the packets in's RX ring claimed into w.pkts (one
 // Packet each, for the handler) and w.descs/w.spans (their descriptors).
-func (w *worker) collectBatch(in *port, rx *xsk.Consumer, idx, n uint32, c *batchCounts) (packets int, rxBytes uint64) {
+func (w *worker) collectBatch(in *port, c *batchCounts) (packets int, rxBytes uint64) {
 	w.pkts, w.spans, w.descs = w.pkts[:0], w.spans[:0], w.descs[:0]
-	for k := uint32(0); k < n; {
-		var total int
-		var ok bool
-		k, total, ok = w.collect(rx, idx, k, n, c)
-		packets++
-		rxBytes += uint64(total)
+	var b rxBatch
+	for in.rx.More() {
+		total, ok := w.collect(in, &b)
 		if !ok {
 			continue
-		}
-		if w.restoreVLAN(&w.chain[0]) {
-			total += vlanTagLen
-			c.vlanRestored++
 		}
 		d := w.chain[0]
 		start := uint32(len(w.descs))
@@ -117,7 +106,8 @@ func (w *worker) collectBatch(in *port, rx *xsk.Consumer, idx, n uint32, c *batc
 			Len:  total, Link: in.link, Queue: in.queue,
 		})
 	}
-	return packets, rxBytes
+	c.vlanRestored += b.c.vlanRestored
+	return b.packets, b.rxBytes
 }
 
 // carryOut does what the handler decided for p, whose descriptors are in
@@ -137,7 +127,7 @@ func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 		return
 	}
 	c.handlerDrops++
-	w.recycleChain()
+	w.drop(in)
 }
 
 // send lays out the packet in w.chain and sends it towards link o: on this
@@ -152,7 +142,7 @@ func (w *worker) send(in *port, o, total int, merging bool, c *batchCounts) {
 		tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
 		stamp = w.takeStamp(d.Addr)
 	}
-	nd := w.build1(total, lc)
+	nd := w.layOut(in, total, lc)
 	rxSide(c, lc)
 	if nd == 0 {
 		return
@@ -182,14 +172,14 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 // reflect sends the packet in w.chain back out of the socket it came in
 // on: the same link and queue, no flow table, no ordering.
 func (w *worker) reflect(in *port, total int, c *batchCounts) {
-	nd := w.build1(total, &in.bc)
+	nd := w.layOut(in, total, &in.bc)
 	rxSide(c, &in.bc)
 	if nd > 0 {
 		w.put(in, total, nd)
 	}
 }
 
-// rxSide moves what build1 counted for the input link (a completed
+// rxSide moves what layOut counted for the input link (a completed
 // checksum) from a TX ring's counts to the batch's receive-side ones.
 func rxSide(c, lc *batchCounts) {
 	c.csumCompleted += lc.csumCompleted
@@ -226,7 +216,7 @@ func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 	set := p.out &^ LinkSet(0).Add(in.link) & AllLinks(w.nlinks)
 	if set == 0 {
 		c.handlerDrops++
-		w.recycleChain()
+		w.drop(in)
 		return
 	}
 	// Finish a partial checksum once, before the copies are made.
@@ -249,25 +239,11 @@ func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 // packet itself in place.
 func (w *worker) sendCopy(in *port, o, total int, merging bool) {
 	lc := &w.tx[o].bc
-	nd, path := 0, linearize.Frag
-	switch d := w.chain[0]; {
-	case len(w.chain) == 1 && total <= w.build.Policy.InlineMax:
-		if addr, ok := w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)]); ok {
-			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(total)}
-			nd, path = 1, linearize.Inline
-		}
-	case len(w.chain) == 1:
-		nd = w.build.Pack(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.out)
-	default:
-		nd = w.build.Repack(w.chain, w.out)
-	}
+	nd := w.layOutCopy(total, lc)
 	if nd == 0 {
-		lc.noRoom++
 		w.touch(w.tx[o])
 		return
 	}
-	lc.paths[path]++
-	lc.hist[min(nd, linearize.MaxDescs)]++
 	tq, slot := w.q, xps.NoSlot
 	var stamp int64
 	if w.flows != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
@@ -42,18 +43,13 @@ type portStats struct {
 	// inlineFallbacks: small packets that found the inline zone empty
 	// and left from their frame instead.
 	inlineFallbacks atomic.Uint64
-	// fillShort counts fill-ring refills cut short because the frame zone
-	// had nothing free: the kernel then drops at rx_fill_ring_empty.
-	fillShort atomic.Uint64
-	// rxInvalid counts RX descriptors outside the frame zone, or longer
-	// than a frame: never followed, dropped.
-	rxInvalid atomic.Uint64
+	// badCompletions counts completion-ring addresses that are no UMEM
+	// unit: never followed. Reported with the RX ring's invalid
+	// descriptors (rxring.Ring.Invalid).
+	badCompletions atomic.Uint64
 	// txNoRoom counts packets dropped because no TX layout had room
 	// (frag zone exhausted for a chain longer than the kernel takes).
 	txNoRoom atomic.Uint64
-	// rxTooLong counts packets of more descriptors than any TX ring takes
-	// (linearize.MaxDescs), dropped whole.
-	rxTooLong atomic.Uint64
 	// orderTimeouts counts packets sent before their turn because they
 	// were held for ordering longer than maxHold (merge.go): not drops.
 	orderTimeouts atomic.Uint64
@@ -77,11 +73,10 @@ type portStats struct {
 	vlanRestored atomic.Uint64
 	// rxBatches counts the batches read from this RX ring (forward calls
 	// that found packets), batchHist those batches by packets per batch
-	// (batchBucket); fillWakeups the recvfrom calls that woke the kernel
-	// for the fill ring (WakeRX). TX kicks are counted by txring.
-	rxBatches   atomic.Uint64
-	batchHist   [numBatchBuckets]atomic.Uint64
-	fillWakeups atomic.Uint64
+	// (batchBucket). Fill-ring wake-ups and refills cut short are counted
+	// by rxring, TX kicks by txring.
+	rxBatches atomic.Uint64
+	batchHist [numBatchBuckets]atomic.Uint64
 }
 
 // port is one socket: RX queue `queue` of link `link`. Every RX queue of
@@ -91,6 +86,7 @@ type portStats struct {
 type port struct {
 	link, queue int
 	sock        *xsk.Socket
+	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
 	tx          *txring.Ring // nil unless a TX lane
 	stats       portStats
 	// quietUntil (monotonic ns): after a failed kick (link down), no more
@@ -149,8 +145,8 @@ func (p *port) kick() {
 type batchCounts struct {
 	txPackets, txBytes, txDescs uint64
 	paths                       [linearize.NumPaths]uint64
-	fallbacks, invalid, noRoom  uint64
-	tooLong, handlerDrops       uint64
+	fallbacks, noRoom           uint64
+	handlerDrops                uint64
 	vlanRestored                uint64
 	txFull                      uint64
 	handoffFull, csumCompleted  uint64
@@ -172,7 +168,6 @@ type worker struct {
 	reaped []uint64   // completion scratch, batch long
 	chain  []xsk.Desc // one packet's RX descriptors
 	out    []xsk.Desc // one packet's TX descriptors
-	hot    []uint64   // frames to recycle to the fill ring at once
 	pfds   []unix.PollFd
 	// wake lets other workers rouse this one from poll(2) when they hand
 	// it packets (handoff.go); written only while it sleeps.
@@ -230,7 +225,6 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		reaped:    make([]uint64, f.cfg.Batch),
 		chain:     make([]xsk.Desc, 0, linearize.MaxDescs),
 		out:       make([]xsk.Desc, linearize.MaxDescs),
-		hot:       make([]uint64, 0, f.cfg.RingSize), // a long packet is peeked whole
 		wake:      wk,
 		cpu:       -1,
 		csum:      f.cfg.CompleteChecksums,
@@ -254,6 +248,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
 			p := f.ports[i][qq]
 			p.owner = w
+			p.rx = rxring.New(p.sock, w.frames)
 			w.rx = append(w.rx, p)
 			w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
 		}
@@ -430,6 +425,10 @@ const maxBatches = 8
 // (or the handoff rings) can take, so a full ring pushes back into the RX
 // ring (and the kernel's rx_ring_full counter) instead of dropping in user
 // space.
+//
+// Each packet goes through the stages in turn: collect (its descriptors,
+// checked by rxring: validate), decide (its TX queue), lay out (its TX
+// descriptors) and send (on this worker's TX ring or through a handoff).
 func (w *worker) forward(in *port) int {
 	if w.handler != nil {
 		return w.forwardVerdicts(in)
@@ -437,13 +436,54 @@ func (w *worker) forward(in *port) int {
 	o := 1 - in.link
 	out := w.tx[o]
 	merging := w.order.merging() // one mode read per batch
-	var room uint32
+	room, ok := w.xconnectRoom(in, out, o, merging)
+	if !ok {
+		return 0
+	}
+	n := in.rx.Peek(min(room, w.batch), room)
+	if n == 0 {
+		return 0
+	}
+	var b rxBatch
+	w.begin(out, n, merging, &b)
+	for in.rx.More() {
+		total, ok := w.collect(in, &b)
+		if !ok {
+			continue
+		}
+		tq, slot, stamp := w.q, xps.NoSlot, int64(0) // one queue: this worker's
+		if w.flows != nil {
+			tq, slot, stamp = w.decide()
+		}
+		nd := w.layOut(in, total, &b.c)
+		if nd == 0 {
+			continue
+		}
+		w.sendOne(in, out, o, tq, slot, stamp, total, nd, &b)
+	}
+	w.finish(in, out, &b)
+	return b.packets
+}
+
+// rxBatch is the state of one batch of forward, on its stack.
+type rxBatch struct {
+	c       batchCounts
+	rxBytes uint64
+	packets int
+	merging bool
+	// The slots reserved on the worker's own TX ring (not merging): got
+	// from tidx; t is the next one to write.
+	got, tidx, t uint32
+}
+
+// xconnectRoom is how many descriptors a batch from in may take: what the
+// fullest handoff ring out of it can hold when merging (a slow owner then
+// pushes back into the RX ring, counted by the kernel, instead of dropping
+// here; the worker's own TX ring does not matter: a stalled TX queue must
+// not stop this RX ring feeding the others), else what out's TX ring can.
+// ok is false when nothing may be taken.
+func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, ok bool) {
 	if merging {
-		// Every packet goes through a handoff ring: take no more than
-		// the fullest can hold, so a slow owner pushes back into the RX
-		// ring (counted by the kernel) instead of dropping here. The
-		// worker's own TX ring does not matter: a stalled TX queue must
-		// not stop this RX ring feeding the others.
 		room = w.batch
 		for _, h := range w.order.outOf(in, o) {
 			room = min(room, h.room())
@@ -452,89 +492,99 @@ func (w *worker) forward(in *port) int {
 			if in.blockedAt.Load() == 0 {
 				in.blockedAt.Store(w.order.clock())
 			}
-			return 0
+			return 0, false
 		}
 		if in.blockedAt.Load() != 0 {
 			in.blockedAt.Store(0)
 		}
-	} else if room = out.tx.Free(w.batch); room < linearize.MaxDescs {
+		return room, true
+	}
+	if room = out.tx.Free(w.batch); room < linearize.MaxDescs {
 		out.kick()
-		if room == 0 {
-			return 0
-		}
 	}
-	rx := &in.sock.RX
-	n, idx := w.peekWhole(rx, min(room, w.batch), room)
-	if n == 0 {
-		return 0
-	}
+	return room, room > 0
+}
+
+// begin readies a batch of n descriptors: the live inline limit, one clock
+// read, and, unless merging, n slots on out's TX ring (every path needs at
+// most as many descriptors as a packet arrived with).
+func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
-	var got, tidx uint32
+	b.merging = merging
 	if !merging {
-		got, tidx = out.tx.Reserve(n) // every path needs at most as many descriptors as it arrived with
+		b.got, b.tidx = out.tx.Reserve(n)
+		b.t = b.tidx
 	}
-	var c batchCounts
-	var rxBytes uint64
-	t := tidx
-	packets := 0
 	if w.flows != nil {
 		w.now = w.order.clock() // one clock read per batch
 	}
 	w.lastStamp = 0
-	for k := uint32(0); k < n; {
-		// Collect one packet: descriptors up to one without PktContd.
-		var total int
-		var ok bool
-		k, total, ok = w.collect(rx, idx, k, n, &c)
-		packets++
-		rxBytes += uint64(total)
-		if !ok {
-			continue
-		}
-		if w.restoreVLAN(&w.chain[0]) {
-			total += vlanTagLen
-			c.vlanRestored++
-		}
-		tq, slot := w.q, xps.NoSlot
-		var stamp int64
-		if w.flows != nil {
-			d := w.chain[0]
-			tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
-			stamp = w.takeStamp(d.Addr)
-		}
-		nd := w.build1(total, &c)
-		if nd == 0 {
-			continue
-		}
-		if w.flows != nil {
-			w.flows.sent(w.out[:nd], tq, slot)
-		}
-		if !merging && tq == w.q {
-			for j, d := range w.out[:nd] {
-				out.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
-			}
-			t += uint32(nd)
-			c.txPackets++
-			c.txBytes += uint64(total)
-			c.txDescs += uint64(nd)
-			continue
-		}
-		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-			c.handoffFull++
-			w.flows.completed(w.out[:nd], tq)
-			w.release(w.out[:nd])
-		}
+}
+
+// collect takes in's next packet into w.chain (rxring checks every
+// descriptor, and drops and counts a packet it may not follow) and puts
+// back a VLAN tag the driver took out. It returns the packet's length and
+// whether it goes on.
+func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
+	w.chain, total, ok = in.rx.Next(w.chain)
+	b.packets++
+	b.rxBytes += uint64(total)
+	if !ok {
+		return total, false
 	}
-	rx.Release(n)
-	if !merging {
-		out.tx.Cancel(got - (t - tidx))
+	if w.restoreVLAN(&w.chain[0]) {
+		total += vlanTagLen
+		b.c.vlanRestored++
+	}
+	return total, true
+}
+
+// decide picks the TX queue of the packet in w.chain, with several
+// queues: its flow's, and takes its arrival stamp for the ordering. It
+// reads the frame, so it runs before the layout may recycle it.
+func (w *worker) decide() (tq int, slot xps.Slot, stamp int64) {
+	d := w.chain[0]
+	tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+	return tq, slot, w.takeStamp(d.Addr)
+}
+
+// sendOne sends the packet laid out in w.out[:nd]: on out's TX ring in the
+// slots begin reserved when this worker owns its TX queue tq and nothing
+// needs ordering, else through the handoff ring to tq's owner (a full one
+// drops it, counted).
+func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, total, nd int, b *rxBatch) {
+	if w.flows != nil {
+		w.flows.sent(w.out[:nd], tq, slot)
+	}
+	if !b.merging && tq == w.q {
+		for j, d := range w.out[:nd] {
+			out.tx.Set(b.t+uint32(j), d.Addr, d.Len, d.Options)
+		}
+		b.t += uint32(nd)
+		b.c.txPackets++
+		b.c.txBytes += uint64(total)
+		b.c.txDescs += uint64(nd)
+		return
+	}
+	if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
+		b.c.handoffFull++
+		w.flows.completed(w.out[:nd], tq)
+		w.release(w.out[:nd])
+	}
+}
+
+// finish ends a batch: the RX descriptors go back to the kernel with the
+// recycled frames, the TX ring's unused slots are given back and the rest
+// submitted, handoffs published, and the batch's counts added.
+func (w *worker) finish(in, out *port, b *rxBatch) {
+	in.rx.Release()
+	if !b.merging {
+		out.tx.Cancel(b.got - (b.t - b.tidx))
 		out.tx.Submit()
 	}
-	w.recycleHot(in)
 	w.publishHandoffs(in)
-	w.publishRX(in, &c, packets, rxBytes)
-	w.publishTX(out, &c)
-	return packets
+	w.publishRX(in, &b.c, b.packets, b.rxBytes)
+	w.publishTX(out, &b.c)
 }
 
 // publishRX adds one batch's receive-side counts to in's counters, one
@@ -544,12 +594,6 @@ func (w *worker) publishRX(in *port, c *batchCounts, packets int, rxBytes uint64
 	in.stats.rxBytes.Add(rxBytes)
 	in.stats.rxBatches.Add(1)
 	in.stats.batchHist[batchBucket(packets)].Add(1)
-	if c.invalid != 0 {
-		in.stats.rxInvalid.Add(c.invalid)
-	}
-	if c.tooLong != 0 {
-		in.stats.rxTooLong.Add(c.tooLong)
-	}
 	if c.csumCompleted != 0 {
 		in.stats.csumCompleted.Add(c.csumCompleted)
 	}
@@ -591,193 +635,6 @@ func (w *worker) publishTX(out *port, c *batchCounts) {
 	}
 }
 
-// peekWhole peeks up to max descriptors of rx, trimmed to whole packets.
-// A first packet longer than max (a multi-buffer packet of many frames) is
-// peeked whole, however long (the kernel publishes a packet's descriptors
-// together), if room can take it or it is too long to send at all; else
-// nothing is peeked until there is room.
-func (w *worker) peekWhole(rx *xsk.Consumer, max, room uint32) (n, idx uint32) {
-	n, idx = rx.Peek(max)
-	end := n
-	for end > 0 && rx.Desc(idx+end-1).Options&xsk.PktContd != 0 {
-		end--
-	}
-	if end > 0 || n == 0 {
-		rx.Cancel(n - end)
-		return end, idx
-	}
-	rx.Cancel(n)
-	n, idx = rx.Peek(rx.Size())
-	for k := range n {
-		if rx.Desc(idx+k).Options&xsk.PktContd == 0 {
-			if k+1 > room && k+1 <= linearize.MaxDescs {
-				break
-			}
-			rx.Cancel(n - k - 1)
-			return k + 1, idx
-		}
-	}
-	rx.Cancel(n)
-	return 0, idx
-}
-
-// collect takes the packet starting at index k of the n descriptors peeked
-// at idx into w.chain and moves its frames from the kernel's RX side to
-// this worker. It returns the index after the packet, the packet's length,
-// and whether it may be sent. A descriptor outside the frame zone or past
-// the end of its frame is never followed. A packet of more descriptors
-// than any TX ring takes is dropped whole: sending its head and reading
-// the rest as new packets would put payload where an Ethernet header is
-// expected, past any L2 filter.
-func (w *worker) collect(rx *xsk.Consumer, idx, k, n uint32, c *batchCounts) (next uint32, total int, ok bool) {
-	w.chain = w.chain[:0]
-	valid, count := true, 0
-	for k < n {
-		d := rx.Desc(idx + k)
-		k++
-		d.Addr = xsk.Flat(d.Addr)
-		total += int(d.Len)
-		count++
-		inZone := w.zone.Contains(d.Addr)
-		if inZone {
-			w.zone.Move(d.Addr, umem.KernelRX, umem.Held)
-		}
-		if !inZone || d.Addr+uint64(d.Len) > w.zone.UnitAddr(d.Addr)+uint64(w.zone.UnitSize()) {
-			valid = false
-		}
-		if count <= linearize.MaxDescs {
-			w.chain = append(w.chain, d)
-		} else if inZone {
-			w.hot = append(w.hot, w.zone.UnitAddr(d.Addr))
-		}
-		if d.Options&xsk.PktContd == 0 {
-			break
-		}
-	}
-	switch {
-	case !valid:
-		c.invalid++
-	case count > linearize.MaxDescs:
-		c.tooLong++
-	default:
-		return k, total, true
-	}
-	w.recycleChain()
-	return k, total, false
-}
-
-// build1 lays out the packet in w.chain as TX descriptors in w.out and
-// returns how many (0: dropped, counted). Frames that leave as they came
-// move to the kernel's TX side; frames whose data was copied are queued to
-// go back to the fill ring at once.
-func (w *worker) build1(total int, c *batchCounts) int {
-	path := w.build.Policy.Decide(total, len(w.chain))
-	nd := 0
-	switch path {
-	case linearize.Inline:
-		var addr uint64
-		var ok bool
-		if len(w.chain) == 1 {
-			d := w.chain[0]
-			addr, ok = w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)])
-		} else {
-			addr, _, ok = w.build.InlineGather(w.chain)
-		}
-		if ok {
-			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(total)}
-			nd = 1
-		} else {
-			c.fallbacks++
-			path = linearize.Frame
-			if len(w.chain) > 1 {
-				path = linearize.Chain
-			}
-		}
-	case linearize.Frag:
-		if nd = w.build.Repack(w.chain, w.out); nd == 0 {
-			path = linearize.Chain
-		}
-	}
-	if nd > 0 {
-		w.recycleChain()
-	} else {
-		// Frame or Chain: the packet leaves from its own frames.
-		if len(w.chain) > linearize.MaxDescs || len(w.chain) == cap(w.chain) && w.chain[len(w.chain)-1].Options&xsk.PktContd != 0 {
-			// A chain longer than any kernel takes, and no frag block
-			// to repack it into.
-			c.noRoom++
-			w.recycleChain()
-			return 0
-		}
-		for j, d := range w.chain {
-			w.zone.Move(d.Addr, umem.Held, umem.KernelTX)
-			w.out[j] = xsk.Desc{Addr: d.Addr, Len: d.Len, Options: d.Options & xsk.PktContd}
-		}
-		nd = len(w.chain)
-	}
-	// Finished on the bytes that leave, on every path (see complete).
-	if w.csum && w.complete(w.out[:nd]) {
-		c.csumCompleted++
-	}
-	for _, d := range w.out[:nd] {
-		w.meter.Touch(d.Addr, d.Len)
-	}
-	c.paths[path]++
-	c.hist[min(nd, linearize.MaxDescs)]++
-	return nd
-}
-
-// release gives back TX descriptors that will not be sent.
-func (w *worker) release(descs []xsk.Desc) {
-	for _, d := range descs {
-		w.freeTX(d.Addr)
-	}
-}
-
-// freeTX returns a TX address to the zone it came from: frames to the
-// worker's cache, inline slots and frag references to the builder. It
-// reports false for an address that is no UMEM unit (never followed).
-func (w *worker) freeTX(addr uint64) bool {
-	if w.zone.Contains(addr) {
-		w.frames.Free(addr, umem.KernelTX)
-		return true
-	}
-	return w.build.Release(addr)
-}
-
-// recycleChain queues the frames of w.chain for the fill ring: their data
-// was copied (or the packet dropped), so they go back while still hot.
-func (w *worker) recycleChain() {
-	for _, d := range w.chain {
-		if !w.zone.Contains(d.Addr) {
-			continue // invalid: not ours to recycle
-		}
-		w.hot = append(w.hot, w.zone.UnitAddr(d.Addr))
-	}
-}
-
-// recycleHot puts the queued frames straight back on p's fill ring; those
-// that do not fit go to the worker's cache.
-func (w *worker) recycleHot(p *port) {
-	if len(w.hot) == 0 {
-		return
-	}
-	fill := &p.sock.Fill
-	n, idx := fill.Reserve(uint32(len(w.hot)))
-	for k, a := range w.hot {
-		if uint32(k) < n {
-			w.zone.Move(a, umem.Held, umem.KernelRX)
-			fill.SetAddr(idx+uint32(k), a)
-		} else {
-			w.frames.Free(a, umem.Held)
-		}
-	}
-	if n > 0 {
-		fill.Submit(n)
-	}
-	w.hot = w.hot[:0]
-}
-
 // reapAll reaps every TX ring the worker produces: its TX lanes, and with
 // a Handler the RX sockets it reflects on.
 func (w *worker) reapAll() {
@@ -809,7 +666,7 @@ func (w *worker) reap(p *port) {
 		}
 		for _, a := range w.reaped[:n] {
 			if !w.freeTX(a) {
-				p.stats.rxInvalid.Add(1) // not a UMEM address: never followed
+				p.stats.badCompletions.Add(1) // not a UMEM address: never followed
 			}
 		}
 		if n < len(w.reaped) {
@@ -819,30 +676,7 @@ func (w *worker) reap(p *port) {
 }
 
 // refill tops up p's fill ring, a batch at a time.
-func (w *worker) refill(p *port) {
-	fill := &p.sock.Fill
-	if fill.Free(w.batch) < w.batch {
-		return
-	}
-	n, idx := fill.Reserve(fill.Free(fill.Size()))
-	k := uint32(0)
-	for ; k < n; k++ {
-		addr, ok := w.frames.Alloc(umem.KernelRX)
-		if !ok {
-			p.stats.fillShort.Add(1)
-			break
-		}
-		fill.SetAddr(idx+k, addr)
-	}
-	fill.Cancel(n - k)
-	if k > 0 {
-		fill.Submit(k)
-	}
-	if fill.NeedsWakeup() {
-		p.stats.fillWakeups.Add(1)
-		p.sock.WakeRX()
-	}
-}
+func (w *worker) refill(p *port) { p.rx.Refill(w.batch) }
 
 // drain forwards what is already in the RX rings, sends everything held
 // for ordering, and waits, up to drainTimeout, for the kernel to complete

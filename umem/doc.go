@@ -27,7 +27,8 @@
 //     pool behind them is guarded by a mutex, taken once per batch of half
 //     a cache, never per unit;
 //   - a unit's state byte is written only by the unit's current owner
-//     (Alloc, Free, Zone.Move); ownership passes from one worker to another
+//     (Alloc, Free, Zone.Move) — in xdpfwd, package rxring on the receive
+//     side and the forwarding engine's TX layout code; ownership passes from one worker to another
 //     through the kernel's rings, or a caller's own single-producer ring,
 //     whose release/acquire indices order the writes, so a unit may be
 //     allocated by one worker and freed into another worker's cache;

@@ -160,6 +160,30 @@ func (r *Ring) Take(max int) []xsk.Desc {
 	return out
 }
 
+// TakeInto is Take into buf, up to its length, without allocating; it
+// returns how many it took.
+func (r *Ring) TakeInto(buf []xsk.Desc) int {
+	cons := r.ConsumerIndex()
+	n := min(uint32(len(buf)), r.ProducerIndex()-cons)
+	for i := range n {
+		buf[i] = *(*xsk.Desc)(r.slot(cons + i))
+	}
+	atomic.StoreUint32(r.word(consOff), cons+n)
+	return int(n)
+}
+
+// TakeAddrsInto is TakeAddrs into buf, up to its length, without
+// allocating; it returns how many it took.
+func (r *Ring) TakeAddrsInto(buf []uint64) int {
+	cons := r.ConsumerIndex()
+	n := min(uint32(len(buf)), r.ProducerIndex()-cons)
+	for i := range n {
+		buf[i] = *(*uint64)(r.slot(cons + i))
+	}
+	atomic.StoreUint32(r.word(consOff), cons+n)
+	return int(n)
+}
+
 // TakeAddrs is Take for an address ring (fill).
 func (r *Ring) TakeAddrs(max int) []uint64 {
 	cons := r.ConsumerIndex()
