@@ -86,6 +86,16 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 
 func (g *mergeRig) port(link, q int) *port { return g.f.ports[link][q] }
 
+// stamps gives link 0's ports the program's newest stamp per queue, as a
+// native-mode program keeps it, for the test to write.
+func (g *mergeRig) stamps() *xsk.LastStamps {
+	st := xsk.NewMemLastStamps(len(g.f.ports[0]))
+	for _, p := range g.f.ports[0] {
+		p.stamps = st
+	}
+	return st
+}
+
 // frame takes a frame for a packet named name, in the state a packet
 // built from it for TX is in (KernelTX, as layOut leaves it).
 func (g *mergeRig) frame(name string) uint64 {
@@ -257,6 +267,50 @@ func TestMergeOrder(t *testing.T) {
 			}
 			if g.w[0].holdDue != 1<<63-1 {
 				t.Errorf("holdDue %d with nothing held", g.w[0].holdDue)
+			}
+		}},
+		{"a ring whose owner handed off its queue's newest packet counts as now - exactSlack", 2, 64, func(t *testing.T, g *mergeRig) {
+			st := g.stamps()
+			g.publish(1) // worker 1 stays awake: its own watermark goes stale
+			g.now += usec(5000)
+			s := g.now - usec(2)
+			st.Store(1, s-usec(300)) // worker 1 took and handed off queue 1's newest
+			g.port(0, 1).seen.Store(s - usec(300))
+			st.Store(0, s)
+			g.hand(0, 0, 0, "x", s, 1)
+			g.port(0, 0).seen.Store(s)
+			if sent, held := g.merge(0); sent != 0 || held != 1 {
+				t.Fatalf("within exactSlack: sent %d, held %d; want 0, 1", sent, held)
+			}
+			if due := g.w[0].holdDue; due != s+int64(exactSlack) {
+				t.Fatalf("holdDue %d, want the stamp plus exactSlack, %d", due-rigStart, s+int64(exactSlack)-rigStart)
+			}
+			g.now = s + int64(exactSlack)
+			if sent, held := g.merge(0); sent != 1 || held != 0 {
+				t.Fatalf("at stamp + exactSlack, owner awake: sent %d, held %d; want 1, 0", sent, held)
+			}
+			if n := g.timeouts(1, 0); n != 0 {
+				t.Errorf("order_hold_timeouts %d, want 0", n)
+			}
+		}},
+		{"a packet in flight on another queue (its newest stamp unseen) holds to the full slack", 2, 64, func(t *testing.T, g *mergeRig) {
+			st := g.stamps()
+			g.now += usec(5000)
+			s := g.now - usec(2)
+			g.port(0, 1).seen.Store(s - usec(300))
+			st.Store(1, s-usec(1)) // stamped, not yet in the ring: older than x
+			st.Store(0, s)
+			g.hand(0, 0, 0, "x", s, 1)
+			g.port(0, 0).seen.Store(s)
+			g.publish(1)
+			g.now = s + int64(exactSlack)
+			if sent, held := g.merge(0); sent != 0 || held != 1 {
+				t.Fatalf("past exactSlack with an older packet in flight: sent %d, held %d; want 0, 1", sent, held)
+			}
+			g.now = s + slackNS
+			g.publish(1)
+			if sent, held := g.merge(0); sent != 1 || held != 0 {
+				t.Fatalf("past the slack: sent %d, held %d; want 1, 0", sent, held)
 			}
 		}},
 		{"a sleeping owner with an unread packet still holds", 2, 64, func(t *testing.T, g *mergeRig) {

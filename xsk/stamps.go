@@ -60,7 +60,7 @@ func (s *LastStamps) Load(q int) int64 {
 }
 
 func (s *LastStamps) close() error {
-	if s == nil {
+	if s == nil || s.m == nil {
 		return nil
 	}
 	err := unix.Munmap(s.mem)
@@ -68,4 +68,19 @@ func (s *LastStamps) close() error {
 		err = err2
 	}
 	return err
+}
+
+// NewMemLastStamps returns stamps for n queues in ordinary memory, for
+// tests and fakes of the program; Store writes them.
+func NewMemLastStamps(n int) *LastStamps {
+	return &LastStamps{mem: make([]byte, 8*max(n, 1)), n: max(n, 1)}
+}
+
+// Store writes queue q's newest stamp, as the program would; only for
+// stamps made by NewMemLastStamps (the kernel's mapping is read-only).
+func (s *LastStamps) Store(q int, v int64) {
+	if s.m != nil {
+		panic("xsk: LastStamps.Store on the program's stamps")
+	}
+	(*atomic.Int64)(unsafe.Pointer(&s.mem[q*8])).Store(v)
 }
