@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
@@ -189,6 +190,8 @@ type worker struct {
 	spin int
 	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
 	progress workerProgress
+	// tap hands packets to xdpfwd capture (capture.go).
+	tap tapState
 
 	// With a Handler (verdicts.go): the batch's packets and where their
 	// descriptors are, per-lane counts, the lanes written this batch.
@@ -458,6 +461,7 @@ func (w *worker) forward(in *port) int {
 	if n == 0 {
 		return 0
 	}
+	w.tapBegin()
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	var got, tidx uint32
 	if !merging {
@@ -478,11 +482,15 @@ func (w *worker) forward(in *port) int {
 		packets++
 		rxBytes += uint64(total)
 		if !ok {
+			w.tapRejected(in, total, &c)
 			continue
 		}
 		if w.restoreVLAN(&w.chain[0]) {
 			total += vlanTagLen
 			c.vlanRestored++
+		}
+		if w.tap.set != nil {
+			w.tapRX(in, total)
 		}
 		tq, slot := w.q, xps.NoSlot
 		var stamp int64
@@ -493,6 +501,9 @@ func (w *worker) forward(in *port) int {
 		}
 		nd := w.build1(total, &c)
 		if nd == 0 {
+			if w.tap.set != nil {
+				w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
+			}
 			continue
 		}
 		if w.flows != nil {
@@ -506,13 +517,24 @@ func (w *worker) forward(in *port) int {
 			c.txPackets++
 			c.txBytes += uint64(total)
 			c.txDescs += uint64(nd)
+			if w.tap.set != nil {
+				w.tapOut(o, w.q, capture.TX, 0, w.out[:nd], total)
+			}
 			continue
 		}
-		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-			c.handoffFull++
-			w.flows.completed(w.out[:nd], tq)
-			w.release(w.out[:nd])
+		// What is pushed stays this worker's until the batch publishes it.
+		if w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
+			if w.tap.set != nil {
+				w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
+			}
+			continue
 		}
+		c.handoffFull++
+		if w.tap.set != nil {
+			w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
+		}
+		w.flows.completed(w.out[:nd], tq)
+		w.release(w.out[:nd])
 	}
 	rx.Release(n)
 	if !merging {
@@ -523,6 +545,7 @@ func (w *worker) forward(in *port) int {
 	if w.order != nil {
 		w.order.publish(in)
 	}
+	w.tapEnd()
 
 	w.publishRX(in, &c, packets, rxBytes)
 	w.publishTX(out, &c)
