@@ -253,6 +253,9 @@ func unexpected(err error) error {
 	return err
 }
 
+// Buffered is how many bytes of the stream are read and not yet returned.
+func (c *Client) Buffered() int { return c.r.Buffered() }
+
 // Stop asks the daemon to end the capture; Next then returns what is
 // left, and io.EOF.
 func (c *Client) Stop() error { return c.conn.CloseWrite() }

@@ -1,0 +1,286 @@
+package main
+
+import (
+	be "encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// capPacket is one packet of a pcapng file as tshark and tcpdump read it.
+type capPacket struct {
+	iface   string // interface name (the link)
+	dir     int    // epb_flags direction: 1 inbound, 2 outbound
+	comment string
+	data    []byte
+}
+
+// requireTool fails (never skips) when a tool the capture tests read
+// their files with is missing: .ci/run installs them.
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Fatalf("%s is not installed (apt-get install %s): the capture tests read their files with it", name, name)
+	}
+}
+
+// readCapture reads a pcapng file with tshark (interface, direction,
+// comment) and tcpdump (the bytes), packet by packet.
+func readCapture(t *testing.T, file string) []capPacket {
+	t.Helper()
+	requireTool(t, "tshark")
+	requireTool(t, "tcpdump")
+	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-E", "separator=|",
+		"-e", "frame.interface_name", "-e", "frame.packet_flags_direction", "-e", "frame.comment").Output()
+	if err != nil {
+		t.Fatalf("tshark -r %s: %v", file, errText(err))
+	}
+	var pkts []capPacket
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		if l == "" {
+			continue
+		}
+		f := strings.SplitN(l, "|", 3)
+		if len(f) != 3 {
+			t.Fatalf("tshark line %q: want 3 fields", l)
+		}
+		dir, _ := strconv.ParseInt(f[1], 0, 32)
+		pkts = append(pkts, capPacket{iface: f[0], dir: int(dir), comment: f[2]})
+	}
+	raw, err := exec.Command("tcpdump", "-r", file, "-nn", "-xx").Output()
+	if err != nil {
+		t.Fatalf("tcpdump -r %s: %v", file, errText(err))
+	}
+	k := -1
+	hexLine := regexp.MustCompile(`^\s+0x[0-9a-f]+:\s+(.*)$`)
+	for _, l := range strings.Split(string(raw), "\n") {
+		if m := hexLine.FindStringSubmatch(l); m != nil {
+			if k < 0 || k >= len(pkts) {
+				t.Fatalf("tcpdump shows bytes for packet %d of %d", k, len(pkts))
+			}
+			b, err := hex.DecodeString(strings.ReplaceAll(m[1], " ", ""))
+			if err != nil {
+				t.Fatalf("tcpdump hex %q: %v", m[1], err)
+			}
+			pkts[k].data = append(pkts[k].data, b...)
+		} else if l != "" {
+			k++
+		}
+	}
+	if k+1 != len(pkts) {
+		t.Fatalf("tcpdump read %d packets, tshark %d", k+1, len(pkts))
+	}
+	return pkts
+}
+
+func errText(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return fmt.Sprintf("%v: %s", err, ee.Stderr)
+	}
+	return err.Error()
+}
+
+// daemon starts xdpfwd run on p's links with a control socket in a
+// directory of the test's, and returns it and the socket.
+func daemon(t *testing.T, p *topo.Pair, extra ...string) (*proc, string) {
+	t.Helper()
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	args := append([]string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl}, extra...)
+	pr := startBin(t, args...)
+	waitAttached(t, pr, p, 10*time.Second)
+	if fi, err := os.Stat(ctl); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("control socket %s: %v, mode %v; want a socket of mode 0600", ctl, err, fi.Mode())
+	}
+	return pr, ctl
+}
+
+// startCapture starts xdpfwd capture and waits until it listens.
+func startCapture(t *testing.T, args ...string) *proc {
+	t.Helper()
+	pr := startBin(t, append([]string{"capture"}, args...)...)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(pr.stderr.String(), "listening on") {
+		if pr.exited() || time.Now().After(deadline) {
+			t.Fatalf("xdpfwd capture %q not listening (exited %v)\nstderr:\n%s", args, pr.exited(), pr.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return pr
+}
+
+var capturedRE = regexp.MustCompile(`(\d+) packets captured\n(\d+) packets lost`)
+
+// endCapture stops a capture with SIGINT (unless it ended by itself) and
+// returns what it says it captured and lost.
+func endCapture(t *testing.T, pr *proc) (captured, lost uint64) {
+	t.Helper()
+	if !pr.exited() {
+		pr.signal(os.Interrupt)
+	}
+	if code := pr.wait(20 * time.Second); code != 0 {
+		t.Fatalf("xdpfwd capture exited %d\nstderr:\n%s", code, pr.stderr.String())
+	}
+	checkNoPanic(t, "capture stderr", pr.stderr.String())
+	m := capturedRE.FindStringSubmatch(pr.stderr.String())
+	if m == nil {
+		t.Fatalf("xdpfwd capture did not report captured and lost packets:\n%s", pr.stderr.String())
+	}
+	captured, _ = strconv.ParseUint(m[1], 10, 64)
+	lost, _ = strconv.ParseUint(m[2], 10, 64)
+	return captured, lost
+}
+
+// flowFrames builds count UDP frames per flow from src to dst, sport
+// flows[i], sizes cycling through sizes, each with its flow and sequence
+// number in the payload.
+func flowFrames(dst, src net.HardwareAddr, from, to netip.Addr, dport uint16, sports []uint16, count int, sizes []int) [][]byte {
+	var frames [][]byte
+	for k := range count {
+		for i, sp := range sports {
+			f := topo.UDPFrame(dst, src, from, to, sp, dport, sizes[(k+i)%len(sizes)])
+			be.BigEndian.PutUint32(f[42:], uint32(k))
+			for j := 46; j < len(f); j++ {
+				f[j] = byte(j + k + i)
+			}
+			frames = append(frames, f)
+		}
+	}
+	return frames
+}
+
+func macs(t *testing.T, p *topo.Pair) (a, b net.HardwareAddr) {
+	t.Helper()
+	a, err := p.A.HardwareAddr(p.PeerA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = p.B.HardwareAddr(p.PeerB); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+// udpFlowKey is a UDP frame's (sport, dport) and sequence number, ok
+// false for another frame.
+func udpFlowKey(f []byte) (sport, dport uint16, seq uint32, ok bool) {
+	if len(f) < 46 || be.BigEndian.Uint16(f[12:]) != 0x0800 || f[23] != 17 {
+		return 0, 0, 0, false
+	}
+	return be.BigEndian.Uint16(f[34:]), be.BigEndian.Uint16(f[36:]), be.BigEndian.Uint32(f[42:]), true
+}
+
+// checkSeen checks that every frame sent appears, byte for byte, as rx on
+// the link it entered and tx on the link it left, each flow in order.
+func checkSeen(t *testing.T, pkts []capPacket, sent [][]byte, in, out string) {
+	t.Helper()
+	type key struct {
+		iface string
+		dir   int
+	}
+	want := map[string]bool{}
+	for _, f := range sent {
+		want[string(f)] = true
+	}
+	seen := map[key]map[string]int{}
+	last := map[string]uint32{} // per (link, direction, flow)
+	for _, p := range pkts {
+		if !want[string(p.data)] {
+			continue
+		}
+		k := key{p.iface, p.dir}
+		if seen[k] == nil {
+			seen[k] = map[string]int{}
+		}
+		seen[k][string(p.data)]++
+		sp, dp, seq, _ := udpFlowKey(p.data)
+		fk := fmt.Sprintf("%s/%d/%d>%d", p.iface, p.dir, sp, dp)
+		if prev, ok := last[fk]; ok && seq <= prev {
+			t.Errorf("%s: sequence %d after %d: out of order", fk, seq, prev)
+		}
+		last[fk] = seq
+		wantComment := "rx queue="
+		if p.dir == 2 {
+			wantComment = "tx queue="
+		}
+		if !strings.HasPrefix(p.comment, wantComment) {
+			t.Errorf("%s direction %d: comment %q, want %q…", p.iface, p.dir, p.comment, wantComment)
+		}
+	}
+	for _, k := range []key{{in, 1}, {out, 2}} {
+		missing := 0
+		for _, f := range sent {
+			if seen[k][string(f)] != 1 {
+				missing++
+			}
+		}
+		if missing > 0 {
+			t.Errorf("%s %s: %d of %d frames sent not seen exactly once, byte for byte", k.iface, map[int]string{1: "inbound", 2: "outbound"}[k.dir], missing, len(sent))
+		}
+	}
+}
+
+// TestCaptureFrames: a known sequence of frames crosses both ways (two
+// queues, so two workers) while xdpfwd capture -w FILE runs; tshark and
+// tcpdump read FILE and find every frame, byte for byte, received on the
+// link it entered and sent on the other, each flow in order. --count ends
+// the capture.
+func TestCaptureFrames(t *testing.T) {
+	p := newPair(t, topo.Options{Queues: 2})
+	d, ctl := daemon(t, p)
+	macA, macB := macs(t, p)
+	sizes := []int{60, 128, 300, 1000, 1514}
+	ab := flowFrames(macB, macA, p.V4A, p.V4B, 7001, []uint16{1001, 1002, 1003}, 20, sizes)
+	ba := flowFrames(macA, macB, p.V4B, p.V4A, 7002, []uint16{2001, 2002}, 15, sizes)
+	file := filepath.Join(t.TempDir(), "frames.pcapng")
+	total := 2 * (len(ab) + len(ba))
+	c := startCapture(t, "--control", ctl, "-w", file, "--count", strconv.Itoa(total), "udp portrange 7001-7002")
+	if err := topo.SendRaw(p.A, ab, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.SendRaw(p.B, ba, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	captured, lost := endCaptureAt(t, c, 15*time.Second)
+	t.Logf("captured %d, lost %d", captured, lost)
+	if captured != uint64(total) || lost != 0 {
+		t.Errorf("captured %d, lost %d; want %d, 0", captured, lost, total)
+	}
+	pkts := readCapture(t, file)
+	if len(pkts) != total {
+		t.Errorf("the file holds %d packets, want %d", len(pkts), total)
+	}
+	checkSeen(t, pkts, ab, p.LinkA, p.LinkB)
+	checkSeen(t, pkts, ba, p.LinkB, p.LinkA)
+	d.interrupt()
+	if _, err := os.Stat(ctl); !os.IsNotExist(err) {
+		t.Errorf("control socket %s still there after the daemon exited: %v", ctl, err)
+	}
+}
+
+// endCaptureAt waits up to within for a capture to end by itself (its
+// --count), then ends it.
+func endCaptureAt(t *testing.T, pr *proc, within time.Duration) (uint64, uint64) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !pr.exited() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !pr.exited() {
+		t.Errorf("capture still running after %v (its --count not reached)", within)
+	}
+	return endCapture(t, pr)
+}
+
+
+
