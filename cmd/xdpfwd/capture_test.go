@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	be "encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +24,7 @@ type capPacket struct {
 	iface   string // interface name (the link)
 	dir     int    // epb_flags direction: 1 inbound, 2 outbound
 	comment string
+	len     int // the packet's original length
 	data    []byte
 }
 
@@ -42,7 +44,7 @@ func readCapture(t *testing.T, file string) []capPacket {
 	requireTool(t, "tshark")
 	requireTool(t, "tcpdump")
 	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-E", "separator=|",
-		"-e", "frame.interface_name", "-e", "frame.packet_flags_direction", "-e", "frame.comment").Output()
+		"-e", "frame.interface_name", "-e", "frame.packet_flags_direction", "-e", "frame.len", "-e", "frame.comment").Output()
 	if err != nil {
 		t.Fatalf("tshark -r %s: %v", file, errText(err))
 	}
@@ -51,12 +53,13 @@ func readCapture(t *testing.T, file string) []capPacket {
 		if l == "" {
 			continue
 		}
-		f := strings.SplitN(l, "|", 3)
-		if len(f) != 3 {
-			t.Fatalf("tshark line %q: want 3 fields", l)
+		f := strings.SplitN(l, "|", 4)
+		if len(f) != 4 {
+			t.Fatalf("tshark line %q: want 4 fields", l)
 		}
 		dir, _ := strconv.ParseInt(f[1], 0, 32)
-		pkts = append(pkts, capPacket{iface: f[0], dir: int(dir), comment: f[2]})
+		n, _ := strconv.Atoi(f[2])
+		pkts = append(pkts, capPacket{iface: f[0], dir: int(dir), len: n, comment: f[3]})
 	}
 	raw, err := exec.Command("tcpdump", "-r", file, "-nn", "-xx").Output()
 	if err != nil {
@@ -282,5 +285,144 @@ func endCaptureAt(t *testing.T, pr *proc, within time.Duration) (uint64, uint64)
 	return endCapture(t, pr)
 }
 
+// tcpFrame is an IPv4/TCP frame (a bare header, no payload) from sport to
+// dport: what a UDP filter must not take for its port.
+func tcpFrame(dst, src net.HardwareAddr, from, to netip.Addr, sport, dport uint16) []byte {
+	f := topo.UDPFrame(dst, src, from, to, sport, dport, 14+20+20)
+	ip := f[14:34]
+	ip[9] = 6
+	ip[10], ip[11] = 0, 0
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(be.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	be.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	tcp := f[34:]
+	clear(tcp[4:])
+	tcp[12] = 5 << 4
+	tcp[13] = 0x02 // SYN
+	return f
+}
 
+// TestCaptureFilter: among mixed traffic (UDP to and from port 9, UDP to
+// port 90 and 19, TCP port 9, pings), the filter "udp port 9" keeps
+// exactly the UDP frames of port 9, both ways, each once on the link it
+// entered and once on the other.
+func TestCaptureFilter(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	d, ctl := daemon(t, p)
+	macA, macB := macs(t, p)
+	var other [][]byte
+	keep := flowFrames(macB, macA, p.V4A, p.V4B, 4000, []uint16{9}, 10, []int{200, 300, 1514})
+	for k := range 10 {
+		keep = append(keep, flowFrames(macB, macA, p.V4A, p.V4B, 9, []uint16{uint16(3000 + k)}, 1, []int{100 + k})...)
+		other = append(other, flowFrames(macB, macA, p.V4A, p.V4B, 90, []uint16{uint16(3000 + k)}, 1, []int{100 + k})...)
+		other = append(other, flowFrames(macB, macA, p.V4A, p.V4B, 19, []uint16{99}, 1, []int{100 + k})...)
+		other = append(other, tcpFrame(macB, macA, p.V4A, p.V4B, uint16(5000+k), 9))
+	}
+	var mixed [][]byte
+	for i := range keep {
+		mixed = append(mixed, other[i%len(other)], keep[i])
+	}
+	mixed = append(mixed, other...)
+	file := filepath.Join(t.TempDir(), "filter.pcapng")
+	c := startCapture(t, "--control", ctl, "-w", file, "udp", "port", "9")
+	if err := topo.SendRaw(p.A, mixed, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := topo.Ping(p.A, p.V4B, 3, 3*time.Second); err != nil || res.Received == 0 {
+		t.Fatalf("ping across while capturing: %+v, %v", res, err)
+	}
+	// Every frame sent crossed before the pings' replies came back: the
+	// capture holds them all once it stops.
+	captured, lost := endCapture(t, c)
+	pkts := readCapture(t, file)
+	t.Logf("captured %d, lost %d, file %d packets", captured, lost, len(pkts))
+	if captured != uint64(2*len(keep)) || lost != 0 || len(pkts) != 2*len(keep) {
+		t.Errorf("captured %d (file %d), lost %d; want %d (the port 9 UDP frames, rx and tx), 0", captured, len(pkts), lost, 2*len(keep))
+	}
+	for _, p := range pkts {
+		sp, dp, _, ok := udpFlowKey(p.data)
+		if !ok || sp != 9 && dp != 9 {
+			t.Errorf("the filter kept %d bytes on %s that are not UDP port 9: % x", len(p.data), p.iface, p.data[:min(len(p.data), 40)])
+		}
+	}
+	checkSeen(t, pkts, keep, p.LinkA, p.LinkB)
+	d.interrupt()
+}
 
+// TestCaptureDrops: what xdpfwd drops on purpose appears with its reason
+// (the counter's name) in the packet's comment, on the link that counted
+// it: every frame in sink mode (handler_drops), and a frame of more
+// buffers than a TX ring takes (rx_too_many_frags, its original length
+// kept).
+func TestCaptureDrops(t *testing.T) {
+	t.Run("sink", func(t *testing.T) {
+		p := newPair(t, topo.Options{})
+		ctl := filepath.Join(t.TempDir(), "ctl.sock")
+		d := startBin(t, "run", "--mode", "sink", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl)
+		waitAttached(t, d, p, 10*time.Second)
+		macA, macB := macs(t, p)
+		frames := flowFrames(macB, macA, p.V4A, p.V4B, 7300, []uint16{1, 2}, 10, []int{60, 700, 1514})
+		file := filepath.Join(t.TempDir(), "sink.pcapng")
+		c := startCapture(t, "--control", ctl, "-w", file, "--direction", "drop", "--count", strconv.Itoa(len(frames)), "udp port 7300")
+		if err := topo.SendRaw(p.A, frames, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		captured, lost := endCaptureAt(t, c, 15*time.Second)
+		pkts := readCapture(t, file)
+		if captured != uint64(len(frames)) || lost != 0 || len(pkts) != len(frames) {
+			t.Errorf("captured %d (file %d), lost %d; want %d, 0", captured, len(pkts), lost, len(frames))
+		}
+		for i, pk := range pkts {
+			if i < len(frames) && !bytes.Equal(pk.data, frames[i]) {
+				t.Errorf("drop %d: not the frame sent", i)
+			}
+			if pk.iface != p.LinkA || pk.dir != 1 || !strings.HasPrefix(pk.comment, "drop queue=0 reason=handler_drops") {
+				t.Errorf("drop %d: %s direction %d comment %q; want %s inbound, drop … reason=handler_drops", i, pk.iface, pk.dir, pk.comment, p.LinkA)
+			}
+		}
+		d.interrupt()
+	})
+	t.Run("too-many-frags", func(t *testing.T) {
+		p := newPair(t, topo.Options{MTU: 9000, TxChecksum: true})
+		d, ctl := daemon(t, p, "--multi-buffer", "on", "--frame-size", "2048")
+		const mtu = 40000
+		if err := p.SetMTU(mtu); err != nil {
+			t.Fatalf("raise the MTU to %d: %v", mtu, err)
+		}
+		macA, macB := macs(t, p)
+		big := make([]byte, mtu+14)
+		copy(big, macB)
+		copy(big[6:], macA)
+		big[12], big[13] = 0x88, 0xb5 // local experimental
+		for i := 14; i < len(big); i++ {
+			big[i] = byte(i)
+		}
+		file := filepath.Join(t.TempDir(), "frags.pcapng")
+		c := startCapture(t, "--control", ctl, "-w", file, "--direction", "drop", "--count", "1", "--snaplen", "5000")
+		if err := topo.SendRaw(p.A, [][]byte{big}, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		captured, lost := endCaptureAt(t, c, 15*time.Second)
+		pkts := readCapture(t, file)
+		if captured != 1 || lost != 0 || len(pkts) != 1 {
+			t.Fatalf("captured %d (file %d), lost %d; want 1, 0", captured, len(pkts), lost)
+		}
+		pk := pkts[0]
+		t.Logf("%s direction %d, %d of %d bytes, %q", pk.iface, pk.dir, len(pk.data), pk.len, pk.comment)
+		if pk.iface != p.LinkA || pk.dir != 1 || !strings.Contains(pk.comment, "reason=rx_too_many_frags") {
+			t.Errorf("%s direction %d comment %q; want %s inbound, reason=rx_too_many_frags", pk.iface, pk.dir, pk.comment, p.LinkA)
+		}
+		if pk.len != len(big) || len(pk.data) != 5000 || !bytes.Equal(pk.data, big[:5000]) {
+			t.Errorf("kept %d bytes of %d, want the first 5000 of the %d sent", len(pk.data), pk.len, len(big))
+		}
+		if err := p.SetMTU(9000); err != nil {
+			t.Fatal(err)
+		}
+		d.interrupt()
+	})
+}
