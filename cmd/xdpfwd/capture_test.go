@@ -4,6 +4,7 @@ import (
 	"bytes"
 	be "encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -148,8 +149,13 @@ func endCapture(t *testing.T, pr *proc) (captured, lost uint64) {
 // flows[i], sizes cycling through sizes, each with its flow and sequence
 // number in the payload.
 func flowFrames(dst, src net.HardwareAddr, from, to netip.Addr, dport uint16, sports []uint16, count int, sizes []int) [][]byte {
+	return flowFramesFrom(dst, src, from, to, dport, sports, 0, count, sizes)
+}
+
+// flowFramesFrom is flowFrames from sequence number start on.
+func flowFramesFrom(dst, src net.HardwareAddr, from, to netip.Addr, dport uint16, sports []uint16, start, count int, sizes []int) [][]byte {
 	var frames [][]byte
-	for k := range count {
+	for k := start; k < start+count; k++ {
 		for i, sp := range sports {
 			f := topo.UDPFrame(dst, src, from, to, sp, dport, sizes[(k+i)%len(sizes)])
 			be.BigEndian.PutUint32(f[42:], uint32(k))
@@ -425,4 +431,186 @@ func TestCaptureDrops(t *testing.T) {
 		}
 		d.interrupt()
 	})
+}
+
+// flood sends UDP frames from A to B on dport, flows sports, in bursts of
+// burst frames every gap, until stop is closed or max frames are sent;
+// done receives how many it sent.
+func flood(t *testing.T, p *topo.Pair, dport uint16, sports []uint16, burst int, gap time.Duration, max int, stop <-chan struct{}) <-chan int {
+	macA, macB := macs(t, p)
+	done := make(chan int, 1)
+	go func() {
+		sent := 0
+		defer func() { done <- sent }()
+		for seq := 0; sent < max; seq += burst {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fs := flowFramesFrom(macB, macA, p.V4A, p.V4B, dport, sports, seq, burst, []int{100, 1000})
+			if err := topo.SendRaw(p.A, fs, 5*time.Second); err != nil {
+				t.Errorf("flood: %v", err)
+				return
+			}
+			sent += len(fs)
+			if gap > 0 {
+				time.Sleep(gap)
+			}
+		}
+	}()
+	return done
+}
+
+// checkContiguous checks that in pkts, every flow on each (link,
+// direction) has consecutive sequence numbers (a capture that lost
+// nothing), only on the (link, direction) pairs allowed, and returns the
+// packets per pair.
+func checkContiguous(t *testing.T, what string, pkts []capPacket, allowed ...string) map[string]int {
+	t.Helper()
+	per := map[string]int{}
+	last := map[string]uint32{}
+	for _, p := range pkts {
+		sp, dp, seq, ok := udpFlowKey(p.data)
+		if !ok {
+			t.Errorf("%s: a packet that is not ours: % x", what, p.data[:min(40, len(p.data))])
+			continue
+		}
+		ld := fmt.Sprintf("%s/%d", p.iface, p.dir)
+		if !slicesContains(allowed, ld) {
+			t.Errorf("%s: a packet on %s (link/direction), want only %v", what, ld, allowed)
+		}
+		per[ld]++
+		fk := fmt.Sprintf("%s/%d>%d", ld, sp, dp)
+		if prev, ok := last[fk]; ok && seq != prev+1 {
+			t.Errorf("%s: %s: sequence %d after %d", what, fk, seq, prev)
+		}
+		last[fk] = seq
+	}
+	return per
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// captureSummary is the part of run's --summary the capture tests read.
+type captureSummary struct {
+	Links map[string]struct {
+		RXPackets uint64            `json:"rx_packets"`
+		TXPackets uint64            `json:"tx_packets"`
+		Drops     map[string]uint64 `json:"drops"`
+	} `json:"links"`
+}
+
+func readSummary(t *testing.T, path string) captureSummary {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	var s captureSummary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	return s
+}
+
+// TestCaptureConcurrent: two captures at once, one of everything and one
+// of what leaves link B, and three more started and stopped while traffic
+// flows: each file holds what its capture selected, every flow without a
+// gap (nothing lost), and the forwarder delivers everything throughout.
+func TestCaptureConcurrent(t *testing.T) {
+	p := newPair(t, topo.Options{Queues: 2})
+	sum := filepath.Join(t.TempDir(), "summary.json")
+	d, ctl := daemon(t, p, "--summary", sum)
+	stop := make(chan struct{})
+	done := flood(t, p, 7400, []uint16{1, 2, 3, 4}, 8, 2*time.Millisecond, 1<<30, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+	}()
+	dir := t.TempDir()
+	time.Sleep(100 * time.Millisecond)
+	all := startCapture(t, "--control", ctl, "-w", filepath.Join(dir, "all.pcapng"), "udp port 7400")
+	outB := startCapture(t, "--control", ctl, "-w", filepath.Join(dir, "outB.pcapng"), "--link", p.LinkB, "--direction", "tx", "udp port 7400")
+	time.Sleep(300 * time.Millisecond)
+	check := func(name string, pr *proc, allowed ...string) map[string]int {
+		t.Helper()
+		captured, lost := endCapture(t, pr)
+		pkts := readCapture(t, filepath.Join(dir, name))
+		per := checkContiguous(t, name, pkts, allowed...)
+		t.Logf("%s: captured %d, lost %d, per link/direction %v", name, captured, lost, per)
+		if captured != uint64(len(pkts)) || lost != 0 || len(pkts) == 0 {
+			t.Errorf("%s: captured %d (file %d), lost %d; want some, all in the file, none lost", name, captured, len(pkts), lost)
+		}
+		return per
+	}
+	per := check("all.pcapng", all, p.LinkA+"/1", p.LinkB+"/2")
+	if per[p.LinkA+"/1"] != per[p.LinkB+"/2"] {
+		t.Errorf("all.pcapng: %d received on %s, %d sent on %s: want as many", per[p.LinkA+"/1"], p.LinkA, per[p.LinkB+"/2"], p.LinkB)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("short%d.pcapng", i)
+		c := startCapture(t, "--control", ctl, "-w", filepath.Join(dir, name), "--link", p.LinkA, "--direction", "rx", "udp port 7400")
+		time.Sleep(100 * time.Millisecond)
+		check(name, c, p.LinkA+"/1")
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	sent := <-done
+	if res, err := topo.Ping(p.A, p.V4B, 3, 3*time.Second); err != nil || res.Received == 0 {
+		t.Errorf("ping across after the captures: %+v, %v", res, err)
+	}
+	check("outB.pcapng", outB, p.LinkB+"/2")
+	d.interrupt()
+	s := readSummary(t, sum)
+	a, b := s.Links[p.LinkA], s.Links[p.LinkB]
+	t.Logf("flood: %d frames sent; %s rx %d drops %v; %s tx %d", sent, p.LinkA, a.RXPackets, a.Drops, p.LinkB, b.TXPackets)
+	if a.RXPackets < uint64(sent) || b.TXPackets != a.RXPackets {
+		t.Errorf("%s received %d, %s sent %d, of %d flooded: want everything received and forwarded", p.LinkA, a.RXPackets, p.LinkB, b.TXPackets, sent)
+	}
+}
+
+// TestCaptureLoss: a capture with a tiny buffer under a flood loses
+// records, and counts them: captured plus lost is exactly what xdpfwd
+// received of the flood, while the forwarder forwards every frame.
+func TestCaptureLoss(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	sum := filepath.Join(t.TempDir(), "summary.json")
+	d, ctl := daemon(t, p, "--summary", sum)
+	file := filepath.Join(t.TempDir(), "loss.pcapng")
+	c := startCapture(t, "--control", ctl, "-w", file, "--buffer", "4096", "--snaplen", "1514", "--direction", "rx", "--link", p.LinkA, "udp port 7500")
+	const n = 20000
+	sent := <-flood(t, p, 7500, []uint16{1, 2}, 250, 0, n, nil)
+	if res, err := topo.Ping(p.A, p.V4B, 3, 3*time.Second); err != nil || res.Received == 0 {
+		t.Errorf("ping across after the flood: %+v, %v", res, err)
+	}
+	captured, lost := endCapture(t, c)
+	pkts := readCapture(t, file)
+	d.interrupt()
+	s := readSummary(t, sum)
+	a, b := s.Links[p.LinkA], s.Links[p.LinkB]
+	kernel := a.Drops["rx_dropped"] + a.Drops["rx_ring_full"]
+	t.Logf("flood of %d: captured %d (file %d), lost %d; %s rx %d, kernel drops %d; %s tx %d", sent, captured, len(pkts), lost, p.LinkA, a.RXPackets, kernel, p.LinkB, b.TXPackets)
+	if lost == 0 {
+		t.Errorf("a 4 KiB buffer lost nothing of a %d-frame flood: the test does not test loss", sent)
+	}
+	if captured != uint64(len(pkts)) {
+		t.Errorf("captured %d, the file holds %d", captured, len(pkts))
+	}
+	if captured+lost != uint64(sent)-kernel {
+		t.Errorf("captured %d + lost %d = %d, want the %d frames xdpfwd received (%d sent, %d dropped by the kernel)", captured, lost, captured+lost, uint64(sent)-kernel, sent, kernel)
+	}
+	if b.TXPackets != a.RXPackets || a.RXPackets < uint64(sent)-kernel {
+		t.Errorf("%s received %d, %s sent %d: the capture slowed or stopped forwarding", p.LinkA, a.RXPackets, p.LinkB, b.TXPackets)
+	}
 }
