@@ -181,10 +181,13 @@ func (h *Hub) Close() {
 // Begin starts a worker's batch: nil while nobody captures, after one
 // atomic load. Otherwise the batch's set, its timestamp read once.
 func (p *Point) Begin() *Set {
-	s := p.cur.Load()
-	if s == nil {
-		return nil
+	if s := p.cur.Load(); s != nil {
+		return p.begin(s)
 	}
+	return nil // inlined into the worker: one load and a branch
+}
+
+func (p *Point) begin(s *Set) *Set {
 	for {
 		// Announce the set before writing to it, then check it is still
 		// current: a Close that replaced it either sees it active and
