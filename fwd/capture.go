@@ -19,9 +19,10 @@ var (
 // opened on it see what the workers receive, send and drop.
 func (f *Forwarder) Capture() *capture.Hub { return f.capture }
 
-// tapState is a worker's side of package capture. set is nil while nobody
-// captures: every hook in the forwarding path tests it, and does nothing
-// else then.
+// tapState is a worker's side of package capture. A batch starts with
+// set = point.Begin() (inlined: one atomic load, nil while nobody
+// captures) and ends with tapEnd; every hook in between tests set, and
+// does nothing else while it is nil.
 type tapState struct {
 	point *capture.Point
 	set   *capture.Set // this batch's (tapBegin), or nil
@@ -31,17 +32,12 @@ type tapState struct {
 	invalid uint64
 }
 
-// tapBegin starts a batch: one atomic load while nobody captures.
-func (w *worker) tapBegin() {
-	w.tap.set = w.tap.point.Begin()
-	w.tap.invalid = 0
-}
-
 // tapEnd publishes the batch's records.
 func (w *worker) tapEnd() {
 	if w.tap.set != nil {
 		w.tap.set.End()
 		w.tap.set = nil
+		w.tap.invalid = 0
 	}
 }
 

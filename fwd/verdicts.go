@@ -25,7 +25,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	if n == 0 {
 		return 0
 	}
-	w.tapBegin()
+	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	if w.flows != nil {
 		w.now = monoNow()

@@ -461,7 +461,7 @@ func (w *worker) forward(in *port) int {
 	if n == 0 {
 		return 0
 	}
-	w.tapBegin()
+	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	var got, tidx uint32
 	if !merging {
