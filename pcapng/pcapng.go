@@ -31,6 +31,9 @@ const (
 	optEPBFlag = 2
 	optShbUA   = 4
 
+	// maxOpt is the longest option value (16-bit length, padded).
+	maxOpt = 0xfffc
+
 	// LinkTypeEthernet is LINKTYPE_ETHERNET.
 	LinkTypeEthernet = 1
 )
@@ -148,8 +151,10 @@ func (pw *Writer) block(t uint32, body []byte) {
 	_, pw.err = pw.w.Write(hdr[4:8])
 }
 
-// appendOpt appends an option (code, length, value padded to 4 bytes).
+// appendOpt appends an option (code, length, value padded to 4 bytes). A
+// value longer than an option holds is cut.
 func appendOpt(b []byte, code uint16, v []byte) []byte {
+	v = v[:min(len(v), maxOpt)]
 	b = order.AppendUint16(b, code)
 	b = order.AppendUint16(b, uint16(len(v)))
 	b = append(b, v...)
