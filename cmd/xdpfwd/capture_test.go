@@ -614,3 +614,91 @@ func TestCaptureLoss(t *testing.T) {
 		t.Errorf("%s received %d, %s sent %d: the capture slowed or stopped forwarding", p.LinkA, a.RXPackets, p.LinkB, b.TXPackets)
 	}
 }
+
+// TestCaptureBadInput: bad flags, a bad filter, an unknown link and an
+// unreachable daemon each give a clear message; bad input exits 2.
+func TestCaptureBadInput(t *testing.T) {
+	requireTool(t, "tcpdump")
+	missing := filepath.Join(t.TempDir(), "none.sock")
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"capture"}, 2, "-w FILE"},
+		{[]string{"capture", "-w", "-", "--direction", "up"}, 2, "--direction"},
+		{[]string{"capture", "-w", "-", "--snaplen", "0"}, 2, "--snaplen"},
+		{[]string{"capture", "-w", "-", "--buffer", "10"}, 2, "--buffer"},
+		{[]string{"capture", "-w", "-", "--bogus"}, 2, "bogus"},
+		{[]string{"capture", "-w", "-", "--control", missing, "udp", "port"}, 2, "syntax error"},
+		{[]string{"capture", "-w", "-", "--control", missing}, 1, "control socket " + missing},
+	}
+	for _, tc := range tests {
+		r := runBin(t, 20*time.Second, nil, tc.args...)
+		t.Logf("%q: exit %d: %s", tc.args, r.code, strings.TrimSpace(r.stderr))
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d naming %q", tc.args, r.code, r.stderr, tc.code, tc.msg)
+		}
+		checkNoPanic(t, "stderr", r.stderr)
+	}
+	p := newPair(t, topo.Options{})
+	d, ctl := daemon(t, p)
+	r := runBin(t, 20*time.Second, nil, "capture", "-w", "-", "--control", ctl, "--link", "nosuch0")
+	if r.code != 2 || !strings.Contains(r.stderr, `link "nosuch0"`) {
+		t.Errorf("unknown link: exit %d, stderr %q; want 2 naming the link", r.code, r.stderr)
+	}
+	// A second daemon may not take a live control socket.
+	q := newPair(t, topo.Options{})
+	r = runBin(t, 20*time.Second, nil, "run", "--link", q.LinkA, "--link", q.LinkB, "--control", ctl)
+	if r.code != 2 || !strings.Contains(r.stderr, "another process is listening") {
+		t.Errorf("run on a live control socket: exit %d, stderr %q; want 2", r.code, r.stderr)
+	}
+	d.interrupt()
+}
+
+// TestCaptureDefaultSocket: without --control, the daemon listens on
+// /run/xdpfwd/FIRST-LINK.sock, capture finds it by --link, and the socket
+// is gone when the daemon exits; -w - streams pcapng that tcpdump reads
+// from a pipe.
+func TestCaptureDefaultSocket(t *testing.T) {
+	requireTool(t, "tcpdump")
+	p := newPair(t, topo.Options{})
+	d := startBin(t, "run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0")
+	waitAttached(t, d, p, 10*time.Second)
+	sock := "/run/xdpfwd/" + p.LinkA + ".sock"
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("default control socket %s: %v", sock, err)
+	}
+	cmd := exec.Command("sh", "-c", fmt.Sprintf("%s capture -w - --link %s --count 6 icmp | tcpdump -nn -r -", binary(t), p.LinkB))
+	var out, errb syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(errb.String(), "listening on") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if res, err := topo.Ping(p.A, p.V4B, 3, 3*time.Second); err != nil || res.Received != 3 {
+		t.Errorf("ping: %+v, %v", res, err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("capture | tcpdump: %v\n%s", err, errb.String())
+		}
+	case <-time.After(15 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("capture | tcpdump did not end\n%s", errb.String())
+	}
+	t.Logf("tcpdump -r -:\n%s%s", out.String(), errb.String())
+	if n := strings.Count(out.String(), "ICMP echo"); n != 6 {
+		t.Errorf("tcpdump read %d ICMP echoes from the pipe, want 6 (3 requests in, 3 replies out of %s)", n, p.LinkB)
+	}
+	d.interrupt()
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("%s still there after the daemon exited: %v", sock, err)
+	}
+}
