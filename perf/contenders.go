@@ -84,6 +84,7 @@ func contenderTable() []*contender {
 		c.Offloads, c.Groups = cfg.Offloads, cfg.Groups
 		cs = append(cs, c)
 	}
+	cs = append(cs, captureContenders()...) // issue 12
 	return append(cs,
 		bridgeContender("bridge", "Linux bridge (tx-csum off, as the XDP rows)", false),
 		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
