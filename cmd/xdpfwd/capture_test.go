@@ -702,3 +702,51 @@ func TestCaptureDefaultSocket(t *testing.T) {
 		t.Errorf("%s still there after the daemon exited: %v", sock, err)
 	}
 }
+
+// TestCaptureReflect: with a Handler (reflect mode), what comes in and
+// what goes back out of the same link are both captured, the reflected
+// copy with its MACs swapped, on the same queue.
+func TestCaptureReflect(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "reflect", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl)
+	waitAttached(t, d, p, 10*time.Second)
+	macA, macB := macs(t, p)
+	frames := flowFrames(macB, macA, p.V4A, p.V4B, 7600, []uint16{1}, 10, []int{60, 1514})
+	file := filepath.Join(t.TempDir(), "reflect.pcapng")
+	c := startCapture(t, "--control", ctl, "-w", file, "--link", p.LinkA, "--count", strconv.Itoa(2*len(frames)), "udp port 7600")
+	if err := topo.SendRaw(p.A, frames, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	captured, lost := endCaptureAt(t, c, 15*time.Second)
+	pkts := readCapture(t, file)
+	if captured != uint64(2*len(frames)) || lost != 0 || len(pkts) != 2*len(frames) {
+		t.Fatalf("captured %d (file %d), lost %d; want %d, 0", captured, len(pkts), lost, 2*len(frames))
+	}
+	var rx, tx int
+	for _, pk := range pkts {
+		switch {
+		case pk.iface != p.LinkA:
+			t.Errorf("a packet on %s", pk.iface)
+		case pk.dir == 1 && rx < len(frames):
+			if !bytes.Equal(pk.data, frames[rx]) {
+				t.Errorf("rx %d: not the frame sent", rx)
+			}
+			rx++
+		case pk.dir == 2 && tx < len(frames):
+			want := bytes.Clone(frames[tx])
+			copy(want[0:6], frames[tx][6:12])
+			copy(want[6:12], frames[tx][0:6])
+			if !bytes.Equal(pk.data, want) {
+				t.Errorf("tx %d: not the frame sent with its MACs swapped", tx)
+			}
+			tx++
+		default:
+			t.Errorf("direction %d, comment %q", pk.dir, pk.comment)
+		}
+	}
+	if rx != len(frames) || tx != len(frames) {
+		t.Errorf("%d in, %d out; want %d each", rx, tx, len(frames))
+	}
+	d.interrupt()
+}
