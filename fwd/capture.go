@@ -48,9 +48,6 @@ func (w *worker) tapRX(in *port, total int) {
 
 // tapRejected offers a packet collect refused, with its reason.
 func (w *worker) tapRejected(in *port, total int, c *batchCounts) {
-	if w.tap.set == nil {
-		return
-	}
 	r := capTooLong
 	if c.invalid != w.tap.invalid {
 		w.tap.invalid, r = c.invalid, capBadDesc

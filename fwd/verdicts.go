@@ -106,7 +106,9 @@ func (w *worker) collectBatch(in *port, rx *xsk.Consumer, idx, n uint32, c *batc
 		packets++
 		rxBytes += uint64(total)
 		if !ok {
-			w.tapRejected(in, total, c)
+			if w.tap.set != nil {
+				w.tapRejected(in, total, c)
+			}
 			continue
 		}
 		if w.restoreVLAN(&w.chain[0]) {

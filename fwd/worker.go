@@ -482,7 +482,9 @@ func (w *worker) forward(in *port) int {
 		packets++
 		rxBytes += uint64(total)
 		if !ok {
-			w.tapRejected(in, total, &c)
+			if w.tap.set != nil {
+				w.tapRejected(in, total, &c)
+			}
 			continue
 		}
 		if w.restoreVLAN(&w.chain[0]) {
@@ -522,19 +524,17 @@ func (w *worker) forward(in *port) int {
 			}
 			continue
 		}
-		// What is pushed stays this worker's until the batch publishes it.
-		if w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
+		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
+			c.handoffFull++
 			if w.tap.set != nil {
-				w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
+				w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
 			}
-			continue
+			w.flows.completed(w.out[:nd], tq)
+			w.release(w.out[:nd])
+		} else if w.tap.set != nil {
+			// Pushed, but this worker's until the batch publishes it.
+			w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
 		}
-		c.handoffFull++
-		if w.tap.set != nil {
-			w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
-		}
-		w.flows.completed(w.out[:nd], tq)
-		w.release(w.out[:nd])
 	}
 	rx.Release(n)
 	if !merging {
