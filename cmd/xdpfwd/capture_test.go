@@ -103,10 +103,28 @@ func daemon(t *testing.T, p *topo.Pair, extra ...string) (*proc, string) {
 	args := append([]string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl}, extra...)
 	pr := startBin(t, args...)
 	waitAttached(t, pr, p, 10*time.Second)
-	if fi, err := os.Stat(ctl); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("control socket %s: %v, mode %v; want a socket of mode 0600", ctl, err, fi.Mode())
-	}
+	waitSocket(t, pr, ctl)
 	return pr, ctl
+}
+
+// waitSocket waits for the daemon's control socket (made once the
+// forwarder is ready) and checks it is a socket of mode 0600.
+func waitSocket(t *testing.T, pr *proc, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fi, err := os.Stat(path)
+		if err == nil {
+			if fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+				t.Fatalf("control socket %s: mode %v; want a socket of mode 0600", path, fi.Mode())
+			}
+			return
+		}
+		if pr.exited() || time.Now().After(deadline) {
+			t.Fatalf("control socket %s: %v\nstderr:\n%s", path, err, pr.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // startCapture starts xdpfwd capture and waits until it listens.
@@ -371,6 +389,7 @@ func TestCaptureDrops(t *testing.T) {
 		ctl := filepath.Join(t.TempDir(), "ctl.sock")
 		d := startBin(t, "run", "--mode", "sink", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl)
 		waitAttached(t, d, p, 10*time.Second)
+		waitSocket(t, d, ctl)
 		macA, macB := macs(t, p)
 		frames := flowFrames(macB, macA, p.V4A, p.V4B, 7300, []uint16{1, 2}, 10, []int{60, 700, 1514})
 		file := filepath.Join(t.TempDir(), "sink.pcapng")
@@ -666,9 +685,7 @@ func TestCaptureDefaultSocket(t *testing.T) {
 	d := startBin(t, "run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0")
 	waitAttached(t, d, p, 10*time.Second)
 	sock := "/run/xdpfwd/" + p.LinkA + ".sock"
-	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("default control socket %s: %v", sock, err)
-	}
+	waitSocket(t, d, sock)
 	cmd := exec.Command("sh", "-c", fmt.Sprintf("%s capture -w - --link %s --count 6 icmp | tcpdump -nn -r -", binary(t), p.LinkB))
 	var out, errb syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -711,6 +728,7 @@ func TestCaptureReflect(t *testing.T) {
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	d := startBin(t, "run", "--mode", "reflect", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl)
 	waitAttached(t, d, p, 10*time.Second)
+	waitSocket(t, d, ctl)
 	macA, macB := macs(t, p)
 	frames := flowFrames(macB, macA, p.V4A, p.V4B, 7600, []uint16{1}, 10, []int{60, 1514})
 	file := filepath.Join(t.TempDir(), "reflect.pcapng")
