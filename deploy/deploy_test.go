@@ -502,7 +502,11 @@ type daemonSet struct {
 				Containers                    []container `yaml:"containers"`
 				InitContainers                []container `yaml:"initContainers"`
 				Volumes                       []struct {
-					Name      string `yaml:"name"`
+					Name     string `yaml:"name"`
+					HostPath *struct {
+						Path string `yaml:"path"`
+						Type string `yaml:"type"`
+					} `yaml:"hostPath"`
 					ConfigMap *struct {
 						Name  string `yaml:"name"`
 						Items []struct {
@@ -862,5 +866,48 @@ func TestDockerfile(t *testing.T) {
 	}
 	if len(m.container().Command) != 0 {
 		t.Errorf("the DaemonSet overrides the image's command: %v", m.container().Command)
+	}
+}
+
+// TestControlSocket: the unit gives each instance a control socket in its
+// runtime directory, kept while another instance runs; the DaemonSet puts
+// the default socket directory on the node (a host path), so that
+// `xdpfwd capture` there reaches the pod.
+func TestControlSocket(t *testing.T) {
+	u := loadUnit(t)
+	if got := u.get("Service", "RuntimeDirectory"); got != "xdpfwd" {
+		t.Errorf("RuntimeDirectory=%q, want xdpfwd (/run/xdpfwd, writable under ProtectSystem=strict)", got)
+	}
+	if got := u.get("Service", "RuntimeDirectoryPreserve"); got != "yes" {
+		t.Errorf("RuntimeDirectoryPreserve=%q, want yes: one instance stopping would remove the others' sockets", got)
+	}
+	ctl := flagValue(strings.Fields(u.get("Service", "ExecStart")), "control")
+	if ctl != "/run/xdpfwd/%i.sock" {
+		t.Errorf("ExecStart --control %q, want /run/xdpfwd/%%i.sock (one per instance, in the RuntimeDirectory)", ctl)
+	}
+
+	m := loadManifest(t)
+	var vol string
+	for _, v := range m.ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil && v.HostPath.Path == "/run/xdpfwd" {
+			vol = v.Name
+			if v.HostPath.Type != "DirectoryOrCreate" {
+				t.Errorf("hostPath /run/xdpfwd of type %q, want DirectoryOrCreate", v.HostPath.Type)
+			}
+		}
+	}
+	if vol == "" {
+		t.Fatal("no hostPath volume for /run/xdpfwd: xdpfwd capture on the node cannot reach the pod")
+	}
+	c := m.container()
+	mounted := false
+	for _, vm := range c.VolumeMounts {
+		mounted = mounted || vm.Name == vol && vm.MountPath == "/run/xdpfwd"
+	}
+	if !mounted {
+		t.Errorf("volume %s is not mounted at /run/xdpfwd (the default --control directory; the root file system is read-only)", vol)
+	}
+	if ctl := flagValue(c.Args, "control"); ctl != "" && !strings.HasPrefix(ctl, "/run/xdpfwd/") {
+		t.Errorf("--control %q outside the host path /run/xdpfwd", ctl)
 	}
 }

@@ -52,6 +52,9 @@
 //     live settings (SetQueues, SetXPS, SetInlineMax) may be called from any
 //     goroutine while Run runs; the readers also alongside Close, and
 //     return zero values (KernelStats an error) once it began.
+//   - Capture returns the capture point (package capture): sessions opened
+//     on it from any goroutine see what the workers receive, send and drop
+//     from their next batch on; Run's end and Close end them.
 //   - Close, or Shutdown (Summary, then Close, with the leak accounting),
 //     once Run has returned, or instead of Run after New.
 //

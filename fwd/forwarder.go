@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
@@ -40,6 +41,8 @@ type Forwarder struct {
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
 	// into their policy once per batch.
 	inlineMax atomic.Int32
+	// capture is where xdpfwd capture's sessions tap the workers.
+	capture *capture.Hub
 
 	stop       atomic.Bool
 	started    time.Time
@@ -136,11 +139,13 @@ func New(cfg Config) (_ *Forwarder, err error) {
 			f.ports[i] = append(f.ports[i], p)
 		}
 	}
+	f.capture = capture.NewHub(cfg.Queues, cfg.Links)
 	for q := range cfg.Queues {
 		w, err := newWorker(f, q)
 		if err != nil {
 			return nil, err
 		}
+		w.tap.point = f.capture.Point(q)
 		f.workers = append(f.workers, w)
 		// Fill rings go full before the program points at the sockets,
 		// so the first packet after "ready" finds a frame to land in.
@@ -229,6 +234,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.Stop()
 	cancel(nil)
 	wg.Wait()
+	f.capture.Close() // the workers are gone: end the captures
 	f.finish()
 	f.stopped = time.Now()
 	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) || errors.Is(err, ErrQueuesChanged) {
@@ -272,6 +278,9 @@ func (f *Forwarder) Close() error {
 		return f.closeErr
 	}
 	f.closed = true
+	if f.capture != nil {
+		f.capture.Close()
+	}
 	f.statsMu.Lock()
 	defer f.statsMu.Unlock()
 	var errs []error

@@ -1,6 +1,7 @@
 package fwd
 
 import (
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/xps"
 )
@@ -21,6 +22,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	if in.rx.Peek(min(room, w.batch), room) == 0 {
 		return 0
 	}
+	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	if w.flows != nil {
 		w.now = monoNow()
@@ -38,6 +40,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	in.rx.Release()
 	w.finishLanes()
 	w.publishHandoffs(in)
+	w.tapEnd()
 	w.publishRX(in, &c, packets, rxBytes)
 	return packets
 }
@@ -95,7 +98,13 @@ func (w *worker) collectBatch(in *port, c *batchCounts) (packets int, rxBytes ui
 	for in.rx.More() {
 		total, ok := w.collect(in, &b)
 		if !ok {
+			if w.tap.set != nil {
+				w.tapRejected(in, total)
+			}
 			continue
+		}
+		if w.tap.set != nil {
+			w.tapRX(in, total)
 		}
 		d := w.chain[0]
 		start := uint32(len(w.descs))
@@ -127,6 +136,9 @@ func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 		return
 	}
 	c.handlerDrops++
+	if w.tap.set != nil {
+		w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.Len)
+	}
 	w.drop(in)
 }
 
@@ -145,6 +157,9 @@ func (w *worker) send(in *port, o, total int, merging bool, c *batchCounts) {
 	nd := w.layOut(in, total, lc)
 	rxSide(c, lc)
 	if nd == 0 {
+		if w.tap.set != nil {
+			w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
+		}
 		return
 	}
 	w.emit(in, o, total, nd, tq, slot, stamp, merging)
@@ -160,8 +175,13 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 	if merging || tq != w.q {
 		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
 			w.tx[o].bc.handoffFull++
+			if w.tap.set != nil {
+				w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
+			}
 			w.flows.completed(w.out[:nd], tq)
 			w.release(w.out[:nd])
+		} else if w.tap.set != nil {
+			w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
 		}
 		w.touch(w.tx[o])
 		return
@@ -176,6 +196,8 @@ func (w *worker) reflect(in *port, total int, c *batchCounts) {
 	rxSide(c, &in.bc)
 	if nd > 0 {
 		w.put(in, total, nd)
+	} else if w.tap.set != nil {
+		w.tapFrames(in.link, in.queue, capture.Drop, capNoRoom, total)
 	}
 }
 
@@ -195,6 +217,9 @@ func (w *worker) put(p *port, total, nd int) {
 	if got < uint32(nd) {
 		p.tx.Cancel(got)
 		lc.txFull++
+		if w.tap.set != nil {
+			w.tapOut(p.link, p.queue, capture.Drop, capTXFull, w.out[:nd], total)
+		}
 		if w.flows != nil {
 			w.flows.completed(w.out[:nd], w.q)
 		}
@@ -203,6 +228,9 @@ func (w *worker) put(p *port, total, nd int) {
 	}
 	for j, d := range w.out[:nd] {
 		p.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
+	}
+	if w.tap.set != nil {
+		w.tapOut(p.link, p.queue, capture.TX, 0, w.out[:nd], total)
 	}
 	lc.txPackets++
 	lc.txBytes += uint64(total)
@@ -216,6 +244,9 @@ func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 	set := p.out &^ LinkSet(0).Add(in.link) & AllLinks(w.nlinks)
 	if set == 0 {
 		c.handlerDrops++
+		if w.tap.set != nil {
+			w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.Len)
+		}
 		w.drop(in)
 		return
 	}
@@ -241,6 +272,9 @@ func (w *worker) sendCopy(in *port, o, total int, merging bool) {
 	lc := &w.tx[o].bc
 	nd := w.layOutCopy(total, lc)
 	if nd == 0 {
+		if w.tap.set != nil {
+			w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
+		}
 		w.touch(w.tx[o])
 		return
 	}

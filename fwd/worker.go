@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
@@ -194,6 +195,8 @@ type worker struct {
 	spin int
 	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
 	progress workerProgress
+	// tap hands packets to xdpfwd capture (capture.go).
+	tap tapState
 
 	// With a Handler (verdicts.go): the batch's packets and where their
 	// descriptors are, per-lane counts, the lanes written this batch.
@@ -449,7 +452,13 @@ func (w *worker) forward(in *port) int {
 	for in.rx.More() {
 		total, ok := w.collect(in, &b)
 		if !ok {
+			if w.tap.set != nil {
+				w.tapRejected(in, total)
+			}
 			continue
+		}
+		if w.tap.set != nil {
+			w.tapRX(in, total)
 		}
 		tq, slot, stamp := w.q, xps.NoSlot, int64(0) // one queue: this worker's
 		if w.flows != nil {
@@ -457,6 +466,9 @@ func (w *worker) forward(in *port) int {
 		}
 		nd := w.layOut(in, total, &b.c)
 		if nd == 0 {
+			if w.tap.set != nil {
+				w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
+			}
 			continue
 		}
 		w.sendOne(in, out, o, tq, slot, stamp, total, nd, &b)
@@ -509,6 +521,7 @@ func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, 
 // read, and, unless merging, n slots on out's TX ring (every path needs at
 // most as many descriptors as a packet arrived with).
 func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
+	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
 	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	b.merging = merging
 	if !merging {
@@ -564,12 +577,21 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 		b.c.txPackets++
 		b.c.txBytes += uint64(total)
 		b.c.txDescs += uint64(nd)
+		if w.tap.set != nil {
+			w.tapOut(o, w.q, capture.TX, 0, w.out[:nd], total)
+		}
 		return
 	}
 	if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
 		b.c.handoffFull++
+		if w.tap.set != nil {
+			w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
+		}
 		w.flows.completed(w.out[:nd], tq)
 		w.release(w.out[:nd])
+	} else if w.tap.set != nil {
+		// Pushed, but this worker's until the batch publishes it.
+		w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
 	}
 }
 
@@ -583,6 +605,7 @@ func (w *worker) finish(in, out *port, b *rxBatch) {
 		out.tx.Submit()
 	}
 	w.publishHandoffs(in)
+	w.tapEnd()
 	w.publishRX(in, &b.c, b.packets, b.rxBytes)
 	w.publishTX(out, &b.c)
 }

@@ -47,6 +47,9 @@ type contender struct {
 
 	build func(ctx context.Context, e *env) error // once; an error means "cannot run here"
 	start func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error)
+
+	// bin is the e.bins key of an xdpfwd contender's binary ("": xdpfwd).
+	bin string
 }
 
 // xdpfwdConfigs are the xdpfwd configurations perf compares, one line each.
@@ -84,6 +87,7 @@ func contenderTable() []*contender {
 		c.Offloads, c.Groups = cfg.Offloads, cfg.Groups
 		cs = append(cs, c)
 	}
+	cs = append(cs, captureContenders()...) // issue 12
 	return append(cs,
 		bridgeContender("bridge", "Linux bridge (tx-csum off, as the XDP rows)", false),
 		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
@@ -131,7 +135,8 @@ func selectContenders(only []string) ([]*contender, error) {
 // ---- xdpfwd ----
 
 func xdpfwdContender(name, label string, extra []string) *contender {
-	return &contender{
+	var c *contender
+	c = &contender{
 		Name:  name,
 		Label: label,
 		Desc:  "xdpfwd run as a child process: AF_XDP sockets on one shared UMEM, zero copies in user space" + argsNote(extra),
@@ -170,19 +175,24 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 				args = append(args, "--metrics", "127.0.0.1:0")
 			}
 			args = append(args, extra...)
-			c, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args, cpus)
+			bin := e.bins["xdpfwd"]
+			if c.bin != "" {
+				bin = e.bins[c.bin]
+			}
+			ch, err := e.startForwarder(ctx, p, name, bin, args, cpus)
 			if err != nil {
 				return nil, err
 			}
-			c.metrics = e.xdpfwdMetrics
+			ch.metrics = e.xdpfwdMetrics
 			return func() (map[string]any, error) {
 				e.child.Store(nil)
-				err := c.stop(10 * time.Second)
+				err := ch.stop(10 * time.Second)
 				d, derr := xdpfwdDetails(sum)
 				return d, errors.Join(err, derr)
 			}, nil
 		},
 	}
+	return c
 }
 
 func argsNote(args []string) string {

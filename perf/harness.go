@@ -223,6 +223,9 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 		return fmt.Errorf("perf needs root (namespaces, veths, XDP, AF_XDP); euid is %d", os.Geteuid())
 	}
 	cs, err := selectContenders(o.Only)
+	if err == nil && o.RefSrc != "" {
+		cs = append(cs, refSrcContender(o.RefSrc))
+	}
 	if err != nil {
 		return err
 	}

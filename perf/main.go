@@ -93,6 +93,7 @@ type Options struct {
 	LoadCPUs   []int         // CPUs of perf's generators and receivers; empty: all others
 	Queues     int           // queues of every veth (0: 1)
 	Src        string        // checkout to build xdpfwd from; "": this module
+	RefSrc     string        // another checkout, whose xdpfwd runs as contender xdpfwd-ref
 	Root       string        // perf's module root (perf/README.md, perf/asavie); "": from `go env GOMOD`
 	Readme     bool          // rewrite the results section of perf/README.md
 	From       string        // render this results.json instead of running
@@ -126,6 +127,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&loadCPUs, "load-cpus", "", "CPUs perf's generators and receivers are pinned to, e.g. 1 or 1-3 (default: all but --fwd-cpu)")
 	fs.IntVar(&o.Queues, "queues", 1, "RX/TX queues of every veth (multi-queue topology)")
 	fs.StringVar(&o.Src, "src", "", "checkout (module root) to build ./cmd/xdpfwd from, e.g. another commit's work tree (default: this module)")
+	fs.StringVar(&o.RefSrc, "ref-src", "", "also run, as contender xdpfwd-ref, xdpfwd (default) built from this checkout: a change against the code before it, in the same run")
 	fs.BoolVar(&o.Readme, "readme", false, "rewrite the results section of perf/README.md from this run (or from --from)")
 	fs.StringVar(&o.From, "from", "", "render tables (and, with --readme, the README section) from this results.json instead of running")
 	fs.BoolVar(&o.List, "list", false, "list contenders and workloads, then exit")

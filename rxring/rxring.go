@@ -269,6 +269,10 @@ func (r *Ring) Release() {
 	}
 }
 
+// Rejects returns how many packets of the current batch Next refused as
+// invalid and as too long (both start again at zero after Release).
+func (r *Ring) Rejects() (invalid, tooLong uint64) { return r.invalid, r.tooLong }
+
 // Head returns the first descriptor on the RX ring not yet claimed, with
 // a plain region offset, without claiming it; ok is false when there is
 // none or its address is outside the frames zone (never to be followed).

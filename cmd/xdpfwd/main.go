@@ -2,6 +2,7 @@
 // through AF_XDP sockets on one premapped UMEM.
 //
 //	xdpfwd run --link A --link B [flags]   forward until SIGINT/SIGTERM
+//	xdpfwd capture -w FILE|- [FILTER]      write what a running xdpfwd receives, sends, drops as pcapng
 //	xdpfwd demo [--duration 5s]            build two namespaces, forward, prove it
 //	xdpfwd version
 //
@@ -25,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/metrics"
@@ -56,6 +58,7 @@ const usage = `usage: xdpfwd <command> [flags]
 
 commands:
   run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
+  capture  write what a running xdpfwd receives, sends and drops as pcapng (from --control)
   demo     build two namespaces, forward between them, prove traffic crosses
   stats    show a running daemon's counters per second (from --metrics)
   fdb      print a running switch's forwarding database (from --metrics)
@@ -73,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = cmdRun(args[1:], stderr)
+	case "capture":
+		err = cmdCapture(args[1:], stdout, stderr)
 	case "demo":
 		err = cmdDemo(args[1:], stdout, stderr)
 	case "stats":
@@ -437,9 +442,12 @@ func cmdRun(args []string, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
 	waitLinks := fs.Bool("wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
 	configFile := fs.String("config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
+	controlPath := fs.String("control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
+	var ctl controlSocket
+	defer ctl.close()
 	var rl *reloader
 	if *configFile != "" {
 		given := commandLineFlags(fs)
@@ -486,6 +494,10 @@ func cmdRun(args []string, stderr io.Writer) error {
 			// A rebuilt forwarder (--wait-for-links) runs with the
 			// settings in force, not those it started with.
 			iv = rl.restore(iv)
+		}
+		if err := ctl.serve(*controlPath, cfg.Links, f, logger); err != nil {
+			f.Close()
+			return err
 		}
 		stopMetrics := func() {}
 		if *metricsAddr != "" {

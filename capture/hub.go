@@ -1,0 +1,225 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/cbpf"
+)
+
+// Hub is a forwarder's capture point: one Point per worker, and the open
+// sessions.
+type Hub struct {
+	links  []string
+	points []*Point
+
+	mu       sync.Mutex
+	sessions []*Session
+	closed   bool
+}
+
+// NewHub returns a hub for workers workers forwarding between links.
+func NewHub(workers int, links []string) *Hub {
+	h := &Hub{links: slices.Clone(links)}
+	for range workers {
+		h.points = append(h.points, &Point{})
+	}
+	return h
+}
+
+// Links names the links, by index.
+func (h *Hub) Links() []string { return slices.Clone(h.links) }
+
+// Point is worker w's tap.
+func (h *Hub) Point(w int) *Point { return h.points[w] }
+
+// Point is where one worker hands packets to the open sessions.
+type Point struct {
+	// cur is the set the worker's next batch uses: nil while nobody
+	// captures. Replaced whole (copy on write) by Open and Close.
+	cur atomic.Pointer[Set]
+	// active is the set the worker's current batch writes to (nil between
+	// batches), so that Close knows when a ring is no longer written.
+	active atomic.Pointer[Set]
+}
+
+// Set is one worker's rings of the open sessions, as one batch sees them.
+type Set struct {
+	p     *Point
+	rings []*ring
+	now   int64
+}
+
+// ErrClosed: the forwarder is stopping.
+var ErrClosed = errors.New("capture: the forwarder is stopping")
+
+// Spec selects what a session keeps.
+type Spec struct {
+	// Links are link indexes (Hub.Links); none: every link.
+	Links []int
+	// Dirs: what to keep (0: All).
+	Dirs Dir
+	// Snaplen bounds the bytes kept of a packet (0: 262144).
+	Snaplen int
+	// Filter, if not nil, keeps the packets it accepts, of which the
+	// bytes it returns.
+	Filter *cbpf.Program
+	// Buffer is each worker's ring, in bytes (0: DefaultBuffer); rounded
+	// up to a power of two, at least twice the largest record.
+	Buffer int
+}
+
+const (
+	DefaultSnaplen = 262144
+	DefaultBuffer  = 4 << 20
+	MaxBuffer      = 1 << 30
+)
+
+// Open starts a session. Its rings are written from the workers' next
+// batches on.
+func (h *Hub) Open(spec Spec) (*Session, error) {
+	if spec.Dirs == 0 {
+		spec.Dirs = All
+	}
+	if spec.Snaplen <= 0 {
+		spec.Snaplen = DefaultSnaplen
+	}
+	if spec.Buffer <= 0 {
+		spec.Buffer = DefaultBuffer
+	}
+	if spec.Buffer > MaxBuffer {
+		return nil, fmt.Errorf("capture: buffer of %d bytes, at most %d", spec.Buffer, MaxBuffer)
+	}
+	var links uint64
+	for _, l := range spec.Links {
+		if l < 0 || l >= len(h.links) || l >= 64 {
+			return nil, fmt.Errorf("capture: link %d of %d", l, len(h.links))
+		}
+		links |= 1 << l
+	}
+	if len(spec.Links) == 0 {
+		links = ^uint64(0)
+	}
+	size := 1
+	for size < spec.Buffer || size < 2*(hdrLen+spec.Snaplen+8) {
+		size <<= 1
+	}
+	s := &Session{hub: h, spec: spec, done: make(chan struct{})}
+	for range h.points {
+		s.rings = append(s.rings, newRing(size, links, spec))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	h.sessions = append(h.sessions, s)
+	h.publishLocked()
+	return s, nil
+}
+
+// publishLocked gives every point a new set of the open sessions' rings.
+func (h *Hub) publishLocked() {
+	for w, p := range h.points {
+		if len(h.sessions) == 0 {
+			p.cur.Store(nil)
+			continue
+		}
+		set := &Set{p: p}
+		for _, s := range h.sessions {
+			set.rings = append(set.rings, s.rings[w])
+		}
+		p.cur.Store(set)
+	}
+}
+
+// detach takes s out of the workers' sets and waits, briefly, until no
+// batch writes to its rings.
+func (h *Hub) detach(s *Session) {
+	h.mu.Lock()
+	i := slices.Index(h.sessions, s)
+	if i >= 0 {
+		h.sessions = slices.Delete(h.sessions, i, i+1)
+		h.publishLocked()
+	}
+	h.mu.Unlock()
+	if i < 0 {
+		return
+	}
+	// A batch lasts microseconds; a worker that is stuck must not hang
+	// the caller (the rings are garbage collected, a late write is
+	// harmless but not read).
+	deadline := time.Now().Add(time.Second)
+	for w, p := range h.points {
+		for {
+			a := p.active.Load()
+			if a == nil || !slices.Contains(a.rings, s.rings[w]) || time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+}
+
+// Close ends every session (their readers see Done) and refuses new ones.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	ss := slices.Clone(h.sessions)
+	h.mu.Unlock()
+	for _, s := range ss {
+		s.end()
+	}
+}
+
+// Begin starts a worker's batch: nil while nobody captures, after one
+// atomic load. Otherwise the batch's set, its timestamp read once.
+func (p *Point) Begin() *Set {
+	if s := p.cur.Load(); s != nil {
+		return p.begin(s)
+	}
+	return nil // inlined into the worker: one load and a branch
+}
+
+func (p *Point) begin(s *Set) *Set {
+	for {
+		// Announce the set before writing to it, then check it is still
+		// current: a Close that replaced it either sees it active and
+		// waits, or the worker sees the new set.
+		p.active.Store(s)
+		n := p.cur.Load()
+		if n == s {
+			break
+		}
+		if n == nil {
+			p.active.Store(nil)
+			return nil
+		}
+		s = n
+	}
+	s.now = time.Now().UnixNano()
+	return s
+}
+
+// End publishes what the batch wrote to every ring.
+func (s *Set) End() {
+	for _, r := range s.rings {
+		r.publish()
+	}
+	s.p.active.Store(nil)
+}
+
+// Packet offers one packet to the sessions: segs are its bytes (one slice
+// per buffer, origLen in all), seen on (link, queue), with a drop reason
+// when dir is Drop. It copies what a session keeps; it never retains segs.
+func (s *Set) Packet(link, queue int, dir Dir, reason Reason, segs [][]byte, origLen int) {
+	for _, r := range s.rings {
+		r.put(s.now, link, queue, dir, reason, segs, origLen)
+	}
+}

@@ -1,0 +1,276 @@
+package capture
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/cbpf"
+)
+
+// The stream between `xdpfwd capture` and the daemon, over the control
+// socket: the client sends a Request (one JSON line); the daemon answers
+// a Hello (one JSON line), then records (ring.go's layout), then a record
+// length of 0 and the Totals (one JSON line). The client ends the capture
+// early by shutting its side down (SHUT_WR); the daemon then sends what
+// the workers had written, and the Totals.
+
+// Request asks for a capture.
+type Request struct {
+	Links     []string           `json:"links,omitempty"`
+	Direction string             `json:"direction,omitempty"` // rx, tx, drop or all
+	Snaplen   int                `json:"snaplen,omitempty"`
+	Count     uint64             `json:"count,omitempty"`  // stop after so many packets (0: no limit)
+	Buffer    int                `json:"buffer,omitempty"` // bytes per worker
+	Filter    []cbpf.Instruction `json:"filter,omitempty"`
+}
+
+// Hello starts the daemon's answer.
+type Hello struct {
+	Links   []string `json:"links"`   // by index, as records name them
+	Reasons []string `json:"reasons"` // drop reasons by code
+	Snaplen int      `json:"snaplen"`
+	Workers int      `json:"workers"`
+	// Error refuses the request; BadRequest says it was the request's
+	// fault (the client exits 2).
+	Error      string `json:"error,omitempty"`
+	BadRequest bool   `json:"bad_request,omitempty"`
+}
+
+// Totals end the daemon's answer.
+type Totals struct {
+	Captured uint64 `json:"captured"` // records sent
+	// Lost counts the packets the capture would have kept that did not
+	// fit its buffers: forwarding did not wait for the capture.
+	Lost  uint64 `json:"lost"`
+	Error string `json:"error,omitempty"`
+}
+
+// An idle capture looks at its rings after pollMin, then ever less often
+// up to pollMax: a capture whose filter keeps nothing costs the daemon 30
+// wake-ups a second, not 500. A buffer of a few MiB per worker holds far
+// more than pollMax of traffic.
+const (
+	pollMin = time.Millisecond
+	pollMax = 32 * time.Millisecond
+)
+
+// Serve runs the capture conn asks for, until the client stops it, its
+// count is reached or the forwarder stops. hub is the forwarder's, nil
+// when none runs.
+func Serve(conn net.Conn, hub *Hub) error {
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var req Request
+	if err := json.NewDecoder(io.LimitReader(conn, 4<<20)).Decode(&req); err != nil {
+		return writeJSON(conn, Hello{Error: fmt.Sprintf("read the capture request: %v", err), BadRequest: true})
+	}
+	conn.SetReadDeadline(time.Time{})
+	if hub == nil {
+		return writeJSON(conn, Hello{Error: "no forwarder is running"})
+	}
+	spec, err := hub.spec(req)
+	if err != nil {
+		return writeJSON(conn, Hello{Error: err.Error(), BadRequest: true})
+	}
+	sess, err := hub.Open(spec)
+	if err != nil {
+		return writeJSON(conn, Hello{Error: err.Error()})
+	}
+	defer sess.Close()
+	bw := bufio.NewWriterSize(conn, 256<<10)
+	if err := writeJSON(bw, Hello{Links: hub.Links(), Reasons: ReasonNames(), Snaplen: sess.spec.Snaplen, Workers: len(hub.points)}); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, conn) // the client shuts its side: stop
+		close(stop)
+	}()
+	var sent uint64
+	var werr error
+	send := func(rec []byte) bool {
+		if werr == nil {
+			_, werr = bw.Write(rec)
+		}
+		sent++
+		return werr == nil && (req.Count == 0 || sent < req.Count)
+	}
+	t := time.NewTimer(pollMin)
+	defer t.Stop()
+	reason := ""
+	wait := pollMin
+loop:
+	for werr == nil && (req.Count == 0 || sent < req.Count) {
+		if sess.Read(4096, send) > 0 {
+			wait = pollMin
+			continue
+		}
+		if werr = bw.Flush(); werr != nil {
+			break
+		}
+		t.Reset(wait)
+		wait = min(2*wait, pollMax)
+		select {
+		case <-t.C:
+		case <-stop:
+			break loop
+		case <-sess.Done():
+			reason = ErrClosed.Error()
+			break loop
+		}
+	}
+	sess.Close()
+	for werr == nil && (req.Count == 0 || sent < req.Count) && sess.Read(4096, send) > 0 {
+	}
+	if werr != nil {
+		return werr
+	}
+	var end [4]byte
+	bw.Write(end[:])
+	if err := writeJSON(bw, Totals{Captured: sent, Lost: sess.Lost(), Error: reason}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// spec checks a request against the hub's links.
+func (h *Hub) spec(req Request) (Spec, error) {
+	var spec Spec
+	var err error
+	if spec.Dirs, err = ParseDir(req.Direction); err != nil {
+		return spec, err
+	}
+	for _, name := range req.Links {
+		i := slices.Index(h.links, name)
+		if i < 0 {
+			return spec, fmt.Errorf("link %q: this xdpfwd forwards %q", name, h.links)
+		}
+		spec.Links = append(spec.Links, i)
+	}
+	if req.Snaplen < 0 || req.Snaplen > DefaultSnaplen {
+		return spec, fmt.Errorf("snaplen %d: want 1..%d", req.Snaplen, DefaultSnaplen)
+	}
+	spec.Snaplen = req.Snaplen
+	if req.Buffer < 0 || req.Buffer > MaxBuffer {
+		return spec, fmt.Errorf("buffer %d: want up to %d bytes", req.Buffer, MaxBuffer)
+	}
+	spec.Buffer = req.Buffer
+	if len(req.Filter) > 0 {
+		if spec.Filter, err = cbpf.New(req.Filter); err != nil {
+			return spec, err
+		}
+	}
+	return spec, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// Client is the capture tool's side of the stream.
+type Client struct {
+	conn   *net.UnixConn
+	r      *bufio.Reader
+	Hello  Hello
+	totals Totals
+	buf    []byte
+}
+
+// RequestError is a request the daemon refused as bad.
+type RequestError struct{ Msg string }
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// Dial connects to the control socket at path and starts the capture req
+// describes.
+func Dial(path string, req Request) (*Client, error) {
+	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 256<<10)}
+	if err := writeJSON(conn, req); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	line, err := c.r.ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &c.Hello)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("control socket %s: read the answer: %w", path, err)
+	}
+	if c.Hello.Error != "" {
+		conn.Close()
+		if c.Hello.BadRequest {
+			return nil, &RequestError{c.Hello.Error}
+		}
+		return nil, errors.New(c.Hello.Error)
+	}
+	return c, nil
+}
+
+// Next returns the next record (its Data valid until the next call), or
+// io.EOF once the daemon has sent its Totals.
+func (c *Client) Next() (Record, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		return Record{}, fmt.Errorf("capture stream: %w", unexpected(err))
+	}
+	n := int(le.Uint32(h[:]))
+	if n == 0 {
+		line, err := c.r.ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &c.totals)
+		}
+		if err != nil {
+			return Record{}, fmt.Errorf("capture stream: totals: %w", unexpected(err))
+		}
+		return Record{}, io.EOF
+	}
+	if n < hdrLen || n > hdrLen+max(c.Hello.Snaplen, 0) {
+		return Record{}, fmt.Errorf("capture stream: a record of %d bytes", n)
+	}
+	if cap(c.buf) < n {
+		c.buf = make([]byte, n, hdrLen+c.Hello.Snaplen)
+	}
+	b := c.buf[:n]
+	copy(b, h[:])
+	if _, err := io.ReadFull(c.r, b[4:]); err != nil {
+		return Record{}, fmt.Errorf("capture stream: %w", unexpected(err))
+	}
+	rec, _ := Parse(b)
+	return rec, nil
+}
+
+func unexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Buffered is how many bytes of the stream are read and not yet returned.
+func (c *Client) Buffered() int { return c.r.Buffered() }
+
+// Stop asks the daemon to end the capture; Next then returns what is
+// left, and io.EOF.
+func (c *Client) Stop() error { return c.conn.CloseWrite() }
+
+// Totals are the daemon's counts, once Next returned io.EOF.
+func (c *Client) Totals() Totals { return c.totals }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }

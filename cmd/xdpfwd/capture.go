@@ -1,0 +1,245 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/capture"
+	"github.com/xdpfwd/xdpfwd/cbpf"
+	"github.com/xdpfwd/xdpfwd/control"
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/pcapng"
+)
+
+const captureUsage = `usage: xdpfwd capture -w FILE|- [--control PATH] [--link NAME]... [--direction rx|tx|drop|all]
+                      [--count N] [--snaplen N] [--buffer BYTES] [FILTER EXPRESSION...]
+
+Writes what a running xdpfwd receives, sends and drops as pcapng: each packet
+on its link's interface, inbound or outbound, its queue (and for a drop the
+reason, a counter's name) in the packet's comment. The filter is tcpdump's
+expression language, compiled by tcpdump (libpcap); the daemon runs it.
+Ends at --count, or on SIGINT/SIGTERM; then prints to stderr how many packets
+were captured and how many the capture lost (its buffer full: forwarding
+never waits for a capture).
+
+`
+
+// cmdCapture is `xdpfwd capture`: a client of a running daemon's control
+// socket.
+func cmdCapture(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("control", "", "the daemon's control socket (default: "+control.Dir+"/LINK.sock for a --link, else the only socket there)")
+	out := fs.String("w", "", "write pcapng to this file, or - for standard output (required)")
+	var links listFlag
+	fs.Var(&links, "link", "capture on this link only (repeat; default: every link)")
+	dir := fs.String("direction", "all", "rx|tx|drop|all")
+	count := fs.Uint64("count", 0, "stop after this many packets (0: until interrupted)")
+	snaplen := fs.Int("snaplen", capture.DefaultSnaplen, "bytes kept of each packet")
+	buffer := fs.Int("buffer", capture.DefaultBuffer, "capture buffer per worker, in bytes: what does not fit is lost (and counted)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, captureUsage)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return err
+		}
+		return usageError{fmt.Sprintf("capture: %v (see 'xdpfwd capture --help')", err)}
+	}
+	expr := strings.Join(fs.Args(), " ")
+	switch {
+	case *out == "":
+		return usageError{"capture: -w FILE (or -w - for standard output) is required"}
+	case *snaplen < 1 || *snaplen > capture.DefaultSnaplen:
+		return usageError{fmt.Sprintf("capture: --snaplen %d: want 1..%d", *snaplen, capture.DefaultSnaplen)}
+	case *buffer < 4096 || *buffer > capture.MaxBuffer:
+		return usageError{fmt.Sprintf("capture: --buffer %d: want 4096..%d bytes", *buffer, capture.MaxBuffer)}
+	}
+	if _, err := capture.ParseDir(*dir); err != nil || *dir == "" {
+		return usageError{fmt.Sprintf("capture: --direction %q: want rx, tx, drop or all", *dir)}
+	}
+	req := capture.Request{Links: links, Direction: *dir, Snaplen: *snaplen, Count: *count, Buffer: *buffer}
+	if expr != "" {
+		prog, err := cbpf.Compile(expr, *snaplen)
+		if errors.Is(err, cbpf.ErrNoCompiler) {
+			return err
+		}
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		req.Filter = prog.Instructions()
+	}
+	if *path == "" {
+		p, err := control.Find(links)
+		if err != nil {
+			return err
+		}
+		*path = p
+	}
+
+	// Signals before the capture starts, so that none ends it uncleanly.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+
+	c, err := capture.Dial(*path, req)
+	if err != nil {
+		var re *capture.RequestError
+		if errors.As(err, &re) {
+			return usageError{"capture: " + re.Msg}
+		}
+		return err
+	}
+	defer c.Close()
+	go func() {
+		if _, ok := <-sig; ok {
+			c.Stop()
+		}
+	}()
+
+	w := stdout
+	if *out != "-" {
+		fh, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // packet contents: the owner's only
+		if err != nil {
+			c.Stop()
+			return usageError{fmt.Sprintf("capture: -w: %v", err)}
+		}
+		defer fh.Close()
+		w = fh
+	}
+	// As tcpdump does; tests wait for it: from here on, every batch the
+	// workers read is offered to this capture.
+	fmt.Fprintf(stderr, "listening on %s (%s), pcapng, snapshot length %d bytes\n",
+		strings.Join(c.Hello.Links, ", "), *path, c.Hello.Snaplen)
+	n, err := writeCapture(c, w, fmt.Sprintf("xdpfwd %s capture", version))
+	t := c.Totals()
+	fmt.Fprintf(stderr, "%d packets captured\n%d packets lost by the capture (its buffer full; forwarding did not wait)\n", n, t.Lost)
+	if err == nil && t.Error != "" {
+		fmt.Fprintf(stderr, "capture ended: %s\n", t.Error)
+	}
+	return err
+}
+
+// writeCapture writes the records of c as pcapng to w until the daemon
+// ends the stream, and returns how many it wrote.
+func writeCapture(c *capture.Client, w io.Writer, app string) (uint64, error) {
+	ifs := make([]pcapng.Interface, len(c.Hello.Links))
+	for i, l := range c.Hello.Links {
+		ifs[i] = pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen)}
+	}
+	pw, err := pcapng.NewWriter(w, app, ifs)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	var comment []byte
+	for {
+		if c.Buffered() == 0 {
+			// Nothing more to hand: let a reader (tcpdump -r -) see it now.
+			if err := pw.Flush(); err != nil {
+				return n, err
+			}
+		}
+		rec, err := c.Next()
+		if err == io.EOF {
+			return n, pw.Flush()
+		}
+		if err != nil {
+			pw.Flush()
+			return n, err
+		}
+		comment = recordComment(comment[:0], rec, c.Hello.Reasons)
+		if err := pw.Packet(rec.Link, rec.Time, rec.Data, rec.OrigLen, direction(rec, c.Hello.Reasons), string(comment)); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// recordComment is a packet's comment: "rx queue=2", "tx queue=0",
+// "drop queue=1 reason=handler_drops".
+func recordComment(b []byte, rec capture.Record, reasons []string) []byte {
+	b = fmt.Appendf(b, "%s queue=%d", rec.Dir, rec.Queue)
+	if rec.Dir == capture.Drop {
+		b = fmt.Appendf(b, " reason=%s", reasonName(rec.Reason, reasons))
+	}
+	return b
+}
+
+func reasonName(r capture.Reason, reasons []string) string {
+	if int(r) < len(reasons) && reasons[r] != "" {
+		return reasons[r]
+	}
+	return fmt.Sprintf("reason%d", r)
+}
+
+// direction is a record's pcapng flag: a drop is inbound when the
+// receiving link's counter counts it (rx_*, handler_drops), outbound when
+// the sending link's does.
+func direction(rec capture.Record, reasons []string) pcapng.Direction {
+	switch rec.Dir {
+	case capture.RX:
+		return pcapng.DirInbound
+	case capture.TX:
+		return pcapng.DirOutbound
+	}
+	if r := reasonName(rec.Reason, reasons); strings.HasPrefix(r, "rx_") || r == "handler_drops" {
+		return pcapng.DirInbound
+	}
+	return pcapng.DirOutbound
+}
+
+// controlSocket is run's control endpoint: made once, with the first
+// forwarder, and kept while the forwarder is rebuilt (--wait-for-links, a
+// queue count change); captures reach the current one.
+type controlSocket struct {
+	srv *control.Server
+	hub atomic.Pointer[capture.Hub]
+}
+
+// serve points the socket at f, creating it the first time. A socket the
+// user named must work; the default one is best effort (a warning).
+func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, logger *slog.Logger) error {
+	cs.hub.Store(f.Capture())
+	if cs.srv != nil || path == "off" {
+		return nil
+	}
+	explicit := path != ""
+	if !explicit {
+		path = control.DefaultPath(links[0])
+	}
+	srv, err := control.Listen(path)
+	if err != nil {
+		if !explicit {
+			logger.Warn("no control socket: xdpfwd capture cannot reach this daemon", "err", err)
+			return nil
+		}
+		if errors.Is(err, control.ErrInUse) {
+			return usageError{fmt.Sprintf("--control: %v", err)}
+		}
+		return err
+	}
+	cs.srv = srv
+	logger.Info("control socket", "path", srv.Path())
+	go srv.Serve(func(c net.Conn) { capture.Serve(c, cs.hub.Load()) })
+	return nil
+}
+
+// close removes the socket; captures still running get their totals first
+// (the forwarder ended them), or are cut after a grace period.
+func (cs *controlSocket) close() {
+	cs.hub.Store(nil)
+	if cs.srv != nil {
+		cs.srv.Close(2 * time.Second)
+	}
+}

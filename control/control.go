@@ -1,0 +1,191 @@
+// Package control is xdpfwd's control endpoint: a unix socket, never a
+// network address, through which `xdpfwd capture` reaches a running
+// daemon.
+//
+// It owns the socket file: Listen creates its directory if missing,
+// replaces a stale socket (one nobody answers on) but never a live one or
+// a file that is not a socket, binds under a temporary name and renames
+// the socket into place once it is mode 0600 (root or the daemon's user
+// only, from the first moment it is reachable); Close removes it if it is
+// still the one Listen made. It serves each connection on a goroutine of
+// its own and never reads packet memory itself.
+package control
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Dir is where daemons put their sockets by default.
+const Dir = "/run/xdpfwd"
+
+// DefaultPath is the socket of a daemon whose first link is link:
+// /run/xdpfwd/LINK.sock. A link belongs to one daemon at a time, so the
+// name tells the daemons of a host apart.
+func DefaultPath(link string) string { return filepath.Join(Dir, link+".sock") }
+
+// ErrInUse: another process answers on the socket.
+var ErrInUse = errors.New("another process is listening on it")
+
+// Server is a listening control socket.
+type Server struct {
+	path string
+	ln   *net.UnixListener
+	ino  uint64
+	wg   sync.WaitGroup
+	once sync.Once
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// Listen creates the control socket at path.
+func Listen(path string) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if err := clearStale(path); err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	os.Remove(tmp)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	fail := func(err error) (*Server, error) {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fail(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(tmp, &st); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	return &Server{path: path, ln: ln, ino: st.Ino, conns: map[net.Conn]struct{}{}}, nil
+}
+
+// clearStale removes a socket at path that nobody answers on.
+func clearStale(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("exists and is not a socket")
+	}
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return ErrInUse
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return err
+	}
+	return os.Remove(path)
+}
+
+// Path is where the socket is.
+func (s *Server) Path() string { return s.path }
+
+// Serve accepts connections and runs handle on each, on a goroutine of its
+// own, until Close.
+func (s *Server) Serve(handle func(net.Conn)) {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			handle(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, removes the socket file (if it is still ours)
+// and waits for the connections' handlers to return: up to grace, then
+// it closes the connections still open (a client that stopped reading).
+func (s *Server) Close(grace time.Duration) error {
+	var err error
+	s.once.Do(func() {
+		err = s.ln.Close()
+		var st syscall.Stat_t
+		if syscall.Stat(s.path, &st) == nil && st.Ino == s.ino {
+			os.Remove(s.path)
+		}
+	})
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	return err
+}
+
+// Find picks the control socket of the daemon forwarding links (any of
+// them) when no path was given: /run/xdpfwd/LINK.sock for one of links,
+// else the only socket in /run/xdpfwd.
+func Find(links []string) (string, error) {
+	for _, l := range links {
+		if p := DefaultPath(l); isSocket(p) {
+			return p, nil
+		}
+	}
+	m, _ := filepath.Glob(filepath.Join(Dir, "*.sock"))
+	var socks []string
+	for _, p := range m {
+		if isSocket(p) {
+			socks = append(socks, p)
+		}
+	}
+	switch len(socks) {
+	case 1:
+		return socks[0], nil
+	case 0:
+		return "", fmt.Errorf("no xdpfwd control socket in %s: is xdpfwd running (with --control)? give its socket with --control PATH", Dir)
+	}
+	return "", fmt.Errorf("several xdpfwd daemons run (%s): choose one with --control PATH", strings.Join(socks, ", "))
+}
+
+func isSocket(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}

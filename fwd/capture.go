@@ -1,0 +1,85 @@
+package fwd
+
+import (
+	"github.com/xdpfwd/xdpfwd/capture"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Drop reasons as capture codes: the counters' names.
+var (
+	capBadDesc     = capture.ReasonCode(DropRXBadDesc)
+	capTooLong     = capture.ReasonCode(DropRXTooLong)
+	capNoRoom      = capture.ReasonCode(DropTXNoRoom)
+	capHandoffFull = capture.ReasonCode(DropHandoffFull)
+	capHandler     = capture.ReasonCode(DropHandler)
+	capTXFull      = capture.ReasonCode(DropTXFull)
+)
+
+// Capture is the forwarder's capture point (xdpfwd capture): sessions
+// opened on it see what the workers receive, send and drop.
+func (f *Forwarder) Capture() *capture.Hub { return f.capture }
+
+// tapState is a worker's side of package capture. A batch starts with
+// set = point.Begin() (inlined: one atomic load, nil while nobody
+// captures) and ends with tapEnd; every hook in between tests set, and
+// does nothing else while it is nil.
+type tapState struct {
+	point *capture.Point
+	set   *capture.Set // this batch's (tapBegin), or nil
+	segs  [][]byte
+	// invalid is the batch's rx_bad_descs count at the last rejected
+	// packet: tapRejected tells the two reasons of collect apart by it.
+	invalid uint64
+}
+
+// tapEnd publishes the batch's records.
+func (w *worker) tapEnd() {
+	if w.tap.set != nil {
+		w.tap.set.End()
+		w.tap.set = nil
+		w.tap.invalid = 0
+	}
+}
+
+// tapRX offers the packet collected in w.chain as received on in.
+func (w *worker) tapRX(in *port, total int) {
+	w.tapFrames(in.link, in.queue, capture.RX, 0, total)
+}
+
+// tapRejected offers a packet collect refused, with its reason.
+func (w *worker) tapRejected(in *port, total int) {
+	r := capTooLong
+	if inv, _ := in.rx.Rejects(); inv != w.tap.invalid {
+		w.tap.invalid, r = inv, capBadDesc
+	}
+	w.tapFrames(in.link, in.queue, capture.Drop, r, total)
+}
+
+// tapFrames offers the packet in w.chain: the bytes of its descriptors
+// that lie in a frame of the zone (an invalid descriptor is not read).
+func (w *worker) tapFrames(link, queue int, dir capture.Dir, r capture.Reason, total int) {
+	segs := w.tap.segs[:0]
+	size := uint64(w.zone.UnitSize())
+	for _, d := range w.chain {
+		if !w.zone.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.zone.UnitAddr(d.Addr)+size {
+			break
+		}
+		segs = append(segs, w.mem[d.Addr:d.Addr+uint64(d.Len)])
+	}
+	w.tap.segs = segs
+	w.tap.set.Packet(link, queue, dir, r, segs, total)
+}
+
+// tapOut offers the packet laid out for transmission in descs, as sent
+// (TX) or dropped on its way (Drop) on (link, queue).
+func (w *worker) tapOut(link, queue int, dir capture.Dir, r capture.Reason, descs []xsk.Desc, total int) {
+	segs := w.tap.segs[:0]
+	for _, d := range descs {
+		if d.Addr+uint64(d.Len) > uint64(len(w.mem)) {
+			break
+		}
+		segs = append(segs, w.mem[d.Addr:d.Addr+uint64(d.Len)])
+	}
+	w.tap.segs = segs
+	w.tap.set.Packet(link, queue, dir, r, segs, total)
+}
