@@ -186,6 +186,7 @@ func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 				Ifname: l.name, Ifindex: l.index, Queue: q,
 				RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
 				Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
+				BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
 			})
 			if err != nil {
 				return err
