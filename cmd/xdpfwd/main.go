@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,8 @@ type fwdFlags struct {
 
 	xpsMode    string
 	spin       int
+	coalesce   time.Duration
+	busyPoll   time.Duration
 	checksums  string
 	cpus       string
 	flowTable  int
@@ -169,6 +172,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
 	fs.IntVar(&ff.spin, "spin", 64, "empty rounds a worker busy-polls before sleeping in poll(2); 0: sleep at once (least CPU, more latency)")
+	fs.DurationVar(&ff.coalesce, "coalesce", 25*time.Microsecond, "after the spin rounds, keep polling until the rings have been dry this long before sleeping (fewer wake-ups; CPU only when nothing comes); 0: off")
+	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and every empty polling round runs the links' NAPI; 0: off")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
@@ -241,6 +246,18 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	if ff.spin <= 0 {
 		cfg.Spin = -1
 	}
+	switch {
+	case ff.coalesce < 0 || ff.coalesce > time.Millisecond:
+		return cfg, nil, bad(fmt.Errorf("--coalesce %v: want 0..1ms", ff.coalesce))
+	case ff.coalesce == 0:
+		cfg.Coalesce = -1
+	default:
+		cfg.Coalesce = ff.coalesce
+	}
+	if ff.busyPoll < 0 || ff.busyPoll > time.Second {
+		return cfg, nil, bad(fmt.Errorf("--busy-poll %v: want 0..1s", ff.busyPoll))
+	}
+	cfg.BusyPoll = ff.busyPoll
 	cfg.XPSAsymmetric = ff.asymmetric
 	if err := ff.handler(&cfg); err != nil {
 		return cfg, nil, bad(err)
@@ -488,6 +505,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 			}
 			return err
 		}
+		spareProc(f.Queues())
 		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
@@ -710,4 +728,19 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// spareProc gives the Go runtime one P more than the forwarder has
+// workers, unless GOMAXPROCS was set by hand. A worker spends its idle
+// time in ppoll(2) on its locked thread; with no idle P (a process pinned
+// to one CPU runs with GOMAXPROCS 1), sysmon retakes the sleeping worker's
+// P after 20 µs and starts another thread to find no work, two context
+// switches per sleep. An idle P tells sysmon there is no work waiting.
+func spareProc(workers int) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	if runtime.GOMAXPROCS(0) <= workers {
+		runtime.GOMAXPROCS(workers + 1)
+	}
 }
