@@ -20,7 +20,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -505,7 +504,6 @@ func cmdRun(args []string, stderr io.Writer) error {
 			}
 			return err
 		}
-		spareProc(f.Queues())
 		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
@@ -728,19 +726,4 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return out, nil
-}
-
-// spareProc gives the Go runtime one P more than the forwarder has
-// workers, unless GOMAXPROCS was set by hand. A worker spends its idle
-// time in ppoll(2) on its locked thread; with no idle P (a process pinned
-// to one CPU runs with GOMAXPROCS 1), sysmon retakes the sleeping worker's
-// P after 20 µs and starts another thread to find no work, two context
-// switches per sleep. An idle P tells sysmon there is no work waiting.
-func spareProc(workers int) {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return
-	}
-	if runtime.GOMAXPROCS(0) <= workers {
-		runtime.GOMAXPROCS(workers + 1)
-	}
 }
