@@ -107,7 +107,10 @@ type Config struct {
 
 	// BusyPoll sets SO_PREFER_BUSY_POLL, SO_BUSY_POLL (this many µs) and
 	// SO_BUSY_POLL_BUDGET (Batch) on every socket, and makes each empty
-	// polling round run the links' NAPI through recvfrom(2). 0: off.
+	// polling round call recvfrom(2), which runs the NAPI context feeding
+	// the socket's queue if the kernel knows it. On veth in copy mode
+	// (Linux 6.18) it does not: no busy poll runs, and the recvfrom per
+	// round only costs CPU (issue 11). 0: off.
 	BusyPoll time.Duration
 
 	// CompleteChecksums is the resolved Checksums setting.
