@@ -172,7 +172,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
 	fs.IntVar(&ff.spin, "spin", 64, "empty rounds a worker busy-polls before sleeping in poll(2); 0: sleep at once (least CPU, more latency)")
 	fs.DurationVar(&ff.coalesce, "coalesce", 25*time.Microsecond, "after the spin rounds, keep polling until the rings have been dry this long before sleeping (fewer wake-ups; CPU only when nothing comes); 0: off")
-	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and every empty polling round runs the links' NAPI; 0: off")
+	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
