@@ -98,11 +98,11 @@ type Config struct {
 
 	// Coalesce is how long a worker keeps polling its rings after they
 	// ran dry, past its Spin rounds, before it sleeps: packets that come
-	// within it join the next batch without a wake-up (a sleep and its
-	// wake-up cost more CPU than this much polling on a virtual machine),
-	// and it adds no latency, only CPU when nothing comes. 0: 25 µs;
-	// negative: none (sleep after the Spin rounds). No effect when Spin is
-	// negative.
+	// within it join the next batch without a wake-up, at the price of
+	// the polling. It adds no latency. Measured on veth (issue 11) it
+	// trades the CPU of the wake-ups it saves for as much polling, or
+	// more at 20k packets/s, so it is off by default. 0 or negative: off.
+	// No effect when Spin is negative.
 	Coalesce time.Duration
 
 	// BusyPoll sets SO_PREFER_BUSY_POLL, SO_BUSY_POLL (this many µs) and
@@ -259,11 +259,8 @@ func (c *Config) normalize() error {
 	case c.Spin < 0:
 		c.Spin = 0
 	}
-	switch {
-	case c.Spin == 0 || c.Coalesce < 0:
+	if c.Spin == 0 || c.Coalesce < 0 {
 		c.Coalesce = 0
-	case c.Coalesce == 0:
-		c.Coalesce = defaultCoalesce
 	}
 	if c.FlowTableSize == 0 {
 		c.FlowTableSize = xps.DefaultSize

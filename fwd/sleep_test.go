@@ -9,8 +9,8 @@ import (
 )
 
 // TestIdleSettingsForward: every way a worker can spend its idle time —
-// the default spin and coalescing, no coalescing, a long coalescing
-// window, no spinning at all, kernel busy polling — forwards pings both
+// the default spin, a 25 µs and a 1 ms coalescing window, no spinning at
+// all, kernel busy polling — forwards pings both
 // ways and a UDP burst with nothing lost in user space.
 func TestIdleSettingsForward(t *testing.T) {
 	for _, c := range []struct {
@@ -18,7 +18,7 @@ func TestIdleSettingsForward(t *testing.T) {
 		cfg  fwd.Config
 	}{
 		{"defaults", fwd.Config{}},
-		{"no coalescing", fwd.Config{Coalesce: -1}},
+		{"25us coalescing", fwd.Config{Coalesce: 25 * time.Microsecond}},
 		{"1ms coalescing", fwd.Config{Coalesce: time.Millisecond}},
 		{"no spinning", fwd.Config{Spin: -1}},
 		{"busy polling", fwd.Config{BusyPoll: 20 * time.Microsecond}},

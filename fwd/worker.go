@@ -22,12 +22,6 @@ const (
 	// defaultSpin is how many empty rounds a worker spins before it sleeps
 	// in poll(2) (--spin).
 	defaultSpin = 64
-	// defaultCoalesce is how long a worker keeps polling after its rings
-	// ran dry (--coalesce). A sleep in ppoll and the wake-up cost the
-	// worker 10–20 µs of CPU on a virtual machine (context switches, the
-	// sender's wake-up); polling longer than that would cost more than the
-	// sleep it saves (issue 11).
-	defaultCoalesce = 25 * time.Microsecond
 	// pollTimeout bounds how long a stop request waits for an idle worker.
 	pollTimeout = 20 * time.Millisecond
 	// drainTimeout bounds how long a stopping worker waits for the kernel

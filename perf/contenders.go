@@ -75,7 +75,7 @@ var xdpfwdConfigs = []struct {
 	// Off by default, one line each when wanted (each adds a sixth to the
 	// run time): spin, coalescing, kernel busy polling, frag order.
 	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false, nil},
-	// {"xdpfwd-coalesce0", "xdpfwd --coalesce 0", []string{"--coalesce", "0"}, false, []string{"cost", "rr", "latency"}},
+	// {"xdpfwd-coalesce25", "xdpfwd --coalesce 25us", []string{"--coalesce", "25us"}, false, []string{"cost", "rr", "latency"}},
 	// {"xdpfwd-busypoll", "xdpfwd --busy-poll 20us", []string{"--busy-poll", "20us"}, false, []string{"cost", "rr", "latency"}},
 	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false, nil},
 }
