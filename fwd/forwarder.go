@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -192,6 +194,7 @@ func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 				Ifname: l.name, Ifindex: l.index, Queue: q,
 				RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
 				Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
+				BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
 			})
 			if err != nil {
 				return err
@@ -221,8 +224,12 @@ func (f *Forwarder) closeSockets() error {
 
 // Run forwards until ctx is done, then stops receiving, waits (briefly) for
 // what is in flight to complete, and returns.
+//
+// Run gives the Go runtime a P more than the forwarder has workers, unless
+// GOMAXPROCS is set in the environment (see spareProc).
 func (f *Forwarder) Run(ctx context.Context) error {
 	f.started = time.Now()
+	spareProc(len(f.workers))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -441,4 +448,21 @@ func umemConfig(cfg *Config, links []linkInfo) umem.Config {
 		ucfg.InlineSlots = 0
 	}
 	return ucfg
+}
+
+// spareProc raises GOMAXPROCS to one more than the workers, unless it was
+// set by hand. Each worker holds a P on its locked thread while it polls
+// and while it sleeps in ppoll(2); with no P to spare (a process pinned to
+// one CPU runs with GOMAXPROCS 1, two workers on two CPUs with 2), every
+// other goroutine waits for sysmon to retake a sleeping worker's P — from
+// 20 µs to 10 ms, as sysmon backs off — and a worker's P is retaken and
+// handed to a thread that wakes for nothing at every longer sleep, two
+// context switches each (issue 11). An idle P avoids both.
+func spareProc(workers int) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	if runtime.GOMAXPROCS(0) <= workers {
+		runtime.GOMAXPROCS(workers + 1)
+	}
 }

@@ -191,8 +191,12 @@ type worker struct {
 	csum bool
 	// inlineMax is the forwarder's live inline limit.
 	inlineMax *atomic.Int32
-	// spin is how many empty rounds to spin before sleeping in poll(2).
-	spin int
+	// spin is how many empty rounds to spin before sleeping in poll(2),
+	// coalesce (ns) how long at least since the rings ran dry.
+	spin     int
+	coalesce int64
+	// busyPoll: each empty round runs the RX links' NAPI (recvfrom).
+	busyPoll bool
 	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
 	progress workerProgress
 	// tap hands packets to xdpfwd capture (capture.go).
@@ -233,6 +237,8 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		csum:      f.cfg.CompleteChecksums,
 		inlineMax: &f.inlineMax,
 		spin:      f.cfg.Spin,
+		coalesce:  int64(f.cfg.Coalesce),
+		busyPoll:  f.cfg.BusyPoll > 0,
 		handler:   f.handler,
 		nlinks:    len(f.links),
 	}
@@ -287,6 +293,7 @@ func (w *worker) run(stop *atomic.Bool) {
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 
 	idle := 0
+	var dry int64 // when the rings ran dry (monotonic ns), with coalesce
 	for !stop.Load() {
 		w.progress.rounds.Add(1)
 		n, held := w.round()
@@ -309,7 +316,17 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 			continue
 		}
-		if idle++; idle < w.spin {
+		if w.busyPoll {
+			for _, p := range w.rx {
+				p.sock.WakeRX()
+			}
+		}
+		// Spin w.spin rounds and until coalesce has passed since the
+		// rings ran dry: what comes meanwhile costs no wake-up.
+		if idle++; idle == 1 && w.coalesce > 0 {
+			dry = monoNow()
+		}
+		if idle < w.spin || w.coalesce > 0 && monoNow()-dry < w.coalesce {
 			continue
 		}
 		idle = 0

@@ -73,8 +73,10 @@ var xdpfwdConfigs = []struct {
 	// One worker: the latency workload's reference (nothing to hand over).
 	{"xdpfwd-q1", "xdpfwd --queues 1", []string{"--queues", "1"}, false, []string{"latency"}},
 	// Off by default, one line each when wanted (each adds a sixth to the
-	// run time): busy-poll budget, frag order.
+	// run time): spin, coalescing, kernel busy polling, frag order.
 	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false, nil},
+	// {"xdpfwd-coalesce25", "xdpfwd --coalesce 25us", []string{"--coalesce", "25us"}, false, []string{"cost", "rr", "latency"}},
+	// {"xdpfwd-busypoll", "xdpfwd --busy-poll 20us", []string{"--busy-poll", "20us"}, false, []string{"cost", "rr", "latency"}},
 	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false, nil},
 }
 

@@ -56,6 +56,12 @@ type Config struct {
 	Shared   *Socket
 	ZeroCopy ZeroCopy // owner only
 	SG       bool     // owner only: XDP_USE_SG, multi-buffer packets
+	// BusyPoll, if positive, sets SO_PREFER_BUSY_POLL, SO_BUSY_POLL (µs)
+	// and SO_BUSY_POLL_BUDGET (BusyPollBudget): a recvfrom, sendto or
+	// poll on the socket then runs the NAPI context that feeds its queue
+	// (the kernel learns it from the first packet in copy mode).
+	BusyPoll       time.Duration
+	BusyPollBudget int
 }
 
 // Socket is one AF_XDP socket bound to one (link, queue).
@@ -117,6 +123,11 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 			err = fmt.Errorf("xsk %s queue %d: %w", cfg.Ifname, cfg.Queue, err)
 		}
 	}()
+	if cfg.BusyPoll > 0 {
+		if err := busyPoll(fd, cfg); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Shared == nil {
 		reg := unix.XDPUmemReg{
 			Addr:     r.Addr(),
@@ -227,11 +238,33 @@ func (s *Socket) BindMode() string {
 	return "copy"
 }
 
+func busyPoll(fd int, cfg Config) error {
+	for _, o := range []struct {
+		name     string
+		opt, val int
+	}{
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1},
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, max(1, int(cfg.BusyPoll/time.Microsecond))},
+		{"SO_BUSY_POLL_BUDGET", unix.SO_BUSY_POLL_BUDGET, max(1, cfg.BusyPollBudget)},
+	} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o.opt, o.val); err != nil {
+			return fmt.Errorf("%s %d: %w", o.name, o.val, err)
+		}
+	}
+	return nil
+}
+
 // Kick asks the kernel to process the TX ring: one syscall for a batch.
 // EAGAIN/EBUSY/ENOBUFS mean the kernel is still busy with earlier work and
 // are not errors; ENETDOWN is returned so the caller can count it.
+//
+// The call never blocks (MSG_DONTWAIT; copy mode transmits a bounded
+// budget and returns), so it is made raw, without telling the Go
+// scheduler: a scheduler-aware call on a worker's locked thread lets
+// sysmon retake the thread's P while the kernel transmits and wake another
+// thread to run it, a context switch each way for nothing (issue 11).
 func (s *Socket) Kick() error {
-	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	switch e {
 	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
 		return nil
@@ -239,9 +272,11 @@ func (s *Socket) Kick() error {
 	return e
 }
 
-// WakeRX wakes a driver that asked for it on the fill ring.
+// WakeRX wakes a driver that asked for it on the fill ring (and, with
+// busy polling, runs the link's NAPI once). Like Kick, it never blocks and
+// is made raw.
 func (s *Socket) WakeRX() {
-	unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 }
 
 // Stats are the kernel's XDP_STATISTICS for the socket.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -600,4 +601,70 @@ func checkGone(tb testing.TB, p *topo.Pair) {
 			tb.Errorf("namespace %s still present after the pair was closed (%v)", ns.Name, err)
 		}
 	}
+}
+
+// TestOpenBusyPoll checks that Config.BusyPoll leaves the busy-poll options
+// on the socket, and that a socket without it has none. (The kernel has no
+// getsockopt for SO_BUSY_POLL_BUDGET; Open fails if setting it fails.)
+func TestOpenBusyPoll(t *testing.T) {
+	p := newPair(t)
+	r := newRegion(t)
+	idx := ifindex(t, p.LinkA)
+	for _, c := range []struct {
+		name          string
+		busyPoll      time.Duration
+		budget        int
+		prefer, usecs int
+	}{
+		{"off: the net.core.busy_read default", 0, 0, 0, busyRead(t)},
+		{"20us budget 64", 20 * time.Microsecond, 64, 1, 20},
+		{"sub-µs rounds up to 1", 100 * time.Nanosecond, 0, 1, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s *xsk.Socket
+			var err error
+			// The previous subtest's queue is released by a deferred
+			// kernel work item: retry EBUSY briefly.
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+				s, err = xsk.Open(r, xsk.Config{Ifname: p.LinkA, Ifindex: idx, RingSize: testRingSize,
+					BusyPoll: c.busyPoll, BusyPollBudget: c.budget})
+				if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for _, o := range []struct {
+				name      string
+				opt, want int
+			}{
+				{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, c.prefer},
+				{"SO_BUSY_POLL", unix.SO_BUSY_POLL, c.usecs},
+			} {
+				got, err := unix.GetsockoptInt(s.FD(), unix.SOL_SOCKET, o.opt)
+				if err != nil {
+					t.Fatalf("%s: %v", o.name, err)
+				}
+				if got != o.want {
+					t.Errorf("%s = %d, want %d", o.name, got, o.want)
+				}
+			}
+		})
+	}
+}
+
+// busyRead is net.core.busy_read, every socket's default SO_BUSY_POLL.
+func busyRead(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/core/busy_read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -137,6 +137,8 @@ type fwdFlags struct {
 
 	xpsMode    string
 	spin       int
+	coalesce   time.Duration
+	busyPoll   time.Duration
 	checksums  string
 	cpus       string
 	flowTable  int
@@ -169,6 +171,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
 	fs.IntVar(&ff.spin, "spin", 64, "empty rounds a worker busy-polls before sleeping in poll(2); 0: sleep at once (least CPU, more latency)")
+	fs.DurationVar(&ff.coalesce, "coalesce", 0, "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off")
+	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
@@ -241,6 +245,14 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	if ff.spin <= 0 {
 		cfg.Spin = -1
 	}
+	if ff.coalesce < 0 || ff.coalesce > time.Millisecond {
+		return cfg, nil, bad(fmt.Errorf("--coalesce %v: want 0..1ms", ff.coalesce))
+	}
+	cfg.Coalesce = ff.coalesce
+	if ff.busyPoll < 0 || ff.busyPoll > time.Second {
+		return cfg, nil, bad(fmt.Errorf("--busy-poll %v: want 0..1s", ff.busyPoll))
+	}
+	cfg.BusyPoll = ff.busyPoll
 	cfg.XPSAsymmetric = ff.asymmetric
 	if err := ff.handler(&cfg); err != nil {
 		return cfg, nil, bad(err)
