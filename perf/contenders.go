@@ -171,7 +171,11 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 				// xdpfwd picks.
 				cpus = e.allCPUs
 			case k.queues > 1 && !slices.Contains(extra, "--queues"):
-				args = append(args, "--queues", strconv.Itoa(k.queues))
+				n := k.queues
+				if k.workers > 0 {
+					n = k.workers
+				}
+				args = append(args, "--queues", strconv.Itoa(n))
 			}
 			if e.xdpfwdMetrics {
 				args = append(args, "--metrics", "127.0.0.1:0")

@@ -59,12 +59,16 @@ type pairKey struct {
 	queues   int
 	defaults bool
 	hosts    int // > 0: topo.NewHosts(hosts) instead of a Pair (workload.Hosts)
+	workers  int // > 0: xdpfwd's --queues on this pair (workload.Workers)
 }
 
 func (k pairKey) String() string {
 	s := fmt.Sprintf("%d queue(s), tx checksum offload %s", k.queues, map[bool]string{false: "off", true: "on"}[k.offloads])
 	if k.defaults {
 		s += ", forwarders with their defaults on every CPU"
+	}
+	if k.workers > 0 {
+		s += fmt.Sprintf(", xdpfwd with %d workers", k.workers)
 	}
 	if k.hosts > 0 {
 		s = fmt.Sprintf("%d host(s) on the root namespace, %s", k.hosts, s)
@@ -73,7 +77,7 @@ func (k pairKey) String() string {
 }
 
 func (e *env) pairKey(c *contender, w *workload) pairKey {
-	return pairKey{offloads: c.Offloads, queues: w.queues(e.o), defaults: w.FwdDefaults, hosts: w.Hosts}
+	return pairKey{offloads: c.Offloads, queues: w.queues(e.o), defaults: w.FwdDefaults, hosts: w.Hosts, workers: w.Workers}
 }
 
 // keyOf is the key p was built for.

@@ -342,14 +342,23 @@ func (r *Results) latencySection(b *strings.Builder) {
 		return
 	}
 	for _, w := range r.workloads("latency") {
+		q := max(w.Queues, r.Settings.Queues)
+		workers := q
+		if w.Workers > 0 {
+			workers = w.Workers
+		}
+		shape := fmt.Sprintf("xdpfwd runs with `--queues %d` in each `--xps` mode", workers)
+		if workers != q {
+			shape = fmt.Sprintf("The veths have %d queues each (XPS uses the first two); xdpfwd runs with `--queues %d` in each `--xps` mode, so each worker reads %d RX queues of each link", q, workers, q/workers)
+		}
 		fmt.Fprintf(b, "### Latency: %s\n\n", w.Title)
 		fmt.Fprintf(b, "One UDP flow, request and reply of %d-byte IP packets, %d requests per sample (%d with `--quick`) at %d requests/s. "+
 			"The requests leave one unconnected UDP socket in the source namespace from two client threads pinned to CPU 0 and CPU 1, taking turns; "+
 			"XPS on its veth maps CPU *i* to TX queue *i*, and a veth delivers TX queue *i* into its peer's RX queue *i*, so the one flow reaches the contender on two RX queues. "+
 			"A userspace echo in the destination namespace sends each request back; the client timestamps both ends. "+
-			"xdpfwd runs with `--queues 2` in each `--xps` mode, and with `--queues 1` (one worker: nothing is handed between workers), the reference of the ratios (×, lower is better). "+
+			"%s, and with `--queues 1` (one worker: nothing is handed between workers), the reference of the ratios (×, lower is better). "+
 			"A packet that reaches a worker which does not own its flow's TX queue is handed over, and waits until the owner wakes up.\n\n",
-			w.Size, w.Count, max(200, w.Count/2), w.Rate)
+			w.Size, w.Count, max(200, w.Count/2), w.Rate, shape)
 		t := mdTable{head: []string{"contender", "p50 µs", "p99 µs", "max µs", "p99 µs, from CPU 0", "p99 µs, from CPU 1", "lost", "lost, from CPU 0", "lost, from CPU 1"}}
 		for _, c := range cs {
 			t.rows = append(t.rows, []string{c.Label,

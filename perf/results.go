@@ -68,8 +68,10 @@ type WorkloadInfo struct {
 	Title  string `json:"title"`
 	Metric string `json:"metric"`
 	Unit   string `json:"unit"`
-	// Queues of the pair it ran on, when not Settings.Queues.
-	Queues int `json:"queues,omitempty"`
+	// Queues of the pair it ran on, when not Settings.Queues; Workers,
+	// xdpfwd's --queues there, when not Queues.
+	Queues  int `json:"queues,omitempty"`
+	Workers int `json:"workers,omitempty"`
 	// The reordering workload's traffic: IP packet size, flows, datagrams
 	// of every flow per round on one queue, and the pause after a round.
 	Size  int     `json:"size,omitempty"`
@@ -90,6 +92,7 @@ func workloadInfo(w *workload, o *Options) WorkloadInfo {
 	if q := w.queues(o); q != o.Queues {
 		wi.Queues = q
 	}
+	wi.Workers = w.Workers
 	if w.Flows > 0 {
 		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
 	}

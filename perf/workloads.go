@@ -33,7 +33,11 @@ type workload struct {
 	// its own, and every contender is started on it separately (xdpfwd
 	// and asavie-fwd with --queues set to it).
 	Queues int
-	Flows  int           // reorder: sequenced UDP flows
+	// Workers, if > 0, is xdpfwd's --queues (its workers) on this
+	// workload's pair instead of Queues: links with more queues than
+	// workers, each worker reading several RX queues.
+	Workers int
+	Flows   int           // reorder: sequenced UDP flows
 	Burst  int           // reorder: datagrams of every flow per round on one queue
 	Gap    time.Duration // reorder: pause after each round (spun, not slept)
 	Rate   int           // latency: requests/s; delivery, paced UDP: packets/s (0: --cost-rate)
@@ -91,6 +95,11 @@ func workloadTable() []*workload {
 		// --queues 1 (the ratio's reference), and by the bridge.
 		{Name: "latency-2q", Group: "latency", Title: "UDP request/response, 500 requests/s from two CPUs over two queues", Metric: "p99_us", Unit: "µs",
 			Size: 64, Queues: 2, Rate: 500, Count: 2000,
+			Contenders: []string{"xdpfwd", "bridge"}, run: runLatency},
+		// The same over 4-queue links read by two workers (--queues 2;
+		// one for xdpfwd-q1): each worker owns two RX queues of each link.
+		{Name: "latency-4q", Group: "latency", Title: "UDP request/response, 500 requests/s from two CPUs, 4-queue links, two workers", Metric: "p99_us", Unit: "µs",
+			Size: 64, Queues: 4, Workers: 2, Rate: 500, Count: 2000,
 			Contenders: []string{"xdpfwd", "bridge"}, run: runLatency},
 		// 64 flows over 4-queue links, forwarders with their defaults:
 		// on a 2-CPU machine xdpfwd has two workers for four RX queues.
