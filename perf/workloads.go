@@ -38,10 +38,10 @@ type workload struct {
 	// workers, each worker reading several RX queues.
 	Workers int
 	Flows   int           // reorder: sequenced UDP flows
-	Burst  int           // reorder: datagrams of every flow per round on one queue
-	Gap    time.Duration // reorder: pause after each round (spun, not slept)
-	Rate   int           // latency: requests/s; delivery, paced UDP: packets/s (0: --cost-rate)
-	Count  int           // latency: requests per sample (halved with --quick)
+	Burst   int           // reorder: datagrams of every flow per round on one queue
+	Gap     time.Duration // reorder: pause after each round (spun, not slept)
+	Rate    int           // latency: requests/s; delivery, paced UDP: packets/s (0: --cost-rate)
+	Count   int           // latency: requests per sample (halved with --quick)
 	// FwdDefaults runs the forwarders on this workload's pair with their
 	// defaults, as a user would: no --queues, on every CPU perf may use.
 	FwdDefaults bool
