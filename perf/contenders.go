@@ -253,6 +253,7 @@ func xdpfwdDetails(path string) (map[string]any, error) {
 		// Only a run with several queues has a TX queue choice; its keys
 		// stay in the details when a later one-queue run is merged in.
 		d["xps_mode"], d["xps_flows"], d["xps_moves"], d["xps_fallbacks"] = s.XPS.Mode, s.XPS.Flows, s.XPS.Moves, s.XPS.Fallbacks
+		d["workers"] = s.XPS.Queues // its TX queues: one per worker
 	}
 	if s.UMEM.Leaked != 0 {
 		return d, fmt.Errorf("xdpfwd leaked %d UMEM addresses", s.UMEM.Leaked)

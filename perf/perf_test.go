@@ -145,14 +145,16 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("xdpfwd-xps-%s ran with xps mode %q, want %q", mode, got, mode)
 		}
 	}
-	var q2 bool
+	// Two workers wherever it ran: the reordering and latency-2q pairs
+	// have two queues, latency-4q's four are read by two workers.
+	var w2 bool
 	for _, c := range res.Contenders {
 		if c.Name == "xdpfwd-xps-cpu" {
-			q2 = fmt.Sprint(c.Details["queues"]) == "2"
+			w2 = fmt.Sprint(c.Details["workers"]) == "2"
 		}
 	}
-	if !q2 {
-		t.Error("xdpfwd-xps-cpu did not run with two queues")
+	if !w2 {
+		t.Error("xdpfwd-xps-cpu did not run with two workers")
 	}
 
 	// The topology is gone: three pairs (one queue with and without
