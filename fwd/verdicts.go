@@ -98,13 +98,7 @@ func (w *worker) collectBatch(in *port, c *batchCounts) (packets int, rxBytes ui
 	for in.rx.More() {
 		total, ok := w.collect(in, &b)
 		if !ok {
-			if w.tap.set != nil {
-				w.tapRejected(in, total)
-			}
 			continue
-		}
-		if w.tap.set != nil {
-			w.tapRX(in, total)
 		}
 		d := w.chain[0]
 		start := uint32(len(w.descs))

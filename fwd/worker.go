@@ -469,13 +469,7 @@ func (w *worker) forward(in *port) int {
 	for in.rx.More() {
 		total, ok := w.collect(in, &b)
 		if !ok {
-			if w.tap.set != nil {
-				w.tapRejected(in, total)
-			}
 			continue
-		}
-		if w.tap.set != nil {
-			w.tapRX(in, total)
 		}
 		tq, slot, stamp := w.q, xps.NoSlot, int64(0) // one queue: this worker's
 		if w.flows != nil {
@@ -553,18 +547,25 @@ func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
 
 // collect takes in's next packet into w.chain (rxring checks every
 // descriptor, and drops and counts a packet it may not follow) and puts
-// back a VLAN tag the driver took out. It returns the packet's length and
+// back a VLAN tag the driver took out; a capture sees the packet as
+// received, or refused with its reason. It returns the packet's length and
 // whether it goes on.
 func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
 	w.chain, total, ok = in.rx.Next(w.chain)
 	b.packets++
 	b.rxBytes += uint64(total)
 	if !ok {
+		if w.tap.set != nil {
+			w.tapRejected(in, total)
+		}
 		return total, false
 	}
 	if w.restoreVLAN(&w.chain[0]) {
 		total += vlanTagLen
 		b.c.vlanRestored++
+	}
+	if w.tap.set != nil {
+		w.tapRX(in, total)
 	}
 	return total, true
 }
