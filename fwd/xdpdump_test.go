@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -143,7 +142,7 @@ func requireTool(t *testing.T, name, pkg string) string {
 type xdpdumpRun struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
-	stderr *lockedBuffer
+	stderr *logBuffer
 	done   chan error
 	exited bool
 }
@@ -154,7 +153,7 @@ type xdpdumpRun struct {
 func startXDPDump(t *testing.T, path string, args ...string) (_ *xdpdumpRun, early error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	d := &xdpdumpRun{cancel: cancel, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	d := &xdpdumpRun{cancel: cancel, stderr: &logBuffer{}, done: make(chan error, 1)}
 	d.cmd = exec.CommandContext(ctx, path, args...)
 	d.cmd.Stdout = io.Discard
 	d.cmd.Stderr = d.stderr
@@ -198,25 +197,6 @@ func (d *xdpdumpRun) stop(t *testing.T) string {
 	}
 	d.cancel()
 	return d.stderr.String()
-}
-
-// lockedBuffer is a bytes.Buffer written by exec's copying goroutine and
-// read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // checkCaptured: the capture holds, among other traffic, exactly the

@@ -55,51 +55,46 @@ func inlineBytes(t *testing.T, setting int) int {
 // off, 0 the default), refuse the same ones, and without either the limit
 // is 256.
 func TestInlineMaxFlagAndFile(t *testing.T) {
-	for _, tc := range inlineCases {
-		t.Run("flag="+tc.value, func(t *testing.T) {
-			fs, ff := runFlags()
-			err := fs.Parse([]string{"--inline-max", tc.value})
-			if tc.want < 0 {
-				if err == nil {
-					t.Fatalf("--inline-max %s accepted", tc.value)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, _, err := ff.config(io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := inlineBytes(t, cfg.InlineMax); got != tc.want {
-				t.Errorf("--inline-max %s: %d bytes, want %d", tc.value, got, tc.want)
-			}
-		})
-		t.Run("file="+tc.value, func(t *testing.T) {
+	// Each spelling, given as a flag and as a config file key.
+	sources := []struct {
+		name  string
+		apply func(t *testing.T, fs *flag.FlagSet, value string) error
+	}{
+		{"flag", func(t *testing.T, fs *flag.FlagSet, value string) error {
+			return fs.Parse([]string{"--inline-max", value})
+		}},
+		{"file", func(t *testing.T, fs *flag.FlagSet, value string) error {
 			path := filepath.Join(t.TempDir(), "xdpfwd.yaml")
-			if err := os.WriteFile(path, []byte("inline-max: "+tc.value+"\n"), 0o644); err != nil {
+			if err := os.WriteFile(path, []byte("inline-max: "+value+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			fs, ff := runFlags()
 			_, err := applyConfigFile(fs, path)
-			if tc.want < 0 {
-				if err == nil {
-					t.Fatalf("inline-max: %s accepted", tc.value)
+			return err
+		}},
+	}
+	for _, tc := range inlineCases {
+		for _, src := range sources {
+			t.Run(src.name+"="+tc.value, func(t *testing.T) {
+				fs, ff := runFlags()
+				err := src.apply(t, fs, tc.value)
+				if tc.want < 0 {
+					if err == nil {
+						t.Fatalf("%s inline-max %s accepted", src.name, tc.value)
+					}
+					return
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, _, err := ff.config(io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := inlineBytes(t, cfg.InlineMax); got != tc.want {
-				t.Errorf("inline-max: %s: %d bytes, want %d", tc.value, got, tc.want)
-			}
-		})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg, _, err := ff.config(io.Discard)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := inlineBytes(t, cfg.InlineMax); got != tc.want {
+					t.Errorf("%s inline-max %s: %d bytes, want %d", src.name, tc.value, got, tc.want)
+				}
+			})
+		}
 	}
 	_, ff := runFlags()
 	cfg, _, err := ff.config(io.Discard)
