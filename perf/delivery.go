@@ -137,7 +137,7 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	addr := e.child.Load().metricsAddr(2 * time.Second)
 	var f0, f1 fwdCounts
 	if addr != "" {
-		if f0, err = readFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+		if f0, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +174,7 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	}
 	m["kernel_xdp_packets"], m["kernel_xdp_redirect"] = kin, kred
 	if addr != "" {
-		if f1, err = readFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+		if f1, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
 			return m, err
 		}
 		m["fwd_rx"], m["fwd_tx"], m["fwd_dropped"] = f1.rx-f0.rx, f1.tx-f0.tx, f1.dropped-f0.dropped

@@ -116,6 +116,22 @@ type fwdCounts struct {
 	rxByQueue       map[string]float64
 }
 
+// readSettledFwdCounts reads the counts once two reads 20 ms apart agree
+// (at most for 500 ms): a worker adds a batch's counts just after it sends
+// the batch, so a read right after traffic stops can miss its last one.
+func readSettledFwdCounts(ctx context.Context, addr, in, out string) (fwdCounts, error) {
+	c, err := readFwdCounts(ctx, addr, in, out)
+	for deadline := time.Now().Add(500 * time.Millisecond); err == nil && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		var n fwdCounts
+		if n, err = readFwdCounts(ctx, addr, in, out); err == nil && n.rx == c.rx && n.tx == c.tx && n.dropped == c.dropped {
+			return n, nil
+		}
+		c = n
+	}
+	return c, err
+}
+
 func readFwdCounts(ctx context.Context, addr, in, out string) (fwdCounts, error) {
 	ss, err := scrapeMetrics(ctx, addr, "xdpfwd_rx_packets_total", "xdpfwd_tx_packets_total", "xdpfwd_drops_total")
 	if err != nil {
