@@ -91,9 +91,11 @@ type Config struct {
 	Checksums ChecksumMode
 
 	// Spin is how many empty rounds a worker busy-polls its rings before it
-	// sleeps in poll(2) until the kernel has something: more spinning means
-	// lower latency and a core burnt at moderate load. 0: 64; negative:
-	// never spin.
+	// sleeps in poll(2) until the kernel has something. 0, the default,
+	// spins 64 rounds (about 5 µs) while spinning catches packets, and
+	// sleeps at once after 16 spins in a row caught nothing (a trickle),
+	// spinning again every 16th time to notice a burst. Positive: spin
+	// that many rounds every time. Negative: never spin.
 	Spin int
 
 	// Coalesce is how long a worker keeps polling its rings after they
@@ -253,13 +255,10 @@ func (c *Config) normalize() error {
 	if c.MaxTxFrags == 0 {
 		c.MaxTxFrags = 4
 	}
-	switch {
-	case c.Spin == 0:
-		c.Spin = defaultSpin
-	case c.Spin < 0:
-		c.Spin = 0
+	if c.Spin < 0 {
+		c.Spin = -1
 	}
-	if c.Spin == 0 || c.Coalesce < 0 {
+	if c.Spin < 0 || c.Coalesce < 0 {
 		c.Coalesce = 0
 	}
 	if c.FlowTableSize == 0 {

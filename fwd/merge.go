@@ -384,7 +384,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		ds += uint64(k)
 	}
 	if pk > 0 {
-		out.tx.Submit()
+		out.tx.Publish() // kicked by run: kickOrDefer
 		out.stats.txPackets.Add(pk)
 		out.stats.txBytes.Add(by)
 		out.stats.txDescs.Add(ds)

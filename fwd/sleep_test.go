@@ -1,6 +1,7 @@
 package fwd_test
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -9,8 +10,9 @@ import (
 )
 
 // TestIdleSettingsForward: every way a worker can spend its idle time —
-// the default spin, a 25 µs and a 1 ms coalescing window, no spinning at
-// all, kernel busy polling — forwards pings both
+// the default adaptive spin, a fixed 64 rounds, a 25 µs and a 1 ms
+// coalescing window, no spinning at all, kernel busy polling — forwards
+// pings both
 // ways and a UDP burst with nothing lost in user space.
 func TestIdleSettingsForward(t *testing.T) {
 	for _, c := range []struct {
@@ -18,6 +20,7 @@ func TestIdleSettingsForward(t *testing.T) {
 		cfg  fwd.Config
 	}{
 		{"defaults", fwd.Config{}},
+		{"64 rounds", fwd.Config{Spin: 64}},
 		{"25us coalescing", fwd.Config{Coalesce: 25 * time.Microsecond}},
 		{"1ms coalescing", fwd.Config{Coalesce: time.Millisecond}},
 		{"no spinning", fwd.Config{Spin: -1}},
@@ -64,4 +67,95 @@ func TestIdleSettingsForward(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSleepKicksTX: a worker that goes to sleep right after forwarding
+// lets the poll(2) it sleeps in transmit what it forwarded, as a sendto
+// would (xsk_poll drives TX while the ring asks for a wake-up): with no
+// spinning, 50 pings cross with their replies; by default, a trickle of
+// 300 datagrams 1 ms apart, where spinning catches nothing and stops;
+// both with a sendto for fewer than one packet in four (each batch made
+// one before).
+func TestSleepKicksTX(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  fwd.Config
+		send func(t *testing.T, p *topo.Pair) int // packets it sent, delivered
+	}{
+		{"no spinning, pings", fwd.Config{Spin: -1}, func(t *testing.T, p *topo.Pair) int {
+			const n = 50
+			res, err := topo.Ping(p.A, p.V4B, n, 10*time.Second)
+			if err != nil || res.Received != n {
+				t.Fatalf("ping: %+v %v", res, err)
+			}
+			return 2 * n
+		}},
+		{"defaults, a trickle", fwd.Config{}, func(t *testing.T, p *topo.Pair) int {
+			return udpTrickle(t, p, 300, time.Millisecond)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, topo.Options{})
+			r := start(t, p, c.cfg)
+			before := settled(r.f)
+			n := c.send(t, p)
+			after := settled(r.f)
+			var tx, kicks uint64
+			for i := range after {
+				tx += after[i].TXPackets - before[i].TXPackets
+				kicks += after[i].TXKicks - before[i].TXKicks
+			}
+			t.Logf("%d packets forwarded, %d sendto kicks", tx, kicks)
+			if tx < uint64(n) {
+				t.Fatalf("forwarded %d packets, want at least %d", tx, n)
+			}
+			if kicks*4 > tx {
+				t.Errorf("%d sendto kicks for %d packets: the poll(2) a sleeping worker makes should have sent them", kicks, tx)
+			}
+		})
+	}
+}
+
+// udpTrickle sends n datagrams from A to B, gap apart, and returns n once
+// B has received them all.
+func udpTrickle(t *testing.T, p *topo.Pair, n int, gap time.Duration) int {
+	t.Helper()
+	var rc, sc *net.UDPConn
+	if err := p.B.Do(func() (err error) {
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.V4B.AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatalf("listen in B: %v", err)
+	}
+	defer rc.Close()
+	if err := p.A.Do(func() (err error) {
+		sc, err = net.DialUDP("udp4", nil, rc.LocalAddr().(*net.UDPAddr))
+		return err
+	}); err != nil {
+		t.Fatalf("dial from A: %v", err)
+	}
+	defer sc.Close()
+	got := make(chan int, 1)
+	go func() {
+		buf := make([]byte, 64)
+		k := 0
+		rc.SetReadDeadline(time.Now().Add(time.Duration(n)*gap + 5*time.Second))
+		for k < n {
+			if _, err := rc.Read(buf); err != nil {
+				break
+			}
+			k++
+		}
+		got <- k
+	}()
+	for i := range n {
+		if _, err := sc.Write([]byte{byte(i), byte(i >> 8)}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		time.Sleep(gap)
+	}
+	if k := <-got; k != n {
+		t.Fatalf("B received %d of %d datagrams", k, n)
+	}
+	return n
 }

@@ -295,7 +295,7 @@ func (w *worker) touch(p *port) {
 func (w *worker) finishLanes() {
 	for _, p := range w.touched {
 		p.touched = false
-		p.tx.Submit()
+		p.tx.Publish() // kicked by run: kickOrDefer
 		w.publishTX(p, &p.bc)
 		p.bc = batchCounts{}
 	}

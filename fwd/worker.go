@@ -19,9 +19,6 @@ import (
 )
 
 const (
-	// defaultSpin is how many empty rounds a worker spins before it sleeps
-	// in poll(2) (--spin).
-	defaultSpin = 64
 	// pollTimeout bounds how long a stop request waits for an idle worker.
 	pollTimeout = 20 * time.Millisecond
 	// drainTimeout bounds how long a stopping worker waits for the kernel
@@ -141,6 +138,18 @@ func (p *port) kick() {
 	}
 }
 
+// flush kicks p's TX ring for what it published, unless it is backing
+// off after a failure.
+func (p *port) flush() {
+	if p.quietUntil != 0 && monoNow() < p.quietUntil {
+		return
+	}
+	p.quietUntil = 0
+	if p.tx.Flush() != nil {
+		p.quietUntil = monoNow() + int64(kickBackoff)
+	}
+}
+
 // batchCounts accumulates one batch's counters in plain memory; they are
 // published with one atomic add each at the end of the batch.
 type batchCounts struct {
@@ -191,10 +200,13 @@ type worker struct {
 	csum bool
 	// inlineMax is the forwarder's live inline limit.
 	inlineMax *atomic.Int32
-	// spin is how many empty rounds to spin before sleeping in poll(2),
-	// coalesce (ns) how long at least since the rings ran dry.
-	spin     int
+	// spin decides whether to poll the rings once they ran dry before
+	// sleeping in poll(2) (spin.go); coalesce (ns) is how long at least.
+	spin     spinner
 	coalesce int64
+	// deferred: the last round published TX descriptors and left their
+	// kick to the next one (run).
+	deferred bool
 	// busyPoll: each empty round runs the RX links' NAPI (recvfrom).
 	busyPoll bool
 	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
@@ -236,7 +248,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		cpu:       -1,
 		csum:      f.cfg.CompleteChecksums,
 		inlineMax: &f.inlineMax,
-		spin:      f.cfg.Spin,
+		spin:      newSpinner(f.cfg.Spin),
 		coalesce:  int64(f.cfg.Coalesce),
 		busyPoll:  f.cfg.BusyPoll > 0,
 		handler:   f.handler,
@@ -293,12 +305,17 @@ func (w *worker) run(stop *atomic.Bool) {
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 
 	idle := 0
+	spinning := false
 	var dry int64 // when the rings ran dry (monotonic ns), with coalesce
 	for !stop.Load() {
 		w.progress.rounds.Add(1)
 		n, held := w.round()
 		if n > 0 {
-			idle = 0
+			if spinning {
+				w.spin.caught()
+			}
+			idle, spinning = 0, false
+			w.kickOrDefer()
 			continue
 		}
 		if held > 0 {
@@ -313,6 +330,8 @@ func (w *worker) run(stop *atomic.Bool) {
 				w.sleep(min(due, holdPoll))
 			case due <= 0:
 				w.sleep(holdYield)
+			default:
+				w.flush()
 			}
 			continue
 		}
@@ -321,18 +340,50 @@ func (w *worker) run(stop *atomic.Bool) {
 				p.sock.WakeRX()
 			}
 		}
-		// Spin w.spin rounds and until coalesce has passed since the
-		// rings ran dry: what comes meanwhile costs no wake-up.
-		if idle++; idle == 1 && w.coalesce > 0 {
-			dry = monoNow()
+		// Spin while spin says spinning pays, and until coalesce has
+		// passed since the rings ran dry: what comes meanwhile costs no
+		// wake-up. What the last round published is kicked first.
+		if idle++; idle == 1 {
+			spinning = w.spin.start()
+			if w.coalesce > 0 {
+				dry = monoNow()
+			}
 		}
-		if idle < w.spin || w.coalesce > 0 && monoNow()-dry < w.coalesce {
+		if spinning && w.spin.more(idle) || w.coalesce > 0 && monoNow()-dry < w.coalesce {
+			w.flush()
 			continue
 		}
-		idle = 0
+		if spinning {
+			w.spin.missed()
+		}
+		idle, spinning = 0, false
 		w.sleep(pollTimeout)
 	}
 	w.drain()
+}
+
+// kickOrDefer ends a round that moved packets. When it left every RX ring
+// empty, the next round most likely finds nothing, and the worker then
+// spins (kicking first) or sleeps in poll(2), which kicks the TX rings
+// itself: so the kick waits one round, and a sleep saves a sendto.
+// Otherwise, or when the round before deferred already, it kicks now.
+func (w *worker) kickOrDefer() {
+	if !w.deferred && !w.rxPending() {
+		w.deferred = true
+		return
+	}
+	w.flush()
+}
+
+// flush kicks every TX ring of the worker's that has published
+// descriptors owed a kick.
+func (w *worker) flush() {
+	w.deferred = false
+	for _, p := range w.rx {
+		if p.tx != nil && p.tx.Owed() {
+			p.flush()
+		}
+	}
 }
 
 // round is one pass over the worker's rings: refill, forward, merge, reap.
@@ -367,20 +418,38 @@ const (
 )
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
-// or the timeout. Pending TX is kicked first; a down link makes it sleep
-// the backoff instead (its RX ring would keep poll from sleeping).
+// or the timeout. The poll kicks the TX rings (txring.Ring.Polled); what
+// exceeds the kernel's budget for one is kicked first. A down link makes
+// it kick explicitly and sleep the backoff instead (its RX ring would
+// keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
 	blocked := false
 	for _, p := range w.rx {
-		// A kick the kernel could not finish (copy mode sends a bounded
-		// budget per call) is retried rather than waiting for traffic.
+		blocked = blocked || p.tx != nil && p.quietUntil != 0
+	}
+	w.deferred = false
+	for _, p := range w.rx {
 		if p.tx == nil {
 			continue
 		}
-		if p.tx.Pending() > 0 {
-			p.kick()
+		if blocked && p.tx.Owed() {
+			p.flush()
 		}
-		blocked = blocked || p.quietUntil != 0
+		// A kick the kernel could not finish (copy mode sends a bounded
+		// budget per call) is retried rather than waiting for traffic,
+		// down to what the poll sends, while it makes progress.
+		floor := uint32(txring.PollBudget)
+		if blocked {
+			floor = 0
+		}
+		for n := p.tx.Pending(); n > floor; {
+			p.kick()
+			if m := p.tx.Pending(); m < n {
+				n = m
+				continue
+			}
+			break
+		}
 	}
 	if blocked {
 		timeout = kickBackoff
@@ -393,6 +462,7 @@ func (w *worker) sleep(timeout time.Duration) {
 	if w.order != nil && w.order.pending() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
+		w.flush()
 		return
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
@@ -400,7 +470,16 @@ func (w *worker) sleep(timeout time.Duration) {
 	if blocked {
 		time.Sleep(timeout)
 	} else {
-		n, _ := unix.Ppoll(w.pfds, &ts, nil)
+		n, err := unix.Ppoll(w.pfds, &ts, nil)
+		// The poll passed over every socket (even one a signal ended):
+		// what was owed left.
+		if err == nil || err == unix.EINTR {
+			for _, p := range w.rx {
+				if p.tx != nil {
+					p.tx.Polled()
+				}
+			}
+		}
 		w.polls.Add(1)
 		if n == 0 {
 			w.pollTimeouts.Add(1)
@@ -620,7 +699,7 @@ func (w *worker) finish(in, out *port, b *rxBatch) {
 	in.rx.Release()
 	if !b.merging {
 		out.tx.Cancel(b.got - (b.t - b.tidx))
-		out.tx.Submit()
+		out.tx.Publish() // kicked by run: kickOrDefer
 	}
 	w.publishHandoffs(in)
 	w.tapEnd()

@@ -8,7 +8,8 @@
 // # Concurrency
 //
 // A Ring has a single owner: one goroutine at a time calls Free, Reserve,
-// Set, Cancel, Submit, Kick, Reap and InFlight, which keep unguarded counters
+// Set, Cancel, Submit, Publish, Flush, Owed, Polled, Kick, Reap and
+// InFlight, which keep unguarded counters
 // and the xsk rings' cached indices. Other goroutines may read Kicks,
 // KickErrors (atomics) and Pending (both indices loaded atomically). The
 // socket's fill and RX rings are not the Ring's and may be owned by
@@ -25,7 +26,9 @@
 // It never touches the bytes of a packet, never frees an address (the
 // caller returns each to its zone), never allocates, never blocks, and
 // makes no syscall per packet: Submit kicks only when the kernel asked for
-// a wake-up (need_wakeup) or the ring is full.
+// a wake-up (need_wakeup) or the ring is full, and Publish leaves the kick
+// to the owner, who may make it once for several batches or let a poll(2)
+// make it.
 package txring
 
 import (
@@ -43,6 +46,8 @@ type Ring struct {
 	reserved  uint32 // reserved, not yet submitted
 	submitted uint64
 	completed uint64
+	// owed: descriptors were published since the last Kick or Polled.
+	owed bool
 
 	// Kicks counts sendto calls; KickErrors those that failed (link
 	// down). Atomic so a stats reader may load them while the owner runs.
@@ -81,21 +86,72 @@ func (r *Ring) Cancel(n uint32) {
 }
 
 // Submit publishes every reserved descriptor and kicks the kernel if it
-// asked to be woken or the ring is now full.
+// asked to be woken or the ring is now full: Publish, then Flush.
 func (r *Ring) Submit() {
+	r.Publish()
+	r.Flush()
+}
+
+// Publish makes every reserved descriptor visible to the kernel without
+// waking it, unless the ring is now full. What it published is owed a
+// wake-up (Owed) until the next Flush or Kick, or until the owner polls
+// the socket (Polled): an owner that is about to sleep in poll(2) saves
+// the sendto.
+func (r *Ring) Publish() {
 	if r.reserved == 0 {
 		return
 	}
 	r.tx.Submit(r.reserved)
 	r.submitted += uint64(r.reserved)
 	r.reserved = 0
-	r.Kick(false)
+	r.owed = true
+	if r.tx.Free(1) == 0 {
+		r.Kick(true)
+	}
 }
+
+// Flush kicks the kernel for what Publish left owed, if the ring's
+// need_wakeup flag asks for it. A copy-mode kick transmits at most
+// PollBudget descriptors, synchronously, so Flush kicks again while the
+// last kick made progress and more is pending. It returns the error of a
+// failed sendto.
+func (r *Ring) Flush() error {
+	if !r.owed {
+		return nil
+	}
+	r.owed = false
+	for r.tx.NeedsWakeup() || r.tx.Free(1) == 0 {
+		before := r.tx.Pending()
+		if err := r.Kick(true); err != nil {
+			return err
+		}
+		if after := r.tx.Pending(); after == 0 || after >= before {
+			break
+		}
+	}
+	return nil
+}
+
+// Owed reports whether descriptors were published since the last kick or
+// poll.
+func (r *Ring) Owed() bool { return r.owed }
+
+// Polled records that the owner polled the socket. poll(2) on an AF_XDP
+// socket does what a sendto would for its TX ring while need_wakeup is
+// set: it transmits in copy mode (up to the kernel's per-call budget,
+// PollBudget) and wakes the driver in zero-copy mode (net/xdp/xsk.c,
+// xsk_poll). With the flag clear the driver needs no wake-up.
+func (r *Ring) Polled() { r.owed = false }
+
+// PollBudget is the most a copy-mode kick or poll transmits from the TX
+// ring (the kernel's TX_BATCH_SIZE); the rest waits for the next one.
+const PollBudget = 32
 
 // Kick makes the sendto the kernel needs to process the TX ring, if its
 // need_wakeup flag is set, the ring is full, or force is set. It returns
 // the error of a failed sendto (ENETDOWN: the link is down).
 func (r *Ring) Kick(force bool) error {
+	r.owed = false
 	if !force && !r.tx.NeedsWakeup() && r.tx.Free(1) != 0 {
 		return nil
 	}

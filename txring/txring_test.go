@@ -3,6 +3,7 @@ package txring_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/txring"
@@ -300,5 +302,63 @@ func checkGone(tb testing.TB, p *topo.Pair) {
 		if _, err := os.Stat("/run/netns/" + ns.Name); !errors.Is(err, os.ErrNotExist) {
 			tb.Errorf("namespace %s still present after the pair was closed (%v)", ns.Name, err)
 		}
+	}
+}
+
+// TestPublishPollTransmits: Publish leaves the kick owed without a
+// sendto; a poll(2) of the copy-mode socket transmits what was published,
+// up to PollBudget frames per call, as a kick would (xsk_poll drives TX
+// while the ring asks for a wake-up); Polled then clears the debt, and
+// Flush makes the one sendto a debt calls for.
+func TestPublishPollTransmits(t *testing.T) {
+	for _, n := range []uint32{1, txring.PollBudget, 2 * txring.PollBudget} {
+		t.Run(fmt.Sprintf("%d frames", n), func(t *testing.T) {
+			e := newEnv(t, 128)
+			tx := txring.New(e.s)
+			_, rx0 := e.peerA(t)
+			_, idx := tx.Reserve(n)
+			for k := range n {
+				tx.Set(idx+k, e.slots[k], frameLen, 0)
+			}
+			tx.Publish()
+			if !tx.Owed() || tx.Kicks.Load() != 0 || tx.Pending() != n {
+				t.Fatalf("after Publish: owed %v, kicks %d, pending %d; want owed, no kick, %d pending", tx.Owed(), tx.Kicks.Load(), tx.Pending(), n)
+			}
+			fds := []unix.PollFd{{Fd: int32(e.s.FD()), Events: unix.POLLIN}}
+			ts := unix.NsecToTimespec(int64(time.Millisecond))
+			if _, err := unix.Ppoll(fds, &ts, nil); err != nil {
+				t.Fatalf("ppoll: %v", err)
+			}
+			tx.Polled()
+			// One poll runs xsk_poll at least once: at least the budget
+			// (or everything) leaves without a sendto.
+			if sent := n - tx.Pending(); sent < min(n, txring.PollBudget) {
+				t.Fatalf("a poll transmitted %d of %d published frames, want at least %d", sent, n, min(n, txring.PollBudget))
+			}
+			if tx.Owed() || tx.Kicks.Load() != 0 {
+				t.Fatalf("after the poll: owed %v, kicks %d; want neither", tx.Owed(), tx.Kicks.Load())
+			}
+			if err := tx.Flush(); err != nil || tx.Kicks.Load() != 0 {
+				t.Fatalf("Flush with nothing owed: %v, kicks %d; want no sendto", err, tx.Kicks.Load())
+			}
+			for tx.Pending() > 0 {
+				tx.Kick(true)
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for _, rx := e.peerA(t); rx-rx0 < uint64(n); _, rx = e.peerA(t) {
+				if time.Now().After(deadline) {
+					t.Fatalf("namespace A received %d of %d frames", rx-rx0, n)
+				}
+				time.Sleep(time.Millisecond)
+			}
+
+			_, idx = tx.Reserve(1)
+			tx.Set(idx, e.slots[n], frameLen, 0)
+			tx.Publish()
+			kicks := tx.Kicks.Load()
+			if err := tx.Flush(); err != nil || tx.Kicks.Load() != kicks+1 || tx.Owed() {
+				t.Fatalf("Flush of one owed frame: %v, kicks %d → %d, owed %v; want one sendto", err, kicks, tx.Kicks.Load(), tx.Owed())
+			}
+		})
 	}
 }

@@ -136,7 +136,7 @@ type fwdFlags struct {
 	ringSize    int
 
 	xpsMode    string
-	spin       int
+	spin       string
 	coalesce   time.Duration
 	busyPoll   time.Duration
 	checksums  string
@@ -170,7 +170,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
-	fs.IntVar(&ff.spin, "spin", 64, "empty rounds a worker busy-polls before sleeping in poll(2); 0: sleep at once (least CPU, more latency)")
+	fs.StringVar(&ff.spin, "spin", "auto", "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto (64, skipped while spins catch nothing), N (every time), or 0 (sleep at once)")
 	fs.DurationVar(&ff.coalesce, "coalesce", 0, "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off")
 	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
@@ -241,9 +241,8 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(err)
 	}
 	cfg.FlowTableSize = ff.flowTable
-	cfg.Spin = ff.spin
-	if ff.spin <= 0 {
-		cfg.Spin = -1
+	if cfg.Spin, err = parseSpin(ff.spin); err != nil {
+		return cfg, nil, bad(err)
 	}
 	if ff.coalesce < 0 || ff.coalesce > time.Millisecond {
 		return cfg, nil, bad(fmt.Errorf("--coalesce %v: want 0..1ms", ff.coalesce))
@@ -722,4 +721,23 @@ func parseCPUList(s string) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// parseSpin parses --spin: "auto" (fwd.Config's 0), "0" or "off" (never
+// spin: -1), or a positive count of empty rounds.
+func parseSpin(v string) (int, error) {
+	switch v {
+	case "auto", "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || n < 0 || n > 1<<20:
+		return 0, fmt.Errorf("--spin %q: want auto, off, or 0..%d empty rounds", v, 1<<20)
+	case n == 0:
+		return -1, nil
+	}
+	return n, nil
 }

@@ -1,0 +1,28 @@
+package main
+
+import "testing"
+
+// TestParseSpin: --spin takes auto (fwd.Config's adaptive 0), off or 0
+// (never: -1), or a count of empty rounds; anything else is refused.
+func TestParseSpin(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		bad  bool
+	}{
+		{"auto", 0, false},
+		{"", 0, false},
+		{"off", -1, false},
+		{"0", -1, false},
+		{"64", 64, false},
+		{"-1", 0, true},
+		{"fast", 0, true},
+		{"1e3", 0, true},
+		{"2000000", 0, true},
+	} {
+		got, err := parseSpin(tc.in)
+		if (err != nil) != tc.bad || err == nil && got != tc.want {
+			t.Errorf("parseSpin(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
