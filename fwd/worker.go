@@ -419,7 +419,7 @@ const (
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
 // or the timeout. The poll kicks the TX rings (txring.Ring.Polled); what
-// exceeds the kernel's budget for one is kicked first. A down link makes
+// exceeds what one poll surely sends (txring.PollBudget) is kicked first. A down link makes
 // it kick explicitly and sleep the backoff instead (its RX ring would
 // keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
@@ -435,9 +435,10 @@ func (w *worker) sleep(timeout time.Duration) {
 		if blocked && p.tx.Owed() {
 			p.flush()
 		}
-		// A kick the kernel could not finish (copy mode sends a bounded
-		// budget per call) is retried rather than waiting for traffic,
-		// down to what the poll sends, while it makes progress.
+		// A kick the kernel could not finish (copy mode on an older
+		// kernel sends 32 descriptors per call) is retried rather than
+		// waiting for traffic, down to what the poll sends, while it
+		// makes progress.
 		floor := uint32(txring.PollBudget)
 		if blocked {
 			floor = 0

@@ -111,9 +111,9 @@ func (r *Ring) Publish() {
 }
 
 // Flush kicks the kernel for what Publish left owed, if the ring's
-// need_wakeup flag asks for it. A copy-mode kick transmits at most
-// PollBudget descriptors, synchronously, so Flush kicks again while the
-// last kick made progress and more is pending. It returns the error of a
+// need_wakeup flag asks for it. A copy-mode kick transmits synchronously,
+// but an older kernel only PollBudget descriptors per call, so Flush kicks
+// again while the last kick made progress and more is pending. It returns the error of a
 // failed sendto.
 func (r *Ring) Flush() error {
 	if !r.owed {
@@ -138,13 +138,16 @@ func (r *Ring) Owed() bool { return r.owed }
 
 // Polled records that the owner polled the socket. poll(2) on an AF_XDP
 // socket does what a sendto would for its TX ring while need_wakeup is
-// set: it transmits in copy mode (up to the kernel's per-call budget,
-// PollBudget) and wakes the driver in zero-copy mode (net/xdp/xsk.c,
-// xsk_poll). With the flag clear the driver needs no wake-up.
+// set: it transmits in copy mode (at least PollBudget descriptors) and
+// wakes the driver in zero-copy mode (net/xdp/xsk.c, xsk_poll). With the
+// flag clear the driver needs no wake-up.
 func (r *Ring) Polled() { r.owed = false }
 
-// PollBudget is the most a copy-mode kick or poll transmits from the TX
-// ring (the kernel's TX_BATCH_SIZE); the rest waits for the next one.
+// PollBudget is what a copy-mode kick or poll transmits from the TX ring
+// at least: kernels without XDP_MAX_TX_SKB_BUDGET stop at 32 descriptors
+// per call (TX_BATCH_SIZE), and the rest waits for the next one. Where
+// the kernel has the option, xsk raises it to the ring's size (Linux 6.18
+// sends 128 pending descriptors in one sendto).
 const PollBudget = 32
 
 // Kick makes the sendto the kernel needs to process the TX ring, if its
