@@ -419,9 +419,9 @@ const (
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
 // or the timeout. The poll kicks the TX rings (txring.Ring.Polled); what
-// exceeds what one poll surely sends (txring.PollBudget) is kicked first. A down link makes
-// it kick explicitly and sleep the backoff instead (its RX ring would
-// keep poll from sleeping).
+// exceeds what one poll surely sends (txring.PollBudget) is kicked first.
+// A down link makes it kick explicitly and sleep the backoff instead (its
+// RX ring would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
 	blocked := false
 	for _, p := range w.rx {
