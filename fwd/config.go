@@ -255,9 +255,6 @@ func (c *Config) normalize() error {
 	if c.MaxTxFrags == 0 {
 		c.MaxTxFrags = 4
 	}
-	if c.Spin < 0 {
-		c.Spin = -1
-	}
 	if c.Spin < 0 || c.Coalesce < 0 {
 		c.Coalesce = 0
 	}

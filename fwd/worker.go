@@ -126,26 +126,26 @@ const frameCacheSize = 512
 const kickBackoff = 5 * time.Millisecond
 
 // kick wakes p's TX ring unless it is backing off after a failure.
-func (p *port) kick() {
-	if p.quietUntil != 0 {
-		if monoNow() < p.quietUntil {
-			return
-		}
-		p.quietUntil = 0
-	}
-	if p.tx.Kick(true) != nil {
-		p.quietUntil = monoNow() + int64(kickBackoff)
-	}
-}
+func (p *port) kick() { p.backOff(func() error { return p.tx.Kick(true) }) }
 
 // flush kicks p's TX ring for what it published, unless it is backing
 // off after a failure.
-func (p *port) flush() {
+func (p *port) flush() { p.backOff(p.tx.Flush) }
+
+// kickDown kicks p's TX ring while more than floor descriptors wait on
+// it, unless it is backing off after a failure.
+func (p *port) kickDown(floor uint32) {
+	p.backOff(func() error { return p.tx.KickDown(floor) })
+}
+
+// backOff makes kick unless p is backing off after a failed one, and
+// starts backing off when it fails.
+func (p *port) backOff(kick func() error) {
 	if p.quietUntil != 0 && monoNow() < p.quietUntil {
 		return
 	}
 	p.quietUntil = 0
-	if p.tx.Flush() != nil {
+	if kick() != nil {
 		p.quietUntil = monoNow() + int64(kickBackoff)
 	}
 }
@@ -437,19 +437,11 @@ func (w *worker) sleep(timeout time.Duration) {
 		}
 		// A kick the kernel could not finish (copy mode on an older
 		// kernel sends 32 descriptors per call) is retried rather than
-		// waiting for traffic, down to what the poll sends, while it
-		// makes progress.
-		floor := uint32(txring.PollBudget)
+		// waiting for traffic, down to what the poll sends.
 		if blocked {
-			floor = 0
-		}
-		for n := p.tx.Pending(); n > floor; {
-			p.kick()
-			if m := p.tx.Pending(); m < n {
-				n = m
-				continue
-			}
-			break
+			p.kickDown(0)
+		} else {
+			p.kickDown(txring.PollBudget)
 		}
 	}
 	if blocked {

@@ -8,8 +8,8 @@
 // # Concurrency
 //
 // A Ring has a single owner: one goroutine at a time calls Free, Reserve,
-// Set, Cancel, Submit, Publish, Flush, Owed, Polled, Kick, Reap and
-// InFlight, which keep unguarded counters
+// Set, Cancel, Submit, Publish, Flush, Owed, Polled, Kick, KickDown, Reap
+// and InFlight, which keep unguarded counters
 // and the xsk rings' cached indices. Other goroutines may read Kicks,
 // KickErrors (atomics) and Pending (both indices loaded atomically). The
 // socket's fill and RX rings are not the Ring's and may be owned by
@@ -111,23 +111,32 @@ func (r *Ring) Publish() {
 }
 
 // Flush kicks the kernel for what Publish left owed, if the ring's
-// need_wakeup flag asks for it. A copy-mode kick transmits synchronously,
-// but an older kernel only PollBudget descriptors per call, so Flush kicks
-// again while the last kick made progress and more is pending. It returns the error of a
-// failed sendto.
+// need_wakeup flag asks for it (KickDown to nothing pending).
 func (r *Ring) Flush() error {
 	if !r.owed {
 		return nil
 	}
 	r.owed = false
-	for r.tx.NeedsWakeup() || r.tx.Free(1) == 0 {
-		before := r.tx.Pending()
+	if !r.tx.NeedsWakeup() && r.tx.Free(1) != 0 {
+		return nil
+	}
+	return r.KickDown(0)
+}
+
+// KickDown kicks the kernel while more than floor descriptors are pending
+// and the last kick took some: a copy-mode kick transmits synchronously,
+// but an older kernel only PollBudget descriptors per call. It returns
+// the error of a failed sendto.
+func (r *Ring) KickDown(floor uint32) error {
+	for n := r.tx.Pending(); n > floor; {
 		if err := r.Kick(true); err != nil {
 			return err
 		}
-		if after := r.tx.Pending(); after == 0 || after >= before {
+		m := r.tx.Pending()
+		if m >= n {
 			break
 		}
+		n = m
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ package main
 
 import (
 	"fmt"
+	"log"
 	"runtime"
 	"syscall"
 	"time"
@@ -25,8 +26,14 @@ func pin(cpu int) {
 
 func main() {
 	const n = 50000
-	a, _ := unix.Eventfd(0, unix.EFD_NONBLOCK)
-	b, _ := unix.Eventfd(0, unix.EFD_NONBLOCK)
+	a, err := unix.Eventfd(0, unix.EFD_NONBLOCK)
+	if err != nil {
+		log.Fatalf("eventfd: %v", err)
+	}
+	b, err := unix.Eventfd(0, unix.EFD_NONBLOCK)
+	if err != nil {
+		log.Fatalf("eventfd: %v", err)
+	}
 	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 	buf := make([]byte, 8)
 	done := make(chan struct{})
