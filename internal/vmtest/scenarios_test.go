@@ -1,0 +1,448 @@
+package vmtest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// A scenario runs against a booted VM whose links are up at MTU 1500.
+type scenario struct {
+	name string
+	run  func(t *testing.T, vm *VM)
+}
+
+// TestNICs runs the scenarios on each NIC model, one boot per model and
+// queue count. Under TCG only counts mean anything: every check is a
+// count or a byte-exact comparison, never a rate.
+func TestNICs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"igb", Config{NIC: IGB}}, // two RX queues: the driver's RSS over the guest's two CPUs
+		{"virtio-1q", Config{NIC: Virtio, Queues: 1}},
+		{"virtio-2q", Config{NIC: Virtio, Queues: 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vm := Start(t, c.cfg)
+			vm.SetLinks(t, 1500)
+			for _, s := range scenarios(c.cfg) {
+				t.Run(s.name, func(t *testing.T) {
+					s.run(t, vm)
+					// Whatever a scenario did, it leaves no program
+					// and no promiscuous membership behind.
+					vm.requireClean(t)
+				})
+			}
+		})
+	}
+}
+
+func scenarios(cfg Config) []scenario {
+	s := []scenario{
+		{"defaults", testDefaults},
+		{"copy", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--zerocopy", "off") }},
+		{"zerocopy-on", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--zerocopy", "on") }},
+		{"one-worker", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--queues", "1") }},
+		{"switch", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--mode", "switch") }},
+		{"promisc-off", testPromiscOff},
+		{"kill9-restart", testKill9Restart},
+		{"link-down-up", testLinkDownUp},
+		{"flows-sticky", testFlowsSticky},
+		{"jumbo", testJumbo},
+	}
+	return s
+}
+
+// requireClean fails t if a guest link still has an XDP program or a
+// promiscuous membership.
+func (vm *VM) requireClean(t *testing.T) {
+	t.Helper()
+	for _, l := range []string{NIC0, NIC1} {
+		s := vm.Link(t, l)
+		if s.XDPProgID != 0 || s.Promiscuity != 0 {
+			t.Errorf("%s after the scenario: XDP program %d, promiscuity %d; want none", l, s.XDPProgID, s.Promiscuity)
+		}
+	}
+}
+
+// pingBoth pings B from A and A from B, n each, and wants every reply.
+func pingBoth(t *testing.T, vm *VM, n int) {
+	t.Helper()
+	for _, p := range []struct {
+		from *topo.NS
+		to   netip.Addr
+	}{{vm.A, AddrB}, {vm.B, AddrA}} {
+		r, err := topo.Ping(p.from, p.to, n, 60*time.Second)
+		if err != nil {
+			t.Fatalf("ping %s from %s: %v", p.to, p.from.Name, err)
+		}
+		if r.Received != n {
+			t.Fatalf("ping %s: %d/%d replies", p.to, r.Received, n)
+		}
+	}
+}
+
+// tcpBoth moves n bytes each way and checks every byte.
+func tcpBoth(t *testing.T, vm *VM, n int64) {
+	t.Helper()
+	for _, p := range []struct {
+		from, to *topo.NS
+		addr     netip.Addr
+	}{{vm.A, vm.B, AddrB}, {vm.B, vm.A, AddrA}} {
+		r, err := topo.TCPTransfer(p.from, p.to, p.addr, n, 120*time.Second)
+		if err != nil {
+			t.Fatalf("tcp %d bytes to %s: %v", n, p.addr, err)
+		}
+		if r.Bytes != n {
+			t.Fatalf("tcp to %s: %d of %d bytes", p.addr, r.Bytes, n)
+		}
+	}
+}
+
+// checkSummary fails t on a leak, an ownership violation or a truncated
+// frame, and returns the packets forwarded (received on both links).
+func checkSummary(t *testing.T, s fwd.Summary) uint64 {
+	t.Helper()
+	if s.UMEM.LeakedAddresses != 0 || s.UMEM.OwnershipViolations != 0 {
+		t.Errorf("umem: %d leaked addresses, %d ownership violations", s.UMEM.LeakedAddresses, s.UMEM.OwnershipViolations)
+	}
+	var rx uint64
+	for name, l := range s.Links {
+		rx += l.RXPackets
+		if n := l.Drops["rx_truncated"]; n != 0 {
+			t.Errorf("%s: %d truncated frames", name, n)
+		}
+	}
+	return rx
+}
+
+func testPingTCP(t *testing.T, vm *VM, args ...string) {
+	d := vm.StartXdpfwd(t, append([]string{"--link", NIC0, "--link", NIC1}, args...)...)
+	vm.WaitCarrier(t)
+	pingBoth(t, vm, 20)
+	tcpBoth(t, vm, 2<<20)
+	checkSummary(t, d.Stop(t))
+}
+
+// testDefaults: what a new user runs. Zero-copy is bound where the driver
+// has it and the ready line says so, the links are promiscuous while it
+// runs (a NIC drops unicast frames for other MACs otherwise), and ping and
+// TCP cross both ways.
+func testDefaults(t *testing.T, vm *VM) {
+	d := vm.StartXdpfwd(t, "--link", NIC0, "--link", NIC1)
+	if !strings.Contains(d.Ready, "bind_mode=zerocopy") {
+		t.Errorf("--zerocopy auto did not bind zero-copy: %s", d.Ready)
+	}
+	for _, l := range []string{NIC0, NIC1} {
+		if s := vm.Link(t, l); s.Promiscuity == 0 || s.XDPProgID == 0 {
+			t.Errorf("%s while forwarding: promiscuity %d, XDP program %d; want both set", l, s.Promiscuity, s.XDPProgID)
+		}
+	}
+	vm.WaitCarrier(t)
+	pingBoth(t, vm, 20)
+	tcpBoth(t, vm, 2<<20)
+	checkSummary(t, d.Stop(t))
+}
+
+// testPromiscOff: --promisc off leaves the links alone, so unicast frames
+// for the far host's MAC are filtered by the NIC (the ping fails), while
+// broadcast would still cross.
+func testPromiscOff(t *testing.T, vm *VM) {
+	d := vm.StartXdpfwd(t, "--link", NIC0, "--link", NIC1, "--promisc", "off")
+	for _, l := range []string{NIC0, NIC1} {
+		if s := vm.Link(t, l); s.Promiscuity != 0 {
+			t.Errorf("%s with --promisc off: promiscuity %d", l, s.Promiscuity)
+		}
+	}
+	vm.WaitCarrier(t)
+	r, err := topo.Ping(vm.A, AddrB, 5, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Received != 0 {
+		// virtio-net has no MAC filter unless the guest programs one:
+		// it passes every frame whatever the mode.
+		t.Logf("with --promisc off %d/5 pings crossed: the NIC does not filter unicast", r.Received)
+	}
+	d.Stop(t)
+}
+
+// testKill9Restart: a daemon killed with SIGKILL leaves its programs
+// attached (the kernel keeps a netlink-attached XDP program), but its
+// promiscuous membership goes with its socket; the next start replaces
+// the stale programs and forwards.
+func testKill9Restart(t *testing.T, vm *VM) {
+	d := vm.StartXdpfwd(t, "--link", NIC0, "--link", NIC1)
+	d.Kill(t)
+	for _, l := range []string{NIC0, NIC1} {
+		if s := vm.Link(t, l); s.Promiscuity != 0 {
+			t.Errorf("%s after kill -9: promiscuity %d; want the membership gone with the process", l, s.Promiscuity)
+		}
+	}
+	d = vm.StartXdpfwd(t, "--link", NIC0, "--link", NIC1)
+	vm.WaitCarrier(t)
+	pingBoth(t, vm, 20)
+	checkSummary(t, d.Stop(t))
+}
+
+// testLinkDownUp: an operator bounces a NIC under a running daemon; it
+// forwards again once the carrier is back.
+func testLinkDownUp(t *testing.T, vm *VM) {
+	d := vm.StartXdpfwd(t, "--link", NIC0, "--link", NIC1)
+	vm.WaitCarrier(t)
+	pingBoth(t, vm, 5)
+	vm.Run(t, "ip link set "+NIC0+" down && sleep 1 && ip link set "+NIC0+" up", 20*time.Second)
+	vm.WaitCarrier(t)
+	// The first pings after the carrier may still meet the driver's
+	// reset (igb reconfigures its rings): wait for one reply, then
+	// want every one.
+	waitPing(t, vm.A, AddrB, 30*time.Second)
+	pingBoth(t, vm, 20)
+	s := d.Stop(t)
+	checkSummary(t, s)
+	if s.Links[NIC0].LinkDowns == 0 {
+		t.Errorf("%s went down and up, but the summary counts no link down", NIC0)
+	}
+}
+
+func waitPing(t *testing.T, from *topo.NS, to netip.Addr, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if r, err := topo.Ping(from, to, 1, 2*time.Second); err == nil && r.Received == 1 {
+			return
+		}
+	}
+	t.Fatalf("no ping reply from %s within %v", to, timeout)
+}
+
+// testJumbo: MTU 9000 end to end. The driver either forwards it (TCP
+// byte-exact) or xdpfwd refuses at start with exit code 2 and a message
+// naming what to change; it never forwards truncated frames.
+func testJumbo(t *testing.T, vm *VM) {
+	setHostMTU(t, vm, 9000)
+	vm.SetLinks(t, 9000)
+	defer func() {
+		setHostMTU(t, vm, 1500)
+		vm.SetLinks(t, 1500)
+	}()
+	for _, zc := range []string{"auto", "off"} {
+		t.Run("zerocopy-"+zc, func(t *testing.T) {
+			d, rc, out := vm.TryXdpfwd("--link", NIC0, "--link", NIC1, "--zerocopy", zc)
+			if d == nil {
+				if rc != 2 {
+					t.Fatalf("MTU 9000: xdpfwd exited %d (want ready, or 2 with a reason):\n%s", rc, out)
+				}
+				t.Logf("MTU 9000 refused: %s", lastLine(out))
+				return
+			}
+			t.Logf("MTU 9000: %s", d.Ready)
+			vm.WaitCarrier(t)
+			pingBoth(t, vm, 5)
+			tcpBoth(t, vm, 4<<20)
+			checkSummary(t, d.Stop(t))
+		})
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
+
+func setHostMTU(t *testing.T, vm *VM, mtu int) {
+	t.Helper()
+	for _, ns := range []*topo.NS{vm.A, vm.B} {
+		err := ns.Do(func() error {
+			links, err := netlink.LinkList()
+			if err != nil {
+				return err
+			}
+			for _, l := range links {
+				if l.Type() == "tuntap" {
+					if err := netlink.LinkSetMTU(l, mtu); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("host mtu %d in %s: %v", mtu, ns.Name, err)
+		}
+	}
+}
+
+// testFlowsSticky: several UDP flows, from as many source addresses (igb
+// hashes IPv4 UDP by addresses only), spread over the NIC's RX queues by
+// its RSS, forwarded with --xps sticky. Every flow's datagrams arrive in
+// the order sent, and with two RX queues both are served.
+func testFlowsSticky(t *testing.T, vm *VM) {
+	const flows, perFlow = 16, 300
+	srcs := addSources(t, vm, flows)
+	d := vm.StartXdpfwd(t, "--link", NIC0, "--link", NIC1, "--xps", "sticky")
+	vm.WaitCarrier(t)
+	res, err := udpFlows(vm.A, vm.B, srcs, AddrB, perFlow, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := d.Metrics(t, "xdpfwd_rx_packets_total")
+	s := d.Stop(t)
+	checkSummary(t, s)
+	var got, reordered int
+	for _, r := range res {
+		got += r.received
+		reordered += r.reordered
+	}
+	t.Logf("%d flows × %d datagrams: %d received, %d out of order; per RX queue: %v", flows, perFlow, got, reordered, m)
+	if reordered != 0 {
+		t.Errorf("%d datagrams arrived out of order", reordered)
+	}
+	if got < flows*perFlow*9/10 {
+		t.Errorf("only %d of %d datagrams arrived", got, flows*perFlow)
+	}
+	queues := vm.Link(t, NIC0).RXQueues
+	served := 0
+	for q := range queues {
+		if m[fmt.Sprintf(`xdpfwd_rx_packets_total{link="%s",queue="%d"}`, NIC0, q)] > 0 {
+			served++
+		}
+	}
+	if served != queues {
+		t.Errorf("%s has %d RX queues, %d received packets: %v", NIC0, queues, served, m)
+	}
+}
+
+// addSources gives host A n more addresses (.11, .12, …) and host B a
+// static neighbour for none of them: B only receives.
+func addSources(t *testing.T, vm *VM, n int) []netip.Addr {
+	t.Helper()
+	var srcs []netip.Addr
+	err := vm.A.Do(func() error {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.Type() != "tuntap" {
+				continue
+			}
+			for i := range n {
+				a := netip.AddrFrom4([4]byte{198, 18, 7, byte(11 + i)})
+				err := netlink.AddrReplace(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+				if err != nil {
+					return err
+				}
+				srcs = append(srcs, a)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("source addresses: %v", err)
+	}
+	return srcs
+}
+
+type flowResult struct{ received, reordered int }
+
+// udpFlows sends perFlow sequence-numbered datagrams from each source
+// address, interleaved and paced, to one listener on dst, and counts per
+// flow what arrived and what arrived after a later one.
+func udpFlows(src, dst *topo.NS, srcs []netip.Addr, dstAddr netip.Addr, perFlow int, timeout time.Duration) ([]flowResult, error) {
+	var ln *net.UDPConn
+	err := dst.Do(func() error {
+		var err error
+		ln, err = net.ListenUDP("udp4", &net.UDPAddr{IP: dstAddr.AsSlice()})
+		if err == nil {
+			err = ln.SetReadBuffer(4 << 20)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	conns := make([]*net.UDPConn, len(srcs))
+	err = src.Do(func() error {
+		for i, a := range srcs {
+			c, err := net.DialUDP("udp4", &net.UDPAddr{IP: a.AsSlice()}, ln.LocalAddr().(*net.UDPAddr))
+			if err != nil {
+				return err
+			}
+			conns[i] = c
+		}
+		return nil
+	})
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	if err != nil {
+		return nil, err
+	}
+	res := make([]flowResult, len(srcs))
+	last := make([]int64, len(srcs))
+	for i := range last {
+		last[i] = -1
+	}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(timeout)
+	wg.Go(func() {
+		buf := make([]byte, 2048)
+		quiet := 2 * time.Second
+		for time.Now().Before(deadline) {
+			ln.SetReadDeadline(time.Now().Add(quiet))
+			n, _, err := ln.ReadFromUDP(buf)
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return // quiet for a while: the senders are done
+				}
+				return
+			}
+			if n < 16 {
+				continue
+			}
+			f, seq := int(binary.BigEndian.Uint64(buf)), int64(binary.BigEndian.Uint64(buf[8:]))
+			if f >= len(res) {
+				continue
+			}
+			res[f].received++
+			if seq < last[f] {
+				res[f].reordered++
+			} else {
+				last[f] = seq
+			}
+		}
+	})
+	payload := make([]byte, 64)
+	for seq := range perFlow {
+		for f, c := range conns {
+			binary.BigEndian.PutUint64(payload, uint64(f))
+			binary.BigEndian.PutUint64(payload[8:], uint64(seq))
+			c.Write(payload)
+		}
+		if seq%8 == 7 {
+			time.Sleep(time.Millisecond) // a rate TCG keeps up with
+		}
+	}
+	wg.Wait()
+	return res, nil
+}
