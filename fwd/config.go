@@ -117,6 +117,77 @@ type Config struct {
 
 	// CompleteChecksums is the resolved Checksums setting.
 	CompleteChecksums bool
+
+	// Promisc: whether to hold the links in promiscuous mode while the
+	// forwarder lives, so that a NIC hands over unicast frames addressed
+	// to other MACs (those a cross-connect, a switch or a reflector
+	// carries). PromiscAuto (the zero value) turns it on unless the
+	// Handler says it needs no frames but its own (PromiscHandler: sink
+	// mode). It is a packet socket's membership (package promisc): the
+	// kernel drops it when the forwarder closes or the process dies.
+	Promisc PromiscMode
+	// Promiscuous is the resolved Promisc setting, set by New.
+	Promiscuous bool
+}
+
+// PromiscMode selects promiscuous mode (Config.Promisc).
+type PromiscMode int
+
+const (
+	PromiscAuto PromiscMode = iota // on unless the Handler needs none (sink)
+	PromiscOn
+	PromiscOff
+)
+
+// ParsePromiscMode parses "auto", "on" or "off", as xdpfwd's --promisc
+// and its config file give it.
+func ParsePromiscMode(s string) (PromiscMode, error) {
+	switch s {
+	case "auto":
+		return PromiscAuto, nil
+	case "on":
+		return PromiscOn, nil
+	case "off":
+		return PromiscOff, nil
+	}
+	return 0, fmt.Errorf("promisc %q: want auto, on or off", s)
+}
+
+func (m PromiscMode) String() string {
+	switch m {
+	case PromiscAuto:
+		return "auto"
+	case PromiscOn:
+		return "on"
+	case PromiscOff:
+		return "off"
+	}
+	return fmt.Sprintf("PromiscMode(%d)", int(m))
+}
+
+// PromiscHandler is a Handler that tells PromiscAuto whether it needs
+// promiscuous mode: a sink, which only counts, does not; every other
+// Handler, and the cross-connect without one, gets it.
+type PromiscHandler interface {
+	Handler
+	// Promiscuous reports whether the handler needs frames addressed to
+	// other MACs.
+	Promiscuous() bool
+}
+
+// resolvePromisc sets Promiscuous from Promisc and the Handler.
+func (c *Config) resolvePromisc() {
+	switch c.Promisc {
+	case PromiscOn:
+		c.Promiscuous = true
+	case PromiscOff:
+		c.Promiscuous = false
+	default:
+		c.Promiscuous = true
+		if h, ok := c.Handler.(PromiscHandler); ok {
+			c.Promiscuous = h.Promiscuous()
+		}
+	}
 }
 
 // InlineOff, as Config.InlineMax or SetInlineMax's limit, turns the inline
@@ -264,6 +335,10 @@ func (c *Config) normalize() error {
 	if _, err := inline.ResolveMax(c.InlineMax); err != nil {
 		return &InputError{err}
 	}
+	if c.Promisc < PromiscAuto || c.Promisc > PromiscOff {
+		return inputErr("promisc %v: want PromiscAuto, PromiscOn or PromiscOff", c.Promisc)
+	}
+	c.resolvePromisc()
 	switch {
 	case c.Handler == nil && len(c.Links) != 2:
 		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))

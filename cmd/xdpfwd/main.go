@@ -124,6 +124,7 @@ type fwdFlags struct {
 	frameSize int
 	xdpMode   string
 	zeroCopy  string
+	promisc   string
 	hugePages string
 	force     bool
 	logFormat string
@@ -161,6 +162,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.frameSize, "frame-size", 2048, "RX frame size: 2048 or 4096")
 	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
 	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
+	fs.StringVar(&ff.promisc, "promisc", "auto", "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off")
 	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
 	ff.inlineMax = inlineMaxFlag(umem.InlineSlotSize)
 	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 is the default")
@@ -195,6 +197,9 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(err)
 	}
 	if cfg.HugePages, err = umem.ParseHugePages(ff.hugePages); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.Promisc, err = fwd.ParsePromiscMode(ff.promisc); err != nil {
 		return cfg, nil, bad(err)
 	}
 	var level slog.Level
