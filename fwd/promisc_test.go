@@ -25,7 +25,7 @@ func promiscuity(t *testing.T, name string) int {
 type counter struct{}
 
 func (counter) Handle(pkts []fwd.Packet) {}
-func (counter) Promiscuous() bool       { return false }
+func (counter) Promiscuous() bool        { return false }
 
 // TestPromiscHeldWhileRunning: a forwarder holds both links promiscuous
 // from New to Close when its mode carries frames for other MACs (the
