@@ -13,6 +13,7 @@ var (
 	capHandoffFull = capture.ReasonCode(DropHandoffFull)
 	capHandler     = capture.ReasonCode(DropHandler)
 	capTXFull      = capture.ReasonCode(DropTXFull)
+	capTruncated   = capture.ReasonCode(DropRXTruncated)
 )
 
 // Capture is the forwarder's capture point (xdpfwd capture): sessions

@@ -15,6 +15,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/internal/zcbuf"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
@@ -34,8 +35,13 @@ type Config struct {
 	// link. 0: as many as the CPUs the process may use, at most the
 	// smallest queue count of the links. Every RX queue of every link gets
 	// a socket either way; a worker reads several when links have more.
-	Queues    int
-	FrameSize int // 0: 2048
+	Queues int
+	// FrameSize is the UMEM chunk, 2048 or 4096. 0: 2048, or 4096 when a
+	// link's driver would cut MTU-sized frames in 2048-byte chunks in
+	// zero-copy mode (igb, igc and ixgbe program receive buffers in 1 KiB
+	// units: package zcbuf). A frame size given that the driver would cut
+	// is refused with ZeroCopyOn, and binds in copy mode with ZeroCopyAuto.
+	FrameSize int
 	XDPMode   xsk.XDPMode
 	ZeroCopy  xsk.ZeroCopy
 	HugePages umem.HugePages
@@ -117,6 +123,80 @@ type Config struct {
 
 	// CompleteChecksums is the resolved Checksums setting.
 	CompleteChecksums bool
+
+	// Promisc: whether to hold the links in promiscuous mode while the
+	// forwarder lives, so that a NIC hands over unicast frames addressed
+	// to other MACs (those a cross-connect, a switch or a reflector
+	// carries). PromiscAuto (the zero value) turns it on unless the
+	// Handler says it needs no frames but its own (PromiscHandler: sink
+	// mode). It is a packet socket's membership (package promisc): the
+	// kernel drops it when the forwarder closes or the process dies.
+	Promisc PromiscMode
+	// Promiscuous is the resolved Promisc setting, set by New.
+	Promiscuous bool
+
+	// frameAuto: FrameSize was 0, New's to choose.
+	frameAuto bool
+}
+
+// PromiscMode selects promiscuous mode (Config.Promisc).
+type PromiscMode int
+
+const (
+	PromiscAuto PromiscMode = iota // on unless the Handler needs none (sink)
+	PromiscOn
+	PromiscOff
+)
+
+// ParsePromiscMode parses "auto", "on" or "off", as xdpfwd's --promisc
+// and its config file give it.
+func ParsePromiscMode(s string) (PromiscMode, error) {
+	switch s {
+	case "auto":
+		return PromiscAuto, nil
+	case "on":
+		return PromiscOn, nil
+	case "off":
+		return PromiscOff, nil
+	}
+	return 0, fmt.Errorf("promisc %q: want auto, on or off", s)
+}
+
+func (m PromiscMode) String() string {
+	switch m {
+	case PromiscAuto:
+		return "auto"
+	case PromiscOn:
+		return "on"
+	case PromiscOff:
+		return "off"
+	}
+	return fmt.Sprintf("PromiscMode(%d)", int(m))
+}
+
+// PromiscHandler is a Handler that tells PromiscAuto whether it needs
+// promiscuous mode: a sink, which only counts, does not; every other
+// Handler, and the cross-connect without one, gets it.
+type PromiscHandler interface {
+	Handler
+	// Promiscuous reports whether the handler needs frames addressed to
+	// other MACs.
+	Promiscuous() bool
+}
+
+// resolvePromisc sets Promiscuous from Promisc and the Handler.
+func (c *Config) resolvePromisc() {
+	switch c.Promisc {
+	case PromiscOn:
+		c.Promiscuous = true
+	case PromiscOff:
+		c.Promiscuous = false
+	default:
+		c.Promiscuous = true
+		if h, ok := c.Handler.(PromiscHandler); ok {
+			c.Promiscuous = h.Promiscuous()
+		}
+	}
 }
 
 // InlineOff, as Config.InlineMax or SetInlineMax's limit, turns the inline
@@ -230,6 +310,7 @@ const maxFrameOverhead = 14 + 4 + unix.XDP_PACKET_HEADROOM
 
 type linkInfo struct {
 	name     string
+	driver   string // ethtool -i; "" if unknown
 	index    int
 	mtu      int
 	rxQueues int
@@ -238,7 +319,8 @@ type linkInfo struct {
 
 func (c *Config) normalize() error {
 	if c.FrameSize == 0 {
-		c.FrameSize = 2048
+		c.FrameSize = zcbuf.DefaultFrameSize
+		c.frameAuto = true
 	}
 	if c.Batch == 0 {
 		c.Batch = 64
@@ -264,6 +346,10 @@ func (c *Config) normalize() error {
 	if _, err := inline.ResolveMax(c.InlineMax); err != nil {
 		return &InputError{err}
 	}
+	if c.Promisc < PromiscAuto || c.Promisc > PromiscOff {
+		return inputErr("promisc %v: want PromiscAuto, PromiscOn or PromiscOff", c.Promisc)
+	}
+	c.resolvePromisc()
 	switch {
 	case c.Handler == nil && len(c.Links) != 2:
 		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
@@ -302,7 +388,8 @@ func lookupLinks(c *Config) ([]linkInfo, error) {
 		}
 		a := l.Attrs()
 		rx, tx := realQueues(name)
-		out[i] = linkInfo{name: name, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
+		drv, _ := driverOf(name)
+		out[i] = linkInfo{name: name, driver: drv, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
 		if l.Type() == "veth" && c.Checksums == ChecksumsAuto {
 			c.CompleteChecksums = true
 		}
@@ -330,7 +417,41 @@ func lookupLinks(c *Config) ([]linkInfo, error) {
 			return out, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
 		}
 	}
+	if err := c.fitDrivers(out); err != nil {
+		return out, err
+	}
 	return out, c.resolveMultiBuffer(out)
+}
+
+// driverOf names a link's driver (a variable: tests pose veths as NICs).
+var driverOf = ethtool.Driver
+
+// fitDrivers settles FrameSize and ZeroCopy so that no link's driver cuts
+// a frame of its MTU in zero-copy mode (package zcbuf), and logs what it
+// changed and why.
+func (c *Config) fitDrivers(links []linkInfo) error {
+	zl := make([]zcbuf.Link, len(links))
+	for i, l := range links {
+		zl[i] = zcbuf.Link{Name: l.name, Driver: l.driver, MTU: l.mtu}
+	}
+	asked := c.FrameSize
+	if c.frameAuto {
+		asked = 0
+	}
+	// xdpfwd's UMEM has no headroom of its own: the pool's is the XDP one.
+	d, err := zcbuf.Decide(zl, asked, c.ZeroCopy, zcbuf.XDPHeadroom)
+	if err != nil {
+		return &InputError{err}
+	}
+	switch {
+	case d.Copy:
+		c.ZeroCopy = xsk.ZeroCopyOff
+		c.Logger.Warn("zero-copy off", "reason", d.Reason)
+	case d.FrameSize != c.FrameSize:
+		c.Logger.Info(fmt.Sprintf("frame size %d", d.FrameSize), "reason", d.Reason)
+	}
+	c.FrameSize = d.FrameSize
+	return nil
 }
 
 // resolveMultiBuffer sets MultiBuffer from MultiBufferMode and the links'

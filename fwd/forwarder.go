@@ -12,6 +12,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
+	"github.com/xdpfwd/xdpfwd/internal/promisc"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -45,6 +46,10 @@ type Forwarder struct {
 	inlineMax atomic.Int32
 	// capture is where xdpfwd capture's sessions tap the workers.
 	capture *capture.Hub
+	// promisc holds each link's promiscuous membership (Config.Promisc),
+	// nil when off: released by Close, or by the kernel when the process
+	// dies.
+	promisc []*promisc.Membership
 
 	stop       atomic.Bool
 	started    time.Time
@@ -161,6 +166,17 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		}
 		setupOrdering(f, int(cfg.RingSize)*2)
 	}
+	// Promiscuous before the sockets are registered, so that the first
+	// frames for other MACs are not left at the NIC.
+	if cfg.Promiscuous {
+		for _, l := range links {
+			m, err := promisc.Join(l.name, l.index)
+			if err != nil {
+				return nil, err
+			}
+			f.promisc = append(f.promisc, m)
+		}
+	}
 	for i := range links {
 		for q, s := range f.socks[i] {
 			if err := f.progs[i].Register(q, s); err != nil {
@@ -180,7 +196,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 	cfg.Logger.Info("forwarder ready",
 		"links", cfg.Links, "workers", cfg.Queues,
 		"rx_queues", rxq, "ring_size", cfg.RingSize, "xdp_mode", modes,
-		"bind_mode", f.socks[0][0].BindMode(),
+		"bind_mode", f.socks[0][0].BindMode(), "promiscuous", cfg.Promiscuous,
 		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size())
 	return f, nil
 }
@@ -297,6 +313,10 @@ func (f *Forwarder) Close() error {
 			f.progs[i] = nil
 		}
 	}
+	for _, m := range f.promisc {
+		errs = append(errs, m.Close())
+	}
+	f.promisc = nil
 	// Descriptors still on a TX ring (a link down or deleted: the kernel
 	// never completed them) are released by closing the sockets.
 	inflight := 0

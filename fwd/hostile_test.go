@@ -49,6 +49,10 @@ type hFrame struct {
 	// unseen: the receiving kernel drops it before packet sockets see it;
 	// only the forwarder's counters can tell it crossed.
 	unseen bool
+	// truncated: its IPv4 total length or IPv6 payload length claims more
+	// bytes than it has, as a frame a NIC cut would: the forwarder drops
+	// it and counts it (rx_truncated) instead of sending it on.
+	truncated bool
 }
 
 var (
@@ -170,29 +174,29 @@ func hostileFrames(t *testing.T, dst, src net.HardwareAddr) []hFrame {
 		// bare header.
 		{name: "runt-14-bare-header-ipv4", b: e4},
 		{name: "runt-15-ipv4-one-byte", b: cat(e4, []byte{0x45})},
-		{name: "runt-20-ipv6-six-bytes", b: cat(e6, []byte{0x60, 0, 0, 0, 0, 8})},
+		{name: "runt-20-ipv6-six-bytes", b: cat(e6, []byte{0x60, 0, 0, 0, 0, 8}), truncated: true},
 		{name: "runt-20-vlan-inner-ipv4-two-bytes", b: cat(hEth(dst, src, []uint16{0x8100}, 0x0800), []byte{0x45, 0})},
 		{name: "runt-34-ipv4-tcp-no-tcp-header", b: cat(e4, hIPv4(5, 20, -1, 6, 0, nil))},
 		{name: "runt-38-ipv4-udp-header-cut", b: cat(e4, hIPv4(5, 20, -1, 17, 0, hBytes(4, 1)))},
-		{name: "runt-54-ipv6-udp-plen-8-nothing", b: cat(e6, hIPv6(17, 8, nil))},
+		{name: "runt-54-ipv6-udp-plen-8-nothing", b: cat(e6, hIPv6(17, 8, nil)), truncated: true},
 		{name: "runt-59-ipv4-udp-odd", b: cat(e4, hIPv4(5, 20, -1, 17, 0, hUDP(-1, 0, hBytes(17, 2))))},
 
 		// Bogus IPv4 IHL and total length.
 		{name: "ipv4-ihl-0", b: cat(e4, hIPv4(0, 20, -1, 6, 0, hTCP(5, nil)))},
 		{name: "ipv4-ihl-4", b: cat(e4, hIPv4(4, 20, -1, 17, 0, hUDP(-1, 0, hBytes(20, 3))))},
 		{name: "ipv4-ihl-15-total-20", b: cat(e4, hIPv4(15, 20, 20, 6, 0, hTCP(5, hBytes(40, 4))))},
-		{name: "ipv4-ihl-15-beyond-frame", b: cat(e4, hIPv4(15, 20, 60, 17, 0, hUDP(-1, 0, hBytes(2, 5))))},
+		{name: "ipv4-ihl-15-beyond-frame", b: cat(e4, hIPv4(15, 20, 60, 17, 0, hUDP(-1, 0, hBytes(2, 5)))), truncated: true},
 		{name: "ipv4-total-0", b: cat(e4, hIPv4(5, 20, 0, 6, 0, hTCP(5, hBytes(10, 6))))},
 		{name: "ipv4-total-below-ihl", b: cat(e4, hIPv4(6, 24, 22, 17, 0, hUDP(-1, 0, hBytes(10, 7))))},
-		{name: "ipv4-total-beyond-frame", b: cat(e4, hIPv4(5, 20, 1500, 17, 0, hUDP(1480, 0, hBytes(30, 8))))},
-		{name: "ipv4-total-65535", b: cat(e4, hIPv4(5, 20, 65535, 6, 0, hTCP(5, hBytes(30, 9))))},
+		{name: "ipv4-total-beyond-frame", b: cat(e4, hIPv4(5, 20, 1500, 17, 0, hUDP(1480, 0, hBytes(30, 8)))), truncated: true},
+		{name: "ipv4-total-65535", b: cat(e4, hIPv4(5, 20, 65535, 6, 0, hTCP(5, hBytes(30, 9)))), truncated: true},
 		{name: "ipv4-version-6-under-ethertype-0800", b: cat(e4, hIPv6(17, -1, hUDP(-1, 0, hBytes(20, 10))))},
 		{name: "ipv4-mf-fragment-udp", b: cat(e4, hIPv4(5, 20, -1, 17, 0x2000, hUDP(-1, 0x1111, hBytes(24, 11))))},
 		{name: "ipv4-offset-fragment-tcp", b: cat(e4, hIPv4(5, 20, -1, 6, 0x00b9, hTCP(5, hBytes(24, 12))))},
 		{name: "ipv4-options-udp-len-0", b: cat(e4, hIPv4(8, 32, -1, 17, 0, hUDP(0, 0x2222, hBytes(12, 13))))},
 
 		// Truncated and overlong IPv6 extension headers.
-		{name: "ipv6-plen-beyond-frame", b: cat(e6, hIPv6(6, 1000, hTCP(5, hBytes(8, 14))))},
+		{name: "ipv6-plen-beyond-frame", b: cat(e6, hIPv6(6, 1000, hTCP(5, hBytes(8, 14)))), truncated: true},
 		{name: "ipv6-jumbo-plen-0-tcp", b: cat(e6, hIPv6(6, 0, hTCP(5, hBytes(8, 15))))},
 		{name: "ipv6-hop-by-hop-len-beyond-frame", b: cat(e6, hIPv6(0, -1, cat([]byte{17, 200}, hBytes(6, 16), hUDP(-1, 0x3333, nil))))},
 		{name: "ipv6-destopts-cut-mid-header", b: cat(e6, hIPv6(60, -1, []byte{17, 0, 1}))},
@@ -471,9 +475,11 @@ func hostileExchange(t *testing.T, src, dst *topo.NS, ifname string, srcMAC net.
 
 // TestHostileFrames sends malformed frames both ways through a two-queue
 // forwarder in sticky xps mode with checksum completion on, and checks that
-// each arrives byte for byte (the partial-checksum frame completed), that
-// the forwarder counted every one as received and sent, and that ordinary
-// traffic still crosses afterwards.
+// each arrives byte for byte (the partial-checksum frame completed) but
+// those whose IP length claims more bytes than they have, which are dropped
+// and counted as rx_truncated, that the forwarder counted every one as
+// received and the rest as sent, and that ordinary traffic still crosses
+// afterwards.
 func TestHostileFrames(t *testing.T) {
 	p := newPair(t, topo.Options{Queues: 2})
 	r := start(t, p, fwd.Config{Queues: 2, XPS: xps.ModeSticky})
@@ -514,14 +520,27 @@ func TestHostileFrames(t *testing.T) {
 			if res.sent != len(frames)*repeat {
 				t.Fatalf("sent %d frames, want %d", res.sent, len(frames)*repeat)
 			}
-			// Every frame reached the forwarder and left it.
-			if rx < uint64(res.sent) || tx < uint64(res.sent) {
-				t.Errorf("forwarder received %d and sent %d frames, fewer than the %d hostile frames sent", rx, tx, res.sent)
+			// Every frame reached the forwarder, and left it unless it
+			// claimed more bytes than it had.
+			cut := 0
+			for _, f := range frames {
+				if f.truncated {
+					cut += repeat
+				}
+			}
+			if rx < uint64(res.sent) || tx < uint64(res.sent-cut) {
+				t.Errorf("forwarder received %d and sent %d frames, fewer than the %d hostile frames sent (%d of them to be dropped as truncated)", rx, tx, res.sent, cut)
+			}
+			if got := dropDelta(before[d.in], after[d.in])[fwd.DropRXTruncated]; got != uint64(cut) {
+				t.Errorf("rx_truncated grew by %d, want %d (the frames whose IP length exceeds their bytes)", got, cut)
 			}
 			var bad []string
 			for _, f := range frames {
 				got := res.matched[f.name]
 				switch {
+				case f.truncated && got != 0:
+					bad = append(bad, fmt.Sprintf("%s (%d bytes): %d arrived, want it dropped as truncated", f.name, len(f.b), got))
+				case f.truncated:
 				case f.unseen && got != 0:
 					t.Logf("%s: expected the receiving kernel to drop it, yet %d arrived intact", f.name, got)
 				case !f.unseen && got != repeat:

@@ -112,6 +112,7 @@ const (
 	DropTXNoRoom      = "tx_no_layout"             // us: a chain too long to send and no frag block to repack it
 	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
 	DropRXTooLong     = "rx_too_many_frags"        // us: a packet of more descriptors than a TX ring takes (18), dropped whole
+	DropRXTruncated   = "rx_truncated"             // us: shorter than its IPv4 total / IPv6 payload length says: cut on its way in (a NIC buffer too short), dropped
 	DropAtStop        = "dropped_at_stop"          // us: handed to a TX queue and still waiting when the forwarder closed
 	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), or gave no verdict
 	DropTXFull        = "tx_full"                  // a Handler sent it to a TX queue with no room: its link down
@@ -243,6 +244,7 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 		l.RXBatchPackets[name] = p.stats.batchHist[b].Load()
 	}
 	l.Drops[DropRXTooLong] = p.rx.TooLong.Load()
+	l.Drops[DropRXTruncated] = p.stats.rxTruncated.Load()
 	l.Drops[DropAtStop] = p.stats.stopDropped.Load()
 	l.Drops[DropHandler] = p.stats.handlerDrops.Load()
 	l.Drops[DropTXFull] = p.stats.txFull.Load()

@@ -110,6 +110,7 @@ func (w *worker) collectBatch(in *port, c *batchCounts) (packets int, rxBytes ui
 		})
 	}
 	c.vlanRestored += b.c.vlanRestored
+	c.truncated += b.c.truncated
 	return b.packets, b.rxBytes
 }
 

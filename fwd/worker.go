@@ -69,6 +69,9 @@ type portStats struct {
 	// vlanRestored counts packets received whose offloaded VLAN tag was
 	// put back into the frame (vlan.go).
 	vlanRestored atomic.Uint64
+	// rxTruncated counts packets received shorter than their IP header
+	// says (truncated.go): dropped.
+	rxTruncated atomic.Uint64
 	// rxBatches counts the batches read from this RX ring (forward calls
 	// that found packets), batchHist those batches by packets per batch
 	// (batchBucket). Fill-ring wake-ups and refills cut short are counted
@@ -158,6 +161,7 @@ type batchCounts struct {
 	fallbacks, noRoom           uint64
 	handlerDrops                uint64
 	vlanRestored                uint64
+	truncated                   uint64
 	txFull                      uint64
 	handoffFull, csumCompleted  uint64
 	hist                        [linearize.MaxDescs + 1]uint64
@@ -618,8 +622,9 @@ func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
 }
 
 // collect takes in's next packet into w.chain (rxring checks every
-// descriptor, and drops and counts a packet it may not follow) and puts
-// back a VLAN tag the driver took out; a capture sees the packet as
+// descriptor, and drops and counts a packet it may not follow), puts
+// back a VLAN tag the driver took out, and drops a packet shorter than
+// its IP header says (rx_truncated); a capture sees the packet as
 // received, or refused with its reason. It returns the packet's length and
 // whether it goes on.
 func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
@@ -635,6 +640,18 @@ func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
 	if w.restoreVLAN(&w.chain[0]) {
 		total += vlanTagLen
 		b.c.vlanRestored++
+	}
+	// A frame cut on its way in is dropped, not sent on cut.
+	if d := w.chain[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], total) {
+		b.c.truncated++
+		if w.flows != nil {
+			w.takeStamp(d.Addr) // ordering: this packet was seen
+		}
+		if w.tap.set != nil {
+			w.tapFrames(in.link, in.queue, capture.Drop, capTruncated, total)
+		}
+		w.drop(in)
+		return total, false
 	}
 	if w.tap.set != nil {
 		w.tapRX(in, total)
@@ -715,6 +732,9 @@ func (w *worker) publishRX(in *port, c *batchCounts, packets int, rxBytes uint64
 	}
 	if c.vlanRestored != 0 {
 		in.stats.vlanRestored.Add(c.vlanRestored)
+	}
+	if c.truncated != 0 {
+		in.stats.rxTruncated.Add(c.truncated)
 	}
 }
 

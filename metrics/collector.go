@@ -410,6 +410,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 var knownDrops = []string{
 	fwd.DropRXDropped, fwd.DropRXRingFull, fwd.DropFillRingEmpty, fwd.DropRXInvalid, fwd.DropTXInvalid,
 	fwd.DropUMEMExhausted, fwd.DropRXBadDesc, fwd.DropTXNoRoom, fwd.DropHandoffFull,
+	fwd.DropRXTruncated,
 }
 
 // kernelDrops are the reasons that come from XDP_STATISTICS: without a

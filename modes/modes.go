@@ -29,12 +29,21 @@ var Reflect fwd.Handler = fwd.HandlerFunc(func(pkts []fwd.Packet) {
 })
 
 // Sink drops every frame; the forwarder's per-queue RX counters are what
-// it reports (testpmd's rxonly, xdpsock's rxdrop).
-var Sink fwd.Handler = fwd.HandlerFunc(func(pkts []fwd.Packet) {
+// it reports (testpmd's rxonly, xdpsock's rxdrop). It needs no
+// promiscuous mode (fwd.PromiscHandler): what it counts is what reaches
+// the link's own MAC, as on a receiver.
+var Sink fwd.Handler = sink{}
+
+type sink struct{}
+
+func (sink) Handle(pkts []fwd.Packet) {
 	for i := range pkts {
 		pkts[i].Drop()
 	}
-})
+}
+
+// Promiscuous is false: a sink counts what is addressed to its link.
+func (sink) Promiscuous() bool { return false }
 
 // Switch is a learning L2 switch across the forwarder's links: it learns
 // which link each source MAC address (per VLAN) lives behind, forwards a

@@ -380,9 +380,9 @@ func TestCaptureFilter(t *testing.T) {
 
 // TestCaptureDrops: what xdpfwd drops on purpose appears with its reason
 // (the counter's name) in the packet's comment, on the link that counted
-// it: every frame in sink mode (handler_drops), and a frame of more
+// it: every frame in sink mode (handler_drops), a frame of more
 // buffers than a TX ring takes (rx_too_many_frags, its original length
-// kept).
+// kept), and a frame shorter than its IP length says (rx_truncated).
 func TestCaptureDrops(t *testing.T) {
 	t.Run("sink", func(t *testing.T) {
 		p := newPair(t, topo.Options{})
@@ -447,6 +447,29 @@ func TestCaptureDrops(t *testing.T) {
 		}
 		if err := p.SetMTU(9000); err != nil {
 			t.Fatal(err)
+		}
+		d.interrupt()
+	})
+	t.Run("truncated", func(t *testing.T) {
+		p := newPair(t, topo.Options{})
+		d, ctl := daemon(t, p)
+		macA, macB := macs(t, p)
+		// 1024 bytes of a 1514-byte frame, as igb cuts it with 2048-byte
+		// zero-copy frames.
+		cut := topo.UDPFrame(macB, macA, p.V4A, p.V4B, 7301, 7302, 1514)[:1024]
+		file := filepath.Join(t.TempDir(), "cut.pcapng")
+		c := startCapture(t, "--control", ctl, "-w", file, "--direction", "drop", "--count", "1")
+		if err := topo.SendRaw(p.A, [][]byte{cut}, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		captured, lost := endCaptureAt(t, c, 15*time.Second)
+		pkts := readCapture(t, file)
+		if captured != 1 || lost != 0 || len(pkts) != 1 {
+			t.Fatalf("captured %d (file %d), lost %d; want 1, 0", captured, len(pkts), lost)
+		}
+		pk := pkts[0]
+		if pk.iface != p.LinkA || pk.dir != 1 || !strings.Contains(pk.comment, "reason=rx_truncated") || !bytes.Equal(pk.data, cut) {
+			t.Errorf("%s direction %d comment %q, %d bytes; want %s inbound, reason=rx_truncated, the %d bytes sent", pk.iface, pk.dir, pk.comment, len(pk.data), p.LinkA, len(cut))
 		}
 		d.interrupt()
 	})

@@ -121,9 +121,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 type fwdFlags struct {
 	links     listFlag
 	queues    int
-	frameSize int
+	frameSize frameSizeFlag
 	xdpMode   string
 	zeroCopy  string
+	promisc   string
 	hugePages string
 	force     bool
 	logFormat string
@@ -158,9 +159,10 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
 	fs.IntVar(&ff.queues, "queues", 0, "queues (and workers) per link; 0 = the links' RX queue count")
-	fs.IntVar(&ff.frameSize, "frame-size", 2048, "RX frame size: 2048 or 4096")
+	fs.Var(&ff.frameSize, "frame-size", "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)")
 	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
 	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
+	fs.StringVar(&ff.promisc, "promisc", "auto", "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off")
 	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
 	ff.inlineMax = inlineMaxFlag(umem.InlineSlotSize)
 	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 is the default")
@@ -197,6 +199,9 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	if cfg.HugePages, err = umem.ParseHugePages(ff.hugePages); err != nil {
 		return cfg, nil, bad(err)
 	}
+	if cfg.Promisc, err = fwd.ParsePromiscMode(ff.promisc); err != nil {
+		return cfg, nil, bad(err)
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(ff.logLevel)); err != nil {
 		return cfg, nil, bad(fmt.Errorf("log level %q: want debug, info, warn or error", ff.logLevel))
@@ -213,7 +218,7 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	}
 	cfg.Links = ff.links
 	cfg.Queues = ff.queues
-	cfg.FrameSize = ff.frameSize
+	cfg.FrameSize = ff.frameSize.n // 0 unless given: fwd chooses
 	cfg.Force = ff.force
 	cfg.Logger = logger
 	cfg.InlineMax = int(ff.inlineMax)
@@ -329,6 +334,30 @@ func parseStatic(s string, links []string) (mac net.HardwareAddr, vlan uint16, l
 		return nil, 0, 0, fmt.Errorf("--fdb-static %q: %q is not one of the links %v", s, name, links)
 	}
 	return mac, vlan, link, nil
+}
+
+// frameSizeFlag is --frame-size: 0 until given (on the command line or
+// in the config file), so that fwd may pick 4096 for a driver that needs
+// it; a size given is kept, or refused.
+type frameSizeFlag struct{ n int }
+
+func (f *frameSizeFlag) String() string {
+	if f.n == 0 {
+		return "2048"
+	}
+	return strconv.Itoa(f.n)
+}
+
+func (f *frameSizeFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("frame size %q: want 2048 or 4096", s)
+	case n != 2048 && n != 4096:
+		return fmt.Errorf("frame size %d: want 2048 or 4096", n)
+	}
+	f.n = n
+	return nil
 }
 
 // multiBufferFlag is --multi-buffer: auto, on or off. It was a boolean

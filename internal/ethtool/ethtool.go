@@ -194,3 +194,14 @@ func SetChannels(ifname string, rx, tx uint32) error {
 	}
 	return nil
 }
+
+// Driver returns the name of the link's driver (ethtool -i: "igb",
+// "virtio_net", "veth"), which decides how its zero-copy receive buffers
+// are sized.
+func Driver(ifname string) (string, error) {
+	info := unix.EthtoolDrvinfo{Cmd: unix.ETHTOOL_GDRVINFO}
+	if err := ioctl(ifname, unsafe.Pointer(&info)); err != nil {
+		return "", fmt.Errorf("read driver of %s (ETHTOOL_GDRVINFO): %w", ifname, err)
+	}
+	return unix.ByteSliceToString(info.Driver[:]), nil
+}

@@ -169,3 +169,15 @@ func TestMissingInterface(t *testing.T) {
 		}
 	}
 }
+
+// TestDriver: a veth says "veth"; a missing link is an error naming it.
+func TestDriver(t *testing.T) {
+	topo.RequireRoot(t)
+	a, _ := newVeth(t, 1)
+	if d, err := ethtool.Driver(a); err != nil || d != "veth" {
+		t.Fatalf("Driver(%s) = %q, %v; want veth", a, d, err)
+	}
+	if _, err := ethtool.Driver("nosuchlink0"); err == nil || !strings.Contains(err.Error(), "nosuchlink0") {
+		t.Fatalf("Driver(missing) = %v, want an error naming it", err)
+	}
+}
