@@ -12,10 +12,10 @@ import (
 // file system, written as one "newc" cpio archive (the format the kernel
 // unpacks; see Documentation/driver-api/early-userspace/buffer-format.rst).
 type archive struct {
-	w     io.Writer
-	ino   uint32
-	dirs  map[string]bool
-	err   error
+	w    io.Writer
+	ino  uint32
+	dirs map[string]bool
+	err  error
 }
 
 func newArchive(w io.Writer) *archive {
