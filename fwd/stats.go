@@ -496,6 +496,9 @@ type XPSSummary struct {
 	Fallbacks     uint64 `json:"fallbacks"` // packets sent by hash: table bucket all in flight
 	TableSize     uint64 `json:"table_size"`
 	TableEntries  uint64 `json:"table_entries"`
+	// InFlight is what the flow table counts as sent and not yet
+	// completed, all queues: 0 once the forwarder is quiet.
+	InFlight int64 `json:"in_flight"`
 	// TXQueuePackets lists, per link, the packets sent on each TX queue.
 	TXQueuePackets map[string][]uint64 `json:"tx_queue_packets"`
 }
@@ -526,6 +529,7 @@ func (f *Forwarder) xps() XPSSummary {
 	x.Flows, x.Moves, x.DeferredMoves = st.Flows, st.Moves, st.DeferredMoves
 	x.Evictions, x.Fallbacks = st.Evictions, st.Fallbacks
 	x.TableSize, x.TableEntries = st.Size, st.Entries
+	x.InFlight = st.InFlight
 	return x
 }
 
