@@ -232,6 +232,9 @@ func listenUDP(t *testing.T, ns *topo.NS, addr netip.Addr, port int) *net.UDPCon
 // queue, so a flow leaves on two queues and may be reordered: reported,
 // not asserted.
 func TestReorderByXPSMode(t *testing.T) {
+	// The subtests compare their results: without root they skip, and
+	// this would compare nothing.
+	topo.RequireRoot(t)
 	const flows, rounds, burst, gap = 16, 3000, 1, 60 * time.Microsecond
 	got := map[string]reorder{}
 	stats := map[string]fwd.XPSSummary{}
