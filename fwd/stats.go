@@ -324,6 +324,19 @@ func (l LinkStats) TotalDrops() uint64 {
 	return n
 }
 
+// txSideDrops are the drop reasons counted on the link a packet was to
+// leave by, not the one it arrived on.
+var txSideDrops = [...]string{DropTXNoRoom, DropHandoffFull, DropTXFull, DropAtStop, DropTXInvalid}
+
+// txDrops is the part of TotalDrops counted on the way out of the link.
+func (l LinkStats) txDrops() uint64 {
+	var n uint64
+	for _, k := range txSideDrops {
+		n += l.Drops[k]
+	}
+	return n
+}
+
 // UMEMSummary describes the region in the summary.
 type UMEMSummary struct {
 	Backing         string `json:"backing"`
@@ -599,8 +612,9 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 // StatsLine formats one report line from two snapshots taken dt apart:
 // per direction, packets/s, Mbit/s and new drops.
 //
-// With two links it reads as two directions (a→b); with one or more than
-// two, per link, what it received.
+// With two links it reads as two directions (a→b: what a received, with
+// what was dropped of it on a and on its way out of b); with one or more
+// than two, per link, what it received and every drop counted on it.
 func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 	sec := dt.Seconds()
 	dir := func(a, b int) string {
@@ -610,6 +624,7 @@ func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 		to := " rx"
 		if b >= 0 {
 			to = "→" + names[b]
+			dr = dr - (cur[a].txDrops() - prev[a].txDrops()) + cur[b].txDrops() - prev[b].txDrops()
 		}
 		return fmt.Sprintf("%s%s %9.0f pps %8.1f Mbit/s drops %d", names[a], to, float64(pk)/sec, float64(by)*8/sec/1e6, dr)
 	}
