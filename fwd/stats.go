@@ -512,6 +512,9 @@ type XPSSummary struct {
 	// InFlight is what the flow table counts as sent and not yet
 	// completed, all queues: 0 once the forwarder is quiet.
 	InFlight int64 `json:"in_flight"`
+	// Underflows counts completions the flow table had not seen sent
+	// (xps.Stats.Underflows): an accounting defect, 0 when all is well.
+	Underflows uint64 `json:"in_flight_underflows"`
 	// TXQueuePackets lists, per link, the packets sent on each TX queue.
 	TXQueuePackets map[string][]uint64 `json:"tx_queue_packets"`
 }
@@ -542,7 +545,7 @@ func (f *Forwarder) xps() XPSSummary {
 	x.Flows, x.Moves, x.DeferredMoves = st.Flows, st.Moves, st.DeferredMoves
 	x.Evictions, x.Fallbacks = st.Evictions, st.Fallbacks
 	x.TableSize, x.TableEntries = st.Size, st.Entries
-	x.InFlight = st.InFlight
+	x.InFlight, x.Underflows = st.InFlight, st.Underflows
 	return x
 }
 

@@ -184,11 +184,15 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 }
 
 // reflect sends the packet in w.chain back out of the socket it came in
-// on: the same link and queue, no flow table, no ordering.
+// on: the same link and queue, no flow table (its completion is not
+// counted there either), no ordering.
 func (w *worker) reflect(in *port, total int, c *batchCounts) {
 	nd := w.layOut(in, total, &in.bc)
 	rxSide(c, &in.bc)
 	if nd > 0 {
+		if w.flows != nil {
+			w.flows.bypass(w.out[:nd])
+		}
 		w.put(in, total, nd)
 	} else if w.tap.set != nil {
 		w.tapFrames(in.link, in.queue, capture.Drop, capNoRoom, total)
