@@ -113,7 +113,7 @@ const (
 	DropHandoffFull   = "handoff_full"             // us: the ring to the worker owning the flow's TX queue was full
 	DropRXTooLong     = "rx_too_many_frags"        // us: a packet of more descriptors than a TX ring takes (18), dropped whole
 	DropAtStop        = "dropped_at_stop"          // us: handed to a TX queue and still waiting when the forwarder closed
-	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), or gave no verdict
+	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), gave no verdict, or changed its Len
 	DropTXFull        = "tx_full"                  // a Handler sent it to a TX queue with no room: its link down
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
