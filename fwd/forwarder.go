@@ -349,6 +349,11 @@ func (f *Forwarder) Leaked() int {
 // Queues is the number of workers, and of TX queues per link, in use.
 func (f *Forwarder) Queues() int { return f.cfg.Queues }
 
+// DefaultQueues is what Config.Queues 0 resolves to now, for SetQueues:
+// the CPUs the process may use, at most the links' queue count, and at
+// most Queues (workers cannot be added while running).
+func (f *Forwarder) DefaultQueues() int { return min(defaultQueues(f.links), f.cfg.Queues) }
+
 // LinkQueues is the number of RX queues of link i, each with a socket.
 func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }
 
