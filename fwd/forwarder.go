@@ -37,7 +37,9 @@ type Forwarder struct {
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
-	health  []linkHealth
+	// handoffSize is the entries of each handoff ring (merge.go).
+	handoffSize int
+	health      []linkHealth
 	// handler decides each packet's way (nil: cross-connect two links).
 	handler Handler
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
@@ -83,6 +85,9 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		}
 	}()
 
+	if f.handoffSize, err = handoffRingSize(&cfg, links); err != nil {
+		return nil, err
+	}
 	ucfg := umemConfig(&cfg, links)
 	inlineMax, _ := inline.ResolveMax(cfg.InlineMax) // normalize checked it
 	f.inlineMax.Store(int32(inlineMax))
@@ -159,7 +164,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		for _, w := range f.workers {
 			w.flows = f.flows
 		}
-		setupOrdering(f, int(cfg.RingSize)*2)
+		setupOrdering(f, f.handoffSize)
 	}
 	for i := range links {
 		for q, s := range f.socks[i] {
