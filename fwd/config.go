@@ -398,12 +398,7 @@ func lookupLinks(c *Config) ([]linkInfo, error) {
 		c.CompleteChecksums = true
 	}
 	if c.Queues == 0 {
-		// No more workers than CPUs (a worker is a busy thread) nor
-		// than any link has TX queues (each worker transmits on its own).
-		c.Queues = max(len(allowedCPUs()), 1)
-		for _, l := range out {
-			c.Queues = min(c.Queues, l.rxQueues, l.txQueues)
-		}
+		c.Queues = defaultQueues(out)
 	}
 	if c.RingSize == 0 {
 		c.RingSize = autoRingSize(c.Queues, out)
@@ -613,6 +608,17 @@ func validCPUs(cpus []int) bool {
 }
 
 // allowedCPUs lists the CPUs the process may run on.
+// defaultQueues is the worker count Config.Queues 0 stands for: no more
+// workers than CPUs (a worker is a busy thread) nor than any link has TX
+// queues (each worker transmits on its own).
+func defaultQueues(links []linkInfo) int {
+	n := max(len(allowedCPUs()), 1)
+	for _, l := range links {
+		n = min(n, l.rxQueues, l.txQueues)
+	}
+	return n
+}
+
 func allowedCPUs() []int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {

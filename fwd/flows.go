@@ -82,6 +82,22 @@ func (fs *flowState) sent(descs []xsk.Desc, tq int, slot xps.Slot) {
 	}
 }
 
+// untracked marks a descriptor sent outside the flow table (a
+// reflection, back out of the socket it came in on): its completion is
+// not the table's to take off. No xps.Slot has all 32 index bits set (the
+// table has at most xps.MaxSize entries).
+const untracked = ^xps.Slot(0)
+
+// bypass records descs as sent outside the flow table. Call it before the
+// descriptors can complete.
+func (fs *flowState) bypass(descs []xsk.Desc) {
+	for _, d := range descs {
+		if p := fs.slotOf(d.Addr); p != nil {
+			*p = untracked
+		}
+	}
+}
+
 // completed takes descs that will not be sent after all off queue tq.
 func (fs *flowState) completed(descs []xsk.Desc, tq int) {
 	for _, d := range descs {
@@ -94,11 +110,13 @@ func (fs *flowState) done(addr uint64, tq int) {
 	if p := fs.slotOf(addr); p != nil {
 		slot = *p
 	}
-	fs.table.Completed(slot, tq, 1)
+	if slot != untracked {
+		fs.table.Completed(slot, tq, 1)
+	}
 }
 
 // completedAddrs takes reaped addresses off queue tq, one table call per
-// run of descriptors of the same flow.
+// run of descriptors of the same flow; untracked ones are skipped.
 func (fs *flowState) completedAddrs(addrs []uint64, tq int) {
 	run, n := xps.NoSlot, 0
 	for _, a := range addrs {
@@ -107,13 +125,15 @@ func (fs *flowState) completedAddrs(addrs []uint64, tq int) {
 			slot = *p
 		}
 		if slot != run && n > 0 {
-			fs.table.Completed(run, tq, n)
+			if run != untracked {
+				fs.table.Completed(run, tq, n)
+			}
 			n = 0
 		}
 		run = slot
 		n++
 	}
-	if n > 0 {
+	if n > 0 && run != untracked {
 		fs.table.Completed(run, tq, n)
 	}
 }

@@ -38,7 +38,9 @@ type Forwarder struct {
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
-	health  []linkHealth
+	// handoffSize is the entries of each handoff ring (merge.go).
+	handoffSize int
+	health      []linkHealth
 	// handler decides each packet's way (nil: cross-connect two links).
 	handler Handler
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
@@ -88,6 +90,9 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		}
 	}()
 
+	if f.handoffSize, err = handoffRingSize(&cfg, links); err != nil {
+		return nil, err
+	}
 	ucfg := umemConfig(&cfg, links)
 	inlineMax, _ := inline.ResolveMax(cfg.InlineMax) // normalize checked it
 	f.inlineMax.Store(int32(inlineMax))
@@ -164,7 +169,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		for _, w := range f.workers {
 			w.flows = f.flows
 		}
-		setupOrdering(f, int(cfg.RingSize)*2)
+		setupOrdering(f, f.handoffSize)
 	}
 	// Promiscuous before the sockets are registered, so that the first
 	// frames for other MACs are not left at the NIC.
@@ -368,6 +373,11 @@ func (f *Forwarder) Leaked() int {
 
 // Queues is the number of workers, and of TX queues per link, in use.
 func (f *Forwarder) Queues() int { return f.cfg.Queues }
+
+// DefaultQueues is what Config.Queues 0 resolves to now, for SetQueues:
+// the CPUs the process may use, at most the links' queue count, and at
+// most Queues (workers cannot be added while running).
+func (f *Forwarder) DefaultQueues() int { return min(defaultQueues(f.links), f.cfg.Queues) }
 
 // LinkQueues is the number of RX queues of link i, each with a socket.
 func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }

@@ -8,8 +8,8 @@ package fwd
 // ordering across RX queues and every counter are the forwarder's.
 //
 // Handle must not block, must not keep a Packet or its Data after it
-// returns (the memory goes back to the kernel), and must not call into the
-// Forwarder. Several workers call it at once, each with its own batch: state
+// returns (the memory goes back to the kernel), must not change a Packet's
+// Len, and must not call into the Forwarder. Several workers call it at once, each with its own batch: state
 // it shares between calls must be safe for concurrent use. A packet whose
 // verdict is left unset is dropped and counted (handler_drops).
 type Handler interface {
@@ -28,12 +28,16 @@ type Packet struct {
 	// from the Ethernet header on: writable in place, valid only during
 	// Handle. A multi-buffer packet continues past it; Len is the whole.
 	Data []byte
-	// Len is the packet's length in bytes.
+	// Len is the packet's length in bytes, for the handler to read: the
+	// engine lays the packet out by the length it received, and drops a
+	// packet whose Len the handler changed (handler_drops).
 	Len int
 	// Link is the index, in Config.Links, of the link it arrived on, and
 	// Queue the RX queue.
 	Link, Queue int
 
+	// total is Len as received.
+	total   int
 	verdict Verdict
 	// out is the output link for a forward, the set of links for a flood.
 	out LinkSet

@@ -27,6 +27,9 @@ import (
 // links of the same shape, measured in the same run, with a margin far
 // below the poll timeout and far above scheduling noise.
 func TestLatencyAcrossQueues(t *testing.T) {
+	// The subtests compare their results: without root they skip, and
+	// this would compare nothing.
+	topo.RequireRoot(t)
 	const requests, interval = 300, 2 * time.Millisecond
 	type result struct{ p50, p99 time.Duration }
 	run := func(t *testing.T, linkQueues, workers int, mode xps.Mode) result {

@@ -76,8 +76,10 @@ func (w *worker) layOut(in *port, total int, c *batchCounts) int {
 }
 
 // layOutCopy lays out a copy of the packet in w.chain as TX descriptors in
-// w.out, in an inline slot or a frag block of its own, and returns how
-// many (0: no room, counted in c). The packet's own frames stay Held.
+// w.out, in an inline slot or a frag block of its own, else (no frag zone,
+// or none left) in free frames, one per descriptor of the packet, and
+// returns how many (0: no room, counted in c). The packet's own frames
+// stay Held.
 func (w *worker) layOutCopy(total int, c *batchCounts) int {
 	nd, path := 0, linearize.Frag
 	switch d := w.chain[0]; {
@@ -92,12 +94,42 @@ func (w *worker) layOutCopy(total int, c *batchCounts) int {
 		nd = w.build.Repack(w.chain, w.out)
 	}
 	if nd == 0 {
+		if nd = w.copyToFrames(); nd > 0 {
+			path = linearize.Frame
+			if nd > 1 {
+				path = linearize.Chain
+			}
+		}
+	}
+	if nd == 0 {
 		c.noRoom++
 		return 0
 	}
 	c.paths[path]++
 	c.hist[min(nd, linearize.MaxDescs)]++
 	return nd
+}
+
+// copyToFrames copies each descriptor of the packet in w.chain to the
+// start of a free frame (each came in one, so each fits) and describes
+// them in w.out; 0, with the frames given back, when the worker has too
+// few.
+func (w *worker) copyToFrames() int {
+	if len(w.chain) > len(w.out) {
+		return 0
+	}
+	for j, d := range w.chain {
+		a, ok := w.frames.Alloc(umem.KernelTX)
+		if !ok {
+			for _, o := range w.out[:j] {
+				w.frames.Free(o.Addr, umem.KernelTX)
+			}
+			return 0
+		}
+		copy(w.mem[a:a+uint64(d.Len)], w.mem[d.Addr:d.Addr+uint64(d.Len)])
+		w.out[j] = xsk.Desc{Addr: a, Len: d.Len, Options: d.Options & xsk.PktContd}
+	}
+	return len(w.chain)
 }
 
 // drop gives the frames of the packet in w.chain, received on in, back to

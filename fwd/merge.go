@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -158,11 +159,6 @@ func (ord *ordering) pending() bool {
 // the other link only; with one, by any.
 func setupOrdering(f *Forwarder, ringSize int) {
 	n := len(f.links)
-	if n > 2 {
-		// Rings multiply by the links; a handoff ring's size must stay a
-		// power of two (it indexes by mask).
-		ringSize = max(256, 1<<(bits.Len(uint(ringSize/n))-1))
-	}
 	for _, w := range f.workers {
 		w.order = &ordering{modeOf: f.flows.table.Mode, clock: monoNow, in: make([][]*handoff, n), src: make([][]*port, n)}
 	}
@@ -425,4 +421,47 @@ func (w *worker) dropHandoffs() {
 		}
 		w.tx[o].stats.stopDropped.Add(dropped)
 	}
+}
+
+// The handoff rings number one per (RX socket, output link, worker):
+// links² × RX queues × workers with a Handler. Their entries take at most
+// handoffBudget bytes in all; rings shrink towards handoffMinRing entries
+// to stay within it, and a shape that needs more even then is refused.
+const (
+	handoffBudget = 64 << 20
+	// handoffMinRing holds a packet of linearize.MaxDescs descriptors
+	// with room to spare: a smaller ring could never take one.
+	handoffMinRing = 32
+)
+
+// handoffRingSize is the entries of each handoff ring (0: none, one
+// worker), or an InputError for a shape whose rings exceed handoffBudget.
+func handoffRingSize(c *Config, links []linkInfo) (int, error) {
+	if c.Queues <= 1 {
+		return 0, nil
+	}
+	n := len(links)
+	size := int(c.RingSize) * 2
+	if n > 2 {
+		// Rings multiply by the links; a handoff ring's size must stay a
+		// power of two (it indexes by mask).
+		size = max(256, 1<<(bits.Len(uint(size/n))-1))
+	}
+	outs, sockets := n-1, 0 // output links per RX socket (setupOrdering)
+	if c.Handler != nil {
+		outs = n
+	}
+	for _, l := range links {
+		sockets += l.rxQueues
+	}
+	rings := sockets * outs * c.Queues
+	entry := int(unsafe.Sizeof(handoffEntry{}))
+	for size > handoffMinRing && rings*size*entry > handoffBudget {
+		size /= 2
+	}
+	if need := rings * size * entry; need > handoffBudget {
+		return 0, inputErr("%d links of %d RX sockets in all, %d workers: %d handoff rings of %d entries need %d MiB, beyond the %d MiB bound; use fewer workers (--queues) or fewer RX queues (ethtool -L)",
+			n, sockets, c.Queues, rings, size, need>>20, handoffBudget>>20)
+	}
+	return size, nil
 }

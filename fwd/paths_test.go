@@ -11,6 +11,9 @@ import (
 // TestPathsBySize checks which TX path UDP traffic takes by size, and that
 // the inline zone cuts the pages 64-byte traffic touches.
 func TestPathsBySize(t *testing.T) {
+	// The subtests compare their results: without root they skip, and
+	// this would compare nothing.
+	topo.RequireRoot(t)
 	type result struct {
 		inlineShare float64
 		pages4k     float64

@@ -114,7 +114,7 @@ const (
 	DropRXTooLong     = "rx_too_many_frags"        // us: a packet of more descriptors than a TX ring takes (18), dropped whole
 	DropRXTruncated   = "rx_truncated"             // us: shorter than its IPv4 total / IPv6 payload length says: cut on its way in (a NIC buffer too short), dropped
 	DropAtStop        = "dropped_at_stop"          // us: handed to a TX queue and still waiting when the forwarder closed
-	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), or gave no verdict
+	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), gave no verdict, or changed its Len
 	DropTXFull        = "tx_full"                  // a Handler sent it to a TX queue with no room: its link down
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
@@ -326,6 +326,19 @@ func (l LinkStats) TotalDrops() uint64 {
 	return n
 }
 
+// txSideDrops are the drop reasons counted on the link a packet was to
+// leave by, not the one it arrived on.
+var txSideDrops = [...]string{DropTXNoRoom, DropHandoffFull, DropTXFull, DropAtStop, DropTXInvalid}
+
+// txDrops is the part of TotalDrops counted on the way out of the link.
+func (l LinkStats) txDrops() uint64 {
+	var n uint64
+	for _, k := range txSideDrops {
+		n += l.Drops[k]
+	}
+	return n
+}
+
 // UMEMSummary describes the region in the summary.
 type UMEMSummary struct {
 	Backing         string `json:"backing"`
@@ -498,6 +511,12 @@ type XPSSummary struct {
 	Fallbacks     uint64 `json:"fallbacks"` // packets sent by hash: table bucket all in flight
 	TableSize     uint64 `json:"table_size"`
 	TableEntries  uint64 `json:"table_entries"`
+	// InFlight is what the flow table counts as sent and not yet
+	// completed, all queues: 0 once the forwarder is quiet.
+	InFlight int64 `json:"in_flight"`
+	// Underflows counts completions the flow table had not seen sent
+	// (xps.Stats.Underflows): an accounting defect, 0 when all is well.
+	Underflows uint64 `json:"in_flight_underflows"`
 	// TXQueuePackets lists, per link, the packets sent on each TX queue.
 	TXQueuePackets map[string][]uint64 `json:"tx_queue_packets"`
 }
@@ -528,6 +547,7 @@ func (f *Forwarder) xps() XPSSummary {
 	x.Flows, x.Moves, x.DeferredMoves = st.Flows, st.Moves, st.DeferredMoves
 	x.Evictions, x.Fallbacks = st.Evictions, st.Fallbacks
 	x.TableSize, x.TableEntries = st.Size, st.Entries
+	x.InFlight, x.Underflows = st.InFlight, st.Underflows
 	return x
 }
 
@@ -597,8 +617,9 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 // StatsLine formats one report line from two snapshots taken dt apart:
 // per direction, packets/s, Mbit/s and new drops.
 //
-// With two links it reads as two directions (a→b); with one or more than
-// two, per link, what it received.
+// With two links it reads as two directions (a→b: what a received, with
+// what was dropped of it on a and on its way out of b); with one or more
+// than two, per link, what it received and every drop counted on it.
 func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 	sec := dt.Seconds()
 	dir := func(a, b int) string {
@@ -608,6 +629,7 @@ func StatsLine(names []string, prev, cur []LinkStats, dt time.Duration) string {
 		to := " rx"
 		if b >= 0 {
 			to = "→" + names[b]
+			dr = dr - (cur[a].txDrops() - prev[a].txDrops()) + cur[b].txDrops() - prev[b].txDrops()
 		}
 		return fmt.Sprintf("%s%s %9.0f pps %8.1f Mbit/s drops %d", names[a], to, float64(pk)/sec, float64(by)*8/sec/1e6, dr)
 	}

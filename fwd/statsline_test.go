@@ -29,3 +29,44 @@ func TestStatsLine(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsLineDropsByDirection: with two links, a drop shows under the
+// direction of the packet dropped. What is dropped on its way out of a
+// link (handoff_full, tx_no_layout, tx_full, dropped_at_stop,
+// tx_invalid_descs: counted on the output link) belongs to the direction
+// into it; what is dropped as it arrives (rx_ring_full, handler_drops, …)
+// to the direction out of it.
+func TestStatsLineDropsByDirection(t *testing.T) {
+	zero := func() []fwd.LinkStats {
+		return []fwd.LinkStats{{Drops: map[string]uint64{}}, {Drops: map[string]uint64{}}}
+	}
+	for _, c := range []struct {
+		reason string
+		on     int    // the link whose counters hold the drop
+		want   string // the direction it must show under
+	}{
+		{fwd.DropHandoffFull, 1, "a→b"},
+		{fwd.DropTXNoRoom, 1, "a→b"},
+		{fwd.DropTXFull, 1, "a→b"},
+		{fwd.DropAtStop, 1, "a→b"},
+		{fwd.DropTXInvalid, 1, "a→b"},
+		{fwd.DropHandoffFull, 0, "b→a"},
+		{fwd.DropRXRingFull, 0, "a→b"},
+		{fwd.DropHandler, 0, "a→b"},
+		{fwd.DropRXRingFull, 1, "b→a"},
+	} {
+		cur := zero()
+		cur[c.on].Drops[c.reason] = 7
+		line := fwd.StatsLine([]string{"a", "b"}, zero(), cur, time.Second)
+		dirs := strings.Split(line, " | ")
+		got := ""
+		for _, d := range dirs[:2] {
+			if strings.HasSuffix(d, "drops 7") {
+				got = strings.Fields(d)[0]
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s on link %d: shows under %q, want %q: %q", c.reason, c.on, got, c.want, line)
+		}
+	}
+}

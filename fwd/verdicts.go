@@ -106,7 +106,7 @@ func (w *worker) collectBatch(in *port, c *batchCounts) (packets int, rxBytes ui
 		w.spans = append(w.spans, span{start, uint32(len(w.descs))})
 		w.pkts = append(w.pkts, Packet{
 			Data: w.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
-			Len:  total, Link: in.link, Queue: in.queue,
+			Len:  total, Link: in.link, Queue: in.queue, total: total,
 		})
 	}
 	c.vlanRestored += b.c.vlanRestored
@@ -115,24 +115,27 @@ func (w *worker) collectBatch(in *port, c *batchCounts) (packets int, rxBytes ui
 }
 
 // carryOut does what the handler decided for p, whose descriptors are in
-// w.chain.
+// w.chain. A packet whose Len the handler changed is dropped: laid out by
+// it, it would send stale bytes past its end, be cut, or make a
+// descriptor the kernel refuses.
 func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
-	switch p.verdict {
-	case VerdictForward:
+	switch v := p.verdict; {
+	case p.Len != p.total:
+	case v == VerdictForward:
 		if o := int(p.out); o >= 0 && o < w.nlinks {
-			w.send(in, o, p.Len, merging, c)
+			w.send(in, o, p.total, merging, c)
 			return
 		}
-	case VerdictReflect:
-		w.reflect(in, p.Len, c)
+	case v == VerdictReflect:
+		w.reflect(in, p.total, c)
 		return
-	case VerdictFlood:
+	case v == VerdictFlood:
 		w.flood(in, p, merging, c)
 		return
 	}
 	c.handlerDrops++
 	if w.tap.set != nil {
-		w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.Len)
+		w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.total)
 	}
 	w.drop(in)
 }
@@ -185,11 +188,15 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 }
 
 // reflect sends the packet in w.chain back out of the socket it came in
-// on: the same link and queue, no flow table, no ordering.
+// on: the same link and queue, no flow table (its completion is not
+// counted there either), no ordering.
 func (w *worker) reflect(in *port, total int, c *batchCounts) {
 	nd := w.layOut(in, total, &in.bc)
 	rxSide(c, &in.bc)
 	if nd > 0 {
+		if w.flows != nil {
+			w.flows.bypass(w.out[:nd])
+		}
 		w.put(in, total, nd)
 	} else if w.tap.set != nil {
 		w.tapFrames(in.link, in.queue, capture.Drop, capNoRoom, total)
@@ -240,7 +247,7 @@ func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 	if set == 0 {
 		c.handlerDrops++
 		if w.tap.set != nil {
-			w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.Len)
+			w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.total)
 		}
 		w.drop(in)
 		return
@@ -255,10 +262,10 @@ func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 	}
 	for o := 0; o < last; o++ {
 		if set.Has(o) {
-			w.sendCopy(in, o, p.Len, merging)
+			w.sendCopy(in, o, p.total, merging)
 		}
 	}
-	w.send(in, last, p.Len, merging, c)
+	w.send(in, last, p.total, merging, c)
 }
 
 // sendCopy sends a copy of the packet in w.chain to link o, leaving the

@@ -22,7 +22,13 @@ import (
 // the UMEM came back whole.
 func run(t *testing.T, links []string, h fwd.Handler, queues int) *fwd.Forwarder {
 	t.Helper()
-	f, err := fwd.New(fwd.Config{Links: links, Handler: h, Queues: queues})
+	return runConfig(t, fwd.Config{Links: links, Handler: h, Queues: queues})
+}
+
+// runConfig is run with the whole configuration.
+func runConfig(t *testing.T, cfg fwd.Config) *fwd.Forwarder {
+	t.Helper()
+	f, err := fwd.New(cfg)
 	if err != nil {
 		t.Fatalf("fwd.New: %v", err)
 	}
@@ -470,4 +476,56 @@ func TestSwitchLinkDown(t *testing.T) {
 		t.Errorf("nothing counted as tx_full on the down link: %v", s.Drops)
 	}
 	netlink.LinkSetUp(l)
+}
+
+// TestSwitchFloodSizes: a broadcast frame of any size reaches every other
+// host once, with the frag zone (--frag-order 4) and without it (0). A
+// flood's copies cannot leave from the frame the packet arrived in (the
+// packet itself does, out of the last link): a copy over the inline limit
+// (256 bytes) goes to a frag block, or, with no frag zone, to a frame of
+// its own; none may be dropped as tx_no_layout.
+func TestSwitchFloodSizes(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		fragOrder int
+	}{{"frag-order 4", 4}, {"frag-order 0", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			h := hosts(t, 3, topo.Options{})
+			sw := modes.NewSwitch(len(h.Links), 256, 300*time.Second)
+			f := runConfig(t, fwd.Config{Links: h.Links, Handler: sw, FragOrder: c.fragOrder})
+			fds := make([]int, len(h.NS))
+			for i := range h.NS {
+				fds[i], _ = rawSocketIdx(t, h, i, 0)
+			}
+			src := macOf(t, h.NS[0])
+			bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+			const per = 10
+			for k, size := range []int{64, 256, 257, 1000, 1514} {
+				marker := uint32(0xf100d0 + k)
+				for s := range per {
+					fr := append(testFrame(bcast, src, marker, uint32(s)), make([]byte, size-64)...)
+					if err := unix.Sendto(fds[0], fr, 0, &unix.SockaddrLinklayer{Ifindex: ifindexOf(t, h.NS[0]), Halen: 6}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := 1; i < len(h.NS); i++ {
+					got := collect(fds[i], marker, time.Now().Add(300*time.Millisecond))
+					bad := 0
+					for _, fr := range got {
+						if len(fr) != size {
+							bad++
+						}
+					}
+					if len(got) != per || bad != 0 {
+						t.Errorf("%d-byte broadcast: host %d saw %d of %d frames (%d of the wrong length)", size, i, len(got), per, bad)
+					}
+				}
+			}
+			for i := range h.Links {
+				if s := f.LinkStats(i); s.Drops[fwd.DropTXNoRoom] != 0 {
+					t.Errorf("link %d: %s = %d", i, fwd.DropTXNoRoom, s.Drops[fwd.DropTXNoRoom])
+				}
+			}
+		})
+	}
 }

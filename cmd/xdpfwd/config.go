@@ -199,7 +199,7 @@ func (r *reloader) apply(k, v string, interval *time.Duration) error {
 			return fmt.Errorf("queues %q: %w", v, err)
 		}
 		if n == 0 {
-			n = r.f.Queues()
+			n = r.f.DefaultQueues() // as at start, within the workers started
 		}
 		return r.f.SetQueues(n)
 	case "xps":
