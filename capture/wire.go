@@ -224,6 +224,9 @@ func (h *Hub) spec(req Request) (Spec, error) {
 		return spec, fmt.Errorf("buffer %d: want up to %d bytes", req.Buffer, MaxBuffer)
 	}
 	spec.Buffer = req.Buffer
+	if len(req.Filter) > MaxFilter {
+		return spec, fmt.Errorf("a filter of %d instructions: at most %d (a shorter expression)", len(req.Filter), MaxFilter)
+	}
 	if len(req.Filter) > 0 {
 		if spec.Filter, err = cbpf.New(req.Filter); err != nil {
 			return spec, err
