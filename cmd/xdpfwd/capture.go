@@ -26,7 +26,9 @@ const captureUsage = `usage: xdpfwd capture -w FILE|- [--control PATH] [--link N
 
 Writes what a running xdpfwd receives, sends and drops as pcapng: each packet
 on its link's interface, inbound or outbound, its queue (and for a drop the
-reason, a counter's name) in the packet's comment. The filter is tcpdump's
+reason, a counter's name) in the packet's comment. Without --link a forwarded
+packet is there twice, rx on one link and tx on the other: --direction rx
+keeps each once. The filter is tcpdump's
 expression language, compiled by tcpdump (libpcap); the daemon runs it.
 Ends at --count, or on SIGINT/SIGTERM; then prints to stderr how many packets
 were captured and how many the capture lost (its buffer full: forwarding
