@@ -69,23 +69,30 @@ func TestSelect(t *testing.T) {
 		{"snaplen", Spec{Snaplen: 2}, []string{"0/1/2", "1/2/2", "0/4/2", "1/1/2"}},
 		{"filter", Spec{Filter: prog}, []string{"0/1/3", "0/4/3"}},
 	}
+	// MaxSessions per hub: the same packets to as many hubs as needed.
+	hubs := []*Hub{h}
 	var ss []*Session
-	for _, tc := range tests {
-		s, err := h.Open(tc.spec)
+	for i, tc := range tests {
+		if i > 0 && i%MaxSessions == 0 {
+			hubs = append(hubs, NewHub(2, []string{"a", "b"}))
+		}
+		s, err := hubs[len(hubs)-1].Open(tc.spec)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ss = append(ss, s)
 	}
 	pkt := func(first byte) [][]byte { return [][]byte{{first, 1, 2}, {3, 4}} }
-	set := h.Point(0).Begin()
-	set.Packet(0, 0, RX, 0, pkt(7), 5)
-	set.Packet(1, 0, TX, 0, pkt(8), 5)
-	set.End()
-	set = h.Point(1).Begin()
-	set.Packet(0, 1, Drop, 2, pkt(7), 9) // original 9, 5 kept at most
-	set.Packet(1, 1, RX, 0, pkt(9), 5)
-	set.End()
+	for _, h := range hubs {
+		set := h.Point(0).Begin()
+		set.Packet(0, 0, RX, 0, pkt(7), 5)
+		set.Packet(1, 0, TX, 0, pkt(8), 5)
+		set.End()
+		set = h.Point(1).Begin()
+		set.Packet(0, 1, Drop, 2, pkt(7), 9) // original 9, 5 kept at most
+		set.Packet(1, 1, RX, 0, pkt(9), 5)
+		set.End()
+	}
 	for i, tc := range tests {
 		var got []string
 		recs := readAll(ss[i])

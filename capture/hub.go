@@ -20,6 +20,8 @@ type Hub struct {
 
 	mu       sync.Mutex
 	sessions []*Session
+	opening  int // sessions between their checks and their publication
+	bytes    int // ring bytes per worker of those and the open sessions
 	closed   bool
 }
 
@@ -77,7 +79,19 @@ type Spec struct {
 const (
 	DefaultSnaplen = 262144
 	DefaultBuffer  = 4 << 20
-	MaxBuffer      = 1 << 30
+	// MaxBuffer bounds the rings of a worker over all open sessions.
+	MaxBuffer = 1 << 30
+)
+
+// What captures may cost a worker is bounded, for each packet while any
+// is open: at most MaxSessions filters run (each on every packet the
+// session's links and directions select, before the ring-full check), of
+// at most MaxFilter instructions each (cBPF jumps only forward: a run
+// executes each at most once). tcpdump compiles "udp port 53" to 20, 21
+// hosts or-ed together to 74.
+const (
+	MaxSessions = 4
+	MaxFilter   = 256
 )
 
 // Open starts a session. Its rings are written from the workers' next
@@ -105,17 +119,39 @@ func (h *Hub) Open(spec Spec) (*Session, error) {
 	if len(spec.Links) == 0 {
 		links = ^uint64(0)
 	}
+	if spec.Filter != nil && len(spec.Filter.Instructions()) > MaxFilter {
+		return nil, fmt.Errorf("capture: a filter of %d instructions, at most %d", len(spec.Filter.Instructions()), MaxFilter)
+	}
 	size := 1
 	for size < spec.Buffer || size < 2*(hdrLen+spec.Snaplen+8) {
 		size <<= 1
 	}
-	s := &Session{hub: h, spec: spec, done: make(chan struct{})}
+	// Check and reserve before allocating: the rings may be a GiB each.
+	h.mu.Lock()
+	switch {
+	case h.closed:
+		h.mu.Unlock()
+		return nil, ErrClosed
+	case len(h.sessions)+h.opening >= MaxSessions:
+		h.mu.Unlock()
+		return nil, fmt.Errorf("capture: %d captures open, at most %d at once", MaxSessions, MaxSessions)
+	case h.bytes+size > MaxBuffer:
+		used := h.bytes
+		h.mu.Unlock()
+		return nil, fmt.Errorf("capture: a buffer of %d bytes per worker: the captures open hold %d of the %d each worker may", size, used, MaxBuffer)
+	}
+	h.opening++
+	h.bytes += size
+	h.mu.Unlock()
+	s := &Session{hub: h, spec: spec, size: size, done: make(chan struct{})}
 	for range h.points {
 		s.rings = append(s.rings, newRing(size, links, spec))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.opening--
 	if h.closed {
+		h.bytes -= size
 		return nil, ErrClosed
 	}
 	h.sessions = append(h.sessions, s)
@@ -145,6 +181,7 @@ func (h *Hub) detach(s *Session) {
 	i := slices.Index(h.sessions, s)
 	if i >= 0 {
 		h.sessions = slices.Delete(h.sessions, i, i+1)
+		h.bytes -= s.size
 		h.publishLocked()
 	}
 	h.mu.Unlock()

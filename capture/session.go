@@ -9,6 +9,7 @@ type Session struct {
 	hub   *Hub
 	spec  Spec
 	rings []*ring
+	size  int // of each ring
 	next  int // the ring Read starts from, so that none starves
 
 	once sync.Once

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/cbpf"
@@ -60,6 +61,48 @@ const (
 	pollMax = 32 * time.Millisecond
 )
 
+// A client that stops reading must not hold its session (its rings, its
+// filter run on every packet): a write to it that makes no progress for
+// writeTimeout ends the capture, and once the forwarder stops (Hub.Close)
+// what is left must be taken within closeGrace. Variables for the tests.
+var (
+	writeTimeout = 30 * time.Second
+	closeGrace   = 2 * time.Second
+)
+
+// streamConn bounds every write to the client by a deadline: writeTimeout
+// from the write's start, no later than the cut-off set by cut.
+type streamConn struct {
+	net.Conn
+	mu    sync.Mutex
+	until time.Time // zero: no cut-off
+}
+
+func (c *streamConn) Write(b []byte) (int, error) {
+	d := time.Now().Add(writeTimeout)
+	c.mu.Lock()
+	if !c.until.IsZero() && c.until.Before(d) {
+		d = c.until
+	}
+	// Under mu, so that a cut between the choice and the call is not
+	// overwritten by a later deadline.
+	err := c.Conn.SetWriteDeadline(d)
+	c.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// cut makes every write from now on end by grace from now, the one
+// blocked now included.
+func (c *streamConn) cut(grace time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.until = time.Now().Add(grace)
+	c.Conn.SetWriteDeadline(c.until)
+}
+
 // Serve runs the capture conn asks for, until the client stops it, its
 // count is reached or the forwarder stops. hub is the forwarder's, nil
 // when none runs.
@@ -83,7 +126,17 @@ func Serve(conn net.Conn, hub *Hub) error {
 		return writeJSON(conn, Hello{Error: err.Error()})
 	}
 	defer sess.Close()
-	bw := bufio.NewWriterSize(conn, 256<<10)
+	sc := &streamConn{Conn: conn}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-sess.Done():
+			sc.cut(closeGrace)
+		case <-ended:
+		}
+	}()
+	bw := bufio.NewWriterSize(sc, 256<<10)
 	if err := writeJSON(bw, Hello{Links: hub.Links(), Reasons: ReasonNames(), Snaplen: sess.spec.Snaplen, Workers: len(hub.points)}); err != nil {
 		return err
 	}
@@ -108,6 +161,16 @@ func Serve(conn net.Conn, hub *Hub) error {
 loop:
 	for werr == nil && (req.Count == 0 || sent < req.Count) {
 		if sess.Read(4096, send) > 0 {
+			// Traffic may never leave the rings empty: look at the
+			// stop between reads too.
+			select {
+			case <-stop:
+				break loop
+			case <-sess.Done():
+				reason = ErrClosed.Error()
+				break loop
+			default:
+			}
 			wait = pollMin
 			continue
 		}
@@ -161,6 +224,9 @@ func (h *Hub) spec(req Request) (Spec, error) {
 		return spec, fmt.Errorf("buffer %d: want up to %d bytes", req.Buffer, MaxBuffer)
 	}
 	spec.Buffer = req.Buffer
+	if len(req.Filter) > MaxFilter {
+		return spec, fmt.Errorf("a filter of %d instructions: at most %d (a shorter expression)", len(req.Filter), MaxFilter)
+	}
 	if len(req.Filter) > 0 {
 		if spec.Filter, err = cbpf.New(req.Filter); err != nil {
 			return spec, err

@@ -4,11 +4,12 @@
 //
 // It owns the socket file: Listen creates its directory if missing,
 // replaces a stale socket (one nobody answers on) but never a live one or
-// a file that is not a socket, binds under a temporary name and renames
-// the socket into place once it is mode 0600 (root or the daemon's user
-// only, from the first moment it is reachable); Close removes it if it is
-// still the one Listen made. It serves each connection on a goroutine of
-// its own and never reads packet memory itself.
+// a file that is not a socket, binds in a directory of its own (mode
+// 0700) and renames the socket into place once it is mode 0600, so that
+// no other user can reach it at any moment; Close removes it if it is
+// still the one Listen made. It serves only root and the daemon's own
+// user (SO_PEERCRED), each connection on a goroutine of its own, and
+// never reads packet memory itself.
 package control
 
 import (
@@ -19,8 +20,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Dir is where daemons put their sockets by default.
@@ -36,11 +40,14 @@ var ErrInUse = errors.New("another process is listening on it")
 
 // Server is a listening control socket.
 type Server struct {
-	path string
-	ln   *net.UnixListener
-	ino  uint64
-	wg   sync.WaitGroup
-	once sync.Once
+	path    string
+	ln      *net.UnixListener
+	ino     uint64
+	wg      sync.WaitGroup
+	once    sync.Once
+	closed  chan struct{}
+	refused atomic.Uint64
+	errs    atomic.Uint64
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -48,14 +55,23 @@ type Server struct {
 
 // Listen creates the control socket at path.
 func Listen(path string) (*Server, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	if err := clearStale(path); err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	os.Remove(tmp)
+	// bind(2) makes the file with mode 0777 &^ umask, connectable from
+	// that moment on; chmod comes after, and umask is the whole process's.
+	// So bind where only we can reach (a directory of mode 0700, on the
+	// same file system), chmod there, then rename into place.
+	priv, err := os.MkdirTemp(dir, ".xdpfwd-control-")
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	defer os.Remove(priv)
+	tmp := filepath.Join(priv, "sock")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
@@ -76,7 +92,7 @@ func Listen(path string) (*Server, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
-	return &Server{path: path, ln: ln, ino: st.Ino, conns: map[net.Conn]struct{}{}}, nil
+	return &Server{path: path, ln: ln, ino: st.Ino, closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}, nil
 }
 
 // clearStale removes a socket at path that nobody answers on.
@@ -106,14 +122,33 @@ func clearStale(path string) error {
 func (s *Server) Path() string { return s.path }
 
 // Serve accepts connections and runs handle on each, on a goroutine of its
-// own, until Close.
+// own, until Close. A connection from a user other than root or the
+// daemon's is closed at once (Refused). Accept errors other than a closed
+// listener (EMFILE: out of descriptors) are retried after a pause that
+// doubles up to a second, as net/http does, not in a busy loop.
 func (s *Server) Serve(handle func(net.Conn)) {
+	var pause time.Duration
 	for {
 		c, err := s.ln.AcceptUnix()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			s.errs.Add(1)
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-s.closed:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		pause = 0
+		if !allowed(c) {
+			s.refused.Add(1)
+			c.Close()
 			continue
 		}
 		s.mu.Lock()
@@ -130,12 +165,36 @@ func (s *Server) Serve(handle func(net.Conn)) {
 	}
 }
 
+// allowed: the peer is root or runs as the daemon's user. The socket's
+// mode says the same; this holds even if someone loosens it.
+func allowed(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	cerr := raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if cerr != nil || err != nil {
+		return false
+	}
+	return cred.Uid == 0 || cred.Uid == uint32(os.Geteuid())
+}
+
+// Refused is how many connections were closed unserved: another user's.
+func (s *Server) Refused() uint64 { return s.refused.Load() }
+
+// AcceptErrors is how many accepts failed (each retried after a pause).
+func (s *Server) AcceptErrors() uint64 { return s.errs.Load() }
+
 // Close stops accepting, removes the socket file (if it is still ours)
 // and waits for the connections' handlers to return: up to grace, then
 // it closes the connections still open (a client that stopped reading).
 func (s *Server) Close(grace time.Duration) error {
 	var err error
 	s.once.Do(func() {
+		close(s.closed)
 		err = s.ln.Close()
 		var st syscall.Stat_t
 		if syscall.Stat(s.path, &st) == nil && st.Ino == s.ino {

@@ -2,6 +2,7 @@ package fwd
 
 import (
 	"github.com/xdpfwd/xdpfwd/capture"
+	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -14,10 +15,14 @@ var (
 	capHandler     = capture.ReasonCode(DropHandler)
 	capTXFull      = capture.ReasonCode(DropTXFull)
 	capTruncated   = capture.ReasonCode(DropRXTruncated)
+	capAtStop      = capture.ReasonCode(DropAtStop)
 )
 
 // Capture is the forwarder's capture point (xdpfwd capture): sessions
-// opened on it see what the workers receive, send and drop.
+// opened on it see what the workers receive, send and drop. A packet
+// handed to another worker's TX queue is seen by what becomes of it there:
+// sent (TX) when that worker's merge puts it on the TX ring, or dropped
+// (tx_full, dropped_at_stop). Close ends the sessions (Session.Done).
 func (f *Forwarder) Capture() *capture.Hub { return f.capture }
 
 // tapState is a worker's side of package capture. A batch starts with
@@ -28,6 +33,7 @@ type tapState struct {
 	point *capture.Point
 	set   *capture.Set // this batch's (tapBegin), or nil
 	segs  [][]byte
+	descs [linearize.MaxDescs]xsk.Desc // a handed-off packet's, for tapHanded
 	// invalid is the batch's rx_bad_descs count at the last rejected
 	// packet: tapRejected tells the two reasons of collect apart by it.
 	invalid uint64
@@ -83,4 +89,17 @@ func (w *worker) tapOut(link, queue int, dir capture.Dir, r capture.Reason, desc
 	}
 	w.tap.segs = segs
 	w.tap.set.Packet(link, queue, dir, r, segs, total)
+}
+
+// tapHanded offers the packet in the k entries of h from idx, handed to
+// this worker, as sent (TX) or dropped on (link, this worker's queue).
+func (w *worker) tapHanded(link int, dir capture.Dir, r capture.Reason, h *handoff, idx, k uint32) {
+	ds := w.tap.descs[:0]
+	total := 0
+	for j := range min(k, uint32(len(w.tap.descs))) {
+		d := h.at(idx + j).desc
+		ds = append(ds, d)
+		total += int(d.Len)
+	}
+	w.tapOut(link, w.q, dir, r, ds, total)
 }

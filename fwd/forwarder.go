@@ -262,7 +262,8 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.Stop()
 	cancel(nil)
 	wg.Wait()
-	f.capture.Close() // the workers are gone: end the captures
+	// The captures go on until Close: what finish sends, and what Close
+	// drops at stop, is theirs to see.
 	f.finish()
 	f.stopped = time.Now()
 	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) || errors.Is(err, ErrQueuesChanged) {
@@ -307,7 +308,7 @@ func (f *Forwarder) Close() error {
 	}
 	f.closed = true
 	if f.capture != nil {
-		f.capture.Close()
+		defer f.capture.Close() // after the drops at stop: the captures see them
 	}
 	f.statsMu.Lock()
 	defer f.statsMu.Unlock()

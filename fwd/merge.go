@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -281,6 +282,12 @@ func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 // oldest first. It returns how many it sent and how many descriptors it
 // holds back for later.
 func (w *worker) merge() (sent, held int) {
+	if w.tap.point != nil {
+		// A batch of its own: a handed-off packet is recorded when it
+		// is sent or dropped here (capture.go).
+		w.tap.set = w.tap.point.Begin()
+		defer w.tapEnd()
+	}
 	w.now = w.order.clock()
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
@@ -357,6 +364,9 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			}
 			// A Handler's link that is down: drop (tx_full) rather
 			// than let its handoff rings fill and stop every link.
+			if w.tap.set != nil {
+				w.tapHanded(o, capture.Drop, capTXFull, h, idx, k)
+			}
 			for j := range k {
 				e := h.at(idx + j)
 				w.flows.done(e.desc.Addr, w.q)
@@ -374,6 +384,9 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			e := h.at(idx + j)
 			out.tx.Set(t+j, e.desc.Addr, e.desc.Len, e.desc.Options)
 			by += uint64(e.desc.Len)
+		}
+		if w.tap.set != nil {
+			w.tapHanded(o, capture.TX, 0, h, idx, k)
 		}
 		h.release(k)
 		pk++
@@ -402,6 +415,11 @@ func (w *worker) dropHandoffs() {
 	if w.order == nil {
 		return
 	}
+	if w.tap.point != nil {
+		// The worker is gone: this is its point's only writer now.
+		w.tap.set = w.tap.point.Begin()
+		defer w.tapEnd()
+	}
 	for o := range w.order.in {
 		var dropped uint64
 		for _, h := range w.order.in[o] {
@@ -409,10 +427,15 @@ func (w *worker) dropHandoffs() {
 			// entries published after the last look must go too.
 			h.sync()
 			n, idx := h.peek(^uint32(0))
+			first := uint32(0) // of the packet the entries belong to
 			for j := range n {
 				e := h.at(idx + j)
 				if e.desc.Options&xsk.PktContd == 0 {
 					dropped++
+					if w.tap.set != nil {
+						w.tapHanded(o, capture.Drop, capAtStop, h, idx+first, j-first+1)
+					}
+					first = j + 1
 				}
 				w.flows.done(e.desc.Addr, w.q)
 				w.freeTX(e.desc.Addr)

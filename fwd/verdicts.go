@@ -178,9 +178,7 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 			}
 			w.flows.completed(w.out[:nd], tq)
 			w.release(w.out[:nd])
-		} else if w.tap.set != nil {
-			w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
-		}
+		} // pushed: the owner's merge records what becomes of it
 		w.touch(w.tx[o])
 		return
 	}

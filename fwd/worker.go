@@ -696,10 +696,8 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 		}
 		w.flows.completed(w.out[:nd], tq)
 		w.release(w.out[:nd])
-	} else if w.tap.set != nil {
-		// Pushed, but this worker's until the batch publishes it.
-		w.tapOut(o, tq, capture.TX, 0, w.out[:nd], total)
 	}
+	// Pushed: the owner's merge records what becomes of it (capture.go).
 }
 
 // finish ends a batch: the RX descriptors go back to the kernel with the

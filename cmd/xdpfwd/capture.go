@@ -26,11 +26,13 @@ const captureUsage = `usage: xdpfwd capture -w FILE|- [--control PATH] [--link N
 
 Writes what a running xdpfwd receives, sends and drops as pcapng: each packet
 on its link's interface, inbound or outbound, its queue (and for a drop the
-reason, a counter's name) in the packet's comment. The filter is tcpdump's
+reason, a counter's name) in the packet's comment. Without --link a forwarded
+packet is there twice, rx on one link and tx on the other: --direction rx
+keeps each once. The filter is tcpdump's
 expression language, compiled by tcpdump (libpcap); the daemon runs it.
 Ends at --count, or on SIGINT/SIGTERM; then prints to stderr how many packets
 were captured and how many the capture lost (its buffer full: forwarding
-never waits for a capture).
+never waits for a capture). A second SIGINT/SIGTERM ends it at once.
 
 `
 
@@ -101,9 +103,34 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	// The first signal asks the daemon to end the stream (it sends what
+	// its buffers hold, then its totals); a second ends the capture at
+	// once, with what was written.
+	var interrupted atomic.Bool
+	ended := make(chan struct{})
+	defer close(ended)
 	go func() {
-		if _, ok := <-sig; ok {
+		select {
+		case <-sig:
 			c.Stop()
+		case <-ended:
+			return
+		}
+		var s os.Signal
+		select {
+		case s = <-sig:
+		case <-ended:
+			return
+		}
+		interrupted.Store(true)
+		c.Close() // the next read fails: the file is flushed and closed
+		select {
+		case <-ended:
+		case <-time.After(time.Second):
+			// Stuck writing the output (a reader that stopped): end as
+			// the signal would have without us.
+			signal.Reset(s)
+			syscall.Kill(os.Getpid(), s.(syscall.Signal))
 		}
 	}()
 
@@ -119,9 +146,17 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	}
 	// As tcpdump does; tests wait for it: from here on, every batch the
 	// workers read is offered to this capture.
+	on := c.Hello.Links
+	if len(links) > 0 {
+		on = links
+	}
 	fmt.Fprintf(stderr, "listening on %s (%s), pcapng, snapshot length %d bytes\n",
-		strings.Join(c.Hello.Links, ", "), *path, c.Hello.Snaplen)
+		strings.Join(on, ", "), *path, c.Hello.Snaplen)
 	n, err := writeCapture(c, w, fmt.Sprintf("xdpfwd %s capture", version))
+	if interrupted.Load() {
+		fmt.Fprintf(stderr, "%d packets captured\n", n)
+		return fmt.Errorf("capture: interrupted again: ended without the daemon's totals (packets lost unknown)")
+	}
 	t := c.Totals()
 	fmt.Fprintf(stderr, "%d packets captured\n%d packets lost by the capture (its buffer full; forwarding did not wait)\n", n, t.Lost)
 	if err == nil && t.Error != "" {

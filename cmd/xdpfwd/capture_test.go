@@ -12,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -790,4 +792,130 @@ func TestCaptureReflect(t *testing.T) {
 		t.Errorf("%d in, %d out; want %d each", rx, tx, len(frames))
 	}
 	d.interrupt()
+}
+
+// fakeDaemon answers capture requests on a unix socket of the test's as a
+// daemon would, then streams 64-byte records of links[0] without end,
+// deaf to the client's stop (a daemon that does not stop: an old one, or
+// one whose rings never empty). It returns the socket and the requests.
+func fakeDaemon(t *testing.T, links []string) (string, <-chan capture.Request) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fake.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make(chan capture.Request, 4)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var req capture.Request
+				if err := json.NewDecoder(c).Decode(&req); err != nil {
+					return
+				}
+				reqs <- req
+				hello, _ := json.Marshal(capture.Hello{Links: links, Reasons: capture.ReasonNames(), Snaplen: 1500, Workers: 1})
+				if _, err := c.Write(append(hello, '\n')); err != nil {
+					return
+				}
+				rec := make([]byte, 24+64)
+				be.LittleEndian.PutUint32(rec[0:], uint32(len(rec)))
+				be.LittleEndian.PutUint32(rec[4:], 64)
+				rec[12] = byte(capture.RX)
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if i%16 == 0 {
+						time.Sleep(time.Millisecond) // a few thousand a second
+					}
+					be.LittleEndian.PutUint64(rec[16:], uint64(time.Now().UnixNano()))
+					if _, err := c.Write(rec); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return path, reqs
+}
+
+// TestCaptureSecondSignal: a capture whose daemon does not end the stream
+// on the first SIGINT ends at once on the second, with what it wrote.
+func TestCaptureSecondSignal(t *testing.T) {
+	path, _ := fakeDaemon(t, []string{"a1", "b1"})
+	file := filepath.Join(t.TempDir(), "c.pcapng")
+	pr := startCapture(t, "--control", path, "-w", file)
+	pr.signal(os.Interrupt)
+	// The first one asks the daemon to stop, which this one ignores.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) && !pr.exited() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pr.exited() {
+		t.Fatalf("ended on the first SIGINT while the daemon streams on\nstderr:\n%s", pr.stderr.String())
+	}
+	pr.signal(os.Interrupt)
+	start := time.Now()
+	code := pr.wait(5 * time.Second)
+	t.Logf("exited %d %v after the second SIGINT\nstderr:\n%s", code, time.Since(start), pr.stderr.String())
+	if code != 1 {
+		t.Errorf("exit code %d after a second SIGINT, want 1 (no totals from the daemon)", code)
+	}
+	checkNoPanic(t, "capture stderr", pr.stderr.String())
+	if !strings.Contains(pr.stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say the capture was interrupted:\n%s", pr.stderr.String())
+	}
+	m := regexp.MustCompile(`(\d+) packets captured`).FindStringSubmatch(pr.stderr.String())
+	if m == nil {
+		t.Fatalf("stderr does not say how many packets were captured:\n%s", pr.stderr.String())
+	}
+	requireTool(t, "tshark")
+	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-e", "frame.number").Output()
+	if err != nil {
+		t.Fatalf("tshark -r %s: %v", file, errText(err))
+	}
+	if n := strings.Count(string(out), "\n"); n == 0 || strconv.Itoa(n) != m[1] {
+		t.Errorf("%s holds %d packets, the capture says %s: want what was captured before the second SIGINT", file, n, m[1])
+	}
+}
+
+// TestCaptureListeningOn: the "listening on" line names the links the
+// capture was asked for, not every link of the daemon.
+func TestCaptureListeningOn(t *testing.T) {
+	tests := []struct {
+		links []string // --link
+		want  string
+	}{
+		{nil, "listening on a1, b1 ("},
+		{[]string{"a1"}, "listening on a1 ("},
+		{[]string{"b1", "a1"}, "listening on b1, a1 ("},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.links, ","), func(t *testing.T) {
+			path, reqs := fakeDaemon(t, []string{"a1", "b1"})
+			args := []string{"--control", path, "-w", filepath.Join(t.TempDir(), "c.pcapng"), "--count", "1"}
+			for _, l := range tc.links {
+				args = append(args, "--link", l)
+			}
+			pr := startCapture(t, args...)
+			pr.cmd.Process.Kill() // the fake daemon never sends totals
+			pr.wait(5 * time.Second)
+			if req := <-reqs; !slices.Equal(req.Links, tc.links) {
+				t.Errorf("request for links %q, want %q", req.Links, tc.links)
+			}
+			if !strings.Contains(pr.stderr.String(), tc.want) {
+				t.Errorf("stderr does not say %q:\n%s", tc.want, pr.stderr.String())
+			}
+		})
+	}
 }

@@ -91,17 +91,7 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 		ln.Close()
 		return nil, err
 	}
-	if lim.maxConns > 0 {
-		ln = newLimitListener(ln, lim.maxConns)
-	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: lim.readHeader,
-		ReadTimeout:       lim.read,
-		WriteTimeout:      lim.write,
-		IdleTimeout:       lim.idle,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	hs, ln := limitedServer(ln, srv, lim, logger)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -127,32 +117,114 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 	}, nil
 }
 
-// limitListener accepts at most n connections at a time: the next Accept
-// waits until one of them is closed, and clients wait in the listen
-// backlog meanwhile (as golang.org/x/net/netutil.LimitListener).
+// limitedServer is an HTTP server for h within lim, and the listener it
+// is to serve: ln, limited.
+func limitedServer(ln net.Listener, h http.Handler, lim httpLimits, logger *slog.Logger) (*http.Server, net.Listener) {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		WriteTimeout:      lim.write,
+		IdleTimeout:       lim.idle,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if lim.maxConns > 0 {
+		l := newLimitListener(ln, lim.maxConns)
+		hs.ConnState = l.connState
+		ln = l
+	}
+	return hs, ln
+}
+
+// limitListener serves at most n connections at a time. A connection
+// beyond them is accepted and waits for a slot, and so do the clients
+// behind it (in the listen backlog). A kept-alive connection between two
+// requests gives its slot up to the one waiting (the oldest idle one is
+// closed): scrapers that keep their connections alive cannot keep a
+// liveness probe out. A connection in the middle of a request keeps its
+// slot, for ReadHeaderTimeout at most.
 type limitListener struct {
 	net.Listener
 	sem       chan struct{} // one token per open accepted connection
 	done      chan struct{} // closed by Close: a waiting Accept returns
 	closeOnce sync.Once
+	idled     chan struct{} // a connection went idle: a waiting Accept looks
+
+	mu   sync.Mutex
+	idle map[*limitConn]time.Time // since when, between requests
 }
 
 func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{}),
+		idled: make(chan struct{}, 1), idle: map[*limitConn]time.Time{}}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.sem
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	for {
+		select {
+		case l.sem <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		default:
+		}
+		if l.closeIdle() {
+			continue // its Close gave its token back
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+		case <-l.idled:
+		case <-l.done:
+			c.Close()
+			return nil, net.ErrClosed
+		}
+	}
+}
+
+// closeIdle closes the connection idle the longest, if any.
+func (l *limitListener) closeIdle() bool {
+	l.mu.Lock()
+	var oldest *limitConn
+	for c, since := range l.idle {
+		if oldest == nil || since.Before(l.idle[oldest]) {
+			oldest = c
+		}
+	}
+	delete(l.idle, oldest)
+	l.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	oldest.Close()
+	return true
+}
+
+// connState is the server's http.Server.ConnState: it keeps track of the
+// connections that idle between requests.
+func (l *limitListener) connState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	if st == http.StateIdle {
+		l.idle[c] = time.Now()
+	} else {
+		delete(l.idle, c)
+	}
+	l.mu.Unlock()
+	if st == http.StateIdle {
+		select {
+		case l.idled <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (l *limitListener) Close() error {

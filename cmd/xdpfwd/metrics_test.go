@@ -384,7 +384,8 @@ func TestServeMetricsStopping(t *testing.T) {
 
 // TestMetricsServerLimits: in process, with a real forwarder. A kept-alive
 // connection that idles is closed by the server; beyond the connection
-// limit a client waits, and is answered once a slot frees.
+// limit (connections in the middle of a request) a client waits, and is
+// answered once a slot frees.
 func TestMetricsServerLimits(t *testing.T) {
 	p := newPair(t, topo.Options{})
 	f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}})
@@ -449,11 +450,13 @@ func TestMetricsServerLimits(t *testing.T) {
 		addr := serve(httpLimits{readHeader: time.Minute, read: time.Minute, write: time.Minute, idle: time.Minute, maxConns: 2})
 		var held []net.Conn
 		for range 2 {
-			c, br := dial(addr)
-			if code, _ := request(c, br, "/healthz"); code != 200 {
-				t.Fatalf("/healthz: %d", code)
+			c, _ := dial(addr)
+			// In the middle of a request: holds its slot (an idle
+			// kept-alive one would give it up, TestHealthzBehindIdleConns).
+			if _, err := fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: xdpfwd\r\n"); err != nil {
+				t.Fatal(err)
 			}
-			held = append(held, c) // kept alive: holds its slot
+			held = append(held, c)
 		}
 		c, br := dial(addr) // connects: the kernel's backlog takes it
 		if _, err := fmt.Fprint(c, "GET /metrics HTTP/1.1\r\nHost: xdpfwd\r\n\r\n"); err != nil {
@@ -484,5 +487,85 @@ func TestQueueRates(t *testing.T) {
 	got := queueRates([]string{"eth1"}, [][]uint64{{100, 0}}, [][]uint64{{300, 50}}, 2*time.Second)
 	if want := " | eth1 rx pps per queue 0:100 1:25"; got != want {
 		t.Errorf("queueRates = %q, want %q", got, want)
+	}
+}
+
+// TestHealthzBehindIdleConns: clients that keep their connections alive
+// between scrapes and hold every slot do not keep a liveness probe
+// waiting: an idle connection gives its slot to a new one. Connections
+// in the middle of a request keep theirs.
+func TestHealthzBehindIdleConns(t *testing.T) {
+	const slots = 3
+	tests := []struct {
+		name     string
+		partial  int  // of the held connections, in the middle of a request
+		answered bool // the probe, within 2 s
+	}{
+		{"idle", 0, true},
+		{"one busy", 1, true},
+		{"all busy", slots, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok\n") })
+			lim := defaultHTTPLimits
+			lim.maxConns = slots
+			hs, lln := limitedServer(ln, h, lim, slog.New(slog.DiscardHandler))
+			go hs.Serve(lln)
+			defer hs.Close()
+			addr := ln.Addr().String()
+			dial := func() (net.Conn, *bufio.Reader) {
+				t.Helper()
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c, bufio.NewReader(c)
+			}
+			get := func(c net.Conn, br *bufio.Reader, within time.Duration) error {
+				t.Helper()
+				if _, err := fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: xdpfwd\r\n\r\n"); err != nil {
+					return err
+				}
+				c.SetReadDeadline(time.Now().Add(within))
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					return err
+				}
+				io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					return fmt.Errorf("HTTP %d", resp.StatusCode)
+				}
+				return nil
+			}
+			for i := range slots {
+				c, br := dial()
+				if i < tc.partial {
+					// Half a request: the server waits for the rest.
+					fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: xdpfwd\r\n")
+					continue
+				}
+				if err := get(c, br, 10*time.Second); err != nil {
+					t.Fatalf("connection %d: %v", i, err)
+				}
+				// Kept alive, idle: a scraper between two scrapes.
+			}
+			c, br := dial()
+			start := time.Now()
+			err = get(c, br, 2*time.Second)
+			t.Logf("the probe beyond %d held slots (%d busy): %v after %v", slots, tc.partial, err, time.Since(start))
+			if tc.answered && err != nil {
+				t.Errorf("/healthz behind %d kept-alive connections: %v", slots, err)
+			}
+			if !tc.answered && !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Errorf("/healthz beyond %d connections in the middle of a request: %v, want no answer yet", slots, err)
+			}
+		})
 	}
 }
