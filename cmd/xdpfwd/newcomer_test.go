@@ -46,7 +46,7 @@ func TestRunHelpGrouped(t *testing.T) {
 		fs.String(name, "", "") // run's own, registered in cmdRun
 	}
 	fs.VisitAll(func(f *flag.Flag) {
-		if n := len(regexp.MustCompile(`(?m)^  --` + regexp.QuoteMeta(f.Name) + `( |$)`).FindAllString(help, -1)); n != 1 {
+		if n := len(regexp.MustCompile(`(?m)^  --`+regexp.QuoteMeta(f.Name)+`( |$)`).FindAllString(help, -1)); n != 1 {
 			t.Errorf("--%s listed %d times, want once", f.Name, n)
 		}
 	})
