@@ -521,6 +521,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
+		logTotals(logger, sum, cfg.Links)
 		if *summary != "" {
 			if werr := writeSummary(*summary, sum); werr != nil {
 				err = errors.Join(err, werr)
