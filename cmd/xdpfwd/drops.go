@@ -14,7 +14,7 @@ import (
 // drop reason of fwd.LinkStats.Drops happens.
 var dropMeaning = map[string]string{
 	fwd.DropRXDropped:     "the kernel had no frame to receive into, or the frame was too long",
-	fwd.DropRXRingFull:    "the kernel found the socket's RX ring full: xdpfwd read slower than the link received",
+	fwd.DropRXRingFull:    "the kernel found the socket's RX ring full: xdpfwd read slower than the link received (an unpaced sender, a busy CPU)",
 	fwd.DropFillRingEmpty: "the kernel found no frame on the fill ring (also in rx_dropped)",
 	fwd.DropRXInvalid:     "the kernel refused a fill address",
 	fwd.DropTXInvalid:     "the kernel refused a TX descriptor",
