@@ -142,9 +142,11 @@ func groupedBars(path, title, ylabel string, groups []string, series []barSeries
 	return groupedBarsLabelled(path, title, ylabel, groups, series, nil, 0)
 }
 
-// groupedBarsLabelled is groupedBars with, if format is not nil, every
-// bar's median written above it and its whisker (a bar of 0 is otherwise
-// invisible). A yCap > 0 is the most the y axis shows (120 for a
+// groupedBarsLabelled is groupedBars with every bar's median written above
+// it and its whisker by format (a bar of 0 is otherwise invisible, a short
+// one unreadable next to a tall one); a nil format writes three
+// significant digits where the bars are wide enough for them, nothing
+// elsewhere. A yCap > 0 is the most the y axis shows (120 for a
 // percentage: the room above 100 % holds the legend and the labels).
 func groupedBarsLabelled(path, title, ylabel string, groups []string, series []barSeries, format func(float64) string, yCap float64) error {
 	p := plot.New()
@@ -156,6 +158,9 @@ func groupedBarsLabelled(path, title, ylabel string, groups []string, series []b
 		return fmt.Errorf("%d series, %d distinct colours", n, len(palette))
 	}
 	width := vg.Points(min(28, 360/float64(n*len(groups))))
+	if format == nil && width >= vg.Points(22) {
+		format = barLabel
+	}
 	top := 0.0
 	for i, s := range series {
 		bc, err := plotter.NewBarChart(plotter.Values(s.med), width)
@@ -205,7 +210,22 @@ func groupedBarsLabelled(path, title, ylabel string, groups []string, series []b
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Y.Tick.Marker = niceTicks{}
 	p.NominalX(groups...)
+	// Half a group of room at each end, so that the outer bars do not
+	// touch the axis or the image's edge.
+	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	return p.Save(24*vg.Centimeter, 13*vg.Centimeter, path)
+}
+
+// barLabel writes v with three significant digits, as an axis in
+// thousands or millions needs them: 0.132, 2.59, 35.1, 812.
+func barLabel(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	if a := math.Abs(v); a > 0 && a < 1 {
+		return strconv.FormatFloat(v, 'f', 2-int(math.Floor(math.Log10(a))), 64)
+	}
+	return sig3(v)
 }
 
 // chartYMax is the top of a chart's y axis: room above the tallest bar

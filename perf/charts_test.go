@@ -85,3 +85,11 @@ func TestChartYMax(t *testing.T) {
 		}
 	}
 }
+
+func TestBarLabel(t *testing.T) {
+	for v, want := range map[float64]string{0.132: "0.132", 0.0705: "0.0705", 2.59: "2.59", 35.1: "35.1", 812.4: "812", 0: "0", 16800: "16800"} {
+		if got := barLabel(v); got != want {
+			t.Errorf("barLabel(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
