@@ -21,10 +21,17 @@ var flagGroups = []struct {
 	{"operations", []string{"force", "wait-for-links", "stats-interval", "summary", "metrics", "control", "config", "log-format", "log-level"}},
 }
 
-// printUsage writes fs's flags grouped by flagGroups, each spelled with two
-// dashes as the README spells them, its help on the lines below.
+// printUsage writes fs's flags, each spelled with two dashes as the README
+// spells them, its help on the lines below: for the commands that take the
+// forwarder's flags (run, demo) grouped by flagGroups, for the others in
+// one list.
 func printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprintf(w, "usage: xdpfwd %s [flags]\n", fs.Name())
+	if fs.Lookup("queues") == nil {
+		fmt.Fprintln(w)
+		fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })
+		return
+	}
 	listed := map[string]bool{}
 	group := func(title string, names []string) {
 		var fl []*flag.Flag
