@@ -360,7 +360,7 @@ func (c *Config) normalize() error {
 	case c.FrameSize != 2048 && c.FrameSize != 4096:
 		return inputErr("frame size %d: want 2048 or 4096", c.FrameSize)
 	case c.Queues < 0:
-		return inputErr("queues %d: want a positive count", c.Queues)
+		return inputErr("queues %d: want 0 (automatic) or a positive count", c.Queues)
 	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < MinRingSize || c.RingSize > MaxRingSize):
 		return inputErr("ring size %d: want a power of two, %d..%d", c.RingSize, MinRingSize, MaxRingSize)
 	case c.Batch < linearize.MaxDescs || c.RingSize != 0 && uint32(c.Batch) > c.RingSize:

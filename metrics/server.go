@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 )
@@ -32,8 +33,10 @@ type Options struct {
 	// there, and its metrics show what goes wrong. nil: no check.
 	Check func() error
 	// Registry is where the Collector is registered and what /metrics
-	// serves. nil: a new registry that also holds the Go runtime (go_*) and
-	// process (process_*) collectors.
+	// serves. nil: a new registry, and /metrics serves after its families
+	// those of the Go runtime (go_*) and the process (process_*), from a
+	// registry of their own: xdpfwd's come first, where `curl | head`
+	// shows them.
 	Registry *prometheus.Registry
 	// Logger receives the HTTP handler's errors; nil discards them.
 	Logger *slog.Logger
@@ -44,12 +47,15 @@ type Options struct {
 // Server serves a forwarder's metrics on /metrics and its health on
 // /healthz. It is an http.Handler; the caller owns the listener.
 type Server struct {
-	c      *Collector
-	reg    *prometheus.Registry
-	health func() error
-	check  func() error
-	mux    *http.ServeMux
-	logger *slog.Logger
+	c   *Collector
+	reg *prometheus.Registry
+	// runtime holds the Go and process collectors, served after reg's;
+	// nil with Options.Registry.
+	runtime *prometheus.Registry
+	health  func() error
+	check   func() error
+	mux     *http.ServeMux
+	logger  *slog.Logger
 }
 
 // NewServer builds a Collector over f (see NewCollector: call it before
@@ -70,14 +76,17 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 	}
 	c.logger = s.logger
 	c.live = s.healthErr
+	var served prometheus.Gatherer = s.reg
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
-		if err := s.reg.Register(collectors.NewGoCollector()); err != nil {
+		s.runtime = prometheus.NewRegistry()
+		if err := s.runtime.Register(collectors.NewGoCollector()); err != nil {
 			return nil, err
 		}
-		if err := s.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		if err := s.runtime.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 			return nil, err
 		}
+		served = inOrder{s.reg, s.runtime}
 	}
 	if err := s.reg.Register(c); err != nil {
 		return nil, fmt.Errorf("metrics: register collector: %w", err)
@@ -88,7 +97,7 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 		}
 	}
 	s.mux = http.NewServeMux()
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(served, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
@@ -106,8 +115,25 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 // Collector is the Server's collector, e.g. to Freeze it before Close.
 func (s *Server) Collector() *Collector { return s.c }
 
-// Registry is the registry /metrics serves.
+// Registry is the registry of xdpfwd's collectors, which /metrics serves
+// first (see Options.Registry).
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// inOrder gathers each of its gatherers in turn and serves their families
+// in that order, where prometheus.Gatherers would sort them all by name.
+// Their names must not overlap.
+type inOrder []prometheus.Gatherer
+
+func (g inOrder) Gather() ([]*dto.MetricFamily, error) {
+	var out []*dto.MetricFamily
+	var errs prometheus.MultiError
+	for _, x := range g {
+		mfs, err := x.Gather()
+		errs.Append(err)
+		out = append(out, mfs...)
+	}
+	return out, errs.MaybeUnwrap()
+}
 
 // ServeHTTP serves /metrics, /healthz and a one-line index on /.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +21,9 @@ type barSeries struct {
 	med, lo, hi []float64
 }
 
-// palette: the reference (xdpfwd) is always the first colour.
+// palette: the reference (xdpfwd) is always the first colour, and every
+// series of a chart gets a colour of its own (a udp chart has 10, a cost
+// chart 11): Tableau's ten, then six more that stay apart from them.
 var palette = []color.RGBA{
 	{0x1f, 0x77, 0xb4, 0xff}, // blue
 	{0xff, 0x7f, 0x0e, 0xff}, // orange
@@ -30,6 +33,14 @@ var palette = []color.RGBA{
 	{0x8c, 0x56, 0x4b, 0xff}, // brown
 	{0xe3, 0x77, 0xc2, 0xff}, // pink
 	{0x7f, 0x7f, 0x7f, 0xff}, // grey
+	{0xbc, 0xbd, 0x22, 0xff}, // olive
+	{0x17, 0xbe, 0xcf, 0xff}, // cyan
+	{0x00, 0x00, 0x00, 0xff}, // black
+	{0xff, 0xd7, 0x00, 0xff}, // gold
+	{0x00, 0x00, 0x80, 0xff}, // navy
+	{0x80, 0x00, 0x00, 0xff}, // maroon
+	{0x98, 0xdf, 0x8a, 0xff}, // light green
+	{0xc5, 0xb0, 0xd5, 0xff}, // lavender
 }
 
 // whiskers draws min–max ranges over grouped bars; bars and whiskers share
@@ -68,41 +79,95 @@ func (w *whiskers) DataRange() (xmin, xmax, ymin, ymax float64) {
 	return xmin, xmax, 0, 0
 }
 
-// plainTicks are gonum's default ticks labelled without trailing zeros.
-type plainTicks struct{}
+// niceTicks label 4 to 8 round values (steps of 1, 2, 2.5 or 5 times a
+// power of ten) with as many decimals as the step needs: gonum's default
+// gives as few as two labels, and its values carry binary rounding
+// (0.30000000000000004). An unlabelled tick halves each step.
+type niceTicks struct{}
 
-func (plainTicks) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+func (niceTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	// The smallest round step that gives at most 8 labels.
+	step := niceStep((hi - lo) / 10)
+	for math.Floor(hi/step+1e-9)-math.Ceil(lo/step-1e-9)+1 > 8 {
+		step = niceStep(step * (1 + 1e-6))
+	}
+	dec := decimals(step)
+	var ts []plot.Tick
+	for k := math.Ceil(lo/step - 1e-9); k*step <= hi+step*1e-9; k++ {
+		v := k * step
+		if v == 0 {
+			v = 0 // not -0
+		}
+		label := strconv.FormatFloat(v, 'f', dec, 64)
+		if v == 0 {
+			label = "0"
+		}
+		ts = append(ts, plot.Tick{Value: v, Label: label})
+		if m := v + step/2; m <= hi {
+			ts = append(ts, plot.Tick{Value: m})
 		}
 	}
 	return ts
 }
 
-// groupedBars draws one bar per series in every group, with whiskers.
-func groupedBars(path, title, ylabel string, groups []string, series []barSeries) error {
-	return groupedBarsLabelled(path, title, ylabel, groups, series, nil)
+// niceStep is the smallest of 1, 2, 2.5, 5 times a power of ten not below
+// raw (> 0).
+func niceStep(raw float64) float64 {
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*mag >= raw*(1-1e-9) {
+			return m * mag
+		}
+	}
+	return 10 * mag
 }
 
-// groupedBarsLabelled is groupedBars with, if format is not nil, every
-// bar's median written above it and its whisker (a bar of 0 is otherwise
-// invisible).
-func groupedBarsLabelled(path, title, ylabel string, groups []string, series []barSeries, format func(float64) string) error {
+// decimals is the number of decimals that writes every multiple of step
+// exactly: 0 for 500, 1 for 0.5, 2 for 0.25.
+func decimals(step float64) int {
+	for d := 0; d < 12; d++ {
+		x := step * math.Pow(10, float64(d))
+		if math.Abs(x-math.Round(x)) <= 1e-6*x {
+			return d
+		}
+	}
+	return 12
+}
+
+// groupedBars draws one bar per series in every group, with whiskers.
+func groupedBars(path, title, ylabel string, groups []string, series []barSeries) error {
+	return groupedBarsLabelled(path, title, ylabel, groups, series, nil, 0)
+}
+
+// groupedBarsLabelled is groupedBars with every bar's median written above
+// it and its whisker by format (a bar of 0 is otherwise invisible, a short
+// one unreadable next to a tall one); a nil format writes three
+// significant digits where the bars are wide enough for them, nothing
+// elsewhere. A yCap > 0 is the most the y axis shows (120 for a
+// percentage: the room above 100 % holds the legend and the labels).
+func groupedBarsLabelled(path, title, ylabel string, groups []string, series []barSeries, format func(float64) string, yCap float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.Y.Label.Text = ylabel
 	p.Y.Min = 0
 	n := len(series)
+	if n > len(palette) {
+		return fmt.Errorf("%d series, %d distinct colours", n, len(palette))
+	}
 	width := vg.Points(min(28, 360/float64(n*len(groups))))
+	if format == nil && width >= vg.Points(22) {
+		format = barLabel
+	}
 	top := 0.0
 	for i, s := range series {
 		bc, err := plotter.NewBarChart(plotter.Values(s.med), width)
 		if err != nil {
 			return err
 		}
-		bc.Color = palette[i%len(palette)]
+		bc.Color = palette[i]
 		bc.LineStyle.Width = 0
 		bc.Offset = width * vg.Length(float64(i)-float64(n-1)/2)
 		p.Add(bc)
@@ -117,7 +182,7 @@ func groupedBarsLabelled(path, title, ylabel string, groups []string, series []b
 	if top <= 0 {
 		top = 1 // all bars 0: still an axis to draw them on
 	}
-	ymax := top * (1.6 + 0.09*float64(n))
+	ymax := chartYMax(top, n, yCap)
 	if format != nil {
 		for i, s := range series {
 			xy := plotter.XYLabels{XYs: make(plotter.XYs, len(s.med))}
@@ -143,9 +208,35 @@ func groupedBarsLabelled(path, title, ylabel string, groups []string, series []b
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	p.Y.Tick.Marker = plainTicks{}
+	p.Y.Tick.Marker = niceTicks{}
 	p.NominalX(groups...)
+	// Half a group of room at each end, so that the outer bars do not
+	// touch the axis or the image's edge.
+	p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
 	return p.Save(24*vg.Centimeter, 13*vg.Centimeter, path)
+}
+
+// barLabel writes v with three significant digits, as an axis in
+// thousands or millions needs them: 0.132, 2.59, 35.1, 812.
+func barLabel(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	if a := math.Abs(v); a > 0 && a < 1 {
+		return strconv.FormatFloat(v, 'f', 2-int(math.Floor(math.Log10(a))), 64)
+	}
+	return sig3(v)
+}
+
+// chartYMax is the top of a chart's y axis: room above the tallest bar
+// for the legend (a line per series) and the whiskers, at most yCap (if
+// > 0) unless a bar is taller.
+func chartYMax(top float64, series int, yCap float64) float64 {
+	ymax := top * (1.6 + 0.09*float64(series))
+	if yCap > 0 && ymax > yCap {
+		ymax = max(yCap, top*1.05)
+	}
+	return ymax
 }
 
 // seriesFor collects the median and range of metric (scaled) over the
@@ -258,7 +349,7 @@ func (r *Results) Charts(dir string) ([]string, error) {
 					return fmt.Sprintf("%.0f", v)
 				}
 				return si(v)
-			}); err != nil {
+			}, 0); err != nil {
 			return names, fmt.Errorf("chart %s: %w", name, err)
 		}
 		names = append(names, name)
@@ -285,7 +376,7 @@ func (r *Results) Charts(dir string) ([]string, error) {
 		}
 		name := "delivery.png"
 		if err := groupedBarsLabelled(filepath.Join(dir, name), "Delivery: "+w.Title, "% of offered packets delivered",
-			[]string{"delivered (higher is better)"}, series, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }); err != nil {
+			[]string{"delivered (higher is better)"}, series, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }, 120); err != nil {
 			return names, fmt.Errorf("chart %s: %w", name, err)
 		}
 		names = append(names, name)

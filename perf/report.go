@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
@@ -358,7 +359,7 @@ func (r *Results) latencySection(b *strings.Builder) {
 			"A userspace echo in the destination namespace sends each request back; the client timestamps both ends. "+
 			"%s, and with `--queues 1` (one worker: nothing is handed between workers), the reference of the ratios (×, lower is better). "+
 			"A packet that reaches a worker which does not own its flow's TX queue is handed over, and waits until the owner wakes up.\n\n",
-			w.Size, w.Count, max(200, w.Count/2), w.Rate, shape)
+			w.Size, w.Count, quickLatencyCount(w.Count), w.Rate, shape)
 		t := mdTable{head: []string{"contender", "p50 µs", "p99 µs", "max µs", "p99 µs, from CPU 0", "p99 µs, from CPU 1", "lost", "lost, from CPU 0", "lost, from CPU 1"}}
 		for _, c := range cs {
 			t.rows = append(t.rows, []string{c.Label,
@@ -547,4 +548,59 @@ func (r *Results) costTable(w WorkloadInfo, cs []ContenderResult) string {
 		"(/proc/PID/task/*/status), and from xdpfwd's metrics, per 1,000 packets it received: ppoll returns, wake-ups " +
 		"(returns with something ready), TX kicks (sendto), fill-ring wake-ups (recvfrom), RX batches, and its system calls " +
 		"(a ppoll or nanosleep per sleep, sendto, recvfrom, eventfd reads and writes).\n\n" + t.String() + "\n"
+}
+
+// Brief is what a run prints on standard output: where its files are and
+// one line per workload, the reference contender's median of the headline
+// metric and the range of the others' (results.md has the tables).
+func (r *Results) Brief(dir string) string {
+	var b strings.Builder
+	n := 0
+	for _, s := range r.Samples {
+		if s.Error == "" {
+			n++
+		}
+	}
+	fmt.Fprintf(&b, "perf: %d samples in %s%s. Tables: %s; every sample: %s; charts: %s\n\n",
+		n, fmtClock(secondsDuration(r.ElapsedS)), map[bool]string{true: " (interrupted)"}[r.Interrupted],
+		filepath.Join(dir, "results.md"), filepath.Join(dir, "results.json"), filepath.Join(dir, "*.png"))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tunit\treference\tothers (median of each: lowest–highest)\tfailed")
+	for _, w := range r.Workloads {
+		ref := r.refFor(w.Name)
+		refCell := "—"
+		if st, ok := r.stat(ref, w.Name, w.Metric); ok {
+			refCell = ref + " " + fmtMetric(st.Median, w.Metric)
+		}
+		var others []float64
+		failed, any := 0, false
+		for _, c := range r.Contenders {
+			if st, ok := r.stat(c.Name, w.Name, w.Metric); ok {
+				any = true
+				if c.Name != ref && !c.Baseline {
+					others = append(others, st.Median)
+				}
+			}
+		}
+		for _, s := range r.Samples {
+			if s.Workload == w.Name && s.Error != "" {
+				failed++
+				any = true
+			}
+		}
+		if !any {
+			continue
+		}
+		otherCell := "—"
+		if len(others) > 0 {
+			lo, hi := fmtMetric(slices.Min(others), w.Metric), fmtMetric(slices.Max(others), w.Metric)
+			otherCell = fmt.Sprintf("%d: %s–%s", len(others), lo, hi)
+			if lo == hi {
+				otherCell = fmt.Sprintf("%d: %s", len(others), lo)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", w.Name, w.Unit, refCell, otherCell, failed)
+	}
+	tw.Flush()
+	return b.String()
 }

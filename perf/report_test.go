@@ -197,3 +197,64 @@ func TestWriteAndReadme(t *testing.T) {
 		t.Error("rewriting twice changed the README")
 	}
 }
+
+// TestBrief: what a run prints is where its files are and one line per
+// workload that ran, not the whole of results.md.
+func TestBrief(t *testing.T) {
+	r := synthetic()
+	out := r.Brief("perf-results")
+	t.Logf("brief:\n%s", out)
+	md := r.Markdown()
+	if strings.Contains(out, "###") || len(out) > len(md)/3 {
+		t.Errorf("brief is %d bytes with headings %v; want a short table, not results.md (%d bytes)", len(out), strings.Contains(out, "###"), len(md))
+	}
+	for _, w := range []string{"perf-results/results.md", "perf-results/results.json", "udp-64", "xdpfwd 120k", "1: 60.0k ", "rr-1k", "tcp-4"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("brief lacks %q", w)
+		}
+	}
+	if strings.Contains(out, "latency-2q") {
+		t.Errorf("brief has a line for latency-2q, which has no sample")
+	}
+	// One line per workload with samples, a header, the files line and a blank.
+	if n, want := strings.Count(out, "\n"), 2+1+8; n != want {
+		t.Errorf("%d lines, want %d", n, want)
+	}
+}
+
+// TestQuickPlan: the quick run's plan — every contender's samples, each a
+// warm-up, a window and a drain, the latency samples' requests, a warm-up
+// per contender start — fits in 90 s, leaving half a minute of the two
+// minutes for starting and stopping forwarders and building them.
+func TestQuickPlan(t *testing.T) {
+	o := &Options{Quick: true}
+	o.defaults()
+	cs, _ := selectContenders(nil)
+	ws, _ := selectWorkloads(nil)
+	var plan time.Duration
+	samples, starts := 0, 0
+	e := &env{o: o}
+	for _, c := range cs {
+		pairs := map[pairKey]bool{}
+		for _, w := range ws {
+			if !w.applies(c) {
+				continue
+			}
+			samples++
+			pairs[e.pairKey(c, w)] = true
+			plan += o.drain()
+			if w.Group == "latency" {
+				plan += time.Duration(float64(w.latencyCount(o)) / float64(w.Rate) * float64(time.Second))
+			} else {
+				plan += o.Warmup + o.Duration
+			}
+		}
+		starts += len(pairs)
+	}
+	plan += time.Duration(starts) * o.Warmup // warm before the first sample
+	plan *= time.Duration(o.Rounds)
+	t.Logf("quick: %d rounds × %d samples, %d starts: %v of traffic and pauses", o.Rounds, samples, starts, plan)
+	if plan > 90*time.Second {
+		t.Errorf("the quick run plans %v of traffic, want ≤ 90 s", plan)
+	}
+}

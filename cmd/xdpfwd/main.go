@@ -155,10 +155,10 @@ type fwdFlags struct {
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	if withLinks {
-		fs.Var(&ff.links, "link", "a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect and sink)")
+		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect and sink)")
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
-	fs.IntVar(&ff.queues, "queues", 0, "queues (and workers) per link; 0 = the links' RX queue count")
+	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links")
 	fs.Var(&ff.frameSize, "frame-size", "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)")
 	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
 	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
@@ -181,7 +181,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop)")
 	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
-	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry MAC[/VLAN]=LINK, never aged or moved (repeat)")
+	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
 	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
 	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
 }
@@ -215,6 +215,9 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		logger = slog.New(slog.NewJSONHandler(stderr, opts))
 	default:
 		return cfg, nil, bad(fmt.Errorf("log format %q: want text or json", ff.logFormat))
+	}
+	if ff.queues < 0 {
+		return cfg, nil, bad(fmt.Errorf("--queues %d: want 0 (auto: the CPUs, at most the links' queue counts) or a count of 1..the links' queue count", ff.queues))
 	}
 	cfg.Links = ff.links
 	cfg.Queues = ff.queues
@@ -449,9 +452,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(joinOptionalValues(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprintf(stderr, "usage: xdpfwd %s [flags]\n", fs.Name())
-			fs.PrintDefaults()
+			printUsage(stderr, fs)
 			return err
 		}
 		return usageError{fmt.Sprintf("%s: %v (see 'xdpfwd %s --help')", fs.Name(), err, fs.Name())}
@@ -549,6 +550,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
+		logTotals(logger, sum, cfg.Links)
 		if *summary != "" {
 			if werr := writeSummary(*summary, sum); werr != nil {
 				err = errors.Join(err, werr)
