@@ -61,7 +61,7 @@ var Drivers = []Driver{
 	{"i40e", 1, true, "i40e_main.c i40e_configure_rx_ring: rx_buf_len = xsk_pool_get_rx_frame_size(), dbuff = DIV_ROUND_UP(rx_buf_len, 128), rxmax = min(max_frame, chain_len * rx_buf_len); zero-copy multi-buffer since 6.6"},
 	{"ice", 1, true, "ice_base.c ice_vsi_cfg_rxq/ice_setup_rx_ctx: rx_buf_len = xsk_pool_get_rx_frame_size(), dbuf = DIV_ROUND_UP(rx_buf_len, 128), rxmax = min(max_frame, 5 * rx_buf_len); zero-copy multi-buffer since 6.6"},
 	{"mlx5_core", 1, false, "en/xsk/setup.c mlx5e_validate_xsk_param: bind refused (EINVAL) when MTU + headroom exceed the chunk, chunks 2048..PAGE_SIZE"},
-	{"virtio_net", 1, false, "virtio_net.c virtnet_add_recvbuf_xsk: buffer = xsk_pool_get_rx_frame_size() + virtio header; a longer packet is dropped (rx_length_errors) or, merged, passed to the stack"},
+	{"virtio_net", 1, false, "virtio_net.c virtnet_add_recvbuf_xsk: buffer = xsk_pool_get_rx_frame_size() + virtio header (in the headroom); virtnet_receive_xsk_merge: a packet of several buffers skips the program (to the stack before a 2025 fix, XDP_ABORTED after)"},
 }
 
 // Lookup returns the table's entry for a driver name.
