@@ -311,6 +311,7 @@ const maxFrameOverhead = 14 + 4 + unix.XDP_PACKET_HEADROOM
 type linkInfo struct {
 	name     string
 	driver   string // ethtool -i; "" if unknown
+	zc       xsk.ZeroCopyFeatures
 	index    int
 	mtu      int
 	rxQueues int
@@ -388,8 +389,8 @@ func lookupLinks(c *Config) ([]linkInfo, error) {
 		}
 		a := l.Attrs()
 		rx, tx := realQueues(name)
-		drv, _ := driverOf(name)
-		out[i] = linkInfo{name: name, driver: drv, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
+		drv, zc := probeLink(name, a.Index)
+		out[i] = linkInfo{name: name, driver: drv, zc: zc, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
 		if l.Type() == "veth" && c.Checksums == ChecksumsAuto {
 			c.CompleteChecksums = true
 		}
@@ -418,8 +419,14 @@ func lookupLinks(c *Config) ([]linkInfo, error) {
 	return out, c.resolveMultiBuffer(out)
 }
 
-// driverOf names a link's driver (a variable: tests pose veths as NICs).
-var driverOf = ethtool.Driver
+// probeLink names a link's driver and asks the kernel what it does of
+// zero-copy; what it cannot learn stays zero (unknown). A variable: tests
+// pose veths as NICs.
+var probeLink = func(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
+	drv, _ := ethtool.Driver(name)
+	zc, _ := xsk.LinkZeroCopy(ifindex)
+	return drv, zc
+}
 
 // fitDrivers settles FrameSize and ZeroCopy so that no link's driver cuts
 // a frame of its MTU in zero-copy mode (package zcbuf), and logs what it
@@ -427,7 +434,8 @@ var driverOf = ethtool.Driver
 func (c *Config) fitDrivers(links []linkInfo) error {
 	zl := make([]zcbuf.Link, len(links))
 	for i, l := range links {
-		zl[i] = zcbuf.Link{Name: l.name, Driver: l.driver, MTU: l.mtu}
+		zl[i] = zcbuf.Link{Name: l.name, Driver: l.driver, MTU: l.mtu,
+			NoZeroCopy: l.zc.Known && !l.zc.ZeroCopy, ZCMaxSegs: l.zc.MaxSegs}
 	}
 	asked := c.FrameSize
 	if c.frameAuto {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
@@ -31,11 +30,13 @@ func (l *syncLog) String() string {
 }
 
 // TestNewFitsDriverFrames: New applies package zcbuf's decision to the
-// links' drivers. The pair's veths pose as igb (driverOf): with the frame
+// links' drivers. The pair's veths pose as igb with zero-copy of one
+// segment, as Linux 6.14+ reports it (probeLink): with the frame
 // size left to it, New picks 4096 and says why; an explicit 2048 binds in
 // copy mode with zero-copy auto and is refused with zero-copy on, naming
-// --frame-size 4096. Not parallel: it swaps driverOf, which no parallel
-// test then reads.
+// --frame-size 4096. Without zero-copy (as the kernel says of veth),
+// nothing changes, even with an explicit 2048. Not
+// parallel: it swaps probeLink, which no parallel test then reads.
 func TestNewFitsDriverFrames(t *testing.T) {
 	topo.RequireRoot(t)
 	p, err := topo.NewPair(topo.Options{})
@@ -43,28 +44,36 @@ func TestNewFitsDriverFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	saved := driverOf
-	defer func() { driverOf = saved }()
-	driverOf = func(name string) (string, error) {
+	saved := probeLink
+	defer func() { probeLink = saved }()
+	asIGB := func(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
 		if name == p.LinkA || name == p.LinkB {
-			return "igb", nil
+			return "igb", xsk.ZeroCopyFeatures{Known: true, ZeroCopy: true, MaxSegs: 1}
 		}
-		return ethtool.Driver(name)
+		return saved(name, ifindex)
+	}
+	igbNoZC := func(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
+		_, zc := saved(name, ifindex)
+		return "igb", zc
 	}
 	for _, tc := range []struct {
 		name      string
+		probe     func(string, int) (string, xsk.ZeroCopyFeatures)
 		frameSize int
 		zc        xsk.ZeroCopy
 		wantFrame int
 		wantZC    xsk.ZeroCopy
 		log, err  string
 	}{
-		{"default", 0, xsk.ZeroCopyAuto, 4096, xsk.ZeroCopyAuto,
+		{"default", asIGB, 0, xsk.ZeroCopyAuto, 4096, xsk.ZeroCopyAuto,
 			`msg="frame size 4096" reason="igb programs receive buffers in 1 KiB units, 2048-byte frames give 1024; link ` + p.LinkA + ` needs 1518 (MTU 1500 + 18)"`, ""},
-		{"explicit auto", 2048, xsk.ZeroCopyAuto, 2048, xsk.ZeroCopyOff, `level=WARN msg="zero-copy off" reason="--frame-size 2048: igb programs`, ""},
-		{"explicit on", 2048, xsk.ZeroCopyOn, 0, 0, "", "--frame-size 2048 with --zerocopy on: igb programs receive buffers in 1 KiB units, 2048-byte frames give 1024"},
+		{"explicit auto", asIGB, 2048, xsk.ZeroCopyAuto, 2048, xsk.ZeroCopyOff, `level=WARN msg="zero-copy off" reason="--frame-size 2048: igb programs`, ""},
+		{"explicit on", asIGB, 2048, xsk.ZeroCopyOn, 0, 0, "", "--frame-size 2048 with --zerocopy on: igb programs receive buffers in 1 KiB units, 2048-byte frames give 1024"},
+		{"igb without zero-copy (the veths' own features)", igbNoZC, 2048, xsk.ZeroCopyAuto, 2048, xsk.ZeroCopyAuto, `msg="multi-buffer off"`, ""},
+		{"veths as themselves", saved, 0, xsk.ZeroCopyAuto, 2048, xsk.ZeroCopyAuto, `msg="multi-buffer off"`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			probeLink = tc.probe
 			var logs syncLog
 			f, err := New(Config{Links: []string{p.LinkA, p.LinkB}, FrameSize: tc.frameSize, ZeroCopy: tc.zc,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))})

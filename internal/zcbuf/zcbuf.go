@@ -61,7 +61,7 @@ var Drivers = []Driver{
 	{"i40e", 1, true, "i40e_main.c i40e_configure_rx_ring: rx_buf_len = xsk_pool_get_rx_frame_size(), dbuff = DIV_ROUND_UP(rx_buf_len, 128), rxmax = min(max_frame, chain_len * rx_buf_len); zero-copy multi-buffer since 6.6"},
 	{"ice", 1, true, "ice_base.c ice_vsi_cfg_rxq/ice_setup_rx_ctx: rx_buf_len = xsk_pool_get_rx_frame_size(), dbuf = DIV_ROUND_UP(rx_buf_len, 128), rxmax = min(max_frame, 5 * rx_buf_len); zero-copy multi-buffer since 6.6"},
 	{"mlx5_core", 1, false, "en/xsk/setup.c mlx5e_validate_xsk_param: bind refused (EINVAL) when MTU + headroom exceed the chunk, chunks 2048..PAGE_SIZE"},
-	{"virtio_net", 1, false, "virtio_net.c virtnet_add_recvbuf_xsk: buffer = xsk_pool_get_rx_frame_size() + virtio header; a longer packet is dropped (rx_length_errors) or, merged, passed to the stack"},
+	{"virtio_net", 1, false, "virtio_net.c virtnet_add_recvbuf_xsk: buffer = xsk_pool_get_rx_frame_size() + virtio header (in the headroom); virtnet_receive_xsk_merge: a packet of several buffers skips the program (to the stack before a 2025 fix, XDP_ABORTED after)"},
 }
 
 // Lookup returns the table's entry for a driver name.
@@ -95,10 +95,19 @@ func (d Driver) programs() string {
 	return fmt.Sprintf("%s programs receive buffers in %d-byte units", d.Name, d.Unit)
 }
 
-// Link is one link to size for: its name, driver (ethtool -i) and MTU.
+// Link is one link to size for: its name, driver (ethtool -i) and MTU,
+// and what the kernel says of the driver's zero-copy support, which
+// overrides the table where it speaks.
 type Link struct {
 	Name, Driver string
 	MTU          int
+	// NoZeroCopy: the kernel says the driver has no AF_XDP zero-copy
+	// (xdp-features without xsk-zerocopy, as igb before 6.14): its
+	// buffers never hold UMEM chunks, so nothing needs to fit them.
+	NoZeroCopy bool
+	// ZCMaxSegs is the kernel's xdp-zc-max-segs for the link: more than
+	// 1, zero-copy multi-buffer; 0, not reported (the table decides).
+	ZCMaxSegs int
 }
 
 // Decision is what Decide chose.
@@ -120,7 +129,8 @@ type Decision struct {
 // headroom the pool's (XDPHeadroom plus the UMEM's). An explicit frame
 // size that does not fit gives copy mode with zc auto and an error with
 // zc on, as does a frame no frame size fits. Drivers not in the table,
-// and those with zero-copy multi-buffer, are taken to fit.
+// those with zero-copy multi-buffer and those without zero-copy are taken
+// to fit.
 func Decide(links []Link, frameSize int, zc xsk.ZeroCopy, headroom int) (Decision, error) {
 	explicit := frameSize != 0
 	if !explicit {
@@ -169,7 +179,11 @@ func Decide(links []Link, frameSize int, zc xsk.ZeroCopy, headroom int) (Decisio
 func misfit(links []Link, frameSize, headroom int) (Link, Driver, bool) {
 	for _, l := range links {
 		drv, known := Lookup(l.Driver)
-		if !known || drv.MultiBuffer {
+		multi := drv.MultiBuffer
+		if l.ZCMaxSegs > 0 {
+			multi = l.ZCMaxSegs > 1
+		}
+		if !known || multi || l.NoZeroCopy {
 			continue
 		}
 		if drv.Buffer(frameSize, headroom) < l.MTU+FrameOverhead {

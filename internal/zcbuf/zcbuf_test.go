@@ -43,7 +43,9 @@ func TestBuffer(t *testing.T) {
 // TestDecide: the frame size and bind mode chosen for links of each
 // driver and MTU, from the frame size and zero-copy mode asked for.
 func TestDecide(t *testing.T) {
-	igb := func(mtu int) []zcbuf.Link { return []zcbuf.Link{{"eth0", "igb", mtu}, {"eth1", "igb", mtu}} }
+	igb := func(mtu int) []zcbuf.Link {
+		return []zcbuf.Link{{Name: "eth0", Driver: "igb", MTU: mtu}, {Name: "eth1", Driver: "igb", MTU: mtu}}
+	}
 	auto, on, off := xsk.ZeroCopyAuto, xsk.ZeroCopyOn, xsk.ZeroCopyOff
 	for _, tc := range []struct {
 		name      string
@@ -72,14 +74,18 @@ func TestDecide(t *testing.T) {
 			"link eth0 MTU 9000 needs 9018-byte receive buffers; igb programs receive buffers in 1 KiB units, at most 3072 with 4096-byte frames", ""},
 		{"igb jumbo on: refused", igb(9000), 0, on, 2048, false, "", "--zerocopy on: link eth0 MTU 9000 needs 9018-byte receive buffers; igb programs receive buffers in 1 KiB units, at most 3072 with 4096-byte frames, and igb takes no multi-buffer in zero-copy; use --zerocopy auto or off (copy mode), or an MTU of at most 3054"},
 		{"igb jumbo 4096 on: refused", igb(9000), 4096, on, 4096, false, "", "an MTU of at most 3054"},
-		{"ixgbe default: 4096", []zcbuf.Link{{"p0", "ixgbe", 1500}, {"p1", "ixgbe", 1500}}, 0, auto, 4096, false, "ixgbe programs receive buffers in 1 KiB units", ""},
-		{"one igb among virtio: 4096", []zcbuf.Link{{"v0", "virtio_net", 1500}, {"e1", "igb", 1500}}, 0, auto, 4096, false, "link e1 needs 1518", ""},
-		{"virtio 2048 fits", []zcbuf.Link{{"v0", "virtio_net", 1500}, {"v1", "virtio_net", 1500}}, 2048, on, 2048, false, "", ""},
-		{"i40e jumbo: multi-buffer", []zcbuf.Link{{"f0", "i40e", 9000}, {"f1", "ice", 9000}}, 0, on, 2048, false, "", ""},
-		{"mlx5 jumbo on: refused", []zcbuf.Link{{"m0", "mlx5_core", 9000}, {"m1", "mlx5_core", 1500}}, 0, on, 2048, false, "", "mlx5_core"},
-		{"mlx5 MTU 3822 fits 4096", []zcbuf.Link{{"m0", "mlx5_core", 3822}, {"m1", "mlx5_core", 1500}}, 0, on, 4096, false,
+		{"ixgbe default: 4096", []zcbuf.Link{{Name: "p0", Driver: "ixgbe", MTU: 1500}, {Name: "p1", Driver: "ixgbe", MTU: 1500}}, 0, auto, 4096, false, "ixgbe programs receive buffers in 1 KiB units", ""},
+		{"one igb among virtio: 4096", []zcbuf.Link{{Name: "v0", Driver: "virtio_net", MTU: 1500}, {Name: "e1", Driver: "igb", MTU: 1500}}, 0, auto, 4096, false, "link e1 needs 1518", ""},
+		{"virtio 2048 fits", []zcbuf.Link{{Name: "v0", Driver: "virtio_net", MTU: 1500}, {Name: "v1", Driver: "virtio_net", MTU: 1500}}, 2048, on, 2048, false, "", ""},
+		{"i40e jumbo: multi-buffer", []zcbuf.Link{{Name: "f0", Driver: "i40e", MTU: 9000}, {Name: "f1", Driver: "ice", MTU: 9000}}, 0, on, 2048, false, "", ""},
+		{"mlx5 jumbo on: refused", []zcbuf.Link{{Name: "m0", Driver: "mlx5_core", MTU: 9000}, {Name: "m1", Driver: "mlx5_core", MTU: 1500}}, 0, on, 2048, false, "", "mlx5_core"},
+		{"mlx5 MTU 3822 fits 4096", []zcbuf.Link{{Name: "m0", Driver: "mlx5_core", MTU: 3822}, {Name: "m1", Driver: "mlx5_core", MTU: 1500}}, 0, on, 4096, false,
 			"mlx5_core programs receive buffers of the frame size less the headroom, 2048-byte frames give 1792; link m0 needs 3840", ""},
-		{"unknown driver untouched", []zcbuf.Link{{"x0", "veth", 9000}, {"x1", "", 1500}}, 0, on, 2048, false, "", ""},
+		{"igb without zero-copy (before 6.14): untouched", []zcbuf.Link{{Name: "e0", Driver: "igb", MTU: 1500, NoZeroCopy: true, ZCMaxSegs: 0}, {Name: "e1", Driver: "igb", MTU: 1500, NoZeroCopy: true, ZCMaxSegs: 0}}, 2048, on, 2048, false, "", ""},
+		{"igb the kernel says takes 4 segments: multi-buffer", []zcbuf.Link{{Name: "e0", Driver: "igb", MTU: 1500, NoZeroCopy: false, ZCMaxSegs: 4}, {Name: "e1", Driver: "igb", MTU: 1500, NoZeroCopy: false, ZCMaxSegs: 4}}, 2048, on, 2048, false, "", ""},
+		{"igb the kernel says takes 1 segment: 4096", []zcbuf.Link{{Name: "e0", Driver: "igb", MTU: 1500, NoZeroCopy: false, ZCMaxSegs: 1}, {Name: "e1", Driver: "igb", MTU: 1500, NoZeroCopy: false, ZCMaxSegs: 1}}, 0, auto, 4096, false, "link e0 needs 1518", ""},
+		{"i40e the kernel says takes 1 segment: jumbo refused", []zcbuf.Link{{Name: "f0", Driver: "i40e", MTU: 9000, NoZeroCopy: false, ZCMaxSegs: 1}, {Name: "f1", Driver: "i40e", MTU: 1500, NoZeroCopy: false, ZCMaxSegs: 5}}, 0, on, 2048, false, "", "link f0 MTU 9000 needs 9018-byte receive buffers; i40e programs receive buffers of the frame size less the headroom, at most 3840"},
+		{"unknown driver untouched", []zcbuf.Link{{Name: "x0", Driver: "veth", MTU: 9000}, {Name: "x1", Driver: "", MTU: 1500}}, 0, on, 2048, false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := zcbuf.Decide(tc.links, tc.frameSize, tc.zc, zcbuf.XDPHeadroom)
