@@ -42,6 +42,7 @@ var modules = []string{
 	"dca", "i2c-algo-bit", "igb", // igb
 	"failover", "net_failover", "virtio_net", // virtio-net
 	"llc", "stp", "bridge", // the Linux bridge, the iommu workload's baseline
+	"veth", // a link without zero-copy
 }
 
 var (

@@ -27,7 +27,7 @@ if ! file -L /bin/busybox 2>/dev/null | grep -q 'statically linked'; then
 	apt-get install -y -qq busybox-static >/dev/null
 fi
 
-mods=(dca i2c-algo-bit igb failover net_failover virtio_net llc stp bridge)
+mods=(dca i2c-algo-bit igb failover net_failover virtio_net llc stp bridge veth)
 have=1
 [ -s "$cache/vmlinuz" ] || have=0
 for m in "${mods[@]}"; do [ -s "$cache/modules/$m.ko" ] || have=0; done

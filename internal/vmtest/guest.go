@@ -25,7 +25,6 @@ type LinkState struct {
 	Up          bool   `json:"up"`
 	Carrier     bool   `json:"carrier"`
 	MTU         int    `json:"mtu"`
-	RXQueues    int    `json:"rx_queues"`
 }
 
 // Link returns the state of the guest's link name.
@@ -37,6 +36,18 @@ func (vm *VM) Link(t testing.TB, name string) LinkState {
 		t.Fatalf("agent link %s: %q: %v", name, out, err)
 	}
 	return s
+}
+
+// RXQueues is the RX queues link name has in use (the kernel's
+// real_num_rx_queues, as /sys/class/net/NAME/queues shows).
+func (vm *VM) RXQueues(t testing.TB, name string) int {
+	t.Helper()
+	out := vm.Run(t, "ls -d /sys/class/net/"+name+"/queues/rx-* | wc -l", 10*time.Second)
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("rx queues of %s: %q", name, out)
+	}
+	return n
 }
 
 // SetLinks brings both guest NICs up with mtu and waits (30 s at most)

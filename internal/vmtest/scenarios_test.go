@@ -28,17 +28,23 @@ type scenario struct {
 // count or a byte-exact comparison, never a rate.
 func TestNICs(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		cfg  Config
+		name      string
+		cfg       Config
+		scenarios []scenario
 	}{
-		{"igb", Config{NIC: IGB}}, // two RX queues: the driver's RSS over the guest's two CPUs
-		{"virtio-1q", Config{NIC: Virtio, Queues: 1}},
-		{"virtio-2q", Config{NIC: Virtio, Queues: 2}},
+		// Two RX queues: igb's RSS over the guest's two CPUs.
+		{"igb", Config{NIC: IGB}, append(scenarios(), scenario{"iommu", testIOMMU})},
+		{"virtio-1q", Config{NIC: Virtio, Queues: 1}, append(scenarios(), scenario{"iommu", testIOMMU})},
+		{"virtio-2q", Config{NIC: Virtio, Queues: 2}, scenarios()},
+		// What virtio-net zero-copy maps per packet without its
+		// per-packet indirect descriptor table.
+		{"virtio-noindirect", Config{NIC: Virtio, Queues: 1, NoIndirectDesc: true},
+			[]scenario{{"defaults", testDefaults}, {"iommu", testIOMMUZeroCopy}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			vm := Start(t, c.cfg)
 			vm.SetLinks(t, 1500)
-			for _, s := range scenarios(c.cfg) {
+			for _, s := range c.scenarios {
 				t.Run(s.name, func(t *testing.T) {
 					s.run(t, vm)
 					// Whatever a scenario did, it leaves no program
@@ -50,20 +56,20 @@ func TestNICs(t *testing.T) {
 	}
 }
 
-func scenarios(cfg Config) []scenario {
-	s := []scenario{
+func scenarios() []scenario {
+	return []scenario{
 		{"defaults", testDefaults},
 		{"copy", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--zerocopy", "off") }},
 		{"zerocopy-on", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--zerocopy", "on") }},
 		{"one-worker", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--queues", "1") }},
 		{"switch", func(t *testing.T, vm *VM) { testPingTCP(t, vm, "--mode", "switch") }},
+		{"zerocopy-refused", testZeroCopyRefused},
 		{"promisc-off", testPromiscOff},
 		{"kill9-restart", testKill9Restart},
 		{"link-down-up", testLinkDownUp},
 		{"flows-sticky", testFlowsSticky},
 		{"jumbo", testJumbo},
 	}
-	return s
 }
 
 // requireClean fails t if a guest link still has an XDP program or a
@@ -157,6 +163,39 @@ func testDefaults(t *testing.T, vm *VM) {
 	checkSummary(t, d.Stop(t))
 }
 
+// testZeroCopyRefused: --zerocopy on where zero-copy cannot be had exits 2
+// with a message naming why, and leaves nothing attached: on a veth (no
+// zero-copy at all), and on the NIC at an MTU its zero-copy cannot carry.
+func testZeroCopyRefused(t *testing.T, vm *VM) {
+	vm.Run(t, "agent veth zc0 zc1 && ip link set zc0 up && ip link set zc1 up", 10*time.Second)
+	defer vm.Run(t, "ip link del zc0", 10*time.Second)
+	for _, c := range []struct {
+		name string
+		args []string
+		mtu  int
+		want string
+	}{
+		{"veth", []string{"--link", "zc0", "--link", "zc1"}, 1500, "zero-copy"},
+		{"mtu-9000", []string{"--link", NIC0, "--link", NIC1}, 9000, "--zerocopy"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.mtu != 1500 {
+				vm.SetLinks(t, c.mtu)
+				defer vm.SetLinks(t, 1500)
+			}
+			d, rc, out := vm.TryXdpfwd(append(c.args, "--zerocopy", "on")...)
+			if d != nil {
+				d.Stop(t)
+				t.Fatalf("--zerocopy on started: %s", d.Ready)
+			}
+			if rc != 2 || !strings.Contains(out, c.want) {
+				t.Fatalf("--zerocopy on: exit %d, want 2 with a message naming %q:\n%s", rc, c.want, out)
+			}
+			t.Logf("refused: %s", lastLine(out))
+		})
+	}
+}
+
 // testPromiscOff: --promisc off leaves the links alone, so unicast frames
 // for the far host's MAC are filtered by the NIC (the ping fails), while
 // broadcast would still cross.
@@ -168,16 +207,17 @@ func testPromiscOff(t *testing.T, vm *VM) {
 		}
 	}
 	vm.WaitCarrier(t)
-	r, err := topo.Ping(vm.A, AddrB, 5, 20*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Both models filter unicast by MAC as hardware does (QEMU's igb
+	// and virtio-net's receive filter): with the membership off, the
+	// echo requests for B's MAC never reach xdpfwd.
+	r, _ := topo.Ping(vm.A, AddrB, 5, 10*time.Second)
 	if r.Received != 0 {
-		// virtio-net has no MAC filter unless the guest programs one:
-		// it passes every frame whatever the mode.
-		t.Logf("with --promisc off %d/5 pings crossed: the NIC does not filter unicast", r.Received)
+		t.Errorf("with --promisc off %d/5 pings crossed: the NIC did not filter unicast for another MAC", r.Received)
 	}
-	d.Stop(t)
+	s := d.Stop(t)
+	if rx := s.Links[NIC0].RXPackets; rx != 0 {
+		t.Errorf("with --promisc off xdpfwd received %d frames on %s; want the NIC to have filtered them", rx, NIC0)
+	}
 }
 
 // testKill9Restart: a daemon killed with SIGKILL leaves its programs
@@ -250,6 +290,11 @@ func testJumbo(t *testing.T, vm *VM) {
 				return
 			}
 			t.Logf("MTU 9000: %s", d.Ready)
+			for _, l := range strings.Split(d.Log(t), "\n") {
+				if strings.Contains(l, "multi-buffer") || strings.Contains(l, "zero-copy") || strings.Contains(l, "generic") || strings.Contains(l, "frame size") {
+					t.Logf("  %s", l)
+				}
+			}
 			vm.WaitCarrier(t)
 			pingBoth(t, vm, 5)
 			tcpBoth(t, vm, 4<<20)
@@ -311,10 +356,10 @@ func testFlowsSticky(t *testing.T, vm *VM) {
 	if reordered != 0 {
 		t.Errorf("%d datagrams arrived out of order", reordered)
 	}
-	if got < flows*perFlow*9/10 {
+	if got < flows*perFlow*98/100 {
 		t.Errorf("only %d of %d datagrams arrived", got, flows*perFlow)
 	}
-	queues := vm.Link(t, NIC0).RXQueues
+	queues := vm.RXQueues(t, NIC0)
 	served := 0
 	for q := range queues {
 		if m[fmt.Sprintf(`xdpfwd_rx_packets_total{link="%s",queue="%d"}`, NIC0, q)] > 0 {
@@ -363,6 +408,11 @@ type flowResult struct{ received, reordered int }
 // address, interleaved and paced, to one listener on dst, and counts per
 // flow what arrived and what arrived after a later one.
 func udpFlows(src, dst *topo.NS, srcs []netip.Addr, dstAddr netip.Addr, perFlow int, timeout time.Duration) ([]flowResult, error) {
+	return udpFlowsSized(src, dst, srcs, dstAddr, perFlow, 64, timeout)
+}
+
+// udpFlowsSized is udpFlows with payload bytes per datagram (at least 16).
+func udpFlowsSized(src, dst *topo.NS, srcs []netip.Addr, dstAddr netip.Addr, perFlow, payloadLen int, timeout time.Duration) ([]flowResult, error) {
 	var ln *net.UDPConn
 	err := dst.Do(func() error {
 		var err error
@@ -432,16 +482,17 @@ func udpFlows(src, dst *topo.NS, srcs []netip.Addr, dstAddr netip.Addr, perFlow 
 			}
 		}
 	})
-	payload := make([]byte, 64)
+	payload := make([]byte, max(payloadLen, 16))
 	for seq := range perFlow {
 		for f, c := range conns {
 			binary.BigEndian.PutUint64(payload, uint64(f))
 			binary.BigEndian.PutUint64(payload[8:], uint64(seq))
 			c.Write(payload)
 		}
-		if seq%8 == 7 {
-			time.Sleep(time.Millisecond) // a rate TCG keeps up with
-		}
+		// About 10k datagrams/s over all flows: a low rate, which a
+		// TCG guest keeps up with, so what it checks is order, not
+		// capacity.
+		time.Sleep(time.Duration(len(conns)) * 100 * time.Microsecond)
 	}
 	wg.Wait()
 	return res, nil

@@ -62,6 +62,10 @@ type Config struct {
 	MTU int
 	// MemoryMiB is the guest's memory. 0: 2048.
 	MemoryMiB int
+	// NoIndirectDesc turns off virtio's indirect descriptors
+	// (indirect_desc=off): virtio_ring then maps no descriptor table per
+	// packet sent (see TestNICs' iommu scenario).
+	NoIndirectDesc bool
 }
 
 // Guest addresses: A and B are the host namespaces on either side.
@@ -172,8 +176,8 @@ func (vm *VM) startQEMU(a *Assets, initrd, tapA, tapB string) error {
 			if q > 1 {
 				nd += fmt.Sprintf(",queues=%d", q)
 			}
-			dev = fmt.Sprintf("virtio-net-pci,netdev=n%d,bus=pcie.0,addr=0x%x,iommu_platform=on,disable-legacy=on,mq=%s,vectors=%d",
-				i, 4+2*i, onOff(q > 1), 2*q+2)
+			dev = fmt.Sprintf("virtio-net-pci,netdev=n%d,bus=pcie.0,addr=0x%x,iommu_platform=on,disable-legacy=on,mq=%s,vectors=%d,indirect_desc=%s",
+				i, 4+2*i, onOff(q > 1), 2*q+2, onOff(!vm.cfg.NoIndirectDesc))
 		default:
 			return fmt.Errorf("unknown NIC model %q", vm.cfg.NIC)
 		}

@@ -37,6 +37,15 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == "link" {
 		os.Exit(showLink(os.Args[2]))
 	}
+	if len(os.Args) == 4 && os.Args[1] == "veth" {
+		// busybox's ip cannot make a veth pair.
+		err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: os.Args[2]}, PeerName: os.Args[3]})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agent: veth:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	port := "/dev/ttyS1"
 	if len(os.Args) > 1 {
 		port = os.Args[1]
@@ -102,7 +111,6 @@ type linkState struct {
 	Up          bool   `json:"up"`
 	Carrier     bool   `json:"carrier"`
 	MTU         int    `json:"mtu"`
-	RXQueues    int    `json:"rx_queues"`
 }
 
 func showLink(name string) int {
@@ -113,7 +121,7 @@ func showLink(name string) int {
 	}
 	a := l.Attrs()
 	s := linkState{Promiscuity: a.Promisc, Up: a.Flags&net.FlagUp != 0,
-		Carrier: a.OperState == netlink.OperUp, MTU: a.MTU, RXQueues: a.NumRxQueues}
+		Carrier: a.OperState == netlink.OperUp, MTU: a.MTU}
 	if a.Xdp != nil && a.Xdp.Attached {
 		s.XDPProgID = a.Xdp.ProgId
 	}
