@@ -1,0 +1,106 @@
+package fdb
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShortAgeKeepsActiveHosts: an address seen every 10 ms stays known
+// whatever the --fdb-age, as long as the age is longer than the gap between
+// its frames: the refresh that keeps it live scales with the age.
+func TestShortAgeKeepsActiveHosts(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	for _, age := range []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second} {
+		t.Run(age.String(), func(t *testing.T) {
+			tb := New(64, age)
+			key := Key(mac(1), 0)
+			miss := 0
+			for i := range int64(300) {
+				now := 1000*ms + i*10*ms // not at 0: a stale stamp would be older
+				tb.Learn(key, 1, now)
+				if _, ok := tb.Lookup(key, now+9*ms); !ok {
+					miss++
+				}
+			}
+			if miss != 0 {
+				t.Errorf("age %v, seen every 10ms: unknown in %d of 300 lookups, want 0", age, miss)
+			}
+		})
+	}
+}
+
+// TestSequentialMACsSpread: addresses that differ only in their low bytes,
+// as a hypervisor's (52:54:00:…) or a test generator's are, spread over the
+// buckets: half-full, the table keeps nearly all of them.
+func TestSequentialMACsSpread(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		prefix []byte
+		n      int
+		size   int
+		vlan   uint16
+	}{
+		{"qemu 64k in 128k", []byte{0x52, 0x54, 0x00}, 65536, 131072, 0},
+		{"qemu 16k in 32k", []byte{0x52, 0x54, 0x00}, 16384, 32768, 0},
+		{"locally administered 256k in 512k, vlan 7", []byte{0x02, 0x00, 0x5e}, 262144, 524288, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := New(c.size, time.Hour)
+			for i := range c.n {
+				m := append(append([]byte(nil), c.prefix...), byte(i>>16), byte(i>>8), byte(i))
+				tb.Learn(Key(m, c.vlan), 1, int64(i))
+			}
+			live := len(tb.Entries(int64(c.n)))
+			ev := tb.Stats().Evictions
+			// Uniform hashing at half load would lose about 4 %.
+			t.Logf("%d addresses in a %d table: %d live, %d evicted", c.n, c.size, live, ev)
+			if max := uint64(c.n / 50); ev > max || live < c.n-int(max) {
+				t.Errorf("%d addresses in a %d table: %d live, %d evicted; want at most %d evicted", c.n, c.size, live, ev, max)
+			}
+		})
+	}
+}
+
+// TestNewBounded: New returns for any size: up to MaxSize a table, beyond
+// it a panic naming the size (the daemon checks --fdb-size first), never an
+// endless loop.
+func TestNewBounded(t *testing.T) {
+	for _, size := range []int{1 << 40, 1<<62 + 1, int(^uint(0) >> 1)} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			done := make(chan any, 1)
+			go func() {
+				defer func() { done <- recover() }()
+				New(size, time.Minute)
+			}()
+			select {
+			case r := <-done:
+				if r == nil || !strings.Contains(fmt.Sprint(r), fmt.Sprint(size)) {
+					t.Errorf("New(%d): recovered %v, want a panic naming the size", size, r)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("New(%d) did not return in 5s", size)
+			}
+		})
+	}
+}
+
+// TestEntryJSON: an entry's MAC address is printed as aa:bb:cc:dd:ee:ff in
+// JSON, not as base64, and reads back.
+func TestEntryJSON(t *testing.T) {
+	e := Entry{MAC: net.HardwareAddr{0x52, 0x54, 0, 0x12, 0x34, 0xab}, VLAN: 7, Link: 2, Age: time.Second}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"mac":"52:54:00:12:34:ab"`) {
+		t.Errorf("JSON %s, want \"mac\":\"52:54:00:12:34:ab\"", raw)
+	}
+	var back Entry
+	if err := json.Unmarshal(raw, &back); err != nil || back.MAC.String() != e.MAC.String() || back.VLAN != 7 || back.Link != 2 || back.Age != time.Second {
+		t.Errorf("read back %+v, %v; want %+v", back, err, e)
+	}
+}
