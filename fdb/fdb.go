@@ -87,9 +87,12 @@ func (s *slot) touch(now int64) {
 	}
 }
 
+// bucket is a cache line of slots.
+type bucket [ways]slot
+
 // Table is a learning FDB. Build it with New.
 type Table struct {
-	slots   []slot
+	buckets []bucket
 	shift   uint // 64 - log2(buckets): h >> shift is the bucket
 	bits    uint // log2(buckets): h << bits is the tag
 	age     int64
@@ -112,7 +115,7 @@ func New(size int, age time.Duration) *Table {
 	b := uint(bits.TrailingZeros(uint(n / ways)))
 	// An entry is refreshed at least 8 times per age: a host heard from
 	// more often than every 7/8 of the age never expires.
-	return &Table{slots: make([]slot, n), shift: 64 - b, bits: b, age: int64(age),
+	return &Table{buckets: make([]bucket, n/ways), shift: 64 - b, bits: b, age: int64(age),
 		refresh: min(maxRefresh, int64(age)/8)}
 }
 
@@ -127,13 +130,13 @@ const keyValid = 1 << 63
 
 // find is key's bucket and the word an entry for it has, its link and
 // static bit left 0.
-func (t *Table) find(key uint64) (b []slot, want uint64) {
+func (t *Table) find(key uint64) (b *bucket, want uint64) {
 	h := key * fib
-	i := h >> t.shift
-	return t.slots[i*ways : i*ways+ways], h<<t.bits | validBit
+	// (& 63: shifts the compiler need not check for 64 and more.)
+	return &t.buckets[h>>(t.shift&63)], h<<(t.bits&63) | validBit
 }
 
-func (t *Table) bucket(key uint64) []slot {
+func (t *Table) bucket(key uint64) *bucket {
 	b, _ := t.find(key)
 	return b
 }
@@ -173,10 +176,26 @@ func (t *Table) Lookup(key uint64, now int64) (link int, ok bool) {
 // and after a few such races leaves this frame unlearned (the next one
 // learns it).
 func (t *Table) Learn(key uint64, link int, now int64) (moved bool) {
+	// The frame of a known address, on its link, seen lately: most frames.
+	// Loads only, and small enough for the rest to stay out of the way.
+	b, want := t.find(key)
+	for i := range b {
+		s := &b[i]
+		if w := s.w.Load(); w&^valMask == want {
+			if w&staticBit != 0 || w == want|uint64(link) && now-s.seen.Load() <= t.refresh {
+				return false
+			}
+			break
+		}
+	}
+	return t.learn(b, want, link, now)
+}
+
+// learn is Learn's path that writes.
+func (t *Table) learn(b *bucket, want uint64, link int, now int64) (moved bool) {
 	if uint(link) >= MaxLinks {
 		return false
 	}
-	b, want := t.find(key)
 	nw := want | uint64(link)
 retry:
 	for range 4 {
@@ -248,7 +267,7 @@ retry:
 // the same instant may have put in another slot of its bucket: the copy in
 // the lowest slot stays, whoever looks. Lookup and Learn use the first
 // copy, so a second one would only resurface, stale, once the first went.
-func (t *Table) dedup(b []slot, mine int, want uint64) {
+func (t *Table) dedup(b *bucket, mine int, want uint64) {
 	for j := range b {
 		w := b[j].w.Load()
 		if j == mine || w&^valMask != want || w&staticBit != 0 {
@@ -314,8 +333,8 @@ type Entry struct {
 func (t *Table) All(now int64) iter.Seq[Entry] {
 	return func(yield func(Entry) bool) {
 		mac := make(net.HardwareAddr, 6)
-		for i := range t.slots {
-			s := &t.slots[i]
+		for i := range len(t.buckets) * ways {
+			s := &t.buckets[i/ways][i%ways]
 			w := s.w.Load()
 			seen := s.seen.Load()
 			if w == 0 || !t.live(w, seen, now) {
@@ -338,10 +357,12 @@ func (t *Table) All(now int64) iter.Seq[Entry] {
 // without allocating.
 func (t *Table) Len(now int64) int {
 	n := 0
-	for i := range t.slots {
-		s := &t.slots[i]
-		if w := s.w.Load(); w != 0 && t.live(w, s.seen.Load(), now) {
-			n++
+	for i := range t.buckets {
+		for j := range ways {
+			s := &t.buckets[i][j]
+			if w := s.w.Load(); w != 0 && t.live(w, s.seen.Load(), now) {
+				n++
+			}
 		}
 	}
 	return n
@@ -422,6 +443,6 @@ type Stats struct {
 
 // Stats returns the counters.
 func (t *Table) Stats() Stats {
-	return Stats{Size: len(t.slots), Learned: t.learned.Load(), Moves: t.moves.Load(),
+	return Stats{Size: len(t.buckets) * ways, Learned: t.learned.Load(), Moves: t.moves.Load(),
 		Evictions: t.evictions.Load(), Full: t.full.Load()}
 }
