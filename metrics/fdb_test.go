@@ -61,7 +61,7 @@ func TestFDBScrapeCheap(t *testing.T) {
 		took = time.Since(start)
 	})
 	t.Logf("scrape of %d live entries: %v, %d bytes allocated", len(f.t.Entries(f.now)), took, n)
-	if n > 64<<10 || took > 500*time.Millisecond {
+	if n > 64<<10 || took > 500*time.Millisecond && !raceEnabled {
 		t.Errorf("a scrape of a 1 M-entry table allocated %d bytes in %v; want at most 64 KiB in 500ms", n, took)
 	}
 }
