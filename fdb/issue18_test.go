@@ -3,6 +3,7 @@ package fdb
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
@@ -102,5 +103,59 @@ func TestEntryJSON(t *testing.T) {
 	var back Entry
 	if err := json.Unmarshal(raw, &back); err != nil || back.MAC.String() != e.MAC.String() || back.VLAN != 7 || back.Link != 2 || back.Age != time.Second {
 		t.Errorf("read back %+v, %v; want %+v", back, err, e)
+	}
+}
+
+// TestWordRoundTrip: an entry's word and its bucket give back its address
+// and VLAN (Entries decodes them), at every table size's split between
+// bucket bits and tag bits.
+func TestWordRoundTrip(t *testing.T) {
+	if f, inv := uint64(fib), uint64(fibInv); f*inv != 1 {
+		t.Fatalf("fibInv is not fib's inverse mod 2^64: product %#x", f*inv)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{MinSize, 1 << 14, 1 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			tb := New(size, time.Hour)
+			want := map[string]int{}
+			for i := range size / 8 {
+				m := r.Uint64()
+				mac := net.HardwareAddr{byte(m>>40) &^ 1, byte(m >> 32), byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)}
+				vlan := uint16(m>>48) & 0xfff
+				tb.Learn(Key(mac, vlan), i%MaxLinks, 0)
+				want[fmt.Sprintf("%s/%d", mac, vlan)] = i % MaxLinks
+			}
+			got := tb.Entries(1)
+			// Random addresses overflow a bucket now and then.
+			if ev := tb.Stats().Evictions; len(got) != len(want)-int(ev) || ev > uint64(size/1000) {
+				t.Errorf("%d entries, %d evicted; want %d in all", len(got), ev, len(want))
+			}
+			for _, e := range got {
+				if l, ok := want[fmt.Sprintf("%s/%d", e.MAC, e.VLAN)]; !ok || l != e.Link {
+					t.Errorf("entry %s vlan %d on link %d: learned %v on link %d", e.MAC, e.VLAN, e.Link, ok, l)
+				}
+			}
+		})
+	}
+}
+
+// TestDedup: of two copies of one address in a bucket (two workers learned
+// it at once), the one in the lower slot stays, whichever worker looks.
+func TestDedup(t *testing.T) {
+	for _, c := range []struct{ lo, hi, mine int }{{0, 3, 3}, {0, 3, 0}, {1, 2, 2}, {1, 2, 1}} {
+		tb := New(MinSize, time.Hour)
+		key := Key(mac(1), 0)
+		b, want := tb.find(key)
+		b[c.lo].w.Store(want | 1)
+		b[c.hi].w.Store(want | 2)
+		tb.learned.Store(2)
+		tb.dedup(b, c.mine, want)
+		if b[c.lo].w.Load() != want|1 || b[c.hi].w.Load() != 0 || tb.learned.Load() != 1 {
+			t.Errorf("copies in %d and %d, dedup by %d: slots %#x, %#x, learned %d; want the first kept, 1 learned",
+				c.lo, c.hi, c.mine, b[c.lo].w.Load(), b[c.hi].w.Load(), tb.learned.Load())
+		}
+		if l, ok := tb.Lookup(key, 0); !ok || l != 1 {
+			t.Errorf("after dedup: lookup %d, %v; want 1", l, ok)
+		}
 	}
 }
