@@ -3,62 +3,120 @@
 // source addresses of received frames, aged out, bounded in size.
 //
 // A Table is a fixed array of 4-way buckets: it never allocates after New
-// and takes no lock on the hot path. Learn and Lookup may be called from
-// any number of goroutines at once; each slot is two atomic words, so a
-// reader sees either the old or the new entry. Two workers learning the
-// same new address at the same instant may both insert it; the copies age
-// out like any entry. AddStatic is for setup, before traffic.
+// and takes no lock. Learn and Lookup may be called from any number of
+// goroutines at once. An entry's address and link are one 64-bit word,
+// written by compare-and-swap and read by one atomic load, so a lookup
+// returns a link only together with the address it was learned for, and a
+// learn changes a link only if the entry is still the one it read.
+// AddStatic is for setup, before traffic.
 package fdb
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
+	"math/bits"
 	"net"
-	"sort"
+	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
 
-// DefaultSize is the entries a Table holds by default.
-const DefaultSize = 8192
+const (
+	// DefaultSize is the entries a Table holds by default.
+	DefaultSize = 8192
+	// MinSize is the smallest table New builds: an entry's word keeps its
+	// link in the bits its bucket index leaves free, 8 of them from 256
+	// buckets on.
+	MinSize = 1024
+	// MaxSize is the largest table New builds: 16 Mi entries, 256 MiB.
+	MaxSize = 1 << 24
+	// MaxLinks is the number of links an entry can name, 0..MaxLinks-1.
+	MaxLinks = 64
+)
 
-// refresh is how stale an entry's last-seen time may get before Learn
+// maxRefresh is how stale an entry's last-seen time may get before Learn
 // writes it again: a frame per packet must not bounce the cache line
-// between CPUs.
-const refresh = int64(time.Second)
+// between CPUs. Tables with a short age refresh more often (see New).
+const maxRefresh = int64(time.Second)
 
 const ways = 4
 
-// A slot's key: MAC in the low 48 bits, VLAN ID in the next 12, and a
-// valid bit. Its value: the link in the low 8 bits, a static bit, and the
-// last-seen time (monotonic ns >> 8) above.
+// fib is 2^64 / φ, the multiplier of Fibonacci hashing; fibInv is its
+// inverse mod 2^64, which turns a hash back into its key.
 const (
-	keyValid  = 1 << 63
-	valStatic = 1 << 8
-	timeShift = 9
+	fib    = 0x9e3779b97f4a7c15
+	fibInv = 0xf1de83e19937733d
 )
 
+// A slot's word. An address's key (Key) maps one to one to its hash,
+// h = key * fib. The top bits of h pick the bucket (Fibonacci hashing: the
+// top bits are the well-mixed ones); the rest of h, shifted up by as many
+// bits, is the slot's tag, so the bucket and the tag together are the key.
+// The low 8 bits the shift frees hold the entry: its link, a static bit
+// and a valid bit (0 is an empty slot).
+const (
+	linkMask  = MaxLinks - 1
+	staticBit = 1 << 6
+	validBit  = 1 << 7
+	valMask   = linkMask | staticBit // what differs between entries of one address
+)
+
+// slot is one entry. seen, its last-seen time, is a word of its own: it
+// only ever ages the entry, so a reader that pairs a word with a stamp a
+// moment older or newer than the word's (the slot changed between the two
+// loads) at worst treats a live entry as expired (the frame is flooded) or
+// an expired one as live (the frame goes to the link its address was last
+// seen on): never another address's link. Stamps only move forward (touch),
+// so a writer preempted between its load and its store cannot age an entry
+// that others refreshed since.
 type slot struct {
-	key, val atomic.Uint64
+	w    atomic.Uint64
+	seen atomic.Int64
 }
+
+// touch moves the slot's last-seen time forward to now.
+func (s *slot) touch(now int64) {
+	for {
+		old := s.seen.Load()
+		if old >= now || s.seen.CompareAndSwap(old, now) {
+			return
+		}
+	}
+}
+
+// bucket is a cache line of slots.
+type bucket [ways]slot
 
 // Table is a learning FDB. Build it with New.
 type Table struct {
-	slots []slot
-	mask  uint64 // buckets - 1
-	age   int64
+	buckets []bucket
+	shift   uint // 64 - log2(buckets): h >> shift is the bucket
+	bits    uint // log2(buckets): h << bits is the tag
+	age     int64
+	refresh int64
 
 	learned, moves, evictions, full atomic.Uint64
 }
 
 // New returns a table of about size entries (rounded up to a power of two,
-// at least 64) whose learned entries expire age after they were last seen.
+// at least MinSize) whose learned entries expire age after they were last
+// seen. A size above MaxSize panics: callers check what users give.
 func New(size int, age time.Duration) *Table {
-	n := 64
+	if size > MaxSize {
+		panic(fmt.Sprintf("fdb: table of %d entries: more than MaxSize (%d)", size, MaxSize))
+	}
+	n := MinSize
 	for n < size {
 		n <<= 1
 	}
-	return &Table{slots: make([]slot, n), mask: uint64(n/ways - 1), age: int64(age)}
+	b := uint(bits.TrailingZeros(uint(n / ways)))
+	// An entry is refreshed at least 8 times per age: a host heard from
+	// more often than every 7/8 of the age never expires.
+	return &Table{buckets: make([]bucket, n/ways), shift: 64 - b, bits: b, age: int64(age),
+		refresh: min(maxRefresh, int64(age)/8)}
 }
 
 // Key packs a MAC address and a VLAN ID; mac must be 6 bytes.
@@ -68,107 +126,165 @@ func Key(mac []byte, vlan uint16) uint64 {
 		uint64(mac[4])<<8 | uint64(mac[5]) | uint64(vlan&0xfff)<<48 | keyValid
 }
 
-func (t *Table) bucket(key uint64) []slot {
-	h := key * 0x9e3779b97f4a7c15
-	b := (h >> 32) & t.mask
-	return t.slots[b*ways : b*ways+ways]
+const keyValid = 1 << 63
+
+// find is key's bucket and the word an entry for it has, its link and
+// static bit left 0.
+func (t *Table) find(key uint64) (b *bucket, want uint64) {
+	h := key * fib
+	// (& 63: shifts the compiler need not check for 64 and more.)
+	return &t.buckets[h>>(t.shift&63)], h<<(t.bits&63) | validBit
 }
 
-func pack(link int, static bool, now int64) uint64 {
-	v := uint64(link&0xff) | uint64(now)>>8<<timeShift
-	if static {
-		v |= valStatic
-	}
-	return v
+func (t *Table) bucket(key uint64) *bucket {
+	b, _ := t.find(key)
+	return b
 }
 
-func unpack(v uint64) (link int, static bool, seen int64) {
-	return int(v & 0xff), v&valStatic != 0, int64(v>>timeShift) << 8
+// keyOf is the key of the entry w in bucket i.
+func (t *Table) keyOf(i int, w uint64) uint64 {
+	return (uint64(i)<<t.shift | w>>t.bits) * fibInv
 }
 
-func (t *Table) live(v uint64, now int64) bool {
-	_, static, seen := unpack(v)
-	return static || now-seen <= t.age
+func (t *Table) live(w uint64, seen, now int64) bool {
+	return w&staticBit != 0 || now-seen <= t.age
 }
 
 // Lookup returns the link key was last seen on, if it is known and has not
 // aged out at now (monotonic ns).
 func (t *Table) Lookup(key uint64, now int64) (link int, ok bool) {
-	for i := range ways {
-		s := &t.bucket(key)[i]
-		if s.key.Load() == key {
-			v := s.val.Load()
-			if t.live(v, now) {
-				link, _, _ = unpack(v)
-				return link, true
+	b, want := t.find(key)
+	for i := range b {
+		s := &b[i]
+		if w := s.w.Load(); w&^valMask == want {
+			if !t.live(w, s.seen.Load(), now) {
+				return 0, false
 			}
-			return 0, false
+			return int(w & linkMask), true
 		}
 	}
 	return 0, false
 }
 
-// Learn records that key was seen on link at now. It reports whether the
-// address moved from another link (a MAC flap, or a host that moved). A
-// static entry never moves. When the bucket is full of live entries, the
-// least recently seen one is evicted.
+// Learn records that key was seen on link (0..MaxLinks-1) at now. It
+// reports whether the address moved from another link (a MAC flap, or a
+// host that moved). A static entry never moves. When the bucket is full of
+// live entries, the least recently seen one is evicted.
+//
+// Learn changes an entry only with a compare-and-swap of the word it read:
+// when another worker changed the slot first, it reads the bucket again,
+// and after a few such races leaves this frame unlearned (the next one
+// learns it).
 func (t *Table) Learn(key uint64, link int, now int64) (moved bool) {
-	b := t.bucket(key)
+	// The frame of a known address, on its link, seen lately: most frames.
+	// Loads only, and small enough for the rest to stay out of the way.
+	b, want := t.find(key)
 	for i := range b {
 		s := &b[i]
-		if s.key.Load() != key {
-			continue
-		}
-		v := s.val.Load()
-		old, static, seen := unpack(v)
-		switch {
-		case static:
-		case old != link && t.live(v, now):
-			s.val.Store(pack(link, false, now))
-			t.moves.Add(1)
-			return true
-		case old != link || now-seen > refresh:
-			s.val.Store(pack(link, false, now))
-		}
-		return false
-	}
-	// Not there: an empty or expired slot, else the stalest learned one.
-	victim, stalest := -1, int64(1<<62)
-	for i := range b {
-		s := &b[i]
-		k := s.key.Load()
-		if k == 0 {
-			victim = i
+		if w := s.w.Load(); w&^valMask == want {
+			if w&staticBit != 0 || w == want|uint64(link) && now-s.seen.Load() <= t.refresh {
+				return false
+			}
 			break
 		}
-		v := s.val.Load()
-		_, static, seen := unpack(v)
-		if static {
-			continue
-		}
-		if !t.live(v, now) {
-			victim = i
-			break
-		}
-		if seen < stalest {
-			victim, stalest = i, seen
-		}
 	}
-	if victim < 0 {
-		t.full.Add(1) // a bucket of static entries
+	return t.learn(b, want, link, now)
+}
+
+// learn is Learn's path that writes.
+func (t *Table) learn(b *bucket, want uint64, link int, now int64) (moved bool) {
+	if uint(link) >= MaxLinks {
 		return false
 	}
-	s := &b[victim]
-	old := s.key.Load()
-	if old != 0 && t.live(s.val.Load(), now) {
-		t.evictions.Add(1)
+	nw := want | uint64(link)
+retry:
+	for range 4 {
+		for i := range b {
+			s := &b[i]
+			w := s.w.Load()
+			if w&^valMask != want {
+				continue
+			}
+			seen := s.seen.Load()
+			switch {
+			case w&staticBit != 0:
+			case w == nw:
+				if now-seen > t.refresh {
+					s.touch(now)
+				}
+			default: // on another link
+				if !s.w.CompareAndSwap(w, nw) {
+					continue retry
+				}
+				s.touch(now)
+				if now-seen <= t.age {
+					t.moves.Add(1)
+					return true
+				}
+			}
+			return false
+		}
+		// Not there: an empty or expired slot, else the stalest learned one.
+		victim, vw, stalest, live := -1, uint64(0), int64(1<<63-1), false
+		for i := range b {
+			s := &b[i]
+			w := s.w.Load()
+			if w == 0 {
+				victim, vw, live = i, 0, false
+				break
+			}
+			if w&staticBit != 0 {
+				continue
+			}
+			seen := s.seen.Load()
+			if now-seen > t.age {
+				victim, vw, live = i, w, false
+				break
+			}
+			if seen < stalest {
+				victim, vw, stalest, live = i, w, seen, true
+			}
+		}
+		if victim < 0 {
+			t.full.Add(1) // a bucket of static entries
+			return false
+		}
+		if !b[victim].w.CompareAndSwap(vw, nw) {
+			continue
+		}
+		b[victim].touch(now)
+		if live {
+			t.evictions.Add(1)
+		}
+		t.learned.Add(1)
+		t.dedup(b, victim, want)
+		return false
 	}
-	// Value first, so a concurrent Lookup of the new key never sees the
-	// previous entry's link under it.
-	s.val.Store(pack(link, false, now))
-	s.key.Store(key)
-	t.learned.Add(1)
 	return false
+}
+
+// dedup removes the other copy of an address that a worker learning it at
+// the same instant may have put in another slot of its bucket: the copy in
+// the lowest slot stays, whoever looks. Lookup and Learn use the first
+// copy, so a second one would only resurface, stale, once the first went.
+func (t *Table) dedup(b *bucket, mine int, want uint64) {
+	for j := range b {
+		w := b[j].w.Load()
+		if j == mine || w&^valMask != want || w&staticBit != 0 {
+			continue
+		}
+		drop := j
+		if j < mine {
+			drop, w = mine, b[mine].w.Load()
+			if w&^valMask != want {
+				return // already gone
+			}
+		}
+		if b[drop].w.CompareAndSwap(w, 0) {
+			t.learned.Add(^uint64(0)) // one address, learned once
+		}
+		return
+	}
 }
 
 // ErrFull is returned by AddStatic when the address's bucket holds only
@@ -180,20 +296,22 @@ func (t *Table) AddStatic(mac net.HardwareAddr, vlan uint16, link int) error {
 	if len(mac) != 6 {
 		return fmt.Errorf("fdb: static entry %q: not a 6-byte MAC address", mac)
 	}
-	key := Key(mac, vlan)
-	b := t.bucket(key)
-	for i := range b {
-		if k := b[i].key.Load(); k == 0 || k == key {
-			b[i].val.Store(pack(link, true, 0))
-			b[i].key.Store(key)
-			return nil
-		}
+	if uint(link) >= MaxLinks {
+		return fmt.Errorf("fdb: static entry %s: link %d: want 0..%d", mac, link, MaxLinks-1)
 	}
-	for i := range b {
-		if _, static, _ := unpack(b[i].val.Load()); !static {
-			b[i].val.Store(pack(link, true, 0))
-			b[i].key.Store(key)
-			return nil
+	b, want := t.find(Key(mac, vlan))
+	nw := want | staticBit | uint64(link)
+	// The address's own slot, else an empty one, else a learned one.
+	for _, ok := range []func(w uint64) bool{
+		func(w uint64) bool { return w&^valMask == want },
+		func(w uint64) bool { return w == 0 },
+		func(w uint64) bool { return w&staticBit == 0 },
+	} {
+		for i := range b {
+			if ok(b[i].w.Load()) {
+				b[i].w.Store(nw)
+				return nil
+			}
 		}
 	}
 	return fmt.Errorf("%w: %s vlan %d", ErrFull, mac, vlan)
@@ -209,31 +327,109 @@ type Entry struct {
 	Age time.Duration `json:"age_ns"`
 }
 
+// All yields the live entries at now, in table order. To spare an
+// allocation per entry, every Entry's MAC is the same buffer, overwritten
+// by the next: copy it to keep it.
+func (t *Table) All(now int64) iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		mac := make(net.HardwareAddr, 6)
+		for i := range len(t.buckets) * ways {
+			s := &t.buckets[i/ways][i%ways]
+			w := s.w.Load()
+			seen := s.seen.Load()
+			if w == 0 || !t.live(w, seen, now) {
+				continue
+			}
+			k := t.keyOf(i/ways, w)
+			mac[0], mac[1], mac[2], mac[3], mac[4], mac[5] = byte(k>>40), byte(k>>32), byte(k>>24), byte(k>>16), byte(k>>8), byte(k)
+			e := Entry{MAC: mac, VLAN: uint16(k>>48) & 0xfff, Link: int(w & linkMask), Static: w&staticBit != 0}
+			if !e.Static {
+				e.Age = time.Duration(max(0, now-seen))
+			}
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// Len is the number of live entries at now: one pass over the table,
+// without allocating.
+func (t *Table) Len(now int64) int {
+	n := 0
+	for i := range t.buckets {
+		for j := range ways {
+			s := &t.buckets[i][j]
+			if w := s.w.Load(); w != 0 && t.live(w, s.seen.Load(), now) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Entries lists the live entries at now, by VLAN and MAC.
 func (t *Table) Entries(now int64) []Entry {
 	var out []Entry
-	for i := range t.slots {
-		s := &t.slots[i]
-		k := s.key.Load()
-		v := s.val.Load()
-		if k == 0 || !t.live(v, now) {
-			continue
-		}
-		link, static, seen := unpack(v)
-		mac := net.HardwareAddr{byte(k >> 40), byte(k >> 32), byte(k >> 24), byte(k >> 16), byte(k >> 8), byte(k)}
-		e := Entry{MAC: mac, VLAN: uint16(k>>48) & 0xfff, Link: link, Static: static}
-		if !static {
-			e.Age = time.Duration(now - seen)
-		}
+	for e := range t.All(now) {
+		e.MAC = slices.Clone(e.MAC)
 		out = append(out, e)
 	}
-	sort.Slice(out, func(a, b int) bool {
-		if out[a].VLAN != out[b].VLAN {
-			return out[a].VLAN < out[b].VLAN
+	slices.SortFunc(out, func(a, b Entry) int {
+		if a.VLAN != b.VLAN {
+			return int(a.VLAN) - int(b.VLAN)
 		}
-		return out[a].MAC.String() < out[b].MAC.String()
+		return slices.Compare(a.MAC, b.MAC)
 	})
 	return out
+}
+
+// AppendJSON appends e as JSON, its MAC address as text
+// (aa:bb:cc:dd:ee:ff), without allocating.
+func (e Entry) AppendJSON(b []byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, `{"mac":"`...)
+	for i, c := range e.MAC {
+		if i > 0 {
+			b = append(b, ':')
+		}
+		b = append(b, hex[c>>4], hex[c&0xf])
+	}
+	b = append(b, `","vlan":`...)
+	b = strconv.AppendUint(b, uint64(e.VLAN), 10)
+	b = append(b, `,"link":`...)
+	b = strconv.AppendInt(b, int64(e.Link), 10)
+	b = append(b, `,"static":`...)
+	b = strconv.AppendBool(b, e.Static)
+	b = append(b, `,"age_ns":`...)
+	b = strconv.AppendInt(b, int64(e.Age), 10)
+	return append(b, '}')
+}
+
+// MarshalJSON writes the MAC address as text, not as base64 bytes.
+func (e Entry) MarshalJSON() ([]byte, error) { return e.AppendJSON(nil), nil }
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	type plain Entry // without the methods
+	var v struct {
+		plain
+		MAC string `json:"mac"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*e = Entry(v.plain)
+	if v.MAC == "" {
+		e.MAC = nil
+		return nil
+	}
+	mac, err := net.ParseMAC(v.MAC)
+	if err != nil {
+		return fmt.Errorf("fdb: entry: %w", err)
+	}
+	e.MAC = mac
+	return nil
 }
 
 // Stats are the table's counters.
@@ -247,6 +443,6 @@ type Stats struct {
 
 // Stats returns the counters.
 func (t *Table) Stats() Stats {
-	return Stats{Size: len(t.slots), Learned: t.learned.Load(), Moves: t.moves.Load(),
+	return Stats{Size: len(t.buckets) * ways, Learned: t.learned.Load(), Moves: t.moves.Load(),
 		Evictions: t.evictions.Load(), Full: t.full.Load()}
 }

@@ -5,6 +5,7 @@ package metrics
 import (
 	"errors"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -510,5 +511,8 @@ func TestDocumented(t *testing.T) {
 // fakeFDB is a switch's table with one entry.
 type fakeFDB struct{}
 
-func (fakeFDB) Entries() []fdb.Entry { return []fdb.Entry{{Link: 1}} }
-func (fakeFDB) Stats() fdb.Stats     { return fdb.Stats{Size: 64, Learned: 1} }
+func (fakeFDB) Len() int { return 1 }
+func (fakeFDB) All() iter.Seq[fdb.Entry] {
+	return func(yield func(fdb.Entry) bool) { yield(fdb.Entry{Link: 1}) }
+}
+func (fakeFDB) Stats() fdb.Stats { return fdb.Stats{Size: 64, Learned: 1} }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"iter"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,8 +12,15 @@ import (
 
 // FDB is a switch's forwarding database: its entries are served as JSON on
 // /fdb and its counters as xdpfwd_fdb_* metrics. modes.Switch implements it.
+//
+// Neither a scrape nor /fdb lists the table into memory: the table may
+// hold millions of entries, on the daemon that runs the workers.
 type FDB interface {
-	Entries() []fdb.Entry
+	// Len is the number of live entries, counted without listing them.
+	Len() int
+	// All yields the live entries, in no order; each Entry's MAC is valid
+	// until the next (fdb.Table.All).
+	All() iter.Seq[fdb.Entry]
 	Stats() fdb.Stats
 }
 
@@ -43,22 +51,49 @@ func (c *fdbCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *fdbCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.f.Stats()
-	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(len(c.f.Entries())))
+	ch <- prometheus.MustNewConstMetric(c.entries, prometheus.GaugeValue, float64(c.f.Len()))
 	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Size))
 	ch <- prometheus.MustNewConstMetric(c.learned, prometheus.CounterValue, float64(st.Learned))
 	ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(st.Moves))
 	ch <- prometheus.MustNewConstMetric(c.evict, prometheus.CounterValue, float64(st.Evictions))
 }
 
-// FDBDump is what /fdb serves.
+// FDBDump is what /fdb serves. Its entries are in no order.
 type FDBDump struct {
 	Stats   fdb.Stats   `json:"stats"`
 	Entries []fdb.Entry `json:"entries"`
 }
 
+// fdbChunk is how much of /fdb is buffered before it is written.
+const fdbChunk = 32 << 10
+
+// serveFDB writes an FDBDump as it reads the table, a chunk at a time: its
+// memory does not grow with the table, and a client that goes away stops
+// it at the next chunk.
 func serveFDB(f FDB) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(FDBDump{Stats: f.Stats(), Entries: f.Entries()})
+		st, err := json.Marshal(f.Stats())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		buf := make([]byte, 0, fdbChunk+256)
+		buf = append(append(append(buf, `{"stats":`...), st...), `,"entries":[`...)
+		sep := false
+		for e := range f.All() {
+			if sep {
+				buf = append(buf, ',')
+			}
+			sep = true
+			buf = e.AppendJSON(buf)
+			if len(buf) >= fdbChunk {
+				if _, err := w.Write(buf); err != nil {
+					return
+				}
+				buf = buf[:0]
+			}
+		}
+		w.Write(append(buf, "]}\n"...))
 	}
 }

@@ -12,6 +12,7 @@ package modes
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fdb"
@@ -59,7 +60,8 @@ type Switch struct {
 }
 
 // NewSwitch returns a switch over links links whose table holds size
-// entries (0: fdb.DefaultSize) that expire age after last seen (0: 300 s).
+// entries (0: fdb.DefaultSize; at most fdb.MaxSize) that expire age after
+// last seen (0: 300 s).
 func NewSwitch(links, size int, age time.Duration) *Switch {
 	if size <= 0 {
 		size = fdb.DefaultSize
@@ -70,6 +72,9 @@ func NewSwitch(links, size int, age time.Duration) *Switch {
 	return &Switch{Table: fdb.New(size, age), links: links, now: monotonic}
 }
 
+// Every link a frame arrives on fits in a table entry.
+var _ [fdb.MaxLinks - fwd.MaxLinks]struct{}
+
 var start = time.Now()
 
 // monotonic is a monotonic clock in ns, from the process's start.
@@ -78,8 +83,14 @@ func monotonic() int64 { return int64(time.Since(start)) }
 // Now is the switch's clock, for fdb.Table.Entries.
 func (s *Switch) Now() int64 { return s.now() }
 
-// Entries lists the table's live entries.
+// Entries lists the table's live entries, by VLAN and MAC.
 func (s *Switch) Entries() []fdb.Entry { return s.Table.Entries(s.now()) }
+
+// All yields the table's live entries in table order (fdb.Table.All).
+func (s *Switch) All() iter.Seq[fdb.Entry] { return s.Table.All(s.now()) }
+
+// Len is the number of live entries, counted without listing them.
+func (s *Switch) Len() int { return s.Table.Len(s.now()) }
 
 // Stats returns the table's counters.
 func (s *Switch) Stats() fdb.Stats { return s.Table.Stats() }

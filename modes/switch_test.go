@@ -1,6 +1,8 @@
 package modes_test
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,5 +87,55 @@ func BenchmarkSwitch(b *testing.B) {
 			pkts[i] = fwd.Packet{Data: frames[i], Len: 64, Link: i % 4}
 		}
 		sw.Handle(pkts)
+	}
+}
+
+// TestSwitchConcurrentWorkers: workers switching at once, each receiving
+// frames only from its own hosts on its own link, in a flood of addresses
+// that keeps the table evicting: a frame is forwarded only to the link its
+// destination lives on (or flooded), and no address is counted as moved.
+// Run with -race.
+func TestSwitchConcurrentWorkers(t *testing.T) {
+	const workers, hosts, rounds = 8, 4096, 80
+	sw := modes.NewSwitch(workers, 1024, time.Hour)
+	// Host h lives behind link h % workers.
+	addr := func(h int) []byte { return []byte{0x02, 0x42, 0, 0, byte(h >> 8), byte(h)} }
+	var wrong, forwarded atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			pkts := make([]fwd.Packet, 32)
+			frames := make([][]byte, len(pkts))
+			for i := range frames {
+				frames[i] = make([]byte, 60)
+			}
+			dsts := make([]int, len(pkts))
+			for r := range rounds {
+				for b := 0; b < hosts/workers; b += len(pkts) {
+					for i := range pkts {
+						src := ((b+i)%(hosts/workers))*workers + w
+						dsts[i] = (src*7 + r + i) % hosts
+						copy(frames[i][0:6], addr(dsts[i]))
+						copy(frames[i][6:12], addr(src))
+						pkts[i] = fwd.Packet{Data: frames[i], Len: 60, Link: w}
+					}
+					sw.Handle(pkts)
+					for i := range pkts {
+						if v, out := pkts[i].Verdict(); v == fwd.VerdictForward {
+							forwarded.Add(1)
+							if out != fwd.LinkSet(dsts[i]%workers) { // Forward's LinkSet is the link
+								wrong.Add(1)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := sw.Stats()
+	t.Logf("%d forwarded, %+v", forwarded.Load(), st)
+	if wrong.Load() != 0 || st.Moves != 0 || forwarded.Load() == 0 {
+		t.Errorf("%d of %d frames forwarded to a link their destination is not on, %d moves; want 0, 0", wrong.Load(), forwarded.Load(), st.Moves)
 	}
 }

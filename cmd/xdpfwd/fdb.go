@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"text/tabwriter"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/metrics"
 )
 
@@ -44,6 +47,11 @@ func cmdFDB(args []string, stdout, stderr io.Writer) error {
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
 		return fmt.Errorf("fdb: %s: %w", u, err)
 	}
+	// The daemon streams its table in table order; sorting is the
+	// client's work.
+	slices.SortFunc(d.Entries, func(a, b fdb.Entry) int {
+		return cmp.Or(cmp.Compare(a.VLAN, b.VLAN), slices.Compare(a.MAC, b.MAC))
+	})
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

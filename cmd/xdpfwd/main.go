@@ -283,8 +283,11 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	case modes.SinkMode:
 		cfg.Handler = modes.Sink
 	case modes.SwitchMode:
-		if ff.fdbAge <= 0 || ff.fdbSize < 64 {
-			return fmt.Errorf("--fdb-age %v, --fdb-size %d: want a positive age and at least 64 entries", ff.fdbAge, ff.fdbSize)
+		if ff.fdbAge <= 0 {
+			return fmt.Errorf("--fdb-age %v: want a positive age", ff.fdbAge)
+		}
+		if ff.fdbSize < 64 || ff.fdbSize > fdb.MaxSize {
+			return fmt.Errorf("--fdb-size %d: want 64..%d entries", ff.fdbSize, fdb.MaxSize)
 		}
 		ff.sw = modes.NewSwitch(len(cfg.Links), ff.fdbSize, ff.fdbAge)
 		for _, e := range ff.fdbStatic {
