@@ -116,6 +116,9 @@ func New(cfg Config) (_ *Forwarder, err error) {
 			return nil, err
 		}
 		f.progs[i] = p
+		if err := p.NativeRefused(); err != nil {
+			cfg.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
+		}
 	}
 
 	zc := cfg.ZeroCopy

@@ -99,6 +99,9 @@ type Program struct {
 	// receive metadata; vlanErr says why not, if it is not.
 	vlan    bool
 	vlanErr error
+	// nativeErr is the driver's refusal of native mode, when auto fell
+	// back to generic.
+	nativeErr error
 
 	ifindex int
 	// foreign is the program Attach with force detached, held until
@@ -161,6 +164,9 @@ func Attach(ifname string, ifindex, queues int, mode XDPMode, force bool) (_ *Pr
 		l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: ifindex, Flags: t.flags})
 		if err == nil {
 			p.link, p.mode = l, t.name
+			// Auto fell back: say why native was refused (igb's at
+			// an MTU beyond its XDP buffer, say).
+			p.nativeErr = errors.Join(errs...)
 			return p, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", t.name, err))
@@ -541,6 +547,10 @@ func (p *Program) LastStamps() *LastStamps { return p.stamps }
 
 // Mode is "native" or "generic": where the program got attached.
 func (p *Program) Mode() string { return p.mode }
+
+// NativeRefused is why the driver refused native mode when auto mode fell
+// back to generic; nil otherwise.
+func (p *Program) NativeRefused() error { return p.nativeErr }
 
 // Close detaches the program and frees its maps. Before Commit, it puts
 // back the foreign program Attach with force replaced.
