@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // IOMMURow is one measurement of TestIOMMU: what forwarding cost the
@@ -150,4 +149,3 @@ func IOMMUTable(rows []IOMMURow) string {
 	}
 	return b.String()
 }
-
