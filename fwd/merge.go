@@ -69,7 +69,8 @@ const (
 type ordering struct {
 	modeOf func() xps.Mode
 	// clock reads the monotonic clock (ns) of the stamps: monoNow, or a
-	// test's fake. Read once per batch and once per merge round.
+	// test's fake. Read through worker.clock, once per batch (either
+	// path) and once per merge round.
 	clock func() int64
 	in    [][]*handoff // in[o]: from every RX port that may send to link o
 	src   [][]*port    // src[o]: the RX ports that may send to link o
@@ -288,7 +289,7 @@ func (w *worker) merge() (sent, held int) {
 		w.tap.set = w.tap.point.Begin()
 		defer w.tapEnd()
 	}
-	w.now = w.order.clock()
+	w.now = w.clock()
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
 	// rings are empty and it is itself busy waiting.

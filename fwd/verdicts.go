@@ -22,12 +22,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	if in.rx.Peek(min(room, w.batch), room) == 0 {
 		return 0
 	}
-	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
-	if w.flows != nil {
-		w.now = monoNow()
-	}
-	w.lastStamp = 0
+	w.startBatch()
 	var c batchCounts // receive side
 	packets, rxBytes := w.collectBatch(in, &c)
 	if len(w.pkts) > 0 {
@@ -60,7 +55,7 @@ func (w *worker) verdictRoom(in *port, merging bool) (uint32, bool) {
 		}
 		if room < linearize.MaxDescs {
 			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(monoNow())
+				in.blockedAt.Store(w.clock())
 			}
 			return 0, false
 		}

@@ -329,7 +329,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			// That worker may share this CPU, so never spin for it: a
 			// short sleep gives it the CPU (it wakes us if it hands us
 			// more).
-			switch due := time.Duration(w.holdDue - monoNow()); {
+			switch due := time.Duration(w.holdDue - w.clock()); {
 			case due > holdSpin:
 				w.sleep(min(due, holdPoll))
 			case due <= 0:
@@ -589,7 +589,7 @@ func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, 
 		}
 		if room < linearize.MaxDescs {
 			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(w.order.clock())
+				in.blockedAt.Store(w.clock())
 			}
 			return 0, false
 		}
@@ -604,21 +604,37 @@ func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, 
 	return room, room > 0
 }
 
-// begin readies a batch of n descriptors: the live inline limit, one clock
-// read, and, unless merging, n slots on out's TX ring (every path needs at
-// most as many descriptors as a packet arrived with).
+// begin readies a batch of n descriptors: what every batch starts with
+// (startBatch) and, unless merging, n slots on out's TX ring (every path
+// needs at most as many descriptors as a packet arrived with).
 func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
-	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
+	w.startBatch()
 	b.merging = merging
 	if !merging {
 		b.got, b.tidx = out.tx.Reserve(n)
 		b.t = b.tidx
 	}
+}
+
+// startBatch is how a batch starts on either path (forward,
+// forwardVerdicts): whether anyone captures, the live inline limit, and
+// with several queues one clock read.
+func (w *worker) startBatch() {
+	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
+	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	if w.flows != nil {
-		w.now = w.order.clock() // one clock read per batch
+		w.now = w.clock() // one clock read per batch
 	}
 	w.lastStamp = 0
+}
+
+// clock reads the clock of the stamps (ns): the ordering's, so that a
+// test's fake clock governs every batch path and the merge alike.
+func (w *worker) clock() int64 {
+	if w.order == nil {
+		return monoNow()
+	}
+	return w.order.clock()
 }
 
 // collect takes in's next packet into w.chain (rxring checks every
