@@ -138,14 +138,15 @@ func (g *mergeRig) hand(i, q, tq int, name string, stamp int64, descs int) []uin
 }
 
 // arrive puts a packet stamped stamp on RX ring q of link i, unread: what
-// the owner's watermark then reports.
-func (g *mergeRig) arrive(i, q int, stamp int64) {
+// the owner's watermark then reports. It returns the packet's address.
+func (g *mergeRig) arrive(i, q int, stamp int64) uint64 {
 	a, _ := g.w[0].frames.Alloc(umem.KernelRX)
 	addr := a + 256
 	binary.NativeEndian.PutUint64(g.region.Mem()[addr-xsk.MetaStampOff:], uint64(stamp))
 	s := g.socks[i][q]
 	s.RX.Produce(xsk.Desc{Addr: addr, Len: 60})
 	s.RX.Publish()
+	return addr
 }
 
 // sent takes what the fake kernel finds on TX queue tq of link o since the

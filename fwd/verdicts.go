@@ -128,11 +128,7 @@ func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 		w.flood(in, p, merging, c)
 		return
 	}
-	c.handlerDrops++
-	if w.tap.set != nil {
-		w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.total)
-	}
-	w.drop(in)
+	w.abandon(lost{why: dropHandler, at: atRX, in: in, link: in.link, queue: in.queue, total: p.total}, c)
 }
 
 // send lays out the packet in w.chain and sends it towards link o: on this
@@ -150,9 +146,8 @@ func (w *worker) send(in *port, o, total int, merging bool, c *batchCounts) {
 	nd := w.layOut(in, total, lc)
 	rxSide(c, lc)
 	if nd == 0 {
-		if w.tap.set != nil {
-			w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
-		}
+		w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: o, queue: w.q, total: total}, lc)
+		w.touch(w.tx[o])
 		return
 	}
 	w.emit(in, o, total, nd, tq, slot, stamp, merging)
@@ -167,12 +162,7 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 	}
 	if merging || tq != w.q {
 		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-			w.tx[o].bc.handoffFull++
-			if w.tap.set != nil {
-				w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
-			}
-			w.flows.completed(w.out[:nd], tq)
-			w.release(w.out[:nd])
+			w.abandon(lost{why: dropHandoffFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &w.tx[o].bc)
 		} // pushed: the owner's merge records what becomes of it
 		w.touch(w.tx[o])
 		return
@@ -186,14 +176,15 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 func (w *worker) reflect(in *port, total int, c *batchCounts) {
 	nd := w.layOut(in, total, &in.bc)
 	rxSide(c, &in.bc)
-	if nd > 0 {
-		if w.flows != nil {
-			w.flows.bypass(w.out[:nd])
-		}
-		w.put(in, total, nd)
-	} else if w.tap.set != nil {
-		w.tapFrames(in.link, in.queue, capture.Drop, capNoRoom, total)
+	if nd == 0 {
+		w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: in.link, queue: in.queue, total: total}, &in.bc)
+		w.touch(in)
+		return
 	}
+	if w.flows != nil {
+		w.flows.bypass(w.out[:nd])
+	}
+	w.put(in, total, nd)
 }
 
 // rxSide moves what layOut counted for the input link (a completed
@@ -211,14 +202,7 @@ func (w *worker) put(p *port, total, nd int) {
 	got, t := p.tx.Reserve(uint32(nd))
 	if got < uint32(nd) {
 		p.tx.Cancel(got)
-		lc.txFull++
-		if w.tap.set != nil {
-			w.tapOut(p.link, p.queue, capture.Drop, capTXFull, w.out[:nd], total)
-		}
-		if w.flows != nil {
-			w.flows.completed(w.out[:nd], w.q)
-		}
-		w.release(w.out[:nd])
+		w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: w.q, link: p.link, queue: p.queue, total: total}, lc)
 		return
 	}
 	for j, d := range w.out[:nd] {
@@ -238,11 +222,7 @@ func (w *worker) put(p *port, total, nd int) {
 func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 	set := p.out &^ LinkSet(0).Add(in.link) & AllLinks(w.nlinks)
 	if set == 0 {
-		c.handlerDrops++
-		if w.tap.set != nil {
-			w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.total)
-		}
-		w.drop(in)
+		w.abandon(lost{why: dropHandler, at: atRX, in: in, link: in.link, queue: in.queue, total: p.total}, c)
 		return
 	}
 	// Finish a partial checksum once, before the copies are made.
@@ -267,9 +247,7 @@ func (w *worker) sendCopy(in *port, o, total int, merging bool) {
 	lc := &w.tx[o].bc
 	nd := w.layOutCopy(total, lc)
 	if nd == 0 {
-		if w.tap.set != nil {
-			w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
-		}
+		w.abandon(lost{why: dropNoRoom, at: atCopy, link: o, queue: w.q, total: total}, lc)
 		w.touch(w.tx[o])
 		return
 	}

@@ -164,6 +164,7 @@ type batchCounts struct {
 	truncated                   uint64
 	txFull                      uint64
 	handoffFull, csumCompleted  uint64
+	atStop                      uint64 // dropped_at_stop (dropHandoffs)
 	hist                        [linearize.MaxDescs + 1]uint64
 }
 
@@ -553,9 +554,7 @@ func (w *worker) forward(in *port) int {
 		}
 		nd := w.layOut(in, total, &b.c)
 		if nd == 0 {
-			if w.tap.set != nil {
-				w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
-			}
+			w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: o, queue: w.q, total: total}, &b.c)
 			continue
 		}
 		w.sendOne(in, out, o, tq, slot, stamp, total, nd, &b)
@@ -648,9 +647,7 @@ func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
 	b.packets++
 	b.rxBytes += uint64(total)
 	if !ok {
-		if w.tap.set != nil {
-			w.tapRejected(in, total)
-		}
+		w.abandon(lost{why: dropRejected, at: atRing, in: in, total: total}, &b.c)
 		return total, false
 	}
 	if w.restoreVLAN(&w.chain[0]) {
@@ -659,14 +656,10 @@ func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
 	}
 	// A frame cut on its way in is dropped, not sent on cut.
 	if d := w.chain[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], total) {
-		b.c.truncated++
 		if w.flows != nil {
 			w.takeStamp(d.Addr) // ordering: this packet was seen
 		}
-		if w.tap.set != nil {
-			w.tapFrames(in.link, in.queue, capture.Drop, capTruncated, total)
-		}
-		w.drop(in)
+		w.abandon(lost{why: dropTruncated, at: atRX, in: in, link: in.link, queue: in.queue, total: total}, &b.c)
 		return total, false
 	}
 	if w.tap.set != nil {
@@ -706,12 +699,7 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 		return
 	}
 	if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-		b.c.handoffFull++
-		if w.tap.set != nil {
-			w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
-		}
-		w.flows.completed(w.out[:nd], tq)
-		w.release(w.out[:nd])
+		w.abandon(lost{why: dropHandoffFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
 	}
 	// Pushed: the owner's merge records what becomes of it (capture.go).
 }
@@ -779,6 +767,9 @@ func (w *worker) publishTX(out *port, c *batchCounts) {
 	}
 	if c.txFull != 0 {
 		s.txFull.Add(c.txFull)
+	}
+	if c.atStop != 0 {
+		s.stopDropped.Add(c.atStop)
 	}
 }
 
