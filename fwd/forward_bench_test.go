@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -49,6 +50,7 @@ func BenchmarkForward(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { w.wake.close() })
+			w.tap.point = capture.NewHub(1, []string{"a", "b"}).Point(0) // as New gives it
 			// Every frame holds the packet already: the fake kernel only
 			// hands out descriptors.
 			mem := r.Mem()
