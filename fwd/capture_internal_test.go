@@ -29,10 +29,9 @@ func TestCaptureHandedOff(t *testing.T) {
 		{"sent", func(g *mergeRig) { g.w[1].draining = true; g.merge(1) }, "[1/1/tx/]", "[1/1:tx_packets=1]"},
 		{"tx full", func(g *mergeRig) {
 			g.w[1].handler = HandlerFunc(func([]Packet) {})
-			g.port(1, 1).quietUntil = 1 // its link down: the merge drops
-			for g.port(1, 1).tx.Free(1) > 0 {
-				_, i := g.port(1, 1).tx.Reserve(1)
-				g.port(1, 1).tx.Set(i, g.frame("filler"), 60, 0)
+			g.port(1, 1).tx.quietUntil = 1 // its link down: the merge drops
+			for g.port(1, 1).tx.free(1) > 0 {
+				g.port(1, 1).tx.put([]xsk.Desc{{Addr: g.frame("filler"), Len: 60}})
 			}
 			g.w[1].draining = true
 			g.merge(1)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
 	"github.com/xdpfwd/xdpfwd/xsk/xsktest"
@@ -43,7 +42,7 @@ func BenchmarkForward(b *testing.B) {
 			for i := range ks {
 				ks[i] = xsktest.New(512, 0, 0)
 				f.socks[i] = []*xsk.Socket{ks[i].Socket}
-				f.ports[i] = []*port{{link: i, sock: ks[i].Socket, tx: txring.New(ks[i].Socket)}}
+				f.ports[i] = []*port{{link: i, sock: ks[i].Socket, tx: newLane(ks[i].Socket)}}
 			}
 			w, err := newWorker(f, 0)
 			if err != nil {

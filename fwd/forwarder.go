@@ -14,7 +14,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/promisc"
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -146,7 +145,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 			}
 			// TX lanes; with a Handler every socket, which may reflect.
 			if q < cfg.Queues || f.handler != nil {
-				p.tx = txring.New(sk)
+				p.tx = newLane(sk)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}

@@ -360,8 +360,8 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		if k > n {
 			break // a packet not yet whole: next round
 		}
-		if out.tx.Free(k) < k {
-			if w.handler == nil || out.quietUntil == 0 {
+		if out.tx.free(k) < k {
+			if w.handler == nil || !out.tx.down() {
 				break // TX full: next round
 			}
 			// A Handler's link that is down: drop (tx_full) rather
@@ -372,12 +372,12 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		if bestTS > strict {
 			timeouts++ // counted when sent: a packet behind a full TX ring waits several rounds
 		}
-		_, t := out.tx.Reserve(k)
+		var ds [linearize.MaxDescs]xsk.Desc
 		for j := range k {
-			e := h.at(idx + j)
-			out.tx.Set(t+j, e.desc.Addr, e.desc.Len, e.desc.Options)
-			c.txBytes += uint64(e.desc.Len)
+			ds[j] = h.at(idx + j).desc
+			c.txBytes += uint64(ds[j].Len)
 		}
+		out.tx.put(ds[:k]) // free said there is room
 		if w.tap.set != nil {
 			w.tapHanded(o, capture.TX, 0, h, idx, k)
 		}
@@ -386,7 +386,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		c.txDescs += uint64(k)
 	}
 	if c.txPackets > 0 {
-		out.tx.Publish() // kicked by run: kickOrDefer
+		out.tx.publish() // kicked by run: kickOrDefer
 	}
 	if c.txPackets|c.txFull != 0 {
 		w.publishTX(out, &c)

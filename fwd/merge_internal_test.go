@@ -11,7 +11,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -51,7 +50,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			g.socks[i] = append(g.socks[i], s)
 			p := &port{link: i, queue: q, sock: s.Socket}
 			if q < 2 {
-				p.tx = txring.New(s.Socket)
+				p.tx = newLane(s.Socket)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}

@@ -235,8 +235,7 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	l.TXBytes = p.stats.txBytes.Load()
 	l.Drops[DropUMEMExhausted] = p.rx.FillShort.Load()
 	if p.tx != nil {
-		l.KickErrors = p.tx.KickErrors.Load()
-		l.TXKicks = p.tx.Kicks.Load()
+		l.TXKicks, l.KickErrors = p.tx.kicks()
 	}
 	l.FillWakeups = p.rx.FillWakeups.Load()
 	l.RXBatches = p.stats.rxBatches.Load()

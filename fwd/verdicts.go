@@ -64,21 +64,21 @@ func (w *worker) verdictRoom(in *port, merging bool) (uint32, bool) {
 		}
 	}
 	for _, p := range w.tx {
-		if p.quietUntil == 0 && !merging {
-			room = min(room, p.tx.Free(w.batch))
+		if !p.tx.down() && !merging {
+			room = min(room, p.tx.free(w.batch))
 		}
 	}
-	if in.quietUntil == 0 {
-		room = min(room, in.tx.Free(w.batch)) // reflections
+	if !in.tx.down() {
+		room = min(room, in.tx.free(w.batch)) // reflections
 	}
 	if room < linearize.MaxDescs {
 		for _, p := range w.tx {
-			if p.tx.Pending() > 0 {
-				p.kick()
+			if p.tx.pending() > 0 {
+				p.tx.kick()
 			}
 		}
-		if in.tx.Pending() > 0 {
-			in.kick()
+		if in.tx.pending() > 0 {
+			in.tx.kick()
 		}
 		return room, room > 0
 	}
@@ -199,14 +199,9 @@ func rxSide(c, lc *batchCounts) {
 func (w *worker) put(p *port, total, nd int) {
 	w.touch(p)
 	lc := &p.bc
-	got, t := p.tx.Reserve(uint32(nd))
-	if got < uint32(nd) {
-		p.tx.Cancel(got)
+	if !p.tx.put(w.out[:nd]) {
 		w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: w.q, link: p.link, queue: p.queue, total: total}, lc)
 		return
-	}
-	for j, d := range w.out[:nd] {
-		p.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
 	}
 	if w.tap.set != nil {
 		w.tapOut(p.link, p.queue, capture.TX, 0, w.out[:nd], total)
@@ -274,7 +269,7 @@ func (w *worker) touch(p *port) {
 func (w *worker) finishLanes() {
 	for _, p := range w.touched {
 		p.touched = false
-		p.tx.Publish() // kicked by run: kickOrDefer
+		p.tx.publish() // kicked by run: kickOrDefer
 		w.publishTX(p, &p.bc)
 		p.bc = batchCounts{}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -88,12 +87,9 @@ type port struct {
 	link, queue int
 	sock        *xsk.Socket
 	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	tx          *txring.Ring // nil unless a TX lane
+	tx          *lane        // nil unless a TX lane
 	stats       portStats
-	// quietUntil (monotonic ns): after a failed kick (link down), no more
-	// kicks until then, and the worker sleeps instead of spinning.
-	quietUntil int64
-	owner      *worker
+	owner       *worker
 	// out are the handoff rings from this RX ring to each TX queue's
 	// owner, by output link (merge.go); nil with one queue.
 	out [][]*handoff
@@ -122,36 +118,6 @@ type port struct {
 // sends them there after half its size, where a large one would hoard
 // what another worker's fill ring starves for.
 const frameCacheSize = 512
-
-// kickBackoff is how long a worker leaves a TX ring alone after a kick
-// failed: a down link would otherwise be kicked half a million times a
-// second.
-const kickBackoff = 5 * time.Millisecond
-
-// kick wakes p's TX ring unless it is backing off after a failure.
-func (p *port) kick() { p.backOff(func() error { return p.tx.Kick(true) }) }
-
-// flush kicks p's TX ring for what it published, unless it is backing
-// off after a failure.
-func (p *port) flush() { p.backOff(p.tx.Flush) }
-
-// kickDown kicks p's TX ring while more than floor descriptors wait on
-// it, unless it is backing off after a failure.
-func (p *port) kickDown(floor uint32) {
-	p.backOff(func() error { return p.tx.KickDown(floor) })
-}
-
-// backOff makes kick unless p is backing off after a failed one, and
-// starts backing off when it fails.
-func (p *port) backOff(kick func() error) {
-	if p.quietUntil != 0 && monoNow() < p.quietUntil {
-		return
-	}
-	p.quietUntil = 0
-	if kick() != nil {
-		p.quietUntil = monoNow() + int64(kickBackoff)
-	}
-}
 
 // batchCounts accumulates one batch's counters in plain memory; they are
 // published with one atomic add each at the end of the batch.
@@ -385,8 +351,8 @@ func (w *worker) kickOrDefer() {
 func (w *worker) flush() {
 	w.deferred = false
 	for _, p := range w.rx {
-		if p.tx != nil && p.tx.Owed() {
-			p.flush()
+		if p.tx != nil && p.tx.owed() {
+			p.tx.flush()
 		}
 	}
 }
@@ -423,30 +389,18 @@ const (
 )
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
-// or the timeout. The poll kicks the TX rings (txring.Ring.Polled); what
-// exceeds what one poll surely sends (txring.PollBudget) is kicked first.
-// A down link makes it kick explicitly and sleep the backoff instead (its
+// or the timeout. The poll kicks the TX rings; what exceeds what one poll
+// surely sends is kicked first (lane.beforeSleep). A down link makes it kick explicitly and sleep the backoff instead (its
 // RX ring would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
 	blocked := false
 	for _, p := range w.rx {
-		blocked = blocked || p.tx != nil && p.quietUntil != 0
+		blocked = blocked || p.tx != nil && p.tx.down()
 	}
 	w.deferred = false
 	for _, p := range w.rx {
-		if p.tx == nil {
-			continue
-		}
-		if blocked && p.tx.Owed() {
-			p.flush()
-		}
-		// A kick the kernel could not finish (copy mode on an older
-		// kernel sends 32 descriptors per call) is retried rather than
-		// waiting for traffic, down to what the poll sends.
-		if blocked {
-			p.kickDown(0)
-		} else {
-			p.kickDown(txring.PollBudget)
+		if p.tx != nil {
+			p.tx.beforeSleep(blocked)
 		}
 	}
 	if blocked {
@@ -474,7 +428,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		if err == nil || err == unix.EINTR {
 			for _, p := range w.rx {
 				if p.tx != nil {
-					p.tx.Polled()
+					p.tx.polled()
 				}
 			}
 		}
@@ -569,9 +523,6 @@ type rxBatch struct {
 	rxBytes uint64
 	packets int
 	merging bool
-	// The slots reserved on the worker's own TX ring (not merging): got
-	// from tidx; t is the next one to write.
-	got, tidx, t uint32
 }
 
 // xconnectRoom is how many descriptors a batch from in may take: what the
@@ -597,8 +548,8 @@ func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, 
 		}
 		return room, true
 	}
-	if room = out.tx.Free(w.batch); room < linearize.MaxDescs {
-		out.kick()
+	if room = out.tx.free(w.batch); room < linearize.MaxDescs {
+		out.tx.kick()
 	}
 	return room, room > 0
 }
@@ -610,8 +561,7 @@ func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
 	w.startBatch()
 	b.merging = merging
 	if !merging {
-		b.got, b.tidx = out.tx.Reserve(n)
-		b.t = b.tidx
+		out.tx.reserve(n)
 	}
 }
 
@@ -686,10 +636,11 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 		w.flows.sent(w.out[:nd], tq, slot)
 	}
 	if !b.merging && tq == w.q {
-		for j, d := range w.out[:nd] {
-			out.tx.Set(b.t+uint32(j), d.Addr, d.Len, d.Options)
+		if !out.tx.put(w.out[:nd]) {
+			// Never: begin reserved what the batch can need.
+			w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
+			return
 		}
-		b.t += uint32(nd)
 		b.c.txPackets++
 		b.c.txBytes += uint64(total)
 		b.c.txDescs += uint64(nd)
@@ -710,8 +661,7 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 func (w *worker) finish(in, out *port, b *rxBatch) {
 	in.rx.Release()
 	if !b.merging {
-		out.tx.Cancel(b.got - (b.t - b.tidx))
-		out.tx.Publish() // kicked by run: kickOrDefer
+		out.tx.publish() // kicked by run: kickOrDefer
 	}
 	w.publishHandoffs(in)
 	w.tapEnd()
@@ -788,7 +738,7 @@ func (w *worker) inFlight() uint64 {
 	var n uint64
 	for _, p := range w.rx {
 		if p.tx != nil {
-			n += p.tx.InFlight()
+			n += p.tx.inFlight()
 		}
 	}
 	return n
@@ -798,7 +748,7 @@ func (w *worker) inFlight() uint64 {
 // worker's cache, inline slots and frag references to the builder.
 func (w *worker) reap(p *port) {
 	for {
-		n := p.tx.Reap(w.reaped)
+		n := p.tx.reap(w.reaped)
 		if w.flows != nil {
 			w.flows.completedAddrs(w.reaped[:n], w.q)
 		}
@@ -838,8 +788,8 @@ func (w *worker) drain() {
 			return
 		}
 		for _, p := range w.rx {
-			if p.tx != nil && p.tx.InFlight() > 0 {
-				p.kick()
+			if p.tx != nil && p.tx.inFlight() > 0 {
+				p.tx.kick()
 			}
 		}
 		time.Sleep(time.Millisecond)
