@@ -19,8 +19,9 @@ import (
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
-// Forwarder joins two links. Build it with New, run it with Run, release
-// it with Close.
+// Forwarder forwards between links: two cross-connected, or 1 to MaxLinks
+// with a Handler. Build it with New, run it with Run, release it with
+// Close.
 //
 // Every RX queue of every link has a socket, whatever the worker count:
 // a packet the XDP program cannot redirect goes to the kernel's stack,

@@ -279,7 +279,7 @@ func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 	return wm, at != 0 && now-at > int64(blockedHold)
 }
 
-// merge sends, for both links, the handed-over packets whose turn has come,
+// merge sends, for every link, the handed-over packets whose turn has come,
 // oldest first. It returns how many it sent and how many descriptors it
 // holds back for later.
 func (w *worker) merge() (sent, held int) {
