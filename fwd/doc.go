@@ -21,10 +21,12 @@
 // frames moved from the kernel to the worker), decide (the flow's TX queue;
 // with a Handler, the handler's verdict for the whole batch), lay out
 // (layout.go: inline slot, own frame, frag block or chain, package
-// linearize deciding) and send (the worker's own TX ring through txring,
-// or a handoff ring to the TX queue's owner). Only the layout code decides
-// where a UMEM unit goes next; rxring lends and takes back the frames of
-// the receive side, and umem records every move.
+// linearize deciding) and send (the worker's own TX lane, lane.go, or a
+// handoff ring to the TX queue's owner, whose merge puts it on its lane).
+// Only a lane writes a TX ring, and only abandon (abandon.go) ends a packet
+// that is not sent. Only the layout code decides where a UMEM unit goes
+// next; rxring lends and takes back the frames of the receive side, and
+// umem records every move.
 //
 // # Concurrency
 //

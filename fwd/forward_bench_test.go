@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
 	"github.com/xdpfwd/xdpfwd/xsk/xsktest"
@@ -42,13 +42,14 @@ func BenchmarkForward(b *testing.B) {
 			for i := range ks {
 				ks[i] = xsktest.New(512, 0, 0)
 				f.socks[i] = []*xsk.Socket{ks[i].Socket}
-				f.ports[i] = []*port{{link: i, sock: ks[i].Socket, tx: txring.New(ks[i].Socket)}}
+				f.ports[i] = []*port{{link: i, sock: ks[i].Socket, tx: newLane(ks[i].Socket)}}
 			}
 			w, err := newWorker(f, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { w.wake.close() })
+			w.tap.point = capture.NewHub(1, []string{"a", "b"}).Point(0) // as New gives it
 			// Every frame holds the packet already: the fake kernel only
 			// hands out descriptors.
 			mem := r.Mem()

@@ -14,14 +14,14 @@ import (
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/promisc"
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
-// Forwarder joins two links. Build it with New, run it with Run, release
-// it with Close.
+// Forwarder forwards between links: two cross-connected, or 1 to MaxLinks
+// with a Handler. Build it with New, run it with Run, release it with
+// Close.
 //
 // Every RX queue of every link has a socket, whatever the worker count:
 // a packet the XDP program cannot redirect goes to the kernel's stack,
@@ -149,7 +149,7 @@ func New(cfg Config) (_ *Forwarder, err error) {
 			}
 			// TX lanes; with a Handler every socket, which may reflect.
 			if q < cfg.Queues || f.handler != nil {
-				p.tx = txring.New(sk)
+				p.tx = newLane(sk)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/xsk"
 	"github.com/xdpfwd/xdpfwd/xsk/xsktest"
 )
@@ -194,7 +193,7 @@ func sleepRig(t *testing.T) (*worker, *handoff) {
 	t.Cleanup(func() { wk.close() })
 	w := &worker{wake: wk, tx: make([]*port, 2)}
 	for i := range w.tx {
-		w.tx[i] = &port{link: i, tx: txring.New(xsktest.New(64, 0, 0).Socket)}
+		w.tx[i] = &port{link: i, tx: newLane(xsktest.New(64, 0, 0).Socket)}
 		w.rx = append(w.rx, w.tx[i])
 	}
 	h := newHandoff(256, wk)

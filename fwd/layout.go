@@ -15,9 +15,10 @@ import (
 // every other file of the package off them.
 
 // layOut lays out the packet in w.chain, received on in, as TX
-// descriptors in w.out and returns how many (0: dropped, counted). Frames
-// that leave as they came move to the kernel's TX side; frames whose data
-// was copied go back to in's fill ring at once.
+// descriptors in w.out and returns how many (0: no layout, the packet
+// left Held for the caller to abandon). Frames that leave as they came
+// move to the kernel's TX side; frames whose data was copied go back to
+// in's fill ring at once.
 func (w *worker) layOut(in *port, total int, c *batchCounts) int {
 	path := w.build.Policy.Decide(total, len(w.chain))
 	nd := 0
@@ -53,8 +54,6 @@ func (w *worker) layOut(in *port, total int, c *batchCounts) int {
 		if len(w.chain) > linearize.MaxDescs || len(w.chain) == cap(w.chain) && w.chain[len(w.chain)-1].Options&xsk.PktContd != 0 {
 			// A chain longer than any kernel takes, and no frag block
 			// to repack it into.
-			c.noRoom++
-			in.rx.RecycleChain(w.chain)
 			return 0
 		}
 		for j, d := range w.chain {
@@ -78,8 +77,8 @@ func (w *worker) layOut(in *port, total int, c *batchCounts) int {
 // layOutCopy lays out a copy of the packet in w.chain as TX descriptors in
 // w.out, in an inline slot or a frag block of its own, else (no frag zone,
 // or none left) in free frames, one per descriptor of the packet, and
-// returns how many (0: no room, counted in c). The packet's own frames
-// stay Held.
+// returns how many (0: no room, for the caller to abandon). The packet's
+// own frames stay Held.
 func (w *worker) layOutCopy(total int, c *batchCounts) int {
 	nd, path := 0, linearize.Frag
 	switch d := w.chain[0]; {
@@ -102,7 +101,6 @@ func (w *worker) layOutCopy(total int, c *batchCounts) int {
 		}
 	}
 	if nd == 0 {
-		c.noRoom++
 		return 0
 	}
 	c.paths[path]++
@@ -133,7 +131,7 @@ func (w *worker) copyToFrames() int {
 }
 
 // drop gives the frames of the packet in w.chain, received on in, back to
-// in's fill ring: the packet is not sent (the caller counts why).
+// in's fill ring: the packet is not sent (abandon).
 func (w *worker) drop(in *port) { in.rx.RecycleChain(w.chain) }
 
 // release gives back TX descriptors that will not be sent.

@@ -69,7 +69,8 @@ const (
 type ordering struct {
 	modeOf func() xps.Mode
 	// clock reads the monotonic clock (ns) of the stamps: monoNow, or a
-	// test's fake. Read once per batch and once per merge round.
+	// test's fake. Read through worker.clock, once per batch (either
+	// path) and once per merge round.
 	clock func() int64
 	in    [][]*handoff // in[o]: from every RX port that may send to link o
 	src   [][]*port    // src[o]: the RX ports that may send to link o
@@ -278,7 +279,7 @@ func (p *port) watermark(w *worker, now int64) (wm int64, blocked bool) {
 	return wm, at != 0 && now-at > int64(blockedHold)
 }
 
-// merge sends, for both links, the handed-over packets whose turn has come,
+// merge sends, for every link, the handed-over packets whose turn has come,
 // oldest first. It returns how many it sent and how many descriptors it
 // holds back for later.
 func (w *worker) merge() (sent, held int) {
@@ -288,7 +289,7 @@ func (w *worker) merge() (sent, held int) {
 		w.tap.set = w.tap.point.Begin()
 		defer w.tapEnd()
 	}
-	w.now = w.order.clock()
+	w.now = w.clock()
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
 	// rings are empty and it is itself busy waiting.
@@ -327,7 +328,8 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		h.sync()
 	}
 	out := w.tx[o]
-	var pk, by, ds, timeouts uint64
+	var c batchCounts
+	var timeouts uint64
 	for {
 		best, bestTS, oldest := -1, int64(math.MaxInt64), int64(math.MaxInt64)
 		for q, h := range ord.in[o] {
@@ -358,45 +360,36 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		if k > n {
 			break // a packet not yet whole: next round
 		}
-		if out.tx.Free(k) < k {
-			if w.handler == nil || out.quietUntil == 0 {
+		if out.tx.free(k) < k {
+			if w.handler == nil || !out.tx.down() {
 				break // TX full: next round
 			}
 			// A Handler's link that is down: drop (tx_full) rather
 			// than let its handoff rings fill and stop every link.
-			if w.tap.set != nil {
-				w.tapHanded(o, capture.Drop, capTXFull, h, idx, k)
-			}
-			for j := range k {
-				e := h.at(idx + j)
-				w.flows.done(e.desc.Addr, w.q)
-				w.freeTX(e.desc.Addr)
-			}
-			h.release(k)
-			out.stats.txFull.Add(1)
+			w.abandon(lost{why: dropTXFull, at: atHandoff, h: h, idx: idx, k: k, link: o, queue: w.q}, &c)
 			continue
 		}
 		if bestTS > strict {
 			timeouts++ // counted when sent: a packet behind a full TX ring waits several rounds
 		}
-		_, t := out.tx.Reserve(k)
+		var ds [linearize.MaxDescs]xsk.Desc
 		for j := range k {
-			e := h.at(idx + j)
-			out.tx.Set(t+j, e.desc.Addr, e.desc.Len, e.desc.Options)
-			by += uint64(e.desc.Len)
+			ds[j] = h.at(idx + j).desc
+			c.txBytes += uint64(ds[j].Len)
 		}
+		out.tx.put(ds[:k]) // free said there is room
 		if w.tap.set != nil {
 			w.tapHanded(o, capture.TX, 0, h, idx, k)
 		}
 		h.release(k)
-		pk++
-		ds += uint64(k)
+		c.txPackets++
+		c.txDescs += uint64(k)
 	}
-	if pk > 0 {
-		out.tx.Publish() // kicked by run: kickOrDefer
-		out.stats.txPackets.Add(pk)
-		out.stats.txBytes.Add(by)
-		out.stats.txDescs.Add(ds)
+	if c.txPackets > 0 {
+		out.tx.publish() // kicked by run: kickOrDefer
+	}
+	if c.txPackets|c.txFull != 0 {
+		w.publishTX(out, &c)
 	}
 	if timeouts > 0 {
 		out.stats.orderTimeouts.Add(timeouts)
@@ -405,7 +398,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		n, _ := h.peek(^uint32(0))
 		held += int(n)
 	}
-	return int(pk), held
+	return int(c.txPackets), held
 }
 
 // dropHandoffs releases what is left in the rings handed to this worker,
@@ -421,7 +414,7 @@ func (w *worker) dropHandoffs() {
 		defer w.tapEnd()
 	}
 	for o := range w.order.in {
-		var dropped uint64
+		var c batchCounts
 		for _, h := range w.order.in[o] {
 			// peek re-reads the tail only when what it saw is used up:
 			// entries published after the last look must go too.
@@ -429,20 +422,15 @@ func (w *worker) dropHandoffs() {
 			n, idx := h.peek(^uint32(0))
 			first := uint32(0) // of the packet the entries belong to
 			for j := range n {
-				e := h.at(idx + j)
-				if e.desc.Options&xsk.PktContd == 0 {
-					dropped++
-					if w.tap.set != nil {
-						w.tapHanded(o, capture.Drop, capAtStop, h, idx+first, j-first+1)
-					}
+				if j+1 == n || h.at(idx+j).desc.Options&xsk.PktContd == 0 {
+					// A packet's last entry (or the last there is:
+					// packets are published whole).
+					w.abandon(lost{why: dropAtStop, at: atHandoff, h: h, idx: idx + first, k: j - first + 1, link: o, queue: w.q}, &c)
 					first = j + 1
 				}
-				w.flows.done(e.desc.Addr, w.q)
-				w.freeTX(e.desc.Addr)
 			}
-			h.release(n)
 		}
-		w.tx[o].stats.stopDropped.Add(dropped)
+		w.publishTX(w.tx[o], &c)
 	}
 }
 

@@ -3,13 +3,14 @@ package fwd
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -49,7 +50,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			g.socks[i] = append(g.socks[i], s)
 			p := &port{link: i, queue: q, sock: s.Socket}
 			if q < 2 {
-				p.tx = txring.New(s.Socket)
+				p.tx = newLane(s.Socket)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}
@@ -136,14 +137,15 @@ func (g *mergeRig) hand(i, q, tq int, name string, stamp int64, descs int) []uin
 }
 
 // arrive puts a packet stamped stamp on RX ring q of link i, unread: what
-// the owner's watermark then reports.
-func (g *mergeRig) arrive(i, q int, stamp int64) {
+// the owner's watermark then reports. It returns the packet's address.
+func (g *mergeRig) arrive(i, q int, stamp int64) uint64 {
 	a, _ := g.w[0].frames.Alloc(umem.KernelRX)
 	addr := a + 256
 	binary.NativeEndian.PutUint64(g.region.Mem()[addr-xsk.MetaStampOff:], uint64(stamp))
 	s := g.socks[i][q]
 	s.RX.Produce(xsk.Desc{Addr: addr, Len: 60})
 	s.RX.Publish()
+	return addr
 }
 
 // sent takes what the fake kernel finds on TX queue tq of link o since the
@@ -490,4 +492,91 @@ func TestDropHandoffs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ready gives worker q what forward needs beyond the merge (batch and
+// per-packet scratch, the inline limit) and, with a Handler, the verdict
+// path's scratch, as newWorker does.
+func (g *mergeRig) ready(q int, h Handler) *worker {
+	w := g.w[q]
+	var inlineMax atomic.Int32
+	w.batch, w.inlineMax = 64, &inlineMax
+	w.reaped = make([]uint64, 64)
+	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
+	w.out = make([]xsk.Desc, linearize.MaxDescs)
+	if w.tap.point == nil {
+		w.tap.point = capture.NewHub(2, []string{"a", "b"}).Point(q)
+	}
+	if h != nil {
+		w.handler, w.nlinks = h, len(g.f.ports)
+		w.pkts, w.spans, w.descs = make([]Packet, 0, 64), make([]span, 0, 64), make([]xsk.Desc, 0, 64)
+		w.touched = make([]*port, 0, 3)
+	}
+	return w
+}
+
+// TestForwardReadsOrderingClock: both batch paths, cross-connect and
+// Handler, read the ordering's clock (the rig's fake one): a packet they
+// hand off is queued at that time, and a ring they find blocked is
+// blocked from that time. A path reading the real clock would queue at,
+// and block from, a time the merge does not share.
+func TestForwardReadsOrderingClock(t *testing.T) {
+	toLink1 := HandlerFunc(func(ps []Packet) {
+		for i := range ps {
+			ps[i].Forward(1)
+		}
+	})
+	for _, tc := range []struct {
+		name    string
+		handler Handler
+	}{
+		{"cross-connect", nil},
+		{"handler", toLink1},
+	} {
+		t.Run(tc.name+"/queued", func(t *testing.T) {
+			g := newMergeRig(t, 2, 64)
+			g.now += usec(777) // far from the real clock
+			w := g.ready(0, tc.handler)
+			in := g.port(0, 0)
+			g.arrive(0, 0, g.now-usec(5))
+			if n := w.forward(in); n != 1 {
+				t.Fatalf("forward: %d packets, want 1", n)
+			}
+			var queued []int64
+			for _, h := range in.out[1] {
+				h.sync()
+				n, idx := h.peek(^uint32(0))
+				for k := range n {
+					queued = append(queued, h.at(idx+k).queued)
+				}
+			}
+			if len(queued) != 1 || queued[0] != g.now {
+				t.Fatalf("handed off at %v (ns since the rig's start), want [%d]: the fake clock", sinceStart(queued), g.now-rigStart)
+			}
+		})
+		t.Run(tc.name+"/blocked", func(t *testing.T) {
+			g := newMergeRig(t, 2, 64)
+			g.now += usec(777)
+			w := g.ready(0, tc.handler)
+			in := g.port(0, 0)
+			for in.out[1][0].room() >= linearize.MaxDescs {
+				g.hand(0, 0, 0, "filler", 0, 1)
+			}
+			g.arrive(0, 0, g.now-usec(5))
+			if n := w.forward(in); n != 0 {
+				t.Fatalf("forward with a full handoff ring: %d packets, want 0", n)
+			}
+			if at := in.blockedAt.Load(); at != g.now {
+				t.Fatalf("blocked at %d ns since the rig's start, want %d: the fake clock", at-rigStart, g.now-rigStart)
+			}
+		})
+	}
+}
+
+func sinceStart(ts []int64) []int64 {
+	out := make([]int64, len(ts))
+	for i, v := range ts {
+		out[i] = v - rigStart
+	}
+	return out
 }

@@ -33,7 +33,7 @@ type linkHealth struct {
 	downAt atomic.Int64  // unix ns it went down; 0 while up
 }
 
-// monitor follows both links through netlink until ctx is done. A link
+// monitor follows every link through netlink until ctx is done. A link
 // that goes down and up is logged with the gap and counted (forwarding
 // resumes by itself: the sockets and programs stay bound); a link that is
 // deleted ends the run with ErrLinkGone.

@@ -70,3 +70,40 @@ func TestOwnershipConfined(t *testing.T) {
 		t.Fatalf("only %d files checked: not run from the package directory?", checked)
 	}
 }
+
+// TestTXRingOneWriter: in this package only lane.go writes a TX ring (or
+// kicks one): no other file imports txring, and none reaches into a lane
+// for its ring. Direct sends, the merge and the worker loop all go
+// through a lane's methods.
+func TestTXRingOneWriter(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || name == "lane.go" {
+			continue
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range f.Imports {
+			if strings.HasSuffix(imp.Path.Value, `/txring"`) {
+				t.Errorf("%s: imports txring; only lane.go writes TX rings", fset.Position(imp.Pos()))
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "ring" {
+				t.Errorf("%s: .ring outside lane.go: a TX ring written past its lane", fset.Position(sel.Pos()))
+			}
+			return true
+		})
+	}
+	if checked < 10 {
+		t.Fatalf("only %d files checked: not run from the package directory?", checked)
+	}
+}

@@ -119,10 +119,11 @@ const (
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
 
-// LinkStats returns the counters of link i (0 or 1), summed over its
-// queues. It is safe to call while the forwarder runs: it sums per-worker
-// atomics and reads the kernel's statistics with one getsockopt per socket.
-// It is safe alongside Close too, and returns zero values once Close began.
+// LinkStats returns the counters of link i (its index in Config.Links),
+// summed over its queues. It is safe to call while the forwarder runs: it
+// sums per-worker atomics and reads the kernel's statistics with one
+// getsockopt per socket. It is safe alongside Close too, and returns zero
+// values once Close began.
 func (f *Forwarder) LinkStats(i int) LinkStats {
 	// One read lock for the whole reading: a nested RLock would deadlock
 	// behind a Close waiting for the write lock.
@@ -235,8 +236,7 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	l.TXBytes = p.stats.txBytes.Load()
 	l.Drops[DropUMEMExhausted] = p.rx.FillShort.Load()
 	if p.tx != nil {
-		l.KickErrors = p.tx.KickErrors.Load()
-		l.TXKicks = p.tx.Kicks.Load()
+		l.TXKicks, l.KickErrors = p.tx.kicks()
 	}
 	l.FillWakeups = p.rx.FillWakeups.Load()
 	l.RXBatches = p.stats.rxBatches.Load()
@@ -373,7 +373,7 @@ type Summary struct {
 	UMEM      UMEMSummary          `json:"umem"`
 	DurationS float64              `json:"duration_s"`
 
-	// Totals over both links of the TX layout accounting.
+	// Totals over every link of the TX layout accounting.
 	TXPaths         map[string]uint64 `json:"tx_paths"`
 	TXDescriptors   uint64            `json:"tx_descriptors"`
 	InlineFallbacks uint64            `json:"inline_fallbacks"`
@@ -412,7 +412,7 @@ type WorkerStats struct {
 }
 
 // Efficiency is the cost side of a span of forwarding, per 1,000 packets
-// received (both links, all queues): system calls, sleeps and batches.
+// received (every link, all queues): system calls, sleeps and batches.
 type Efficiency struct {
 	RXPackets uint64 `json:"rx_packets"`
 	// Per 1,000 packets received.

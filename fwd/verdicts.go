@@ -22,12 +22,7 @@ func (w *worker) forwardVerdicts(in *port) int {
 	if in.rx.Peek(min(room, w.batch), room) == 0 {
 		return 0
 	}
-	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
-	if w.flows != nil {
-		w.now = monoNow()
-	}
-	w.lastStamp = 0
+	w.startBatch()
 	var c batchCounts // receive side
 	packets, rxBytes := w.collectBatch(in, &c)
 	if len(w.pkts) > 0 {
@@ -60,7 +55,7 @@ func (w *worker) verdictRoom(in *port, merging bool) (uint32, bool) {
 		}
 		if room < linearize.MaxDescs {
 			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(monoNow())
+				in.blockedAt.Store(w.clock())
 			}
 			return 0, false
 		}
@@ -69,21 +64,21 @@ func (w *worker) verdictRoom(in *port, merging bool) (uint32, bool) {
 		}
 	}
 	for _, p := range w.tx {
-		if p.quietUntil == 0 && !merging {
-			room = min(room, p.tx.Free(w.batch))
+		if !p.tx.down() && !merging {
+			room = min(room, p.tx.free(w.batch))
 		}
 	}
-	if in.quietUntil == 0 {
-		room = min(room, in.tx.Free(w.batch)) // reflections
+	if !in.tx.down() {
+		room = min(room, in.tx.free(w.batch)) // reflections
 	}
 	if room < linearize.MaxDescs {
 		for _, p := range w.tx {
-			if p.tx.Pending() > 0 {
-				p.kick()
+			if p.tx.pending() > 0 {
+				p.tx.kick()
 			}
 		}
-		if in.tx.Pending() > 0 {
-			in.kick()
+		if in.tx.pending() > 0 {
+			in.tx.kick()
 		}
 		return room, room > 0
 	}
@@ -133,11 +128,7 @@ func (w *worker) carryOut(in *port, p *Packet, merging bool, c *batchCounts) {
 		w.flood(in, p, merging, c)
 		return
 	}
-	c.handlerDrops++
-	if w.tap.set != nil {
-		w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.total)
-	}
-	w.drop(in)
+	w.abandon(lost{why: dropHandler, at: atRX, in: in, link: in.link, queue: in.queue, total: p.total}, c)
 }
 
 // send lays out the packet in w.chain and sends it towards link o: on this
@@ -155,9 +146,8 @@ func (w *worker) send(in *port, o, total int, merging bool, c *batchCounts) {
 	nd := w.layOut(in, total, lc)
 	rxSide(c, lc)
 	if nd == 0 {
-		if w.tap.set != nil {
-			w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
-		}
+		w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: o, queue: w.q, total: total}, lc)
+		w.touch(w.tx[o])
 		return
 	}
 	w.emit(in, o, total, nd, tq, slot, stamp, merging)
@@ -172,12 +162,7 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 	}
 	if merging || tq != w.q {
 		if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-			w.tx[o].bc.handoffFull++
-			if w.tap.set != nil {
-				w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
-			}
-			w.flows.completed(w.out[:nd], tq)
-			w.release(w.out[:nd])
+			w.abandon(lost{why: dropHandoffFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &w.tx[o].bc)
 		} // pushed: the owner's merge records what becomes of it
 		w.touch(w.tx[o])
 		return
@@ -191,14 +176,15 @@ func (w *worker) emit(in *port, o, total, nd, tq int, slot xps.Slot, stamp int64
 func (w *worker) reflect(in *port, total int, c *batchCounts) {
 	nd := w.layOut(in, total, &in.bc)
 	rxSide(c, &in.bc)
-	if nd > 0 {
-		if w.flows != nil {
-			w.flows.bypass(w.out[:nd])
-		}
-		w.put(in, total, nd)
-	} else if w.tap.set != nil {
-		w.tapFrames(in.link, in.queue, capture.Drop, capNoRoom, total)
+	if nd == 0 {
+		w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: in.link, queue: in.queue, total: total}, &in.bc)
+		w.touch(in)
+		return
 	}
+	if w.flows != nil {
+		w.flows.bypass(w.out[:nd])
+	}
+	w.put(in, total, nd)
 }
 
 // rxSide moves what layOut counted for the input link (a completed
@@ -213,21 +199,9 @@ func rxSide(c, lc *batchCounts) {
 func (w *worker) put(p *port, total, nd int) {
 	w.touch(p)
 	lc := &p.bc
-	got, t := p.tx.Reserve(uint32(nd))
-	if got < uint32(nd) {
-		p.tx.Cancel(got)
-		lc.txFull++
-		if w.tap.set != nil {
-			w.tapOut(p.link, p.queue, capture.Drop, capTXFull, w.out[:nd], total)
-		}
-		if w.flows != nil {
-			w.flows.completed(w.out[:nd], w.q)
-		}
-		w.release(w.out[:nd])
+	if !p.tx.put(w.out[:nd]) {
+		w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: w.q, link: p.link, queue: p.queue, total: total}, lc)
 		return
-	}
-	for j, d := range w.out[:nd] {
-		p.tx.Set(t+uint32(j), d.Addr, d.Len, d.Options)
 	}
 	if w.tap.set != nil {
 		w.tapOut(p.link, p.queue, capture.TX, 0, w.out[:nd], total)
@@ -243,11 +217,7 @@ func (w *worker) put(p *port, total, nd int) {
 func (w *worker) flood(in *port, p *Packet, merging bool, c *batchCounts) {
 	set := p.out &^ LinkSet(0).Add(in.link) & AllLinks(w.nlinks)
 	if set == 0 {
-		c.handlerDrops++
-		if w.tap.set != nil {
-			w.tapFrames(in.link, in.queue, capture.Drop, capHandler, p.total)
-		}
-		w.drop(in)
+		w.abandon(lost{why: dropHandler, at: atRX, in: in, link: in.link, queue: in.queue, total: p.total}, c)
 		return
 	}
 	// Finish a partial checksum once, before the copies are made.
@@ -272,9 +242,7 @@ func (w *worker) sendCopy(in *port, o, total int, merging bool) {
 	lc := &w.tx[o].bc
 	nd := w.layOutCopy(total, lc)
 	if nd == 0 {
-		if w.tap.set != nil {
-			w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
-		}
+		w.abandon(lost{why: dropNoRoom, at: atCopy, link: o, queue: w.q, total: total}, lc)
 		w.touch(w.tx[o])
 		return
 	}
@@ -301,7 +269,7 @@ func (w *worker) touch(p *port) {
 func (w *worker) finishLanes() {
 	for _, p := range w.touched {
 		p.touched = false
-		p.tx.Publish() // kicked by run: kickOrDefer
+		p.tx.publish() // kicked by run: kickOrDefer
 		w.publishTX(p, &p.bc)
 		p.bc = batchCounts{}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
-	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -88,12 +87,9 @@ type port struct {
 	link, queue int
 	sock        *xsk.Socket
 	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	tx          *txring.Ring // nil unless a TX lane
+	tx          *lane        // nil unless a TX lane
 	stats       portStats
-	// quietUntil (monotonic ns): after a failed kick (link down), no more
-	// kicks until then, and the worker sleeps instead of spinning.
-	quietUntil int64
-	owner      *worker
+	owner       *worker
 	// out are the handoff rings from this RX ring to each TX queue's
 	// owner, by output link (merge.go); nil with one queue.
 	out [][]*handoff
@@ -123,36 +119,6 @@ type port struct {
 // what another worker's fill ring starves for.
 const frameCacheSize = 512
 
-// kickBackoff is how long a worker leaves a TX ring alone after a kick
-// failed: a down link would otherwise be kicked half a million times a
-// second.
-const kickBackoff = 5 * time.Millisecond
-
-// kick wakes p's TX ring unless it is backing off after a failure.
-func (p *port) kick() { p.backOff(func() error { return p.tx.Kick(true) }) }
-
-// flush kicks p's TX ring for what it published, unless it is backing
-// off after a failure.
-func (p *port) flush() { p.backOff(p.tx.Flush) }
-
-// kickDown kicks p's TX ring while more than floor descriptors wait on
-// it, unless it is backing off after a failure.
-func (p *port) kickDown(floor uint32) {
-	p.backOff(func() error { return p.tx.KickDown(floor) })
-}
-
-// backOff makes kick unless p is backing off after a failed one, and
-// starts backing off when it fails.
-func (p *port) backOff(kick func() error) {
-	if p.quietUntil != 0 && monoNow() < p.quietUntil {
-		return
-	}
-	p.quietUntil = 0
-	if kick() != nil {
-		p.quietUntil = monoNow() + int64(kickBackoff)
-	}
-}
-
 // batchCounts accumulates one batch's counters in plain memory; they are
 // published with one atomic add each at the end of the batch.
 type batchCounts struct {
@@ -164,6 +130,7 @@ type batchCounts struct {
 	truncated                   uint64
 	txFull                      uint64
 	handoffFull, csumCompleted  uint64
+	atStop                      uint64 // dropped_at_stop (dropHandoffs)
 	hist                        [linearize.MaxDescs + 1]uint64
 }
 
@@ -329,7 +296,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			// That worker may share this CPU, so never spin for it: a
 			// short sleep gives it the CPU (it wakes us if it hands us
 			// more).
-			switch due := time.Duration(w.holdDue - monoNow()); {
+			switch due := time.Duration(w.holdDue - w.clock()); {
 			case due > holdSpin:
 				w.sleep(min(due, holdPoll))
 			case due <= 0:
@@ -384,8 +351,8 @@ func (w *worker) kickOrDefer() {
 func (w *worker) flush() {
 	w.deferred = false
 	for _, p := range w.rx {
-		if p.tx != nil && p.tx.Owed() {
-			p.flush()
+		if p.tx != nil && p.tx.owed() {
+			p.tx.flush()
 		}
 	}
 }
@@ -422,30 +389,18 @@ const (
 )
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
-// or the timeout. The poll kicks the TX rings (txring.Ring.Polled); what
-// exceeds what one poll surely sends (txring.PollBudget) is kicked first.
-// A down link makes it kick explicitly and sleep the backoff instead (its
+// or the timeout. The poll kicks the TX rings; what exceeds what one poll
+// surely sends is kicked first (lane.beforeSleep). A down link makes it kick explicitly and sleep the backoff instead (its
 // RX ring would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
 	blocked := false
 	for _, p := range w.rx {
-		blocked = blocked || p.tx != nil && p.quietUntil != 0
+		blocked = blocked || p.tx != nil && p.tx.down()
 	}
 	w.deferred = false
 	for _, p := range w.rx {
-		if p.tx == nil {
-			continue
-		}
-		if blocked && p.tx.Owed() {
-			p.flush()
-		}
-		// A kick the kernel could not finish (copy mode on an older
-		// kernel sends 32 descriptors per call) is retried rather than
-		// waiting for traffic, down to what the poll sends.
-		if blocked {
-			p.kickDown(0)
-		} else {
-			p.kickDown(txring.PollBudget)
+		if p.tx != nil {
+			p.tx.beforeSleep(blocked)
 		}
 	}
 	if blocked {
@@ -473,7 +428,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		if err == nil || err == unix.EINTR {
 			for _, p := range w.rx {
 				if p.tx != nil {
-					p.tx.Polled()
+					p.tx.polled()
 				}
 			}
 		}
@@ -553,9 +508,7 @@ func (w *worker) forward(in *port) int {
 		}
 		nd := w.layOut(in, total, &b.c)
 		if nd == 0 {
-			if w.tap.set != nil {
-				w.tapFrames(o, w.q, capture.Drop, capNoRoom, total)
-			}
+			w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: o, queue: w.q, total: total}, &b.c)
 			continue
 		}
 		w.sendOne(in, out, o, tq, slot, stamp, total, nd, &b)
@@ -570,9 +523,6 @@ type rxBatch struct {
 	rxBytes uint64
 	packets int
 	merging bool
-	// The slots reserved on the worker's own TX ring (not merging): got
-	// from tidx; t is the next one to write.
-	got, tidx, t uint32
 }
 
 // xconnectRoom is how many descriptors a batch from in may take: what the
@@ -589,7 +539,7 @@ func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, 
 		}
 		if room < linearize.MaxDescs {
 			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(w.order.clock())
+				in.blockedAt.Store(w.clock())
 			}
 			return 0, false
 		}
@@ -598,27 +548,42 @@ func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, 
 		}
 		return room, true
 	}
-	if room = out.tx.Free(w.batch); room < linearize.MaxDescs {
-		out.kick()
+	if room = out.tx.free(w.batch); room < linearize.MaxDescs {
+		out.tx.kick()
 	}
 	return room, room > 0
 }
 
-// begin readies a batch of n descriptors: the live inline limit, one clock
-// read, and, unless merging, n slots on out's TX ring (every path needs at
-// most as many descriptors as a packet arrived with).
+// begin readies a batch of n descriptors: what every batch starts with
+// (startBatch) and, unless merging, n slots on out's TX ring (every path
+// needs at most as many descriptors as a packet arrived with).
 func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
-	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
+	w.startBatch()
 	b.merging = merging
 	if !merging {
-		b.got, b.tidx = out.tx.Reserve(n)
-		b.t = b.tidx
+		out.tx.reserve(n)
 	}
+}
+
+// startBatch is how a batch starts on either path (forward,
+// forwardVerdicts): whether anyone captures, the live inline limit, and
+// with several queues one clock read.
+func (w *worker) startBatch() {
+	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
+	w.build.Policy.InlineMax = int(w.inlineMax.Load())
 	if w.flows != nil {
-		w.now = w.order.clock() // one clock read per batch
+		w.now = w.clock() // one clock read per batch
 	}
 	w.lastStamp = 0
+}
+
+// clock reads the clock of the stamps (ns): the ordering's, so that a
+// test's fake clock governs every batch path and the merge alike.
+func (w *worker) clock() int64 {
+	if w.order == nil {
+		return monoNow()
+	}
+	return w.order.clock()
 }
 
 // collect takes in's next packet into w.chain (rxring checks every
@@ -632,9 +597,7 @@ func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
 	b.packets++
 	b.rxBytes += uint64(total)
 	if !ok {
-		if w.tap.set != nil {
-			w.tapRejected(in, total)
-		}
+		w.abandon(lost{why: dropRejected, at: atRing, in: in, total: total}, &b.c)
 		return total, false
 	}
 	if w.restoreVLAN(&w.chain[0]) {
@@ -643,14 +606,10 @@ func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
 	}
 	// A frame cut on its way in is dropped, not sent on cut.
 	if d := w.chain[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], total) {
-		b.c.truncated++
 		if w.flows != nil {
 			w.takeStamp(d.Addr) // ordering: this packet was seen
 		}
-		if w.tap.set != nil {
-			w.tapFrames(in.link, in.queue, capture.Drop, capTruncated, total)
-		}
-		w.drop(in)
+		w.abandon(lost{why: dropTruncated, at: atRX, in: in, link: in.link, queue: in.queue, total: total}, &b.c)
 		return total, false
 	}
 	if w.tap.set != nil {
@@ -677,10 +636,11 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 		w.flows.sent(w.out[:nd], tq, slot)
 	}
 	if !b.merging && tq == w.q {
-		for j, d := range w.out[:nd] {
-			out.tx.Set(b.t+uint32(j), d.Addr, d.Len, d.Options)
+		if !out.tx.put(w.out[:nd]) {
+			// Never: begin reserved what the batch can need.
+			w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
+			return
 		}
-		b.t += uint32(nd)
 		b.c.txPackets++
 		b.c.txBytes += uint64(total)
 		b.c.txDescs += uint64(nd)
@@ -690,12 +650,7 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 		return
 	}
 	if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-		b.c.handoffFull++
-		if w.tap.set != nil {
-			w.tapOut(o, w.q, capture.Drop, capHandoffFull, w.out[:nd], total)
-		}
-		w.flows.completed(w.out[:nd], tq)
-		w.release(w.out[:nd])
+		w.abandon(lost{why: dropHandoffFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
 	}
 	// Pushed: the owner's merge records what becomes of it (capture.go).
 }
@@ -706,8 +661,7 @@ func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, t
 func (w *worker) finish(in, out *port, b *rxBatch) {
 	in.rx.Release()
 	if !b.merging {
-		out.tx.Cancel(b.got - (b.t - b.tidx))
-		out.tx.Publish() // kicked by run: kickOrDefer
+		out.tx.publish() // kicked by run: kickOrDefer
 	}
 	w.publishHandoffs(in)
 	w.tapEnd()
@@ -764,6 +718,9 @@ func (w *worker) publishTX(out *port, c *batchCounts) {
 	if c.txFull != 0 {
 		s.txFull.Add(c.txFull)
 	}
+	if c.atStop != 0 {
+		s.stopDropped.Add(c.atStop)
+	}
 }
 
 // reapAll reaps every TX ring the worker produces: its TX lanes, and with
@@ -781,7 +738,7 @@ func (w *worker) inFlight() uint64 {
 	var n uint64
 	for _, p := range w.rx {
 		if p.tx != nil {
-			n += p.tx.InFlight()
+			n += p.tx.inFlight()
 		}
 	}
 	return n
@@ -791,7 +748,7 @@ func (w *worker) inFlight() uint64 {
 // worker's cache, inline slots and frag references to the builder.
 func (w *worker) reap(p *port) {
 	for {
-		n := p.tx.Reap(w.reaped)
+		n := p.tx.reap(w.reaped)
 		if w.flows != nil {
 			w.flows.completedAddrs(w.reaped[:n], w.q)
 		}
@@ -831,8 +788,8 @@ func (w *worker) drain() {
 			return
 		}
 		for _, p := range w.rx {
-			if p.tx != nil && p.tx.InFlight() > 0 {
-				p.kick()
+			if p.tx != nil && p.tx.inFlight() > 0 {
+				p.tx.kick()
 			}
 		}
 		time.Sleep(time.Millisecond)

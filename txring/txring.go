@@ -153,10 +153,10 @@ func (r *Ring) Owed() bool { return r.owed }
 func (r *Ring) Polled() { r.owed = false }
 
 // PollBudget is what a copy-mode kick or poll transmits from the TX ring
-// at least: kernels without XDP_MAX_TX_SKB_BUDGET stop at 32 descriptors
-// per call (TX_BATCH_SIZE), and the rest waits for the next one. Where
-// the kernel has the option, xsk raises it to the ring's size (Linux 6.18
-// sends 128 pending descriptors in one sendto).
+// at least: TX_BATCH_SIZE, what a kernel without XDP_MAX_TX_SKB_BUDGET
+// sends per call (net/xdp/xsk.c); the rest waits for the next call. Where
+// the kernel has the option, xsk raises the budget to the ring's size, so
+// a call may send more, never less.
 const PollBudget = 32
 
 // Kick makes the sendto the kernel needs to process the TX ring, if its

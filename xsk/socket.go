@@ -199,7 +199,9 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 		return nil, fmt.Errorf("bind (flags %#x): %w", flags, err)
 	}
 	// Let one sendto in copy mode move a whole ring's worth instead of the
-	// default 32 descriptors. Older kernels lack the option; that is fine.
+	// default 32 descriptors (on Linux 6.18 one sendto was seen to send
+	// 128 pending descriptors). Older kernels lack the option; that is
+	// fine: txring.PollBudget is the floor the owner counts on.
 	_ = unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(cfg.RingSize))
 
 	var opts struct{ flags uint32 }

@@ -1,0 +1,128 @@
+package fwd
+
+import (
+	"github.com/xdpfwd/xdpfwd/capture"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Abandoning a packet. Whatever stage a packet that will not be sent has
+// reached, abandon is where it ends: it is counted by its reason, offered
+// to a capture as dropped, taken off the flow ledger if its flow was
+// charged for it, and its UMEM given back. A new drop site describes the
+// packet (a lost); it does none of the four itself.
+
+// dropReason is why a packet is abandoned: the counter it adds to and the
+// reason a capture records.
+type dropReason uint8
+
+const (
+	dropRejected    dropReason = iota // rxring refused it (rx_bad_descs, rx_too_many_frags): counted there
+	dropTruncated                     // rx_truncated
+	dropHandler                       // handler_drops
+	dropNoRoom                        // tx_no_layout
+	dropHandoffFull                   // handoff_full
+	dropTXFull                        // tx_full
+	dropAtStop                        // dropped_at_stop
+)
+
+// dropCodes are the reasons' capture codes; dropRejected's is told apart
+// by tapRejected.
+var dropCodes = [...]capture.Reason{
+	dropTruncated:   capTruncated,
+	dropHandler:     capHandler,
+	dropNoRoom:      capNoRoom,
+	dropHandoffFull: capHandoffFull,
+	dropTXFull:      capTXFull,
+	dropAtStop:      capAtStop,
+}
+
+// stage is how far an abandoned packet got, which says where its memory
+// is and whether its flow was charged for it.
+type stage uint8
+
+const (
+	// atRing: rxring refused its descriptors and recycled what it could
+	// follow; nothing is left to give back.
+	atRing stage = iota
+	// atRX: its received frames, Held, in w.chain: back to in's fill ring.
+	atRX
+	// atCopy: a copy of the packet in w.chain (flood) found no room;
+	// nothing was laid out, and the packet itself goes on.
+	atCopy
+	// atTX: laid out in descs and charged to TX queue tq (flowState.sent
+	// or bypass): taken off the ledger, released.
+	atTX
+	// atHandoff: the k entries of h from idx, handed to this worker for
+	// its TX queue: taken off the ledger, released, and the entries given
+	// back to the producer.
+	atHandoff
+)
+
+// lost is a packet being abandoned: its state at the stage it reached,
+// passed by value.
+type lost struct {
+	why         dropReason
+	at          stage
+	link, queue int // where a capture records it
+	total       int
+	in          *port      // atRing, atRX: the port it was received on
+	descs       []xsk.Desc // atTX
+	tq          int        // atTX
+	h           *handoff   // atHandoff
+	idx, k      uint32     // atHandoff
+}
+
+// abandon ends the packet l describes: counted in c by its reason,
+// offered to a capture, settled with the flow ledger, its UMEM released.
+// The capture comes first: it reads the bytes before they are reused.
+func (w *worker) abandon(l lost, c *batchCounts) {
+	switch l.why {
+	case dropTruncated:
+		c.truncated++
+	case dropHandler:
+		c.handlerDrops++
+	case dropNoRoom:
+		c.noRoom++
+	case dropHandoffFull:
+		c.handoffFull++
+	case dropTXFull:
+		c.txFull++
+	case dropAtStop:
+		c.atStop++
+	}
+	if w.tap.set != nil {
+		w.tapLost(&l)
+	}
+	switch l.at {
+	case atRX:
+		w.drop(l.in)
+	case atTX:
+		if w.flows != nil {
+			w.flows.completed(l.descs, l.tq)
+		}
+		w.release(l.descs)
+	case atHandoff:
+		for j := range l.k {
+			a := l.h.at(l.idx + j).desc.Addr
+			if w.flows != nil {
+				w.flows.done(a, w.q)
+			}
+			w.freeTX(a)
+		}
+		l.h.release(l.k)
+	}
+}
+
+// tapLost offers an abandoned packet to the capture, as dropped.
+func (w *worker) tapLost(l *lost) {
+	switch l.at {
+	case atRing:
+		w.tapRejected(l.in, l.total)
+	case atRX, atCopy:
+		w.tapFrames(l.link, l.queue, capture.Drop, dropCodes[l.why], l.total)
+	case atTX:
+		w.tapOut(l.link, l.queue, capture.Drop, dropCodes[l.why], l.descs, l.total)
+	case atHandoff:
+		w.tapHanded(l.link, capture.Drop, dropCodes[l.why], l.h, l.idx, l.k)
+	}
+}

@@ -1,0 +1,159 @@
+package fwd
+
+import (
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/txring"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// lane is one TX ring and what decides when it is kicked, and the only
+// code in the package that writes a TX ring: direct sends (forward,
+// verdicts) and the merge put packets on it, and the worker's loop asks
+// it to kick. A lane has a single owner, the worker that transmits on its
+// TX queue (the ring's single producer); stats readers only load the
+// ring's Kicks and KickErrors atomics (kicks).
+type lane struct {
+	ring *txring.Ring
+	// quietUntil (monotonic ns): after a failed kick (link down), no more
+	// kicks until then, and the worker sleeps instead of spinning.
+	quietUntil int64
+	// Slots reserved ahead for a batch (reserve): next is the next to
+	// write, left how many remain.
+	next, left uint32
+}
+
+func newLane(s *xsk.Socket) *lane { return &lane{ring: txring.New(s)} }
+
+// kickBackoff is how long a worker leaves a TX ring alone after a kick
+// failed: a down link would otherwise be kicked half a million times a
+// second.
+const kickBackoff = 5 * time.Millisecond
+
+// free is how many descriptors could be put now, up to want.
+func (l *lane) free(want uint32) uint32 { return l.ring.Free(want) }
+
+// reserve claims up to n slots ahead for a batch, so that put writes each
+// packet into them without a reservation of its own; publish gives back
+// what is left.
+func (l *lane) reserve(n uint32) {
+	l.left, l.next = l.ring.Reserve(n)
+}
+
+// put writes one packet's descriptors, in slots reserved ahead if there
+// are any, else in slots of its own. It reports false, the ring untouched,
+// when there is no room for all of them.
+func (l *lane) put(descs []xsk.Desc) bool {
+	n := uint32(len(descs))
+	idx := l.next
+	switch {
+	case l.left >= n:
+		l.left -= n
+	case l.left > 0:
+		return false // never behind slots reserved ahead
+	default:
+		got, i := l.ring.Reserve(n)
+		if got < n {
+			l.ring.Cancel(got)
+			return false
+		}
+		idx = i
+	}
+	for j, d := range descs {
+		l.ring.Set(idx+uint32(j), d.Addr, d.Len, d.Options)
+	}
+	l.next = idx + n
+	return true
+}
+
+// publish gives back the slots reserved ahead and unused, and makes what
+// was put visible to the kernel; its kick is the worker loop's
+// (kickOrDefer).
+func (l *lane) publish() {
+	if l.left > 0 {
+		l.ring.Cancel(l.left)
+		l.left = 0
+	}
+	l.ring.Publish()
+}
+
+// down reports whether the lane backs off after a failed kick: its link
+// is down.
+func (l *lane) down() bool { return l.quietUntil != 0 }
+
+// kick wakes the TX ring unless the lane is backing off.
+func (l *lane) kick() {
+	if l.quiet() {
+		return
+	}
+	l.failed(l.ring.Kick(true))
+}
+
+// flush kicks the TX ring for what it published, unless the lane is
+// backing off.
+func (l *lane) flush() {
+	if l.quiet() {
+		return
+	}
+	l.failed(l.ring.Flush())
+}
+
+// kickDown kicks the TX ring while more than floor descriptors wait on
+// it, unless the lane is backing off.
+func (l *lane) kickDown(floor uint32) {
+	if l.quiet() {
+		return
+	}
+	l.failed(l.ring.KickDown(floor))
+}
+
+// beforeSleep readies the lane for the worker's sleep. The poll kicks
+// what the ring owes (polled), up to what one poll surely sends
+// (txring.PollBudget): the rest is kicked now. A kick the kernel could not
+// finish (copy mode on an older kernel sends PollBudget descriptors per
+// call) is retried rather than left waiting for traffic. When a link is
+// down the worker sleeps without polling: everything owed is kicked now.
+func (l *lane) beforeSleep(down bool) {
+	if down && l.owed() {
+		l.flush()
+	}
+	if down {
+		l.kickDown(0)
+	} else {
+		l.kickDown(txring.PollBudget)
+	}
+}
+
+// quiet reports whether the lane is still backing off after a failed
+// kick, and ends a back-off that has run out.
+func (l *lane) quiet() bool {
+	if l.quietUntil != 0 && monoNow() < l.quietUntil {
+		return true
+	}
+	l.quietUntil = 0
+	return false
+}
+
+// failed starts backing off after a kick that returned err, if any.
+func (l *lane) failed(err error) {
+	if err != nil {
+		l.quietUntil = monoNow() + int64(kickBackoff)
+	}
+}
+
+// owed reports whether published descriptors wait for a kick; polled
+// records that the worker's poll(2) passed over the socket, which kicks
+// it (txring.Ring.Polled).
+func (l *lane) owed() bool { return l.ring.Owed() }
+func (l *lane) polled()    { l.ring.Polled() }
+
+// pending is what the kernel has not yet taken from the TX ring, inFlight
+// what it has not completed.
+func (l *lane) pending() uint32  { return l.ring.Pending() }
+func (l *lane) inFlight() uint64 { return l.ring.InFlight() }
+
+// reap copies completed addresses into buf and returns how many.
+func (l *lane) reap(buf []uint64) int { return l.ring.Reap(buf) }
+
+// kicks are the ring's sendto calls and those that failed; any goroutine.
+func (l *lane) kicks() (n, errs uint64) { return l.ring.Kicks.Load(), l.ring.KickErrors.Load() }
