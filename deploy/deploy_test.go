@@ -98,13 +98,13 @@ func xdpfwdRunFlags(t *testing.T) map[string]bool {
 			return
 		}
 		runFlags = map[string]bool{}
-		for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9][a-z0-9-]*)`).FindAllStringSubmatch(out.String(), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^  --?([a-z][a-z0-9-]*)`).FindAllStringSubmatch(out.String(), -1) {
 			runFlags[m[1]] = true
 		}
 		// Sanity: the parse found the flags these files rely on.
 		for _, f := range []string{"link", "config", "metrics", "queues"} {
 			if !runFlags[f] {
-				flagsErr = fmt.Errorf("flag -%s not found in `xdpfwd run --help`:\n%s", f, out.Bytes())
+				flagsErr = fmt.Errorf("flag --%s not found in `xdpfwd run --help`:\n%s", f, out.Bytes())
 			}
 		}
 	})
