@@ -2,6 +2,7 @@ package fwd_test
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,16 @@ import (
 // whole process allocated next to nothing meanwhile: the sender is an
 // AF_XDP socket (inline.Sender, allocation-free) and nothing in B reads
 // the packets, so every allocation would be the forwarder's.
+//
+// The whole process also allocates for reasons of its own, at a rate per
+// second, not per packet: the link monitor's queue check (netlink, once a
+// second), the runtime. On a loaded machine the window lasts seconds and
+// those add up to hundreds, so the claim is checked on what the workers'
+// goroutines allocate, from a memory profile of every allocation; the
+// whole process's count is logged beside it.
 func TestNoAllocPerPacket(t *testing.T) {
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 1
 	for _, c := range []struct {
 		name   string
 		queues int
@@ -62,6 +72,7 @@ func TestNoAllocPerPacket(t *testing.T) {
 			runtime.ReadMemStats(&c1)
 			perRead := (c1.Mallocs - c0.Mallocs + 9) / 10
 			before := tx()
+			w0 := workerAllocs()
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)
 			const n = 100000
@@ -79,14 +90,51 @@ func TestNoAllocPerPacket(t *testing.T) {
 			runtime.ReadMemStats(&m1)
 			fwdd := last - before
 			allocs := max(int64(m1.Mallocs-m0.Mallocs)-int64(reads*perRead), 0)
-			t.Logf("%d packets sent, %d forwarded, %d allocations in the process (%.5f per packet; %d reads of the counters, %d allocations each, taken off)",
-				n, fwdd, allocs, float64(allocs)/float64(fwdd), reads, perRead)
-			if fwdd < n/20 { // the AF_XDP sender outruns the forwarder; drops are counted elsewhere
+			inWorkers := workerAllocs() - w0
+			t.Logf("%d packets sent, %d forwarded, %d allocations by the workers; %d in the whole process (%d reads of the counters, %d allocations each, taken off)",
+				n, fwdd, inWorkers, allocs, reads, perRead)
+			// The AF_XDP sender outruns the forwarder (drops are
+			// counted elsewhere); a loaded machine forwards a few
+			// percent of it, still thousands of packets.
+			if fwdd < n/100 {
 				t.Fatalf("only %d of %d packets forwarded", fwdd, n)
 			}
-			if uint64(allocs) > fwdd/1000 {
-				t.Errorf("%d allocations for %d packets: the datapath allocates per packet", allocs, fwdd)
+			if uint64(inWorkers) > fwdd/1000 {
+				t.Errorf("%d allocations by the workers for %d packets: the datapath allocates per packet", inWorkers, fwdd)
 			}
 		})
 	}
+}
+
+// workerAllocs is the number of objects allocated so far on the workers'
+// goroutines (stacks through (*worker).run), from the memory profile; two
+// collections publish the profile up to now.
+func workerAllocs() int64 {
+	runtime.GC()
+	runtime.GC()
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, true)
+	for {
+		recs = make([]runtime.MemProfileRecord, n+64)
+		var ok bool
+		if n, ok = runtime.MemProfile(recs, true); ok {
+			recs = recs[:n]
+			break
+		}
+	}
+	var total int64
+	for _, r := range recs {
+		frames := runtime.CallersFrames(r.Stack())
+		for {
+			f, more := frames.Next()
+			if strings.Contains(f.Function, "fwd.(*worker).run") {
+				total += r.AllocObjects
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return total
 }
