@@ -262,3 +262,32 @@ func TestIOMMUBootFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestIOMMUReadme: --iommu --readme replaces what is between the iommu
+// markers, and nothing else, with iommu.md and the chart it draws into
+// perf/charts/iommu.png; a README without the markers is an error.
+func TestIOMMUReadme(t *testing.T) {
+	rows := loadIOMMUTestdata(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "perf"), 0o755)
+	readme := filepath.Join(root, "perf", "README.md")
+	before, after := "# perf\n\nintro\n\n", "\n\n## Results\n\nkept\n"
+	os.WriteFile(readme, []byte(before+iommuReadmeBegin+"\nold table\n"+iommuReadmeEnd+after), 0o644)
+	md := iommuMarkdown(rows, testTime, "go run ./perf --iommu --readme")
+	if err := rewriteIOMMUReadme(Options{Root: root}, md, rows); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(readme)
+	s := string(b)
+	if !strings.HasPrefix(s, before+iommuReadmeBegin) || !strings.HasSuffix(s, iommuReadmeEnd+after) ||
+		!strings.Contains(s, md) || strings.Contains(s, "old table") || !strings.Contains(s, "![iommu](charts/iommu.png)") {
+		t.Errorf("README after the rewrite:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(root, "perf", "charts", "iommu.png")); err != nil {
+		t.Errorf("chart: %v", err)
+	}
+	os.WriteFile(readme, []byte(before+after), 0o644)
+	if err := rewriteIOMMUReadme(Options{Root: root}, md, rows); err == nil {
+		t.Error("README without markers: no error")
+	}
+}
