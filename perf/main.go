@@ -9,6 +9,7 @@
 //	go run ./perf --quick    # under two minutes: one round of short windows
 //	go run ./perf --only xdpfwd,bridge --workload udp
 //	go run ./perf --readme   # run, then rewrite the results section of perf/README.md
+//	go run ./perf --iommu    # IOMMU maps per 1,000 packets in a QEMU guest (internal/vmtest)
 //
 // perf builds its own topology with netlink — a source namespace, a veth, the
 // contender in the root namespace, a veth, a destination namespace — runs
@@ -53,6 +54,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.IOMMU {
+		return iommuMain(ctx, o, stdout, stderr)
+	}
 
 	var res *Results
 	if o.From != "" {
@@ -104,6 +108,7 @@ type Options struct {
 	Readme     bool          // rewrite the results section of perf/README.md
 	From       string        // render this results.json instead of running
 	List       bool          // list contenders and workloads
+	IOMMU      bool          // run the iommu workload in a VM (internal/vmtest) instead
 	KeepBuilds bool          // keep the temporary build directory (debugging)
 	Command    string        // the command line, recorded in the results
 	Progress   io.Writer     // progress lines; nil: none
@@ -136,6 +141,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.RefSrc, "ref-src", "", "also run, as contender xdpfwd-ref, xdpfwd (default) built from this checkout: a change against the code before it, in the same run")
 	fs.BoolVar(&o.Readme, "readme", false, "rewrite the results section of perf/README.md from this run (or from --from)")
 	fs.StringVar(&o.From, "from", "", "render tables (and, with --readme, the README section) from this results.json instead of running")
+	fs.BoolVar(&o.IOMMU, "iommu", false, "instead of the veth workloads, count IOMMU maps per 1,000 forwarded packets in a QEMU guest with igb and virtio-net (internal/vmtest; root, fetch-assets.sh's assets; 5-10 minutes); with --from, render a saved iommu.jsonl")
 	fs.BoolVar(&o.List, "list", false, "list contenders and workloads, then exit")
 	fs.BoolVar(&o.KeepBuilds, "keep-builds", false, "keep the temporary directory with the built forwarders and their logs")
 	if err := fs.Parse(args); err != nil {
@@ -150,6 +156,9 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 		}
 	})
 	o.Only, o.Workloads = only, wl
+	if o.IOMMU && (len(only) > 0 || len(wl) > 0 || o.RefSrc != "" || o.Quick) {
+		return o, errors.New("--iommu runs the VM workload alone: --only, --workload, --ref-src and --quick do not apply to it")
+	}
 	if loadCPUs != "" {
 		cpus, err := parseCPUList(loadCPUs)
 		if err != nil {

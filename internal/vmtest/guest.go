@@ -115,7 +115,7 @@ func (vm *VM) TryXdpfwd(args ...string) (*Daemon, int, string) {
 	script := fmt.Sprintf(`xdpfwd run %s --summary /tmp/%[2]s.json --metrics %[3]s --stats-interval 0 >/tmp/%[2]s.log 2>&1 &
 pid=$!
 for i in $(seq 900); do
-	if grep -q 'forwarder ready' /tmp/%[2]s.log; then echo "pid=$pid"; grep 'forwarder ready' /tmp/%[2]s.log; exit 0; fi
+	if grep -qs 'forwarder ready' /tmp/%[2]s.log; then echo "pid=$pid"; grep 'forwarder ready' /tmp/%[2]s.log; exit 0; fi
 	if ! kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; cat /tmp/%[2]s.log; exit $rc; fi
 	sleep 0.1
 done
@@ -128,8 +128,13 @@ cat /tmp/%[2]s.log; kill -9 $pid; exit 124`, strings.Join(args, " "), name, Metr
 		return nil, rc, out
 	}
 	d := &Daemon{vm: vm, name: name}
-	first, rest, _ := strings.Cut(out, "\n")
-	d.PID, _ = strconv.Atoi(strings.TrimPrefix(first, "pid="))
+	// The pid line need not be the first (output is stdout and stderr),
+	// and a pid of 0 would make Stop and Kill signal the agent's group.
+	_, after, _ := strings.Cut("\n"+out, "\npid=")
+	first, rest, _ := strings.Cut(after, "\n")
+	if d.PID, _ = strconv.Atoi(first); d.PID <= 0 {
+		return nil, -1, "xdpfwd ready, but no pid in:\n" + out
+	}
 	d.Ready = strings.TrimSpace(rest)
 	return d, 0, out
 }
