@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -371,8 +372,13 @@ func testFlowsSticky(t *testing.T, vm *VM) {
 	}
 }
 
-// addSources gives host A n more addresses (.11, .12, …) and host B a
-// static neighbour for none of them: B only receives.
+// addSources gives host A n more addresses, spread over the low 16 bits of
+// 198.18.0.0/16, and lets B take datagrams from them (rp_filter off: B has
+// no route back, and needs none). igb hashes IPv4 UDP by addresses only,
+// with a Toeplitz hash, which is linear: flows whose sources differ in only
+// the few low bits of .11–.26 all land on one queue whenever the key bits
+// for those few positions happen to cancel (a run in CI put all 16 on queue
+// 0). Sources differing in 16 bit positions make that 1 in 65,536.
 func addSources(t *testing.T, vm *VM, n int) []netip.Addr {
 	t.Helper()
 	var srcs []netip.Addr
@@ -386,7 +392,12 @@ func addSources(t *testing.T, vm *VM, n int) []netip.Addr {
 				continue
 			}
 			for i := range n {
-				a := netip.AddrFrom4([4]byte{198, 18, 7, byte(11 + i)})
+				v := uint16((i + 1) * 0x9e37)
+				a := netip.AddrFrom4([4]byte{198, 18, byte(v >> 8), byte(v)})
+				if a == AddrA || a == AddrB || byte(v) == 0 || byte(v) == 255 {
+					v ^= 0x5a5a
+					a = netip.AddrFrom4([4]byte{198, 18, byte(v >> 8), byte(v)})
+				}
 				err := netlink.AddrReplace(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)}})
 				if err != nil {
 					return err
@@ -398,6 +409,28 @@ func addSources(t *testing.T, vm *VM, n int) []netip.Addr {
 	})
 	if err != nil {
 		t.Fatalf("source addresses: %v", err)
+	}
+	err = vm.B.Do(func() error {
+		for _, f := range []string{"all", "default"} {
+			if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+f+"/rp_filter", []byte("0"), 0); err != nil {
+				return err
+			}
+		}
+		links, err := netlink.LinkList()
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.Type() == "tuntap" {
+				if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.Attrs().Name+"/rp_filter", []byte("0"), 0); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("rp_filter in %s: %v", vm.B.Name, err)
 	}
 	return srcs
 }
