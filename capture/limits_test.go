@@ -3,6 +3,8 @@ package capture
 import (
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/cbpf"
@@ -87,5 +89,68 @@ func BenchmarkFilterLength(b *testing.B) {
 				s.Read(10, func([]byte) bool { return true })
 			}
 		})
+	}
+}
+
+// TestLimitsUnderConcurrentOpens: sixteen clients opening and closing
+// captures at once while two workers write to them never hold more than
+// MaxSessions open, and once all are closed the hub holds no session and
+// no reserved buffer: the limit is checked and reserved under one lock.
+func TestLimitsUnderConcurrentOpens(t *testing.T) {
+	const clients, rounds = 16, 200
+	h := NewHub(2, []string{"a", "b"})
+	defer h.Close()
+	var live, most, refused atomic.Int64
+	stop := make(chan struct{})
+	var workers sync.WaitGroup
+	for w := range 2 {
+		workers.Go(func() {
+			pkt := [][]byte{make([]byte, 60)}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if s := h.Point(w).Begin(); s != nil {
+					s.Packet(w, 0, RX, 0, pkt, 60)
+					s.End()
+				}
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range rounds {
+				s, err := h.Open(Spec{Buffer: 64 << 10, Snaplen: 128})
+				if err != nil {
+					if !strings.Contains(err.Error(), "captures open") {
+						t.Errorf("open: %v", err)
+					}
+					refused.Add(1)
+					continue
+				}
+				n := live.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				live.Add(-1)
+				s.Close()
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	workers.Wait()
+	if m := most.Load(); m > MaxSessions {
+		t.Errorf("%d captures open at once, at most %d allowed", m, MaxSessions)
+	}
+	if refused.Load() == 0 {
+		t.Logf("no open was refused: the clients never contended")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.sessions) != 0 || h.opening != 0 || h.bytes != 0 {
+		t.Errorf("after every close: %d sessions, %d opening, %d bytes reserved; want none", len(h.sessions), h.opening, h.bytes)
 	}
 }

@@ -3,22 +3,9 @@ package fwd_test
 import (
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
-
-// promiscuity is link name's promiscuity count (IFLA_PROMISCUITY): what
-// every promiscuous membership and IFF_PROMISC add up to.
-func promiscuity(t *testing.T, name string) int {
-	t.Helper()
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatalf("link %s: %v", name, err)
-	}
-	return l.Attrs().Promisc
-}
 
 // counter is a Handler that drops everything and says it needs no
 // promiscuous mode, as modes.Sink does.
@@ -53,13 +40,13 @@ func TestPromiscHeldWhileRunning(t *testing.T) {
 			p := newPair(t, topo.Options{})
 			r := start(t, p, fwd.Config{Promisc: tc.promisc, Handler: tc.handler})
 			for _, l := range []string{p.LinkA, p.LinkB} {
-				if n := promiscuity(t, l); n != tc.want {
+				if n := topo.Promiscuity(t, l); n != tc.want {
 					t.Errorf("%s while forwarding: promiscuity %d, want %d", l, n, tc.want)
 				}
 			}
 			r.stop(t)
 			for _, l := range []string{p.LinkA, p.LinkB} {
-				if n := promiscuity(t, l); n != 0 {
+				if n := topo.Promiscuity(t, l); n != 0 {
 					t.Errorf("%s after Close: promiscuity %d, want 0", l, n)
 				}
 			}

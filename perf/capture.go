@@ -122,24 +122,3 @@ func captureCounts(log string) (captured, lost uint64, err error) {
 	lost, _ = strconv.ParseUint(string(m[2]), 10, 64)
 	return captured, lost, nil
 }
-
-// refSrcContender is xdpfwd (default) built from another checkout (--ref-src):
-// the code before a change, measured beside it in the same run.
-func refSrcContender(src string) *contender {
-	c := xdpfwdContender("xdpfwd-ref", "xdpfwd (default), built from "+src, nil)
-	c.Desc = "xdpfwd (default) built from " + src + ", to compare the code before a change in the same run"
-	c.bin = "xdpfwd-ref"
-	build := c.build
-	c.build = func(ctx context.Context, e *env) error {
-		if err := build(ctx, e); err != nil {
-			return err
-		}
-		bin := filepath.Join(e.tmp, "xdpfwd-ref")
-		if err := goBuild(ctx, src, "./cmd/xdpfwd", bin); err != nil {
-			return err
-		}
-		e.bins["xdpfwd-ref"] = bin
-		return nil
-	}
-	return c
-}

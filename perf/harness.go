@@ -245,10 +245,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("perf needs root (namespaces, veths, XDP, AF_XDP); euid is %d", os.Geteuid())
 	}
-	cs, err := selectContenders(o.Only)
-	if err == nil && o.RefSrc != "" {
-		cs = append(cs, refSrcContender(o.RefSrc))
-	}
+	cs, err := selectWithRefs(o.Only, o.RefSrc)
 	if err != nil {
 		return err
 	}

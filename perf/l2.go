@@ -167,7 +167,11 @@ func xdpfwdModeContender(name, label, mode, group string) *contender {
 		if e.xdpfwdMetrics {
 			args = append(args, "--metrics", "127.0.0.1:0")
 		}
-		ch, err := e.startForwarder(ctx, p, name, e.bins["xdpfwd"], args, []int{e.o.FwdCPU})
+		bin := e.bins["xdpfwd"]
+		if c.bin != "" {
+			bin = e.bins[c.bin]
+		}
+		ch, err := e.startForwarder(ctx, p, name, bin, args, []int{e.o.FwdCPU})
 		if err != nil {
 			return nil, err
 		}

@@ -138,7 +138,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&loadCPUs, "load-cpus", "", "CPUs perf's generators and receivers are pinned to, e.g. 1 or 1-3 (default: all but --fwd-cpu)")
 	fs.IntVar(&o.Queues, "queues", 1, "RX/TX queues of every veth (multi-queue topology)")
 	fs.StringVar(&o.Src, "src", "", "checkout (module root) to build ./cmd/xdpfwd from, e.g. another commit's work tree (default: this module)")
-	fs.StringVar(&o.RefSrc, "ref-src", "", "also run, as contender xdpfwd-ref, xdpfwd (default) built from this checkout: a change against the code before it, in the same run")
+	fs.StringVar(&o.RefSrc, "ref-src", "", "also run xdpfwd, xdpfwd-switch and xdpfwd-reflect built from this checkout, as contenders NAME-ref: a change against the code before it, in the same run")
 	fs.BoolVar(&o.Readme, "readme", false, "rewrite the results section of perf/README.md from this run (or from --from)")
 	fs.StringVar(&o.From, "from", "", "render tables (and, with --readme, the README section) from this results.json instead of running")
 	fs.BoolVar(&o.IOMMU, "iommu", false, "instead of the veth workloads, count IOMMU maps per 1,000 forwarded packets in a QEMU guest with igb and virtio-net (internal/vmtest; root, fetch-assets.sh's assets; 5-10 minutes); with --from, render a saved iommu.jsonl")
@@ -172,7 +172,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	case o.Queues < 1:
 		return o, errors.New("--queues must be at least 1")
 	}
-	if _, err := selectContenders(o.Only); err != nil {
+	if _, err := selectWithRefs(o.Only, o.RefSrc); err != nil {
 		return o, err
 	}
 	if _, err := selectWorkloads(o.Workloads); err != nil {

@@ -9,20 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
-
-// promiscuity is link name's promiscuity count (IFLA_PROMISCUITY).
-func promiscuity(t *testing.T, name string) int {
-	t.Helper()
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		t.Fatalf("link %s: %v", name, err)
-	}
-	return l.Attrs().Promisc
-}
 
 // TestPromiscReleasedOnKill9: xdpfwd holds its links promiscuous while it
 // runs where its mode needs it (the default xconnect, reflect; not sink,
@@ -60,7 +48,7 @@ func TestPromiscReleasedOnKill9(t *testing.T) {
 				t.Errorf("ready line lacks %q:\n%s", line, pr.stderr.String())
 			}
 			for _, l := range []string{p.LinkA, p.LinkB} {
-				if n := promiscuity(t, l); n != tc.want {
+				if n := topo.Promiscuity(t, l); n != tc.want {
 					t.Errorf("%s while xdpfwd %s runs: promiscuity %d, want %d", l, strings.Join(tc.args, " "), n, tc.want)
 				}
 			}
@@ -75,10 +63,10 @@ func TestPromiscReleasedOnKill9(t *testing.T) {
 			// can reap it; poll briefly all the same.
 			deadline := time.Now().Add(2 * time.Second)
 			for _, l := range []string{p.LinkA, p.LinkB} {
-				n := promiscuity(t, l)
+				n := topo.Promiscuity(t, l)
 				for n != 0 && time.Now().Before(deadline) {
 					time.Sleep(10 * time.Millisecond)
-					n = promiscuity(t, l)
+					n = topo.Promiscuity(t, l)
 				}
 				if n != 0 {
 					t.Errorf("%s after kill -9: promiscuity %d, want 0", l, n)

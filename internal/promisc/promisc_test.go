@@ -51,21 +51,11 @@ func newVeth(t *testing.T) (a, b netlink.Link) {
 	return a, b
 }
 
-// promiscuity is the link's promiscuity count (IFLA_PROMISCUITY).
-func promiscuity(t *testing.T, l netlink.Link) int {
-	t.Helper()
-	got, err := netlink.LinkByIndex(l.Attrs().Index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got.Attrs().Promisc
-}
-
 // TestJoinCountsUntilClose: each membership raises the promiscuity count
 // by one, Close lowers it, a second Close does nothing.
 func TestJoinCountsUntilClose(t *testing.T) {
 	a, _ := newVeth(t)
-	if n := promiscuity(t, a); n != 0 {
+	if n := topo.Promiscuity(t, a.Attrs().Name); n != 0 {
 		t.Fatalf("new veth: promiscuity %d, want 0", n)
 	}
 	m1, err := promisc.Join(a.Attrs().Name, a.Attrs().Index)
@@ -88,7 +78,7 @@ func TestJoinCountsUntilClose(t *testing.T) {
 		if err := step.do(); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		if n := promiscuity(t, a); n != step.want {
+		if n := topo.Promiscuity(t, a.Attrs().Name); n != step.want {
 			t.Errorf("step %d: promiscuity %d, want %d", i, n, step.want)
 		}
 	}

@@ -54,24 +54,22 @@ func (vm *VM) RXQueues(t testing.TB, name string) int {
 // for their carrier.
 func (vm *VM) SetLinks(t testing.TB, mtu int) {
 	t.Helper()
-	vm.Run(t, fmt.Sprintf(`for l in %[1]s %[2]s; do ip link set $l mtu %[3]d up || exit 1; done
-for i in $(seq 300); do
-	[ "$(cat /sys/class/net/%[1]s/carrier)" = 1 ] && [ "$(cat /sys/class/net/%[2]s/carrier)" = 1 ] && exit 0
-	sleep 0.1
-done
-echo "no carrier"; exit 1`, NIC0, NIC1, mtu), 40*time.Second)
+	vm.Run(t, fmt.Sprintf("for l in %s %s; do ip link set $l mtu %d up || exit 1; done\n", NIC0, NIC1, mtu)+waitCarrier, 40*time.Second)
 }
 
 // WaitCarrier waits (30 s at most) until both guest NICs have a carrier,
 // as after the link reset some drivers do when XDP is attached.
 func (vm *VM) WaitCarrier(t testing.TB) {
 	t.Helper()
-	vm.Run(t, fmt.Sprintf(`for i in $(seq 300); do
+	vm.Run(t, waitCarrier, 40*time.Second)
+}
+
+// waitCarrier is the guest script that waits for both NICs' carrier.
+var waitCarrier = fmt.Sprintf(`for i in $(seq 300); do
 	[ "$(cat /sys/class/net/%[1]s/carrier)" = 1 ] && [ "$(cat /sys/class/net/%[2]s/carrier)" = 1 ] && exit 0
 	sleep 0.1
 done
-echo "no carrier"; exit 1`, NIC0, NIC1), 40*time.Second)
-}
+echo "no carrier"; exit 1`, NIC0, NIC1)
 
 // Daemon is an xdpfwd run in the guest.
 type Daemon struct {
