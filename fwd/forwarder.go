@@ -50,6 +50,9 @@ type Forwarder struct {
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
 	// into their policy once per batch.
 	inlineMax atomic.Int32
+	// xpsMode is the live XPS mode (SetXPS), also with one queue, where
+	// there is no table to hold it.
+	xpsMode atomic.Uint32
 	// capture is where xdpfwd capture's sessions tap the workers.
 	capture *capture.Hub
 	// promisc holds each link's promiscuous membership (Config.Promisc),
@@ -108,6 +111,7 @@ func New(config Config) (_ *Forwarder, err error) {
 	f.handoffSize = cfg.HandoffSize
 	ucfg := cfg.UMEM
 	f.inlineMax.Store(int32(cfg.InlineMax))
+	f.xpsMode.Store(uint32(cfg.XPS))
 	f.policy = linearize.Policy{
 		InlineMax:  cfg.InlineMax,
 		MaxTxFrags: cfg.MaxTxFrags,
@@ -439,6 +443,7 @@ func (f *Forwarder) SetQueues(n int) error {
 
 // SetXPS changes the queue selection mode while running.
 func (f *Forwarder) SetXPS(m xps.Mode) {
+	f.xpsMode.Store(uint32(m))
 	if f.flows != nil {
 		f.flows.table.SetMode(m)
 	}
@@ -462,6 +467,58 @@ func (f *Forwarder) SetInlineMax(setting int) error {
 // InlineMax returns the inline limit in force, in bytes: the largest
 // packet copied whole into an inline slot, 0 while the inline path is off.
 func (f *Forwarder) InlineMax() int { return int(f.inlineMax.Load()) }
+
+// ActiveQueues is the number of TX queues flows are spread over now:
+// Queues, or fewer after SetQueues.
+func (f *Forwarder) ActiveQueues() int {
+	if f.flows == nil {
+		return f.cfg.Queues
+	}
+	return int(f.flows.active.Load())
+}
+
+// Reconfigure resolves next against the links and host facts New resolved
+// its Config against, and applies the difference from what runs: Queues
+// (SetQueues; 0 is DefaultQueues), XPS (SetXPS) and InlineMax
+// (SetInlineMax) change live; any other setting whose resolved value
+// differs is not applied and is listed in Restart. A live change that
+// fails stays as it was, in Failed (a later Reconfigure tries it again).
+// A Config that does not resolve changes nothing: the error says why.
+func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
+	var r Reconfiguration
+	np, err := resolve(liveSettings(next, &f.cfg), f.links, f.host)
+	if err != nil {
+		return r, err
+	}
+	r.Restart = restartChanges(&f.cfg, &np)
+	var errs []error
+	if n, err := inline.ResolveMax(next.InlineMax); err != nil {
+		errs = append(errs, &InputError{err})
+	} else if cur := f.InlineMax(); n != cur {
+		if err := f.SetInlineMax(next.InlineMax); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.Applied = append(r.Applied, Change{"InlineMax", fmt.Sprint(cur), fmt.Sprint(n)})
+		}
+	}
+	if cur := xps.Mode(f.xpsMode.Load()); next.XPS != cur {
+		f.SetXPS(next.XPS)
+		r.Applied = append(r.Applied, Change{"XPS", cur.String(), next.XPS.String()})
+	}
+	n := next.Queues
+	if n == 0 {
+		n = f.DefaultQueues()
+	}
+	if cur := f.ActiveQueues(); n != cur {
+		if err := f.SetQueues(n); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.Applied = append(r.Applied, Change{"Queues", fmt.Sprint(cur), fmt.Sprint(n)})
+		}
+	}
+	r.Failed = errors.Join(errs...)
+	return r, nil
+}
 
 // Stopping reports whether the forwarder has been asked to stop.
 func (f *Forwarder) Stopping() bool { return f.stop.Load() }

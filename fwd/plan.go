@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -412,4 +413,93 @@ func allowed(cpus, set []int) bool {
 		}
 	}
 	return true
+}
+
+// Change is one setting that differs between the Plan a forwarder runs
+// with and the one a new Config resolves to: Field names the Config field,
+// From and To are the resolved values.
+type Change struct {
+	Field, From, To string
+}
+
+func (c Change) String() string { return fmt.Sprintf("%s %s → %s", c.Field, c.From, c.To) }
+
+// Reconfiguration is what Reconfigure did with a new Config.
+type Reconfiguration struct {
+	// Applied are the live changes put in force.
+	Applied []Change
+	// Restart are the changes a running forwarder cannot take: each
+	// needs a restart, and none was applied.
+	Restart []Change
+	// Failed joins the live changes that were refused (SetQueues or
+	// SetInlineMax said why); each stays as it was.
+	Failed error
+}
+
+// RestartError is nil, or an error naming every change that needs a
+// restart.
+func (r Reconfiguration) RestartError() error {
+	if len(r.Restart) == 0 {
+		return nil
+	}
+	s := make([]string, len(r.Restart))
+	for i, c := range r.Restart {
+		s[i] = c.String()
+	}
+	return fmt.Errorf("%s: not applied, a restart is needed", strings.Join(s, ", "))
+}
+
+// restartFields are the Plan's settings a running forwarder cannot change,
+// by the Config field that sets them: the sockets, rings, UMEM and workers
+// were built from them.
+var restartFields = []struct {
+	field string
+	value func(*Plan) any
+}{
+	{"Links", func(p *Plan) any { return p.Links }},
+	{"Handler", func(p *Plan) any { return fmt.Sprintf("%T", p.Handler) }},
+	{"RingSize", func(p *Plan) any { return p.RingSize }},
+	{"Batch", func(p *Plan) any { return p.Batch }},
+	{"FrameSize", func(p *Plan) any { return p.FrameSize }},
+	{"ZeroCopy", func(p *Plan) any { return p.ZeroCopy }},
+	{"XDPMode", func(p *Plan) any { return p.XDPMode }},
+	{"HugePages", func(p *Plan) any { return p.HugePages }},
+	{"Force", func(p *Plan) any { return p.Force }},
+	{"MultiBufferMode", func(p *Plan) any { return p.MultiBuffer }},
+	{"Checksums", func(p *Plan) any { return p.CompleteChecksums }},
+	{"Promisc", func(p *Plan) any { return p.Promiscuous }},
+	{"CPUs", func(p *Plan) any { return p.CPUs }},
+	{"FragOrder", func(p *Plan) any { return p.FragOrder }},
+	{"MaxTxFrags", func(p *Plan) any { return p.MaxTxFrags }},
+	{"Spin", func(p *Plan) any { return p.Spin }},
+	{"Coalesce", func(p *Plan) any { return p.Coalesce }},
+	{"BusyPoll", func(p *Plan) any { return p.BusyPoll }},
+	{"XPSAsymmetric", func(p *Plan) any { return p.XPSAsymmetric }},
+	{"FlowTableSize", func(p *Plan) any { return p.FlowTableSize }},
+}
+
+// restartChanges compares two plans in the settings a running forwarder
+// cannot change.
+func restartChanges(cur, next *Plan) []Change {
+	var out []Change
+	for _, f := range restartFields {
+		a, b := fmt.Sprint(f.value(cur)), fmt.Sprint(f.value(next))
+		if a != b {
+			out = append(out, Change{Field: f.field, From: a, To: b})
+		}
+	}
+	return out
+}
+
+// liveSettings returns next with the settings a running forwarder changes
+// live (Queues, XPS, InlineMax) replaced by those it was started with, so
+// that next resolves to a Plan comparable with cur in everything else.
+func liveSettings(next Config, cur *Plan) Config {
+	next.Queues = cur.Queues
+	next.XPS = cur.XPS
+	next.InlineMax = cur.InlineMax
+	if cur.InlineMax == 0 {
+		next.InlineMax = InlineOff
+	}
+	return next
 }
