@@ -166,7 +166,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
 	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256")
 	fs.Var(&ff.fragOrder, "frag-order", "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none")
-	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
+	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 0, "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4")
 	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
 	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
