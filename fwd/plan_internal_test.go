@@ -80,7 +80,9 @@ func TestResolveSettings(t *testing.T) {
 		return func(n string) linkInfo { return nicLink(n, "virtio_net", mtu, 1, 1) }
 	}
 	veth := func(q int) func(string) linkInfo { return func(n string) linkInfo { return vethLink(n, q) } }
-	nic := func(q int) func(string) linkInfo { return func(n string) linkInfo { return nicLink(n, "ice", 1500, q, 0) } }
+	nic := func(q int) func(string) linkInfo {
+		return func(n string) linkInfo { return nicLink(n, "ice", 1500, q, 0) }
+	}
 	for _, tc := range []struct {
 		name     string
 		cfg      Config
