@@ -126,9 +126,9 @@ func (c *Config) check(host hostFacts) error {
 	case c.Checksums < ChecksumsAuto || c.Checksums > ChecksumsOff:
 		return inputErr("complete-checksums %d: want ChecksumsAuto, ChecksumsOn or ChecksumsOff", c.Checksums)
 	case c.Handler == nil && len(c.Links) != 2:
-		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
+		return inputErr("need exactly two links without a Handler (two --link flags in xconnect mode), got %d", len(c.Links))
 	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
-		return inputErr("need 1..%d links, got %d", MaxLinks, len(c.Links))
+		return inputErr("need 1..%d links (--link flags), got %d", MaxLinks, len(c.Links))
 	case repeated(c.Links) != "":
 		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
 	case c.FrameSize != 0 && c.FrameSize != 2048 && c.FrameSize != 4096:

@@ -187,7 +187,7 @@ func TestResolveRefusals(t *testing.T) {
 		want  string
 	}{
 		{"one link without a handler", Config{Links: []string{"a"}}, veth[:1], "need exactly two links"},
-		{"no link with a handler", Config{Handler: HandlerFunc(func([]Packet) {})}, nil, "need 1..64 links, got 0"},
+		{"no link with a handler", Config{Handler: HandlerFunc(func([]Packet) {})}, nil, "need 1..64 links (--link flags), got 0"},
 		{"a link twice", Config{Links: []string{"a", "a"}}, veth, `link "a" given twice`},
 		{"frame size 3000", Config{Links: ab, FrameSize: 3000}, veth, "frame size 3000: want 2048 or 4096"},
 		{"negative queues", Config{Links: ab, Queues: -1}, veth, "--queues -1: want 0 (auto"},

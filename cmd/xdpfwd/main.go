@@ -293,16 +293,15 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	return nil
 }
 
-// checkLinks checks the number of --link flags against --mode.
+// checkLinks checks the number of --link flags against what --mode needs
+// beyond what fwd.New checks (two links without a Handler, 1..MaxLinks
+// with one): a switch needs two.
 func (ff *fwdFlags) checkLinks(n int) error {
 	m, err := modes.ParseMode(ff.mode)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	switch lo, hi := m.Links(); {
-	case lo == 2 && hi == 2 && n != 2:
-		return usageError{fmt.Sprintf("need exactly two --link flags, got %d", n)}
-	case n < lo || n > hi:
+	if lo, hi := m.Links(); m != modes.XConnect && n >= 1 && n <= fwd.MaxLinks && (n < lo || n > hi) {
 		return usageError{fmt.Sprintf("--mode %s takes %d..%d --link flags, got %d", m, lo, hi, n)}
 	}
 	return nil
