@@ -211,7 +211,8 @@ func (r *reloader) restore(interval time.Duration) time.Duration {
 	if r.last == nil {
 		return interval
 	}
-	// A flag given on the command line is in r.last as it was at start.
+	// r.last has the command line's flags as at start: only the
+	// file's settings differ.
 	rc, err := r.f.Reconfigure(r.last.cfg)
 	err = errors.Join(err, rc.Failed)
 	if applied := r.applied(rc, r.last); len(applied) > 0 {
