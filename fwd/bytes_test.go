@@ -65,7 +65,7 @@ func TestBytesJumbo(t *testing.T) {
 		for _, frame := range []int{2048, 4096} {
 			t.Run(fmt.Sprintf("frame%d-order%d", frame, order), func(t *testing.T) {
 				p := newPair(t, topo.Options{MTU: 9000})
-				r := start(t, p, fwd.Config{FrameSize: frame, FragOrder: order, MultiBuffer: true})
+				r := start(t, p, fwd.Config{FrameSize: frame, FragOrder: order, MultiBufferMode: fwd.MultiBufferOn})
 				for _, d := range []struct {
 					name     string
 					src, dst *topo.NS

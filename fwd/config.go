@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -15,15 +14,16 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
-	"github.com/xdpfwd/xdpfwd/internal/zcbuf"
-	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
-// Config configures a Forwarder. The zero value of each field but Links is
-// a sensible default.
+// Config configures a Forwarder: what its user asks for. The zero value of
+// each field but Links is the default (or "auto", New's to choose against
+// the links), and means the same in xdpfwd's flags, its --config file and
+// a SIGHUP reload, which all build a Config through one parser. New
+// resolves a Config into a Plan (Forwarder.Plan) and never writes to it.
 type Config struct {
 	// Links are the links to forward between: exactly two without a
 	// Handler (each packet leaves by the other), 1..MaxLinks with one.
@@ -31,10 +31,12 @@ type Config struct {
 	// Handler decides each packet's way (handler.go); nil cross-connects
 	// the two links.
 	Handler Handler
-	// Queues is the number of workers, each with a TX queue on every
-	// link. 0: as many as the CPUs the process may use, at most the
-	// smallest queue count of the links. Every RX queue of every link gets
-	// a socket either way; a worker reads several when links have more.
+	// Queues is the number of workers, each with a TX queue of its own on
+	// every link. 0: auto, as many as the CPUs the process may use, at
+	// most the smallest RX or TX queue count of the links (on a reload,
+	// and at most the workers started: Forwarder.DefaultQueues). Every RX
+	// queue of every link gets a socket either way; a worker reads several
+	// when links have more.
 	Queues int
 	// FrameSize is the UMEM chunk, 2048 or 4096. 0: 2048, or 4096 when a
 	// link's driver would cut MTU-sized frames in 2048-byte chunks in
@@ -48,9 +50,10 @@ type Config struct {
 	Force     bool // replace a foreign XDP program
 	// RingSize is the entries of each RX and TX ring (fill and completion
 	// rings get twice as many): a power of two, MinRingSize..MaxRingSize.
-	// 0: automatic.
+	// 0: auto, 2048 while a worker has one socket per link, halved as it
+	// reads more (never below 64).
 	RingSize uint32
-	Batch    int // 0: 64 descriptors per ring operation
+	Batch    int // descriptors per ring operation, 18..RingSize; 0: 64
 	Logger   *slog.Logger
 
 	// InlineMax is the largest packet, in bytes, copied whole into a
@@ -58,8 +61,11 @@ type Config struct {
 	// inline path is off, and the UMEM has no inline zone. SetInlineMax
 	// and xdpfwd's --inline-max (ParseInlineMax) take the same values.
 	InlineMax int
-	// FragOrder sizes frag blocks: 3 (32 KiB) or 4 (64 KiB). 0: 4;
-	// negative: no frag zone.
+	// FragOrder sizes frag blocks, which take repacked multi-buffer
+	// packets and a Handler's flood copies: 3 (32 KiB) or 4 (64 KiB).
+	// 0: the default, 4; negative (xdpfwd's --frag-order off): no frag
+	// zone. Without multi-buffer and without a Handler no packet uses one,
+	// and the UMEM has none whatever FragOrder says.
 	FragOrder int
 	// MaxTxFrags is the most descriptors a multi-buffer packet may leave
 	// as before it is repacked into a frag block. 0: 4.
@@ -69,9 +75,6 @@ type Config struct {
 	// descriptor chains. MultiBufferAuto (the zero value) turns it on when
 	// a link's MTU needs more than one frame.
 	MultiBufferMode MultiBufferMode
-	// MultiBuffer is the resolved MultiBufferMode, set by New. Set by a
-	// caller with MultiBufferAuto, it means MultiBufferOn.
-	MultiBuffer bool
 
 	// XPS picks a flow's TX queue when Queues > 1: sticky (default),
 	// hash or cpu (see package xps).
@@ -85,7 +88,8 @@ type Config struct {
 	// queues, worker q is pinned to the q-th CPU the process may run on,
 	// so that everything a TX queue sends leaves from one CPU (on veth a
 	// TX queue is, in effect, the CPU whose backlog the packet lands in;
-	// a migrating worker would split a flow across two). NoPin disables.
+	// a migrating worker would split a flow across two). NoPin disables
+	// that default.
 	CPUs  []int
 	NoPin bool
 
@@ -97,11 +101,12 @@ type Config struct {
 	Checksums ChecksumMode
 
 	// Spin is how many empty rounds a worker busy-polls its rings before it
-	// sleeps in poll(2) until the kernel has something. 0, the default,
-	// spins 64 rounds (about 5 µs) while spinning catches packets, and
-	// sleeps at once after 16 spins in a row caught nothing (a trickle),
-	// spinning again every 16th time to notice a burst. Positive: spin
-	// that many rounds every time. Negative: never spin.
+	// sleeps in poll(2) until the kernel has something. 0, the default
+	// (xdpfwd's --spin auto or 0), spins 64 rounds (about 5 µs) while
+	// spinning catches packets, and sleeps at once after 16 spins in a row
+	// caught nothing (a trickle), spinning again every 16th time to notice
+	// a burst. Positive: spin that many rounds every time. Negative
+	// (--spin off): never spin.
 	Spin int
 
 	// Coalesce is how long a worker keeps polling its rings after they
@@ -121,9 +126,6 @@ type Config struct {
 	// round only costs CPU (issue 11). 0: off.
 	BusyPoll time.Duration
 
-	// CompleteChecksums is the resolved Checksums setting.
-	CompleteChecksums bool
-
 	// Promisc: whether to hold the links in promiscuous mode while the
 	// forwarder lives, so that a NIC hands over unicast frames addressed
 	// to other MACs (those a cross-connect, a switch or a reflector
@@ -132,11 +134,6 @@ type Config struct {
 	// mode). It is a packet socket's membership (package promisc): the
 	// kernel drops it when the forwarder closes or the process dies.
 	Promisc PromiscMode
-	// Promiscuous is the resolved Promisc setting, set by New.
-	Promiscuous bool
-
-	// frameAuto: FrameSize was 0, New's to choose.
-	frameAuto bool
 }
 
 // PromiscMode selects promiscuous mode (Config.Promisc).
@@ -182,21 +179,6 @@ type PromiscHandler interface {
 	// Promiscuous reports whether the handler needs frames addressed to
 	// other MACs.
 	Promiscuous() bool
-}
-
-// resolvePromisc sets Promiscuous from Promisc and the Handler.
-func (c *Config) resolvePromisc() {
-	switch c.Promisc {
-	case PromiscOn:
-		c.Promiscuous = true
-	case PromiscOff:
-		c.Promiscuous = false
-	default:
-		c.Promiscuous = true
-		if h, ok := c.Handler.(PromiscHandler); ok {
-			c.Promiscuous = h.Promiscuous()
-		}
-	}
 }
 
 // InlineOff, as Config.InlineMax or SetInlineMax's limit, turns the inline
@@ -310,6 +292,7 @@ const maxFrameOverhead = 14 + 4 + unix.XDP_PACKET_HEADROOM
 
 type linkInfo struct {
 	name     string
+	kind     string // netlink's link type: "veth", "device", …
 	driver   string // ethtool -i; "" if unknown
 	zc       xsk.ZeroCopyFeatures
 	index    int
@@ -318,67 +301,11 @@ type linkInfo struct {
 	txQueues int
 }
 
-func (c *Config) normalize() error {
-	if c.FrameSize == 0 {
-		c.FrameSize = zcbuf.DefaultFrameSize
-		c.frameAuto = true
-	}
-	if c.Batch == 0 {
-		c.Batch = 64
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	switch {
-	case c.FragOrder == 0:
-		c.FragOrder = 4
-	case c.FragOrder < 0:
-		c.FragOrder = 0
-	}
-	if c.MaxTxFrags == 0 {
-		c.MaxTxFrags = 4
-	}
-	if c.Spin < 0 || c.Coalesce < 0 {
-		c.Coalesce = 0
-	}
-	if c.FlowTableSize == 0 {
-		c.FlowTableSize = xps.DefaultSize
-	}
-	if _, err := inline.ResolveMax(c.InlineMax); err != nil {
-		return &InputError{err}
-	}
-	if c.Promisc < PromiscAuto || c.Promisc > PromiscOff {
-		return inputErr("promisc %v: want PromiscAuto, PromiscOn or PromiscOff", c.Promisc)
-	}
-	c.resolvePromisc()
-	switch {
-	case c.Handler == nil && len(c.Links) != 2:
-		return inputErr("need exactly two links (--link A --link B), got %d", len(c.Links))
-	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
-		return inputErr("need 1..%d links, got %d", MaxLinks, len(c.Links))
-	case repeated(c.Links) != "":
-		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
-	case c.FrameSize != 2048 && c.FrameSize != 4096:
-		return inputErr("frame size %d: want 2048 or 4096", c.FrameSize)
-	case c.Queues < 0:
-		return inputErr("queues %d: want 0 (automatic) or a positive count", c.Queues)
-	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < MinRingSize || c.RingSize > MaxRingSize):
-		return inputErr("ring size %d: want a power of two, %d..%d", c.RingSize, MinRingSize, MaxRingSize)
-	case c.Batch < linearize.MaxDescs || c.RingSize != 0 && uint32(c.Batch) > c.RingSize:
-		return inputErr("batch %d: want %d..ring size", c.Batch, linearize.MaxDescs)
-	case c.FragOrder != 0 && c.FragOrder != 3 && c.FragOrder != 4:
-		return inputErr("frag order %d: want 3 (32 KiB), 4 (64 KiB) or 0 (off)", c.FragOrder)
-	case !validCPUs(c.CPUs):
-		return inputErr("cpus %v: want CPU numbers 0..%d", c.CPUs, runtime.NumCPU()-1)
-	case c.MaxTxFrags < 1 || c.MaxTxFrags > linearize.MaxDescs:
-		return inputErr("max TX frags %d: want 1..%d", c.MaxTxFrags, linearize.MaxDescs)
-	}
-	return nil
-}
-
-func lookupLinks(c *Config) ([]linkInfo, error) {
-	out := make([]linkInfo, len(c.Links))
-	for i, name := range c.Links {
+// lookupLinks asks netlink, ethtool and the kernel what each link is: the
+// facts resolve plans with. It changes nothing.
+func lookupLinks(names []string) ([]linkInfo, error) {
+	out := make([]linkInfo, len(names))
+	for i, name := range names {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
 			var nf netlink.LinkNotFoundError
@@ -390,33 +317,9 @@ func lookupLinks(c *Config) ([]linkInfo, error) {
 		a := l.Attrs()
 		rx, tx := realQueues(name)
 		drv, zc := probeLink(name, a.Index)
-		out[i] = linkInfo{name: name, driver: drv, zc: zc, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
-		if l.Type() == "veth" && c.Checksums == ChecksumsAuto {
-			c.CompleteChecksums = true
-		}
+		out[i] = linkInfo{name: name, kind: l.Type(), driver: drv, zc: zc, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
 	}
-	if c.Checksums == ChecksumsOn {
-		c.CompleteChecksums = true
-	}
-	if c.Queues == 0 {
-		c.Queues = defaultQueues(out)
-	}
-	if c.RingSize == 0 {
-		c.RingSize = autoRingSize(c.Queues, out)
-		c.Batch = min(c.Batch, int(c.RingSize))
-	}
-	if len(c.CPUs) == 0 && !c.NoPin && c.Queues > 1 {
-		c.CPUs = allowedCPUs()
-	}
-	for _, l := range out {
-		if c.Queues > l.rxQueues || c.Queues > l.txQueues {
-			return out, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", c.Queues, l.name, l.rxQueues, l.txQueues)
-		}
-	}
-	if err := c.fitDrivers(out); err != nil {
-		return out, err
-	}
-	return out, c.resolveMultiBuffer(out)
+	return out, nil
 }
 
 // probeLink names a link's driver and asks the kernel what it does of
@@ -426,84 +329,6 @@ var probeLink = func(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
 	drv, _ := ethtool.Driver(name)
 	zc, _ := xsk.LinkZeroCopy(ifindex)
 	return drv, zc
-}
-
-// fitDrivers settles FrameSize and ZeroCopy so that no link's driver cuts
-// a frame of its MTU in zero-copy mode (package zcbuf), and logs what it
-// changed and why.
-func (c *Config) fitDrivers(links []linkInfo) error {
-	zl := make([]zcbuf.Link, len(links))
-	for i, l := range links {
-		zl[i] = zcbuf.Link{Name: l.name, Driver: l.driver, MTU: l.mtu,
-			NoZeroCopy: l.zc.Known && !l.zc.ZeroCopy, ZCMaxSegs: l.zc.MaxSegs}
-	}
-	asked := c.FrameSize
-	if c.frameAuto {
-		asked = 0
-	}
-	// xdpfwd's UMEM has no headroom of its own: the pool's is the XDP one.
-	d, err := zcbuf.Decide(zl, asked, c.ZeroCopy, zcbuf.XDPHeadroom)
-	if err != nil {
-		return &InputError{err}
-	}
-	switch {
-	case d.Copy:
-		c.ZeroCopy = xsk.ZeroCopyOff
-		c.Logger.Warn("zero-copy off", "reason", d.Reason)
-	case d.FrameSize != c.FrameSize:
-		c.Logger.Info(fmt.Sprintf("frame size %d", d.FrameSize), "reason", d.Reason)
-	}
-	c.FrameSize = d.FrameSize
-	return nil
-}
-
-// resolveMultiBuffer sets MultiBuffer from MultiBufferMode and the links'
-// MTUs, and refuses an MTU that the frames cannot carry.
-func (c *Config) resolveMultiBuffer(links []linkInfo) error {
-	mode := c.MultiBufferMode
-	if mode == MultiBufferAuto && c.MultiBuffer {
-		mode = MultiBufferOn
-	}
-	// A frame holds FrameSize minus the headroom the kernel keeps in front
-	// of received data (XDP_PACKET_HEADROOM, in copy mode).
-	perFrame := c.FrameSize - unix.XDP_PACKET_HEADROOM
-	var jumbo *linkInfo // the first link whose MTU needs more than a frame
-	for i := range links {
-		l := &links[i]
-		need := l.mtu + maxFrameOverhead
-		if need <= c.FrameSize {
-			continue
-		}
-		if mode == MultiBufferOff {
-			return inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d (multi-buffer is off: use --multi-buffer auto or on for jumbo frames)",
-				l.name, l.mtu, need, unix.XDP_PACKET_HEADROOM, c.FrameSize)
-		}
-		// The kernel takes at most MAX_SKB_FRAGS+1 buffers per packet.
-		if frames := (l.mtu + 18 + perFrame - 1) / perFrame; frames > linearize.MaxDescs {
-			return inputErr("link %q MTU %d needs %d frames of %d bytes per packet; the kernel takes at most %d (raise --frame-size or lower the MTU)",
-				l.name, l.mtu, frames, c.FrameSize, linearize.MaxDescs)
-		}
-		if jumbo == nil {
-			jumbo = l
-		}
-	}
-	switch {
-	case mode == MultiBufferOn:
-		c.MultiBuffer = true
-		c.Logger.Info("multi-buffer on", "reason", "--multi-buffer on")
-	case jumbo != nil:
-		c.MultiBuffer = true
-		c.Logger.Info("multi-buffer on", "reason", fmt.Sprintf("link %s MTU %d needs %d bytes per packet (MTU + 18 + %d headroom), more than a %d-byte frame",
-			jumbo.name, jumbo.mtu, jumbo.mtu+maxFrameOverhead, unix.XDP_PACKET_HEADROOM, c.FrameSize))
-	default:
-		c.MultiBuffer = false
-		reason := "--multi-buffer off"
-		if mode == MultiBufferAuto {
-			reason = fmt.Sprintf("both links' MTUs fit a %d-byte frame", c.FrameSize)
-		}
-		c.Logger.Info("multi-buffer off", "reason", reason)
-	}
-	return nil
 }
 
 // MaxLinks is the most links one forwarder takes (a LinkSet's size).
@@ -526,25 +351,6 @@ func repeated(names []string) string {
 func framesPerPacket(mtu, frameSize int) int {
 	perFrame := frameSize - unix.XDP_PACKET_HEADROOM
 	return (mtu + 18 + perFrame - 1) / perFrame
-}
-
-// autoRingSize picks the ring size from the sockets each worker reads:
-// 2048 entries while a worker has one socket per link, less as it gains
-// more, so that memory grows with the traffic a worker can take rather
-// than with the queue count, and never below 64. Every socket's bind costs
-// the kernel time per UMEM chunk, so this also keeps links with many
-// queues quick to start (64 queues per link on 2 workers: 64 entries,
-// about 17 MiB of 2 KiB frames).
-func autoRingSize(workers int, links []linkInfo) uint32 {
-	perWorker := 0
-	for _, l := range links {
-		perWorker += (l.rxQueues + workers - 1) / workers
-	}
-	size := uint32(2048)
-	for size > 64 && int(size)*perWorker > 2*2048 {
-		size /= 2
-	}
-	return size
 }
 
 // Capabilities the forwarder needs, checked up front so a missing one is
@@ -602,31 +408,7 @@ func realQueues(name string) (rx, tx int) {
 	return count("rx"), count("tx")
 }
 
-func validCPUs(cpus []int) bool {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return false
-	}
-	for _, c := range cpus {
-		if c < 0 || c >= 1024 || !set.IsSet(c) {
-			return false
-		}
-	}
-	return true
-}
-
 // allowedCPUs lists the CPUs the process may run on.
-// defaultQueues is the worker count Config.Queues 0 stands for: no more
-// workers than CPUs (a worker is a busy thread) nor than any link has TX
-// queues (each worker transmits on its own).
-func defaultQueues(links []linkInfo) int {
-	n := max(len(allowedCPUs()), 1)
-	for _, l := range links {
-		n = min(n, l.rxQueues, l.txQueues)
-	}
-	return n
-}
-
 func allowedCPUs() []int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {

@@ -72,4 +72,14 @@
 // moves only with nothing in flight; xps.ModeCPU, the kernel's behaviour
 // kept as a baseline, excepted), and never loses track of a UMEM address:
 // Close counts what leaked and checks that the rest is back in place.
+//
+// # Configuration
+//
+// A Config is what the user asks for, each zero value the default. New
+// resolves it, with what the links and the host report, into a Plan
+// (plan.go: resolve, pure and table-tested), the only place settings are
+// validated and defaults decided; the Config is never written. Workers read
+// the Plan (Forwarder.cfg), Forwarder.Plan returns a copy, and Reconfigure
+// applies a new Config's difference: queues, XPS and the inline limit live,
+// the rest refused as needing a restart.
 package fwd

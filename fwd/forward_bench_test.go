@@ -33,7 +33,7 @@ func BenchmarkForward(b *testing.B) {
 			}
 			b.Cleanup(func() { r.Close() })
 			f := &Forwarder{
-				region: r, cfg: Config{Batch: batch, RingSize: 512, Queues: 1, Spin: 64},
+				region: r, cfg: Plan{Batch: batch, RingSize: 512, Queues: 1, Spin: 64},
 				links: make([]linkInfo, 2), ports: make([][]*port, 2), socks: make([][]*xsk.Socket, 2),
 				policy: linearize.Policy{InlineMax: 256, MaxTxFrags: 4, ChunkSize: 2048},
 			}

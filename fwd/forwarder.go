@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,11 @@ import (
 // transmits on queue w of each, so the TX queues flows are spread over are
 // the first W.
 type Forwarder struct {
-	cfg     Config
+	// cfg is the Plan New resolved the Config into; nothing writes it
+	// after New.
+	cfg     Plan
 	links   []linkInfo
+	host    hostFacts // what cfg was resolved against, for Reconfigure
 	region  *umem.Region
 	progs   []*xsk.Program
 	socks   [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
@@ -46,6 +50,9 @@ type Forwarder struct {
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
 	// into their policy once per batch.
 	inlineMax atomic.Int32
+	// xpsMode is the live XPS mode (SetXPS), also with one queue, where
+	// there is no table to hold it.
+	xpsMode atomic.Uint32
 	// capture is where xdpfwd capture's sessions tap the workers.
 	capture *capture.Hub
 	// promisc holds each link's promiscuous membership (Config.Promisc),
@@ -67,21 +74,32 @@ type Forwarder struct {
 	statsMu sync.RWMutex
 }
 
-// New validates cfg, then maps the UMEM, attaches the XDP programs and
-// binds the sockets. On any error everything built so far is released.
-func New(cfg Config) (_ *Forwarder, err error) {
-	if err := cfg.normalize(); err != nil {
+// New validates cfg, resolves it against the links into a Plan, then maps
+// the UMEM, attaches the XDP programs and binds the sockets. On any error
+// everything built so far is released.
+func New(config Config) (_ *Forwarder, err error) {
+	host := hostFacts{cpus: allowedCPUs()}
+	// The Config alone first: a bad setting is refused before the links
+	// are looked up (--wait-for-links would wait for them in vain).
+	if err := config.check(host); err != nil {
 		return nil, err
 	}
 	if err := CheckCapabilities(); err != nil {
 		return nil, err
 	}
-	links, err := lookupLinks(&cfg)
+	links, err := lookupLinks(config.Links)
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := plan(config, links, host)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range cfg.Decisions {
+		cfg.Logger.Log(context.Background(), d.Level, d.Msg, "reason", d.Reason)
+	}
 	n := len(links)
-	f := &Forwarder{cfg: cfg, links: links, handler: cfg.Handler,
+	f := &Forwarder{cfg: cfg, links: links, host: host, handler: cfg.Handler,
 		progs: make([]*xsk.Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
 	defer func() {
@@ -90,14 +108,12 @@ func New(cfg Config) (_ *Forwarder, err error) {
 		}
 	}()
 
-	if f.handoffSize, err = handoffRingSize(&cfg, links); err != nil {
-		return nil, err
-	}
-	ucfg := umemConfig(&cfg, links)
-	inlineMax, _ := inline.ResolveMax(cfg.InlineMax) // normalize checked it
-	f.inlineMax.Store(int32(inlineMax))
+	f.handoffSize = cfg.HandoffSize
+	ucfg := cfg.UMEM
+	f.inlineMax.Store(int32(cfg.InlineMax))
+	f.xpsMode.Store(uint32(cfg.XPS))
 	f.policy = linearize.Policy{
-		InlineMax:  inlineMax,
+		InlineMax:  cfg.InlineMax,
 		MaxTxFrags: cfg.MaxTxFrags,
 		ChunkSize:  cfg.FrameSize,
 	}
@@ -378,10 +394,24 @@ func (f *Forwarder) Leaked() int {
 // Queues is the number of workers, and of TX queues per link, in use.
 func (f *Forwarder) Queues() int { return f.cfg.Queues }
 
-// DefaultQueues is what Config.Queues 0 resolves to now, for SetQueues:
-// the CPUs the process may use, at most the links' queue count, and at
-// most Queues (workers cannot be added while running).
-func (f *Forwarder) DefaultQueues() int { return min(defaultQueues(f.links), f.cfg.Queues) }
+// DefaultQueues is what Config.Queues 0 stands for on a reload, for
+// SetQueues: what it resolved to at start (the CPUs the process may use,
+// at most the links' queue count), and at most Queues (workers cannot be
+// added while running).
+func (f *Forwarder) DefaultQueues() int { return min(defaultQueues(f.links, f.host), f.cfg.Queues) }
+
+// Plan returns the settings the forwarder runs with, as New resolved its
+// Config: a copy, which the caller may keep. What changed live since
+// (SetQueues, SetXPS, SetInlineMax) is read with Queues' siblings
+// ActiveQueues, XPS and InlineMax.
+func (f *Forwarder) Plan() Plan {
+	p := f.cfg
+	p.Links = slices.Clone(p.Links)
+	p.LinkQueues = slices.Clone(p.LinkQueues)
+	p.CPUs = slices.Clone(p.CPUs)
+	p.Decisions = slices.Clone(p.Decisions)
+	return p
+}
 
 // LinkQueues is the number of RX queues of link i, each with a socket.
 func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }
@@ -413,6 +443,7 @@ func (f *Forwarder) SetQueues(n int) error {
 
 // SetXPS changes the queue selection mode while running.
 func (f *Forwarder) SetXPS(m xps.Mode) {
+	f.xpsMode.Store(uint32(m))
 	if f.flows != nil {
 		f.flows.table.SetMode(m)
 	}
@@ -437,52 +468,60 @@ func (f *Forwarder) SetInlineMax(setting int) error {
 // packet copied whole into an inline slot, 0 while the inline path is off.
 func (f *Forwarder) InlineMax() int { return int(f.inlineMax.Load()) }
 
-// Stopping reports whether the forwarder has been asked to stop.
-func (f *Forwarder) Stopping() bool { return f.stop.Load() }
-
-// fillSize is the fill (and completion) ring size of queue q's socket: a
-// TX lane's is twice the ring size, so a worker scheduled out for a while
-// loses nothing; an RX-only socket's is the ring size, and its frames
-// are not multiplied by the queues a link may have.
-func fillSize(cfg *Config, q int) uint32 {
-	if q < cfg.Queues {
-		return 2 * cfg.RingSize
+// ActiveQueues is the number of TX queues flows are spread over now:
+// Queues, or fewer after SetQueues.
+func (f *Forwarder) ActiveQueues() int {
+	if f.flows == nil {
+		return f.cfg.Queues
 	}
-	return cfg.RingSize
+	return int(f.flows.active.Load())
 }
 
-// umemConfig sizes the UMEM from the rings in use: per socket a full fill
-// ring lent to the kernel, per TX lane a TX ring's worth in flight, and
-// frag blocks per TX lane, not per socket. Every socket's buffer pool in
-// the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
-// long each bind takes and how much kernel memory each socket costs.
-func umemConfig(cfg *Config, links []linkInfo) umem.Config {
-	lanes := len(links) * cfg.Queues
-	frames := lanes * int(cfg.RingSize) // TX in flight
-	for _, l := range links {
-		for q := range l.rxQueues {
-			frames += int(fillSize(cfg, q))
-			if cfg.Handler != nil && q >= cfg.Queues {
-				frames += int(cfg.RingSize) // reflections in flight
-			}
+// Reconfigure resolves next against the links and host facts New resolved
+// its Config against, and applies the difference from what runs: Queues
+// (SetQueues; 0 is DefaultQueues), XPS (SetXPS) and InlineMax
+// (SetInlineMax) change live; any other setting whose resolved value
+// differs is not applied and is listed in Restart. A live change that
+// fails stays as it was, in Failed (a later Reconfigure tries it again).
+// A Config that does not resolve changes nothing: the error says why.
+func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
+	var r Reconfiguration
+	np, err := resolve(liveSettings(next, &f.cfg), f.links, f.host)
+	if err != nil {
+		return r, err
+	}
+	r.Restart = restartChanges(&f.cfg, &np)
+	var errs []error
+	if n, err := inline.ResolveMax(next.InlineMax); err != nil {
+		errs = append(errs, &InputError{err})
+	} else if cur := f.InlineMax(); n != cur {
+		if err := f.SetInlineMax(next.InlineMax); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.Applied = append(r.Applied, Change{"InlineMax", fmt.Sprint(cur), fmt.Sprint(n)})
 		}
 	}
-	ucfg := umem.DefaultConfig(lanes)
-	ucfg.FrameSize = cfg.FrameSize
-	ucfg.Frames = frames
-	ucfg.HugePages = cfg.HugePages
-	ucfg.FragOrder = cfg.FragOrder
-	if !cfg.MultiBuffer && cfg.Handler == nil {
-		// Frag blocks take repacked multi-buffer packets (and a
-		// Handler's flood copies): without either, no packet uses one,
-		// and every socket's bind pays per UMEM chunk.
-		ucfg.FragOrder = 0
+	if cur := xps.Mode(f.xpsMode.Load()); next.XPS != cur {
+		f.SetXPS(next.XPS)
+		r.Applied = append(r.Applied, Change{"XPS", cur.String(), next.XPS.String()})
 	}
-	if cfg.InlineMax == InlineOff {
-		ucfg.InlineSlots = 0
+	n := next.Queues
+	if n == 0 {
+		n = f.DefaultQueues()
 	}
-	return ucfg
+	if cur := f.ActiveQueues(); n != cur {
+		if err := f.SetQueues(n); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.Applied = append(r.Applied, Change{"Queues", fmt.Sprint(cur), fmt.Sprint(n)})
+		}
+	}
+	r.Failed = errors.Join(errs...)
+	return r, nil
 }
+
+// Stopping reports whether the forwarder has been asked to stop.
+func (f *Forwarder) Stopping() bool { return f.stop.Load() }
 
 // spareProc raises GOMAXPROCS to one more than the workers, unless it was
 // set by hand. Each worker holds a P on its locked thread while it polls

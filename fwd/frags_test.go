@@ -20,7 +20,7 @@ import (
 // forwarder (frame size 2048, multi-buffer) until a frame takes 23 frames.
 func TestTooManyFrags(t *testing.T) {
 	p := newPair(t, topo.Options{MTU: 9000, TxChecksum: true})
-	r := start(t, p, fwd.Config{MultiBuffer: true, FrameSize: 2048})
+	r := start(t, p, fwd.Config{MultiBufferMode: fwd.MultiBufferOn, FrameSize: 2048})
 	requirePing(t, "at MTU 9000", p.A, p.V4B, 3)
 	const mtu = 40000
 	if err := p.SetMTU(mtu); err != nil {

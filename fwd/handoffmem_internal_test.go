@@ -14,7 +14,7 @@ import (
 // take.
 func handoffBytes(t *testing.T, links, rxq, workers int, ringSize uint32) (bytes, rings, entries int) {
 	t.Helper()
-	cfg := Config{Queues: workers, RingSize: ringSize, Handler: HandlerFunc(func([]Packet) {})}
+	cfg := Plan{Queues: workers, RingSize: ringSize, Handler: HandlerFunc(func([]Packet) {})}
 	li := make([]linkInfo, links)
 	for i := range li {
 		li[i] = linkInfo{rxQueues: rxq, txQueues: rxq}
@@ -73,7 +73,7 @@ func TestHandoffMemoryBounded(t *testing.T) {
 			t.Errorf("%d links × %d RX queues × %d workers: rings of %d entries, fewer than %d", c.links, c.rxq, c.workers, per, handoffMinRing)
 		}
 	}
-	cfg := Config{Queues: 2, RingSize: 64, Handler: HandlerFunc(func([]Packet) {})}
+	cfg := Plan{Queues: 2, RingSize: 64, Handler: HandlerFunc(func([]Packet) {})}
 	li := make([]linkInfo, 64)
 	for i := range li {
 		li[i] = linkInfo{rxQueues: 64, txQueues: 64}

@@ -36,7 +36,7 @@ func TestJumboTCPDefaultOffloads(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("frame%d-queues%d", tc.frameSize, tc.queues), func(t *testing.T) {
 			p := newPair(t, topo.Options{MTU: 9000, TxChecksum: true, Queues: tc.queues})
-			r := start(t, p, fwd.Config{FrameSize: tc.frameSize, MultiBuffer: true, Queues: tc.queues})
+			r := start(t, p, fwd.Config{FrameSize: tc.frameSize, MultiBufferMode: fwd.MultiBufferOn, Queues: tc.queues})
 			failed := false
 			for _, c := range []struct {
 				name     string

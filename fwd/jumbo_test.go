@@ -24,7 +24,7 @@ func TestJumboTCP(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("frame%d-order%d", tc.frameSize, tc.fragOrder), func(t *testing.T) {
 			p := newPair(t, topo.Options{MTU: 9000})
-			r := start(t, p, fwd.Config{FrameSize: tc.frameSize, FragOrder: tc.fragOrder, MultiBuffer: true})
+			r := start(t, p, fwd.Config{FrameSize: tc.frameSize, FragOrder: tc.fragOrder, MultiBufferMode: fwd.MultiBufferOn})
 			res, err := topo.TCPTransfer(p.A, p.B, p.V4B, 64<<20, time.Minute)
 			if err != nil {
 				t.Fatalf("TCP over MTU 9000: %v", err)

@@ -10,11 +10,11 @@ import (
 // umemBytes is the UMEM New maps for workers workers on two links of
 // queues RX (and TX) queues each, at the default frame size and ring size.
 func umemBytes(workers, queues int) (bytes int64, ring uint32) {
-	cfg := Config{Queues: workers, FrameSize: 2048, InlineMax: 256, FragOrder: 4}
+	cfg := Plan{Queues: workers, FrameSize: 2048, InlineMax: 256}
 	l := linkInfo{rxQueues: queues, txQueues: queues}
 	links := []linkInfo{l, l}
 	cfg.RingSize = autoRingSize(workers, links)
-	u := umemConfig(&cfg, links)
+	u := umemConfig(&cfg, 4, links)
 	n := int64(u.Frames)*int64(u.FrameSize) + int64(u.InlineSlots)*umem.InlineSlotSize + int64(u.FragBlocks)*int64(u.FragBlockSize())
 	return n, cfg.RingSize
 }

@@ -447,7 +447,7 @@ const (
 
 // handoffRingSize is the entries of each handoff ring (0: none, one
 // worker), or an InputError for a shape whose rings exceed handoffBudget.
-func handoffRingSize(c *Config, links []linkInfo) (int, error) {
+func handoffRingSize(c *Plan, links []linkInfo) (int, error) {
 	if c.Queues <= 1 {
 		return 0, nil
 	}

@@ -23,10 +23,8 @@ func TestResolvePromisc(t *testing.T) {
 		{PromiscOff, nil, false},
 		{PromiscOff, drop, false},
 	} {
-		c := Config{Promisc: tc.mode, Handler: tc.handler}
-		c.resolvePromisc()
-		if c.Promiscuous != tc.want {
-			t.Errorf("Promisc %v, handler %T: Promiscuous %v, want %v", tc.mode, tc.handler, c.Promiscuous, tc.want)
+		if got := resolvePromisc(tc.mode, tc.handler); got != tc.want {
+			t.Errorf("Promisc %v, handler %T: Promiscuous %v, want %v", tc.mode, tc.handler, got, tc.want)
 		}
 	}
 	for _, s := range []string{"auto", "on", "off"} {

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -13,8 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/xps"
 )
 
 // A --config file is YAML whose keys are the flag names of `xdpfwd run`,
@@ -26,12 +26,115 @@ import (
 //	xps: sticky
 //	stats-interval: 5s
 //
-// Flags given on the command line override the file. SIGHUP re-reads the
-// file and applies, without a restart, what can change while running
-// (reloadable); anything else that changed is logged as needing a restart.
+// Flags given on the command line override the file. The command line, the
+// file and a SIGHUP reload go through one parser (parseRun): the same
+// setting spelled the same way is the same fwd.Config value everywhere,
+// zero values included. A SIGHUP parses the command line and the re-read
+// file again and applies the difference (fwd.Forwarder.Reconfigure): what
+// can change while running (queues, xps, inline-max, stats-interval) is
+// put in force, anything else that differs is logged as needing a restart.
 
-// reloadable are the keys a SIGHUP applies.
-var reloadable = []string{"inline-max", "xps", "queues", "stats-interval"}
+// runSettings is one parse of `xdpfwd run`: its flags, filled from the
+// command line and the --config file, and the fwd.Config they make.
+type runSettings struct {
+	fs                                *flag.FlagSet
+	ff                                fwdFlags
+	interval                          time.Duration
+	summary, metrics, config, control string
+	waitLinks                         bool
+
+	cfg    fwd.Config
+	logger *slog.Logger
+	// given are the flags set on the command line; file the --config
+	// file's settings (nil without one).
+	given map[string]bool
+	file  map[string][]string
+}
+
+// newRunFlags registers the flags of `xdpfwd run` on a new flag set.
+func newRunFlags() *runSettings {
+	s := &runSettings{fs: flag.NewFlagSet("run", flag.ContinueOnError)}
+	fs := s.fs
+	s.ff.register(fs, true)
+	fs.DurationVar(&s.interval, "stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
+	fs.StringVar(&s.summary, "summary", "", "write a JSON summary to this file on exit")
+	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
+	fs.BoolVar(&s.waitLinks, "wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
+	fs.StringVar(&s.config, "config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
+	fs.StringVar(&s.control, "control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
+	return s
+}
+
+// parseRun is the one parser of `xdpfwd run`'s settings: the command line,
+// then the --config file for every flag the command line does not set,
+// then the fwd.Config they make (logging to stderr). A reload calls it
+// again with the same args.
+func parseRun(args []string, stderr io.Writer) (*runSettings, error) {
+	s := newRunFlags()
+	if err := parseFlags(s.fs, args, stderr); err != nil {
+		return nil, err
+	}
+	s.given = commandLineFlags(s.fs)
+	if s.config != "" {
+		vals, err := applyConfigFile(s.fs, s.config)
+		if err != nil {
+			return nil, err
+		}
+		s.file = vals
+	}
+	if s.interval < 0 {
+		return nil, usageError{"--stats-interval must not be negative"}
+	}
+	var err error
+	if s.cfg, s.logger, err = s.ff.config(stderr); err != nil {
+		return nil, err
+	}
+	if err := s.ff.checkLinks(len(s.cfg.Links)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// value is flag k's value as the flag spells it.
+func (s *runSettings) value(k string) string {
+	if f := s.fs.Lookup(k); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// configFlags name, by fwd.Config field, the flag that sets it: how a
+// reload's changes are reported. The forwarder compares these (resolved);
+// every other flag is xdpfwd's own and compared here.
+var configFlags = map[string]string{
+	"Links": "link", "Handler": "mode", "Queues": "queues", "FrameSize": "frame-size",
+	"XDPMode": "xdp-mode", "ZeroCopy": "zerocopy", "HugePages": "hugepages", "Force": "force",
+	"RingSize": "ring-size", "Batch": "batch", "InlineMax": "inline-max", "FragOrder": "frag-order",
+	"MaxTxFrags": "max-tx-frags", "MultiBufferMode": "multi-buffer", "XPS": "xps",
+	"XPSAsymmetric": "xps-asymmetric", "FlowTableSize": "flow-table-size", "CPUs": "cpus",
+	"NoPin": "cpus", "Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
+	"BusyPoll": "busy-poll", "Promisc": "promisc",
+}
+
+// flagOf is the flag of fwd.Config field name.
+func flagOf(field string) string {
+	if f, ok := configFlags[field]; ok {
+		return f
+	}
+	return field
+}
+
+// configFlag reports whether flag k sets a fwd.Config field (mode aside:
+// its switch settings are xdpfwd's, so a change of mode is compared here
+// too).
+func configFlag(k string) bool {
+	for _, f := range configFlags {
+		if f == k && k != "mode" {
+			return true
+		}
+	}
+	return false
+}
 
 // readConfigFile returns the file's settings as flag values (lists as
 // several values), checked against the flags fs knows.
@@ -91,131 +194,100 @@ func commandLineFlags(fs *flag.FlagSet) map[string]bool {
 
 // reloader applies a re-read config file to a running forwarder.
 type reloader struct {
-	fs    *flag.FlagSet
-	path  string
-	given map[string]bool // set on the command line: the file cannot change them
-	// initial is the file the forwarder's Config was built from; current
-	// is the file as far as it is in force: a key that failed, needs a
-	// restart or is overridden by a flag keeps its old value here, so the
-	// next reload tries (or reports) it again.
-	initial, current map[string][]string
-	f                *fwd.Forwarder
-	logger           *slog.Logger
-}
-
-// value is the flag value of key k in file vals: its last value, or the
-// flag's default when the file does not name it.
-func (r *reloader) value(vals map[string][]string, k string) string {
-	if vs := vals[k]; len(vs) > 0 {
-		return vs[len(vs)-1]
-	}
-	if fl := r.fs.Lookup(k); fl != nil {
-		return fl.DefValue
-	}
-	return ""
+	// args is the command line, parsed again with the re-read file.
+	args []string
+	// start is the parse the forwarder was built from; last the newest
+	// parse a reload read (nil before the first), whose live settings a
+	// forwarder rebuilt from start gets (restore).
+	start, last *runSettings
+	f           *fwd.Forwarder
+	logger      *slog.Logger
 }
 
 // restore brings a forwarder rebuilt from the start-up Config (after
 // --wait-for-links saw a link come back) to the settings reloads applied
 // since, and returns the stats interval in force.
 func (r *reloader) restore(interval time.Duration) time.Duration {
-	var restored []string
-	var errs []error
-	for _, k := range reloadable {
-		if r.given[k] || slices.Equal(r.initial[k], r.current[k]) {
-			continue
-		}
-		v := r.value(r.current, k)
-		if err := r.apply(k, v, &interval); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		restored = append(restored, k+"="+v)
+	if r.last == nil {
+		return interval
 	}
-	if len(restored) > 0 {
-		r.logger.Info("reloaded settings applied to the rebuilt forwarder", "file", r.path, "applied", strings.Join(restored, " "))
+	// r.last has the command line's flags as at start: only the
+	// file's settings differ.
+	rc, err := r.f.Reconfigure(r.last.cfg)
+	err = errors.Join(err, rc.Failed)
+	if applied := r.applied(rc, r.last); len(applied) > 0 {
+		r.logger.Info("reloaded settings applied to the rebuilt forwarder", "file", r.last.config, "applied", strings.Join(applied, " "))
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		r.logger.Error("reloaded settings not applied to the rebuilt forwarder", "err", err)
 	}
-	return interval
+	return r.last.interval
 }
 
-// reload re-reads the file and applies what changed; it returns the new
-// stats interval (or the old one) and an error that leaves everything as
-// it was when the file is bad.
+// applied names the live changes of rc as flag=value, spelled as next's
+// flags spell them.
+func (r *reloader) applied(rc fwd.Reconfiguration, next *runSettings) []string {
+	var out []string
+	for _, c := range rc.Applied {
+		k := flagOf(c.Field)
+		out = append(out, k+"="+next.value(k))
+	}
+	return out
+}
+
+// reload parses the command line and the re-read file again and applies
+// the difference; it returns the new stats interval (or the old one) and
+// an error that leaves everything as it was when the file is bad, or
+// names what could not be applied.
 func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
-	next, err := readConfigFile(r.fs, r.path)
+	next, err := parseRun(r.args, io.Discard)
 	if err != nil {
 		return interval, err
 	}
-	var applied, restart, overridden []string
-	var errs []error
-	inForce := maps.Clone(r.current)
-	for _, k := range unionKeys(r.current, next) {
-		if slices.Equal(r.current[k], next[k]) {
-			continue
+	rc, err := r.f.Reconfigure(next.cfg)
+	if err != nil {
+		return interval, err
+	}
+	r.last = next
+	applied := r.applied(rc, next)
+	var restart []string
+	for _, c := range rc.Restart {
+		restart = appendNew(restart, flagOf(c.Field))
+	}
+	// xdpfwd's own settings: the stats interval changes live, the rest
+	// (logging, the switch's database, sockets and files) at a restart.
+	next.fs.VisitAll(func(fl *flag.Flag) {
+		k := fl.Name
+		switch {
+		case k == "stats-interval":
+			if next.interval != interval {
+				interval = next.interval
+				applied = append(applied, k+"="+fl.Value.String())
+			}
+		case !configFlag(k) && fl.Value.String() != r.start.value(k):
+			restart = appendNew(restart, k)
 		}
-		if r.given[k] {
+	})
+	var overridden []string
+	for _, k := range unionKeys(r.start.file, next.file) {
+		if next.given[k] && !slices.Equal(r.start.file[k], next.file[k]) {
 			overridden = append(overridden, k)
-			continue
-		}
-		if !slices.Contains(reloadable, k) {
-			restart = append(restart, k)
-			continue
-		}
-		v := r.value(next, k) // removed from the file: back to the default
-		if err := r.apply(k, v, &interval); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		applied = append(applied, k+"="+v)
-		if _, ok := next[k]; ok {
-			inForce[k] = next[k]
-		} else {
-			delete(inForce, k)
 		}
 	}
-	r.current = inForce
-	r.logger.Info("config reloaded", "file", r.path, "applied", strings.Join(applied, " "),
+	slices.Sort(restart)
+	r.logger.Info("config reloaded", "file", next.config, "applied", strings.Join(applied, " "),
 		"needs_restart", strings.Join(restart, " "), "overridden_by_flags", strings.Join(overridden, " "))
 	if len(restart) > 0 {
-		r.logger.Warn("config changes that need a restart were not applied", "keys", strings.Join(restart, " "))
+		r.logger.Warn("config changes that need a restart were not applied", "keys", strings.Join(restart, " "), "changes", rc.RestartError())
 	}
-	return interval, errors.Join(errs...)
+	return interval, rc.Failed
 }
 
-func (r *reloader) apply(k, v string, interval *time.Duration) error {
-	var n int
-	switch k {
-	case "inline-max":
-		n, err := fwd.ParseInlineMax(v)
-		if err != nil {
-			return err
-		}
-		return r.f.SetInlineMax(n)
-	case "queues":
-		if _, err := fmt.Sscan(v, &n); err != nil {
-			return fmt.Errorf("queues %q: %w", v, err)
-		}
-		if n == 0 {
-			n = r.f.DefaultQueues() // as at start, within the workers started
-		}
-		return r.f.SetQueues(n)
-	case "xps":
-		m, err := xps.ParseMode(v)
-		if err != nil {
-			return err
-		}
-		r.f.SetXPS(m)
-	case "stats-interval":
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return fmt.Errorf("stats-interval %q: want a duration ≥ 0", v)
-		}
-		*interval = d
+func appendNew(s []string, v string) []string {
+	if slices.Contains(s, v) {
+		return s
 	}
-	return nil
+	return append(s, v)
 }
 
 func unionKeys(a, b map[string][]string) []string {

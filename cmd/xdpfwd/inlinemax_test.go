@@ -121,21 +121,17 @@ func TestInlineMaxReload(t *testing.T) {
 	}
 	links := fmt.Sprintf("link: [%s, %s]\n", p.LinkA, p.LinkB)
 	write(links + "inline-max: 128\n")
-	fs, ff := runFlags()
-	vals, err := applyConfigFile(fs, path)
+	args := []string{"--config", path}
+	st, err := parseRun(args, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, _, err := ff.config(io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := fwd.New(cfg)
+	f, err := fwd.New(st.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r := &reloader{fs: fs, path: path, given: map[string]bool{}, initial: vals, current: vals, f: f, logger: slog.New(slog.DiscardHandler)}
+	r := &reloader{args: args, start: st, f: f, logger: slog.New(slog.DiscardHandler)}
 	if f.InlineMax() != 128 {
 		t.Fatalf("started with %d bytes, want 128", f.InlineMax())
 	}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -26,7 +27,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/metrics"
@@ -131,7 +131,7 @@ type fwdFlags struct {
 	logLevel  string
 
 	inlineMax   inlineMaxFlag
-	fragOrder   int
+	fragOrder   fragOrderFlag
 	maxTxFrags  int
 	multiBuffer multiBufferFlag
 	ringSize    int
@@ -158,21 +158,20 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect and sink)")
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
-	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links")
+	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)")
 	fs.Var(&ff.frameSize, "frame-size", "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)")
 	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
 	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto|on|off")
 	fs.StringVar(&ff.promisc, "promisc", "auto", "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off")
 	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
-	ff.inlineMax = inlineMaxFlag(umem.InlineSlotSize)
-	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 is the default")
-	fs.IntVar(&ff.fragOrder, "frag-order", 4, "frag block size for repacked multi-buffer packets: 3 (32 KiB), 4 (64 KiB), 0 (off)")
-	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 4, "most descriptors a multi-buffer packet may leave as before it is repacked")
+	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256")
+	fs.Var(&ff.fragOrder, "frag-order", "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none")
+	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 0, "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4")
 	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
 	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
-	fs.StringVar(&ff.spin, "spin", "auto", "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto (64, skipped while spins catch nothing), N (every time), or 0 (sleep at once)")
+	fs.StringVar(&ff.spin, "spin", "auto", "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing), N (every time), or off (sleep at once)")
 	fs.DurationVar(&ff.coalesce, "coalesce", 0, "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off")
 	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off")
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
@@ -216,29 +215,19 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	default:
 		return cfg, nil, bad(fmt.Errorf("log format %q: want text or json", ff.logFormat))
 	}
-	if ff.queues < 0 {
-		return cfg, nil, bad(fmt.Errorf("--queues %d: want 0 (auto: the CPUs, at most the links' queue counts) or a count of 1..the links' queue count", ff.queues))
-	}
 	cfg.Links = ff.links
 	cfg.Queues = ff.queues
 	cfg.FrameSize = ff.frameSize.n // 0 unless given: fwd chooses
 	cfg.Force = ff.force
 	cfg.Logger = logger
 	cfg.InlineMax = int(ff.inlineMax)
-	switch ff.fragOrder {
-	case 0:
-		cfg.FragOrder = -1
-	case 3, 4:
-		cfg.FragOrder = ff.fragOrder
-	default:
-		return cfg, nil, bad(fmt.Errorf("--frag-order %d: want 3, 4 or 0", ff.fragOrder))
-	}
+	cfg.FragOrder = int(ff.fragOrder)
 	cfg.MaxTxFrags = ff.maxTxFrags
 	cfg.MultiBufferMode = ff.multiBuffer.mode
-	if n := ff.ringSize; n != 0 && (n < fwd.MinRingSize || n > fwd.MaxRingSize || n&(n-1) != 0) {
-		return cfg, nil, bad(fmt.Errorf("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", n, fwd.MinRingSize, fwd.MaxRingSize))
+	if ff.ringSize < 0 || ff.ringSize > math.MaxUint32 {
+		return cfg, nil, bad(fmt.Errorf("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.ringSize, fwd.MinRingSize, fwd.MaxRingSize))
 	}
-	cfg.RingSize = uint32(ff.ringSize)
+	cfg.RingSize = uint32(ff.ringSize) // fwd.New checks the range
 	if cfg.XPS, err = xps.ParseMode(ff.xpsMode); err != nil {
 		return cfg, nil, bad(err)
 	}
@@ -304,16 +293,15 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	return nil
 }
 
-// checkLinks checks the number of --link flags against --mode.
+// checkLinks checks the number of --link flags against what --mode needs
+// beyond what fwd.New checks (two links without a Handler, 1..MaxLinks
+// with one): a switch needs two.
 func (ff *fwdFlags) checkLinks(n int) error {
 	m, err := modes.ParseMode(ff.mode)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	switch lo, hi := m.Links(); {
-	case lo == 2 && hi == 2 && n != 2:
-		return usageError{fmt.Sprintf("need exactly two --link flags, got %d", n)}
-	case n < lo || n > hi:
+	if lo, hi := m.Links(); m != modes.XConnect && n >= 1 && n <= fwd.MaxLinks && (n < lo || n > hi) {
 		return usageError{fmt.Sprintf("--mode %s takes %d..%d --link flags, got %d", m, lo, hi, n)}
 	}
 	return nil
@@ -478,38 +466,17 @@ func cmdRun(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var ff fwdFlags
-	ff.register(fs, true)
-	interval := fs.Duration("stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
-	summary := fs.String("summary", "", "write a JSON summary to this file on exit")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
-	waitLinks := fs.Bool("wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
-	configFile := fs.String("config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
-	controlPath := fs.String("control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
-	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
-	}
-	var ctl controlSocket
-	defer ctl.close()
-	var rl *reloader
-	if *configFile != "" {
-		given := commandLineFlags(fs)
-		vals, err := applyConfigFile(fs, *configFile)
-		if err != nil {
-			return err
-		}
-		rl = &reloader{fs: fs, path: *configFile, given: given, initial: vals, current: vals}
-	}
-	if *interval < 0 {
-		return usageError{"--stats-interval must not be negative"}
-	}
-	cfg, logger, err := ff.config(stderr)
+	st, err := parseRun(args, stderr)
 	if err != nil {
 		return err
 	}
-	if err := ff.checkLinks(len(cfg.Links)); err != nil {
-		return err
+	ff, cfg, logger := &st.ff, st.cfg, st.logger
+	interval, summary, metricsAddr, waitLinks, controlPath := &st.interval, &st.summary, &st.metrics, &st.waitLinks, &st.control
+	var ctl controlSocket
+	defer ctl.close()
+	var rl *reloader
+	if st.config != "" {
+		rl = &reloader{args: args, start: st}
 	}
 	if *summary != "" {
 		// Find out now, not after an hour of forwarding, that the
@@ -757,8 +724,9 @@ func parseCPUList(s string) ([]int, error) {
 	return out, nil
 }
 
-// parseSpin parses --spin: "auto" (fwd.Config's 0), "0" or "off" (never
-// spin: -1), or a positive count of empty rounds.
+// parseSpin parses --spin as fwd.Config.Spin takes it: "auto" or 0 (the
+// default, adaptive), "off" (never spin: -1), or a positive count of empty
+// rounds.
 func parseSpin(v string) (int, error) {
 	switch v {
 	case "auto", "":
@@ -767,11 +735,33 @@ func parseSpin(v string) (int, error) {
 		return -1, nil
 	}
 	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil || n < 0 || n > 1<<20:
-		return 0, fmt.Errorf("--spin %q: want auto, off, or 0..%d empty rounds", v, 1<<20)
-	case n == 0:
-		return -1, nil
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("--spin %q: want auto, off, or 0..%d empty rounds (0: auto)", v, 1<<20)
 	}
 	return n, nil
+}
+
+// fragOrderFlag is --frag-order as fwd.Config.FragOrder takes it: 0 the
+// default (4), 3 or 4, off (negative: no frag zone). fwd.New checks the
+// range.
+type fragOrderFlag int
+
+func (f *fragOrderFlag) String() string {
+	if *f < 0 {
+		return "off"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+func (f *fragOrderFlag) Set(s string) error {
+	if s == "off" {
+		*f = -1
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("frag order %q: want 3, 4, 0 (the default, 4) or off", s)
+	}
+	*f = fragOrderFlag(max(n, -1))
+	return nil
 }

@@ -2,8 +2,9 @@ package main
 
 import "testing"
 
-// TestParseSpin: --spin takes auto (fwd.Config's adaptive 0), off or 0
-// (never: -1), or a count of empty rounds; anything else is refused.
+// TestParseSpin: --spin takes auto or 0 (fwd.Config's adaptive 0: a zero
+// means the same in the flag as in the Config), off (never: -1), or a
+// count of empty rounds; anything else is refused.
 func TestParseSpin(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -13,7 +14,7 @@ func TestParseSpin(t *testing.T) {
 		{"auto", 0, false},
 		{"", 0, false},
 		{"off", -1, false},
-		{"0", -1, false},
+		{"0", 0, false},
 		{"64", 64, false},
 		{"-1", 0, true},
 		{"fast", 0, true},

@@ -1,0 +1,505 @@
+package fwd
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/inline"
+	"github.com/xdpfwd/xdpfwd/internal/zcbuf"
+	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// Plan is a Config resolved against what the links and the host report:
+// every value a Forwarder runs with, each zero value of Config replaced by
+// what it stands for. resolve builds it from data alone (no netlink, no
+// syscall), so the same Config against the same facts always gives the
+// same Plan; New builds the forwarder from it, and nothing changes it
+// after. The input Config is never written.
+//
+// Worker w reads RX queues w, w+Queues, w+2·Queues, … of each link and
+// transmits on queue w of each (LinkQueues gives each link's RX queues,
+// every one with a socket).
+type Plan struct {
+	Links   []string
+	Handler Handler // nil: the two links cross-connected
+	Logger  *slog.Logger
+
+	// Queues is the number of workers, each with TX queue w on every link.
+	Queues int
+	// LinkQueues is each link's RX queue count: every queue gets a socket.
+	LinkQueues []int
+	// RingSize is the entries of each RX and TX ring; fill and completion
+	// rings of a TX lane's socket get twice as many (fillSize).
+	RingSize uint32
+	Batch    int
+	// FrameSize and ZeroCopy as package zcbuf fitted them to the drivers:
+	// ZeroCopyOff where a driver would cut MTU-sized frames.
+	FrameSize int
+	ZeroCopy  xsk.ZeroCopy
+	XDPMode   xsk.XDPMode
+	HugePages umem.HugePages
+	Force     bool
+
+	MultiBuffer       bool // sockets bound with XDP_USE_SG
+	CompleteChecksums bool // partial TCP/UDP checksums finished
+	Promiscuous       bool // links held promiscuous while running
+
+	// CPUs pins worker q to CPUs[q % len(CPUs)]; empty: not pinned.
+	CPUs []int
+	// InlineMax is the inline limit in bytes at start; 0: the inline path
+	// is off and the UMEM has no inline zone.
+	InlineMax int
+	// FragOrder is the frag zone's order: 3 or 4, 0 when there is none.
+	FragOrder  int
+	MaxTxFrags int
+
+	Spin          int // as Config.Spin
+	Coalesce      time.Duration
+	BusyPoll      time.Duration
+	XPS           xps.Mode
+	XPSAsymmetric bool
+	FlowTableSize int
+
+	// UMEM is the region's layout: its frames, inline slots and frag
+	// blocks (umemConfig).
+	UMEM umem.Config
+	// HandoffSize is the entries of each handoff ring; 0 with one worker.
+	HandoffSize int
+
+	// Decisions are the choices resolve made that a user should hear of
+	// (New logs them): a frame size raised, zero-copy given up, multi-buffer
+	// turned on or off.
+	Decisions []Decision
+}
+
+// Decision is one choice resolve made, and why.
+type Decision struct {
+	Level  slog.Level
+	Msg    string
+	Reason string
+}
+
+// hostFacts is what resolve needs of the host: the CPUs the process may
+// run on (sched_getaffinity).
+type hostFacts struct {
+	cpus []int
+}
+
+// resolve turns cfg, the links' facts (in cfg.Links' order) and the host's
+// into a Plan, or an InputError naming the setting that cannot be met.
+// It is the only place a Config is validated.
+func resolve(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
+	if err := cfg.check(host); err != nil {
+		return Plan{}, err
+	}
+	return plan(cfg, links, host)
+}
+
+// check validates what the Config alone decides, before any link is looked
+// up: a bad setting is refused even when the links are missing. resolve
+// runs it; New runs it ahead of the link lookup and then plan.
+func (c *Config) check(host hostFacts) error {
+	if _, err := inline.ResolveMax(c.InlineMax); err != nil {
+		return &InputError{err}
+	}
+	batch := c.Batch
+	if batch == 0 {
+		batch = defaultBatch
+	}
+	maxTxFrags := c.MaxTxFrags
+	if maxTxFrags == 0 {
+		maxTxFrags = defaultMaxTxFrags
+	}
+	switch {
+	case c.Promisc < PromiscAuto || c.Promisc > PromiscOff:
+		return inputErr("promisc %v: want PromiscAuto, PromiscOn or PromiscOff", c.Promisc)
+	case c.MultiBufferMode < MultiBufferAuto || c.MultiBufferMode > MultiBufferOff:
+		return inputErr("multi-buffer %v: want MultiBufferAuto, MultiBufferOn or MultiBufferOff", c.MultiBufferMode)
+	case c.Checksums < ChecksumsAuto || c.Checksums > ChecksumsOff:
+		return inputErr("complete-checksums %d: want ChecksumsAuto, ChecksumsOn or ChecksumsOff", c.Checksums)
+	case c.Handler == nil && len(c.Links) != 2:
+		return inputErr("need exactly two links without a Handler (two --link flags in xconnect mode), got %d", len(c.Links))
+	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
+		return inputErr("need 1..%d links (--link flags), got %d", MaxLinks, len(c.Links))
+	case repeated(c.Links) != "":
+		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
+	case c.FrameSize != 0 && c.FrameSize != 2048 && c.FrameSize != 4096:
+		return inputErr("frame size %d: want 2048 or 4096, or 0 (auto)", c.FrameSize)
+	case c.Queues < 0:
+		return inputErr("--queues %d: want 0 (auto: the CPUs, at most the links' queue counts) or a count of 1..the links' queue count", c.Queues)
+	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < MinRingSize || c.RingSize > MaxRingSize):
+		return inputErr("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", c.RingSize, MinRingSize, MaxRingSize)
+	case batch < linearize.MaxDescs || c.RingSize != 0 && uint32(batch) > c.RingSize:
+		return inputErr("batch %d: want %d..ring size, or 0 (%d)", c.Batch, linearize.MaxDescs, defaultBatch)
+	case c.FragOrder > 0 && c.FragOrder != 3 && c.FragOrder != 4:
+		return inputErr("--frag-order %d: want 3 (32 KiB), 4 (64 KiB), 0 (the default, 4) or off (no frag zone)", c.FragOrder)
+	case !allowed(c.CPUs, host.cpus):
+		return inputErr("cpus %v: want CPUs the process may run on, of %v", c.CPUs, host.cpus)
+	case maxTxFrags < 1 || maxTxFrags > linearize.MaxDescs:
+		return inputErr("max TX frags %d: want 1..%d, or 0 (%d)", c.MaxTxFrags, linearize.MaxDescs, defaultMaxTxFrags)
+	}
+	return nil
+}
+
+// Defaults that Config's zero values stand for.
+const (
+	defaultBatch      = 64
+	defaultFragOrder  = 4
+	defaultMaxTxFrags = 4
+)
+
+// plan is resolve after check: the link-dependent part.
+func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
+	p := Plan{
+		Links:         slices.Clone(cfg.Links),
+		Handler:       cfg.Handler,
+		Logger:        cfg.Logger,
+		Queues:        cfg.Queues,
+		RingSize:      cfg.RingSize,
+		Batch:         cmp0(cfg.Batch, defaultBatch),
+		XDPMode:       cfg.XDPMode,
+		HugePages:     cfg.HugePages,
+		Force:         cfg.Force,
+		CPUs:          slices.Clone(cfg.CPUs),
+		MaxTxFrags:    cmp0(cfg.MaxTxFrags, defaultMaxTxFrags),
+		Spin:          cfg.Spin,
+		Coalesce:      cfg.Coalesce,
+		BusyPoll:      cfg.BusyPoll,
+		XPS:           cfg.XPS,
+		XPSAsymmetric: cfg.XPSAsymmetric,
+		FlowTableSize: cmp0(cfg.FlowTableSize, xps.DefaultSize),
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	if p.Spin < 0 || p.Coalesce < 0 {
+		p.Coalesce = 0
+	}
+	p.InlineMax, _ = inline.ResolveMax(cfg.InlineMax) // check checked it
+	p.Promiscuous = resolvePromisc(cfg.Promisc, cfg.Handler)
+	switch cfg.Checksums {
+	case ChecksumsOn:
+		p.CompleteChecksums = true
+	case ChecksumsAuto:
+		for _, l := range links {
+			p.CompleteChecksums = p.CompleteChecksums || l.kind == "veth"
+		}
+	}
+	for _, l := range links {
+		p.LinkQueues = append(p.LinkQueues, l.rxQueues)
+	}
+	if p.Queues == 0 {
+		p.Queues = defaultQueues(links, host)
+	}
+	for _, l := range links {
+		if p.Queues > l.rxQueues || p.Queues > l.txQueues {
+			return Plan{}, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", p.Queues, l.name, l.rxQueues, l.txQueues)
+		}
+	}
+	if p.RingSize == 0 {
+		p.RingSize = autoRingSize(p.Queues, links)
+		p.Batch = min(p.Batch, int(p.RingSize))
+	}
+	if len(p.CPUs) == 0 && !cfg.NoPin && p.Queues > 1 {
+		p.CPUs = slices.Clone(host.cpus)
+	}
+	if err := p.fitDrivers(cfg, links); err != nil {
+		return Plan{}, err
+	}
+	if err := p.resolveMultiBuffer(cfg.MultiBufferMode, links); err != nil {
+		return Plan{}, err
+	}
+	p.UMEM = umemConfig(&p, cfg.FragOrder, links)
+	p.FragOrder = p.UMEM.FragOrder
+	var err error
+	if p.HandoffSize, err = handoffRingSize(&p, links); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// cmp0 is v, or def when v is 0.
+func cmp0(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (p *Plan) decide(level slog.Level, msg, reason string) {
+	p.Decisions = append(p.Decisions, Decision{Level: level, Msg: msg, Reason: reason})
+}
+
+// resolvePromisc is Promiscuous from Promisc and the Handler.
+func resolvePromisc(m PromiscMode, h Handler) bool {
+	switch m {
+	case PromiscOn:
+		return true
+	case PromiscOff:
+		return false
+	}
+	if ph, ok := h.(PromiscHandler); ok {
+		return ph.Promiscuous()
+	}
+	return true
+}
+
+// fitDrivers settles FrameSize and ZeroCopy so that no link's driver cuts
+// a frame of its MTU in zero-copy mode (package zcbuf), and says what it
+// changed and why.
+func (p *Plan) fitDrivers(cfg Config, links []linkInfo) error {
+	zl := make([]zcbuf.Link, len(links))
+	for i, l := range links {
+		zl[i] = zcbuf.Link{Name: l.name, Driver: l.driver, MTU: l.mtu,
+			NoZeroCopy: l.zc.Known && !l.zc.ZeroCopy, ZCMaxSegs: l.zc.MaxSegs}
+	}
+	// xdpfwd's UMEM has no headroom of its own: the pool's is the XDP one.
+	d, err := zcbuf.Decide(zl, cfg.FrameSize, cfg.ZeroCopy, zcbuf.XDPHeadroom)
+	if err != nil {
+		return &InputError{err}
+	}
+	p.ZeroCopy = cfg.ZeroCopy
+	switch {
+	case d.Copy:
+		p.ZeroCopy = xsk.ZeroCopyOff
+		p.decide(slog.LevelWarn, "zero-copy off", d.Reason)
+	case cfg.FrameSize == 0 && d.FrameSize != zcbuf.DefaultFrameSize,
+		cfg.FrameSize != 0 && d.FrameSize != cfg.FrameSize:
+		p.decide(slog.LevelInfo, fmt.Sprintf("frame size %d", d.FrameSize), d.Reason)
+	}
+	p.FrameSize = d.FrameSize
+	return nil
+}
+
+// resolveMultiBuffer sets MultiBuffer from the mode and the links' MTUs,
+// and refuses an MTU that the frames cannot carry.
+func (p *Plan) resolveMultiBuffer(mode MultiBufferMode, links []linkInfo) error {
+	// A frame holds FrameSize minus the headroom the kernel keeps in front
+	// of received data (XDP_PACKET_HEADROOM, in copy mode).
+	perFrame := p.FrameSize - unix.XDP_PACKET_HEADROOM
+	var jumbo *linkInfo // the first link whose MTU needs more than a frame
+	for i := range links {
+		l := &links[i]
+		need := l.mtu + maxFrameOverhead
+		if need <= p.FrameSize {
+			continue
+		}
+		if mode == MultiBufferOff {
+			return inputErr("link %q MTU %d needs frames of at least %d bytes (MTU + 18 + %d headroom); --frame-size is %d (multi-buffer is off: use --multi-buffer auto or on for jumbo frames)",
+				l.name, l.mtu, need, unix.XDP_PACKET_HEADROOM, p.FrameSize)
+		}
+		// The kernel takes at most MAX_SKB_FRAGS+1 buffers per packet.
+		if frames := (l.mtu + 18 + perFrame - 1) / perFrame; frames > linearize.MaxDescs {
+			return inputErr("link %q MTU %d needs %d frames of %d bytes per packet; the kernel takes at most %d (raise --frame-size or lower the MTU)",
+				l.name, l.mtu, frames, p.FrameSize, linearize.MaxDescs)
+		}
+		if jumbo == nil {
+			jumbo = l
+		}
+	}
+	switch {
+	case mode == MultiBufferOn:
+		p.MultiBuffer = true
+		p.decide(slog.LevelInfo, "multi-buffer on", "--multi-buffer on")
+	case jumbo != nil:
+		p.MultiBuffer = true
+		p.decide(slog.LevelInfo, "multi-buffer on", fmt.Sprintf("link %s MTU %d needs %d bytes per packet (MTU + 18 + %d headroom), more than a %d-byte frame",
+			jumbo.name, jumbo.mtu, jumbo.mtu+maxFrameOverhead, unix.XDP_PACKET_HEADROOM, p.FrameSize))
+	default:
+		reason := "--multi-buffer off"
+		if mode == MultiBufferAuto {
+			reason = fmt.Sprintf("both links' MTUs fit a %d-byte frame", p.FrameSize)
+		}
+		p.decide(slog.LevelInfo, "multi-buffer off", reason)
+	}
+	return nil
+}
+
+// defaultQueues is the worker count Config.Queues 0 stands for: no more
+// workers than CPUs the process may use (a worker is a busy thread) nor
+// than any link has RX or TX queues (each worker transmits on its own).
+func defaultQueues(links []linkInfo, host hostFacts) int {
+	n := max(len(host.cpus), 1)
+	for _, l := range links {
+		n = min(n, l.rxQueues, l.txQueues)
+	}
+	return n
+}
+
+// autoRingSize picks the ring size from the sockets each worker reads:
+// 2048 entries while a worker has one socket per link, less as it gains
+// more, so that memory grows with the traffic a worker can take rather
+// than with the queue count, and never below 64. Every socket's bind costs
+// the kernel time per UMEM chunk, so this also keeps links with many
+// queues quick to start (64 queues per link on 2 workers: 64 entries,
+// about 17 MiB of 2 KiB frames).
+func autoRingSize(workers int, links []linkInfo) uint32 {
+	perWorker := 0
+	for _, l := range links {
+		perWorker += (l.rxQueues + workers - 1) / workers
+	}
+	size := uint32(2048)
+	for size > 64 && int(size)*perWorker > 2*2048 {
+		size /= 2
+	}
+	return size
+}
+
+// fillSize is the fill (and completion) ring size of queue q's socket: a
+// TX lane's is twice the ring size, so a worker scheduled out for a while
+// loses nothing; an RX-only socket's is the ring size, and its frames
+// are not multiplied by the queues a link may have.
+func fillSize(p *Plan, q int) uint32 {
+	if q < p.Queues {
+		return 2 * p.RingSize
+	}
+	return p.RingSize
+}
+
+// umemConfig sizes the UMEM from the rings in use: per socket a full fill
+// ring lent to the kernel, per TX lane a TX ring's worth in flight, and
+// frag blocks per TX lane, not per socket. Every socket's buffer pool in
+// the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
+// long each bind takes and how much kernel memory each socket costs.
+// fragOrder is Config.FragOrder.
+func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
+	lanes := len(links) * p.Queues
+	frames := lanes * int(p.RingSize) // TX in flight
+	for _, l := range links {
+		for q := range l.rxQueues {
+			frames += int(fillSize(p, q))
+			if p.Handler != nil && q >= p.Queues {
+				frames += int(p.RingSize) // reflections in flight
+			}
+		}
+	}
+	ucfg := umem.DefaultConfig(lanes)
+	ucfg.FrameSize = p.FrameSize
+	ucfg.Frames = frames
+	ucfg.HugePages = p.HugePages
+	switch {
+	case fragOrder < 0:
+		ucfg.FragOrder = 0
+	case fragOrder == 0:
+		ucfg.FragOrder = defaultFragOrder
+	default:
+		ucfg.FragOrder = fragOrder
+	}
+	if !p.MultiBuffer && p.Handler == nil {
+		// Frag blocks take repacked multi-buffer packets (and a
+		// Handler's flood copies): without either, no packet uses one,
+		// and every socket's bind pays per UMEM chunk.
+		ucfg.FragOrder = 0
+	}
+	if p.InlineMax == 0 {
+		ucfg.InlineSlots = 0
+	}
+	return ucfg
+}
+
+// allowed reports whether every CPU of cpus is one of set.
+func allowed(cpus, set []int) bool {
+	for _, c := range cpus {
+		if !slices.Contains(set, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Change is one setting that differs between the Plan a forwarder runs
+// with and the one a new Config resolves to: Field names the Config field,
+// From and To are the resolved values.
+type Change struct {
+	Field, From, To string
+}
+
+func (c Change) String() string { return fmt.Sprintf("%s %s → %s", c.Field, c.From, c.To) }
+
+// Reconfiguration is what Reconfigure did with a new Config.
+type Reconfiguration struct {
+	// Applied are the live changes put in force.
+	Applied []Change
+	// Restart are the changes a running forwarder cannot take: each
+	// needs a restart, and none was applied.
+	Restart []Change
+	// Failed joins the live changes that were refused (SetQueues or
+	// SetInlineMax said why); each stays as it was.
+	Failed error
+}
+
+// RestartError is nil, or an error naming every change that needs a
+// restart.
+func (r Reconfiguration) RestartError() error {
+	if len(r.Restart) == 0 {
+		return nil
+	}
+	s := make([]string, len(r.Restart))
+	for i, c := range r.Restart {
+		s[i] = c.String()
+	}
+	return fmt.Errorf("%s: not applied, a restart is needed", strings.Join(s, ", "))
+}
+
+// restartFields are the Plan's settings a running forwarder cannot change,
+// by the Config field that sets them: the sockets, rings, UMEM and workers
+// were built from them.
+var restartFields = []struct {
+	field string
+	value func(*Plan) any
+}{
+	{"Links", func(p *Plan) any { return p.Links }},
+	{"Handler", func(p *Plan) any { return fmt.Sprintf("%T", p.Handler) }},
+	{"RingSize", func(p *Plan) any { return p.RingSize }},
+	{"Batch", func(p *Plan) any { return p.Batch }},
+	{"FrameSize", func(p *Plan) any { return p.FrameSize }},
+	{"ZeroCopy", func(p *Plan) any { return p.ZeroCopy }},
+	{"XDPMode", func(p *Plan) any { return p.XDPMode }},
+	{"HugePages", func(p *Plan) any { return p.HugePages }},
+	{"Force", func(p *Plan) any { return p.Force }},
+	{"MultiBufferMode", func(p *Plan) any { return p.MultiBuffer }},
+	{"Checksums", func(p *Plan) any { return p.CompleteChecksums }},
+	{"Promisc", func(p *Plan) any { return p.Promiscuous }},
+	{"CPUs", func(p *Plan) any { return p.CPUs }},
+	{"FragOrder", func(p *Plan) any { return p.FragOrder }},
+	{"MaxTxFrags", func(p *Plan) any { return p.MaxTxFrags }},
+	{"Spin", func(p *Plan) any { return p.Spin }},
+	{"Coalesce", func(p *Plan) any { return p.Coalesce }},
+	{"BusyPoll", func(p *Plan) any { return p.BusyPoll }},
+	{"XPSAsymmetric", func(p *Plan) any { return p.XPSAsymmetric }},
+	{"FlowTableSize", func(p *Plan) any { return p.FlowTableSize }},
+}
+
+// restartChanges compares two plans in the settings a running forwarder
+// cannot change.
+func restartChanges(cur, next *Plan) []Change {
+	var out []Change
+	for _, f := range restartFields {
+		a, b := fmt.Sprint(f.value(cur)), fmt.Sprint(f.value(next))
+		if a != b {
+			out = append(out, Change{Field: f.field, From: a, To: b})
+		}
+	}
+	return out
+}
+
+// liveSettings returns next with the settings a running forwarder changes
+// live (Queues, XPS, InlineMax) replaced by those it was started with, so
+// that next resolves to a Plan comparable with cur in everything else.
+func liveSettings(next Config, cur *Plan) Config {
+	next.Queues = cur.Queues
+	next.XPS = cur.XPS
+	next.InlineMax = cur.InlineMax
+	if cur.InlineMax == 0 {
+		next.InlineMax = InlineOff
+	}
+	return next
+}
