@@ -103,6 +103,11 @@ func resolve(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	return plan(cfg, links, host)
 }
 
+// Check validates what cfg alone decides, as New does first: a caller
+// learns of a bad setting before it acts on the rest (opens files, waits
+// for links). The error is an InputError.
+func (c Config) Check() error { return c.check(hostFacts{cpus: allowedCPUs()}) }
+
 // check validates what the Config alone decides, before any link is looked
 // up: a bad setting is refused even when the links are missing. resolve
 // runs it; New runs it ahead of the link lookup and then plan.

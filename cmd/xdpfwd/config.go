@@ -92,6 +92,11 @@ func parseRun(args []string, stderr io.Writer) (*runSettings, error) {
 	if err := s.ff.checkLinks(len(s.cfg.Links)); err != nil {
 		return nil, err
 	}
+	// Refused before run acts on anything (the summary file, waiting for
+	// links), as fwd.New would refuse it.
+	if err := s.cfg.Check(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
