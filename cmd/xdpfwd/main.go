@@ -151,6 +151,8 @@ type fwdFlags struct {
 	fdbStatic listFlag
 	// sw is the switch of --mode switch, once config built it.
 	sw *modes.Switch
+	// sink is the counting sink of --mode sink.
+	sink *modes.CountingSink
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
@@ -178,7 +180,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
-	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop)")
+	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|txonly (generate: see --size, --rate)")
 	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
 	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
@@ -281,7 +283,8 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	case modes.ReflectMode:
 		cfg.Handler = modes.Reflect
 	case modes.SinkMode:
-		cfg.Handler = modes.Sink
+		ff.sink = modes.NewSink(nil)
+		cfg.Handler = ff.sink
 	case modes.SwitchMode:
 		if ff.fdbAge <= 0 {
 			return fmt.Errorf("--fdb-age %v: want a positive age", ff.fdbAge)
@@ -487,6 +490,8 @@ func cmdRun(args []string, stderr io.Writer) error {
 	waitLinks := fs.Bool("wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
 	configFile := fs.String("config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
 	controlPath := fs.String("control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
+	var gf genFlags
+	gf.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -519,6 +524,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 			return usageError{fmt.Sprintf("--summary: %v", err)}
 		}
 		fh.Close()
+	}
+	if ff.mode == "txonly" {
+		return runTxOnly(ctx, &ff, &gf, cfg, logger, *interval, *summary, stderr)
 	}
 	for {
 		f, err := fwd.New(cfg)
@@ -554,8 +562,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)
+		logSink(logger, ff.sink)
 		if *summary != "" {
-			if werr := writeSummary(*summary, sum); werr != nil {
+			if werr := writeSummary(*summary, withSink(sum, ff.sink)); werr != nil {
 				err = errors.Join(err, werr)
 			}
 		}
@@ -722,7 +731,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 	return sum, errors.Join(runErr, err)
 }
 
-func writeSummary(path string, s fwd.Summary) error {
+func writeSummary(path string, s any) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
