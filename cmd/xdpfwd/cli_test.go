@@ -435,7 +435,7 @@ func TestBadInput(t *testing.T) {
 		{name: "switch with one --link", args: func(p *topo.Pair) []string { return []string{"run", "--mode", "switch", "--link", p.LinkA} },
 			want: []string{"--mode switch takes 2..64 --link flags, got 1"}},
 		{name: "bad mode", args: func(p *topo.Pair) []string { return links(p, "--mode", "router") },
-			want: []string{`mode "router"`, "xconnect, switch, reflect or sink"}},
+			want: []string{`mode "router"`, "xconnect, switch, reflect, sink or txonly"}},
 		{name: "bad static fdb entry", args: func(p *topo.Pair) []string {
 			return links(p, "--mode", "switch", "--fdb-static", "02:00:00:00:00:01=nolink")
 		},
