@@ -251,4 +251,3 @@ func TestTxOnlyRate(t *testing.T) {
 		t.Fatalf("paced %.0f pps: under 95 %% of min(target %.0f, sustained %.0f)", rate, target, most)
 	}
 }
-
