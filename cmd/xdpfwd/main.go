@@ -60,6 +60,7 @@ commands:
   run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
   capture  write what a running xdpfwd receives, sends and drops as pcapng (from --control)
   demo     build two namespaces, forward between them, prove traffic crosses
+  bench    NDR/PDR and latency of a bridge, XDP redirect or xdpfwd between namespaces (txonly to sink)
   stats    show a running daemon's counters per second (from --metrics)
   fdb      print a running switch's forwarding database (from --metrics)
   version  print the version
@@ -82,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(args[1:], stdout, stderr)
 	case "stats":
 		err = cmdStats(args[1:], stdout, stderr)
+	case "bench":
+		err = cmdBench(args[1:], stdout, stderr)
 	case "fdb":
 		err = cmdFDB(args[1:], stdout, stderr)
 	case "version", "--version":
