@@ -490,7 +490,11 @@ func printBench(w io.Writer, rs []benchResult, trial time.Duration) {
 		if r.PDR.Best != nil {
 			pdrLoss = 100 * r.PDR.Best.Loss
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%.0f\t%.0f\t%.3f\t%d\t\n", r.DUT, r.Size, r.Max.Offered, 100*r.Max.Loss,
+		unpaced, loss := "-", "-" // --max-rate given: no unpaced trial
+		if r.Max.Sent > 0 {
+			unpaced, loss = fmt.Sprintf("%.0f", r.Max.Offered), fmt.Sprintf("%.2f", 100*r.Max.Loss)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.3f\t%d\t\n", r.DUT, r.Size, unpaced, loss,
 			r.NDR.Rate, r.PDR.Rate, pdrLoss, len(r.NDR.Trials)+len(r.PDR.Trials)+len(r.Latency)+map[bool]int{true: 1}[r.Max.Sent > 0])
 	}
 	tw.Flush()
