@@ -285,7 +285,7 @@ func (c *Config) defaults() error {
 		if s < MinSize(vlan) || s-FCS > 2048 {
 			what := ""
 			if vlan {
-				what = " with a VLAN tag"
+				what = ", tagged (VLAN)"
 			}
 			return bad("frame size %d: want %d..%d bytes with FCS%s", s, MinSize(vlan), 2048+FCS, what)
 		}

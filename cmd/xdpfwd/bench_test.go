@@ -101,7 +101,7 @@ func TestBenchBridge(t *testing.T) {
 	t.Logf("%s", r.stdout)
 	var row []string
 	for _, ln := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(ln); len(f) == 8 && f[0] == "bridge" && f[1] == "64" {
+		if f := strings.Fields(ln); len(f) == 9 && f[0] == "bridge" && f[1] == "64" {
 			row = f
 			break
 		}
