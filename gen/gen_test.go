@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -249,5 +250,29 @@ func TestTxOnlyRate(t *testing.T) {
 	t.Logf("this machine (shared, loaded) sustains %.0f pps unpaced; the paced run made %.0f", most, rate)
 	if rate < 0.95*min(most, target) {
 		t.Fatalf("paced %.0f pps: under 95 %% of min(target %.0f, sustained %.0f)", rate, target, most)
+	}
+}
+
+// TestTxOnlyAllocs: a run's allocations do not grow with its packets
+// (a goroutine and its context per run and socket, none per packet).
+func TestTxOnlyAllocs(t *testing.T) {
+	p := pair(t)
+	var g *gen.Generator
+	cfg := gen.Config{Links: []string{p.PeerA}, Count: 100000, Flows: 8}
+	if err := p.A.Do(func() (err error) { g, err = gen.New(cfg); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := g.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	s := g.Stats()
+	n := after.Mallocs - before.Mallocs
+	t.Logf("%d packets sent, %d allocations during Run", s.Sent, n)
+	if s.Sent != cfg.Count || n > 200 {
+		t.Fatalf("sent %d of %d with %d allocations: want every packet and a constant few", s.Sent, cfg.Count, n)
 	}
 }
