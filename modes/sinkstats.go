@@ -40,8 +40,10 @@ type flowState struct {
 	mu   sync.Mutex
 	seen bool
 	high int64 // highest sequence number received, unwrapped
-	// unique counts distinct sequence numbers received.
+	// unique counts distinct sequence numbers received since the flow
+	// (re)started; lostBefore what earlier runs lost.
 	received, unique, reordered, dups uint64
+	lostBefore, restarts              uint64
 	win                               [seqWindow / 64]uint64
 }
 
@@ -111,6 +113,15 @@ func (f *flowState) record(seq uint32) {
 		f.high = s
 		f.set(s)
 		f.unique++
+	case s < seqWindow && f.high-s >= seqWindow:
+		// A sequence number from the start of a flow that is long past
+		// it: a new generator run on the same flow id, not a frame
+		// late by thousands.
+		f.lostBefore += f.lost()
+		f.restarts++
+		f.high, f.unique = s, 1
+		clear(f.win[:])
+		f.set(s)
 	case f.high-s >= seqWindow || s < 0:
 		f.reordered++ // too late to tell from a duplicate
 		f.unique++
@@ -121,6 +132,15 @@ func (f *flowState) record(seq uint32) {
 		f.unique++
 		f.reordered++
 	}
+}
+
+// lost is how many sequence numbers up to the highest this run never
+// received.
+func (f *flowState) lost() uint64 {
+	if exp := uint64(f.high + 1); exp > f.unique {
+		return exp - f.unique
+	}
+	return 0
 }
 
 func (f *flowState) set(s int64)      { f.win[s/64%(seqWindow/64)] |= 1 << (s % 64) }
@@ -135,6 +155,9 @@ type FlowReport struct {
 	Reordered uint64 `json:"reordered"`
 	Dups      uint64 `json:"duplicates"`
 	Highest   int64  `json:"highest_seq"`
+	// Restarts are generator runs after the first on this flow id: a
+	// sequence number under 1024 after one more than 1024 above it.
+	Restarts uint64 `json:"restarts"`
 }
 
 // SinkReport is what a counting sink saw.
@@ -171,10 +194,8 @@ func (s *CountingSink) Report() SinkReport {
 		f := &s.flows[i]
 		f.mu.Lock()
 		if f.seen {
-			fr := FlowReport{Flow: i, Received: f.received, Reordered: f.reordered, Dups: f.dups, Highest: f.high}
-			if exp := uint64(f.high + 1); exp > f.unique {
-				fr.Lost = exp - f.unique
-			}
+			fr := FlowReport{Flow: i, Received: f.received, Lost: f.lostBefore + f.lost(), Reordered: f.reordered,
+				Dups: f.dups, Highest: f.high, Restarts: f.restarts}
 			r.Flows = append(r.Flows, fr)
 			r.Received += fr.Received
 			r.Lost += fr.Lost

@@ -561,7 +561,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 				return err
 			}
 		}
+		stopSink := sinkLines(ff.sink, iv, stderr)
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
+		stopSink()
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)

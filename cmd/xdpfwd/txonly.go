@@ -224,3 +224,30 @@ func logSink(logger *slog.Logger, sink *modes.CountingSink) {
 		"latency_p99_us", fmt.Sprintf("%.1f", float64(r.Latency.P99)/1e3),
 		"latency_p999_us", fmt.Sprintf("%.1f", float64(r.Latency.P999)/1e3))
 }
+
+// sinkLines prints a counting sink's totals every interval, under the
+// stats line, until the returned stop is called.
+func sinkLines(sink *modes.CountingSink, interval time.Duration, stderr io.Writer) (stop func()) {
+	if sink == nil || interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r := sink.Report()
+				fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames\n",
+					r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups,
+					float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other)
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}
