@@ -19,6 +19,10 @@ import (
 // start of each batch: fwd.Packet does not carry the stamp the XDP program
 // writes, so a batch's wait in the RX ring counts as latency.
 //
+// A sequence number under 1024 that arrives more than 1024 below a flow's
+// highest starts the flow again (a new generator run on the same flow id,
+// counted in Restarts), rather than counting as reordered.
+//
 // Frames without the payload are counted (Other) and dropped like the
 // rest. Several workers may call Handle at once: each flow's state has a
 // lock of its own (a flow arrives on one RX queue, so it is not
