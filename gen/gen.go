@@ -83,8 +83,9 @@ type Generator struct {
 	// bufOf maps a zone unit to the buffer holding it: written once per
 	// buffer by New, read by the owning queue only.
 	inlineIdx, frameIdx []int32
-	started             time.Time
-	elapsed             atomic.Int64
+	// started (gen.Now at Run's start, 0 before) and elapsed (ns, at its
+	// end) are atomics: Stats reads them while Run runs.
+	started, elapsed atomic.Int64
 }
 
 // buffer is one packet in flight, written once.
@@ -335,7 +336,7 @@ func (g *Generator) Run(ctx context.Context) error {
 	defer cancel()
 	go func() { <-ctx.Done(); stop.Store(true) }()
 	start := Now()
-	g.started = time.Now()
+	g.started.Store(start)
 	var end int64
 	if g.cfg.Duration > 0 {
 		end = start + int64(g.cfg.Duration)
@@ -352,7 +353,7 @@ func (g *Generator) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	g.elapsed.Store(int64(time.Since(g.started)))
+	g.elapsed.Store(Now() - start)
 	return errors.Join(errs...)
 }
 
@@ -504,8 +505,8 @@ func (g *Generator) Stats() Summary {
 		s.Bytes += qs.Bytes
 	}
 	d := time.Duration(g.elapsed.Load())
-	if d == 0 && !g.started.IsZero() {
-		d = time.Since(g.started)
+	if st := g.started.Load(); d == 0 && st != 0 {
+		d = time.Duration(Now() - st)
 	}
 	if s.DurationS = d.Seconds(); s.DurationS > 0 {
 		s.PPS = float64(s.Sent) / s.DurationS

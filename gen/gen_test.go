@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,13 @@ func pair(t *testing.T) *topo.Pair {
 			t.Errorf("close %s: %v", p.Name, err)
 		}
 	})
+	// A's own stack stays quiet (no IPv6 neighbour discovery or MLD), so
+	// every frame the sink counts or drops is the generator's.
+	for _, k := range []string{"all", "default", p.PeerA} {
+		if out, err := exec.Command("ip", "netns", "exec", p.A.Name, "sysctl", "-qw", "net.ipv6.conf."+k+".disable_ipv6=1").CombinedOutput(); err != nil {
+			t.Fatalf("disable IPv6 in %s: %v: %s", p.A.Name, err, out)
+		}
+	}
 	return p
 }
 
@@ -162,7 +170,7 @@ func TestTxOnlyCapture(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "gen.pcap")
 			const count = 300
 			cmd := exec.Command("tcpdump", "-i", p.LinkA, "-nn", "-U", "-w", file, "-c", strconv.Itoa(count), "udp or vlan")
-			var stderr strings.Builder
+			var stderr lockedBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -275,4 +283,22 @@ func TestTxOnlyAllocs(t *testing.T) {
 	if s.Sent != cfg.Count || n > 200 {
 		t.Fatalf("sent %d of %d with %d allocations: want every packet and a constant few", s.Sent, cfg.Count, n)
 	}
+}
+
+// lockedBuffer is a strings.Builder a command writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
