@@ -31,7 +31,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpfwd/xdpfwd/inline"
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -160,6 +163,9 @@ func New(cfg Config) (_ *Generator, err error) {
 		if largest-FCS-l2 > ifi.MTU {
 			return nil, bad("--size %d: link %s has MTU %d, the largest frame it sends is %d bytes with FCS", largest, name, ifi.MTU, ifi.MTU+l2+FCS)
 		}
+		if n := txQueues(name); cfg.Queues > n {
+			return nil, bad("queues %d: link %s has %d TX queues", cfg.Queues, name, n)
+		}
 		infos[i].ifi = ifi
 	}
 	sockets := len(cfg.Links) * cfg.Queues
@@ -258,6 +264,18 @@ func New(cfg Config) (_ *Generator, err error) {
 		}
 	}
 	return g, nil
+}
+
+// txQueues is the TX queues a link uses now: its ethtool channels, else
+// the count it was created with.
+func txQueues(name string) int {
+	if c, err := ethtool.GetChannels(name); err == nil && c.TX+c.Combined > 0 {
+		return int(c.TX + c.Combined)
+	}
+	if l, err := netlink.LinkByName(name); err == nil && l.Attrs().NumTxQueues > 0 {
+		return l.Attrs().NumTxQueues
+	}
+	return 1
 }
 
 func (c *Config) defaults() error {

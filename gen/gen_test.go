@@ -19,10 +19,12 @@ import (
 	"github.com/xdpfwd/xdpfwd/modes"
 )
 
-func pair(t *testing.T) *topo.Pair {
+func pair(t *testing.T) *topo.Pair { return pairQ(t, 1) }
+
+func pairQ(t *testing.T, queues int) *topo.Pair {
 	t.Helper()
 	topo.RequireRoot(t)
-	p, err := topo.NewPair(topo.Options{})
+	p, err := topo.NewPair(topo.Options{Queues: queues})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,10 +67,10 @@ func generate(t *testing.T, p *topo.Pair, cfg gen.Config) gen.Summary {
 }
 
 // sink runs a forwarder with a counting sink on p's root end of A.
-func sink(t *testing.T, p *topo.Pair) (*fwd.Forwarder, *modes.CountingSink) {
+func sink(t *testing.T, p *topo.Pair, queues int) (*fwd.Forwarder, *modes.CountingSink) {
 	t.Helper()
 	s := modes.NewSink(nil)
-	f, err := fwd.New(fwd.Config{Links: []string{p.LinkA}, Handler: s, Queues: 1})
+	f, err := fwd.New(fwd.Config{Links: []string{p.LinkA}, Handler: s, Queues: queues})
 	if err != nil {
 		t.Fatalf("fwd.New: %v", err)
 	}
@@ -106,10 +108,11 @@ func TestTxOnlyToSink(t *testing.T) {
 		{"512B-byip-vlan", gen.Config{Sizes: []int{512}, Count: 20000, Rate: 50e3, Flows: 3,
 			Template: gen.Template{ByIP: true, VLAN: 100}}, 3},
 		{"imix-unpaced", gen.Config{Sizes: gen.IMIX, Count: 20000, Flows: 16, RingSize: 512}, 16},
+		{"2-queues-6-flows", gen.Config{Queues: 2, Sizes: []int{128}, Count: 20001, Rate: 50e3, Flows: 6}, 6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pair(t)
-			f, s := sink(t, p)
+			p := pairQ(t, max(tc.cfg.Queues, 1))
+			f, s := sink(t, p, max(tc.cfg.Queues, 1))
 			sum := generate(t, p, tc.cfg)
 			if sum.Sent != tc.cfg.Count || sum.Completed != sum.Sent {
 				t.Fatalf("sent %d, completed %d; want %d both", sum.Sent, sum.Completed, tc.cfg.Count)
@@ -135,6 +138,13 @@ func TestTxOnlyToSink(t *testing.T) {
 			}
 			if len(r.Flows) != tc.flows {
 				t.Errorf("sink saw %d flows, want %d", len(r.Flows), tc.flows)
+			}
+			if q := tc.cfg.Queues; q > 1 {
+				for _, qs := range sum.Queues {
+					if qs.Sent < tc.cfg.Count/uint64(q) {
+						t.Errorf("queue %d sent %d of its %d", qs.Queue, qs.Sent, tc.cfg.Count/uint64(q))
+					}
+				}
 			}
 			if r.Latency.Count != r.Received {
 				t.Errorf("latency samples %d, frames %d", r.Latency.Count, r.Received)
