@@ -145,9 +145,12 @@ const (
 	SwitchMode
 	ReflectMode
 	SinkMode
+	// TxOnlyMode is the traffic generator (package gen): no Handler, it
+	// receives nothing.
+	TxOnlyMode
 )
 
-var modeNames = []string{"xconnect", "switch", "reflect", "sink"}
+var modeNames = []string{"xconnect", "switch", "reflect", "sink", "txonly"}
 
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
@@ -156,14 +159,14 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", int(m))
 }
 
-// ParseMode parses "xconnect", "switch", "reflect" or "sink".
+// ParseMode parses "xconnect", "switch", "reflect", "sink" or "txonly".
 func ParseMode(s string) (Mode, error) {
 	for i, n := range modeNames {
 		if s == n {
 			return Mode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("mode %q: want xconnect, switch, reflect or sink", s)
+	return 0, fmt.Errorf("mode %q: want xconnect, switch, reflect, sink or txonly", s)
 }
 
 // Links says how many links a mode takes: the least and the most.

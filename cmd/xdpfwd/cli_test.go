@@ -435,7 +435,29 @@ func TestBadInput(t *testing.T) {
 		{name: "switch with one --link", args: func(p *topo.Pair) []string { return []string{"run", "--mode", "switch", "--link", p.LinkA} },
 			want: []string{"--mode switch takes 2..64 --link flags, got 1"}},
 		{name: "bad mode", args: func(p *topo.Pair) []string { return links(p, "--mode", "router") },
-			want: []string{`mode "router"`, "xconnect, switch, reflect or sink"}},
+			want: []string{`mode "router"`, "xconnect, switch, reflect, sink or txonly"}},
+		{name: "txonly frame too small", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--size", "40"}
+		}, want: []string{"frame size 40", "64..2052"}},
+		{name: "txonly 64 B with a VLAN tag", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--vlan", "7"}
+		}, want: []string{"frame size 64", "66..", "VLAN"}},
+		{name: "txonly frame over the MTU", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--size", "1600"}
+		}, want: []string{"--size 1600", "MTU 1500"}},
+		{name: "txonly bad rate", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--rate", "fast"}
+		}, want: []string{"--rate", "fast"}},
+		{name: "txonly too many flows", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--flows", "5000"}
+		}, want: []string{"flows 5000"}},
+		{name: "txonly bad dst-mac", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--dst-mac", "nope"}
+		}, want: []string{"--dst-mac", "nope"}},
+		{name: "bench bad dut", args: func(*topo.Pair) []string { return []string{"bench", "--dut", "router"} },
+			want: []string{"--dut", "router"}},
+		{name: "bench bad size", args: func(*topo.Pair) []string { return []string{"bench", "--size", "9000"} },
+			want: []string{"--size 9000"}},
 		{name: "bad static fdb entry", args: func(p *topo.Pair) []string {
 			return links(p, "--mode", "switch", "--fdb-static", "02:00:00:00:00:01=nolink")
 		},

@@ -42,6 +42,7 @@ type runSettings struct {
 	interval                          time.Duration
 	summary, metrics, config, control string
 	waitLinks                         bool
+	gf                                genFlags // --mode txonly's
 
 	cfg    fwd.Config
 	logger *slog.Logger
@@ -62,6 +63,7 @@ func newRunFlags() *runSettings {
 	fs.BoolVar(&s.waitLinks, "wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
 	fs.StringVar(&s.config, "config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
 	fs.StringVar(&s.control, "control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
+	s.gf.register(fs)
 	return s
 }
 
@@ -93,8 +95,8 @@ func parseRun(args []string, stderr io.Writer) (*runSettings, error) {
 		return nil, err
 	}
 	// Refused before run acts on anything (the summary file, waiting for
-	// links), as fwd.New would refuse it.
-	if err := s.cfg.Check(); err != nil {
+	// links), as fwd.New would refuse it. txonly builds no Forwarder.
+	if err := s.cfg.Check(); err != nil && s.ff.mode != "txonly" {
 		return nil, err
 	}
 	return s, nil

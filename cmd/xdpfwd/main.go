@@ -60,6 +60,7 @@ commands:
   run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
   capture  write what a running xdpfwd receives, sends and drops as pcapng (from --control)
   demo     build two namespaces, forward between them, prove traffic crosses
+  bench    NDR/PDR and latency of a bridge, XDP redirect or xdpfwd between namespaces (txonly to sink)
   stats    show a running daemon's counters per second (from --metrics)
   fdb      print a running switch's forwarding database (from --metrics)
   version  print the version
@@ -82,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(args[1:], stdout, stderr)
 	case "stats":
 		err = cmdStats(args[1:], stdout, stderr)
+	case "bench":
+		err = cmdBench(args[1:], stdout, stderr)
 	case "fdb":
 		err = cmdFDB(args[1:], stdout, stderr)
 	case "version", "--version":
@@ -151,6 +154,8 @@ type fwdFlags struct {
 	fdbStatic listFlag
 	// sw is the switch of --mode switch, once config built it.
 	sw *modes.Switch
+	// sink is the counting sink of --mode sink.
+	sink *modes.CountingSink
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
@@ -177,7 +182,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
-	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop)")
+	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|txonly (generate: see --size, --rate)")
 	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
 	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
@@ -270,7 +275,8 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	case modes.ReflectMode:
 		cfg.Handler = modes.Reflect
 	case modes.SinkMode:
-		cfg.Handler = modes.Sink
+		ff.sink = modes.NewSink(nil)
+		cfg.Handler = ff.sink
 	case modes.SwitchMode:
 		if ff.fdbAge <= 0 {
 			return fmt.Errorf("--fdb-age %v: want a positive age", ff.fdbAge)
@@ -487,6 +493,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		fh.Close()
 	}
+	if ff.mode == "txonly" {
+		return runTxOnly(ctx, ff, &st.gf, cfg, logger, *interval, *summary, stderr)
+	}
 	for {
 		f, err := fwd.New(cfg)
 		if err != nil {
@@ -517,12 +526,15 @@ func cmdRun(args []string, stderr io.Writer) error {
 				return err
 			}
 		}
+		stopSink := sinkLines(ff.sink, iv, stderr)
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
+		stopSink()
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)
+		logSink(logger, ff.sink)
 		if *summary != "" {
-			if werr := writeSummary(*summary, sum); werr != nil {
+			if werr := writeSummary(*summary, withSink(sum, ff.sink)); werr != nil {
 				err = errors.Join(err, werr)
 			}
 		}
@@ -689,7 +701,7 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 	return sum, errors.Join(runErr, err)
 }
 
-func writeSummary(path string, s fwd.Summary) error {
+func writeSummary(path string, s any) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err

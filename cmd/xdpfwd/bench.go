@@ -1,0 +1,528 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfwd/xdpfwd/gen"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/modes"
+)
+
+// cmdBench is `xdpfwd bench`: a device under test between two namespaces
+// (the demo's topology), the txonly generator in A and a counting sink in
+// B, and for each frame size a binary search for the highest offered rate
+// with no loss (NDR) and with at most --pdr-loss (PDR), RFC 2544's
+// throughput and FD.io CSIT's NDR/PDR; then latency at 10, 50 and 90 % of
+// the NDR. The generator runs in this process, inside A; the sink and an
+// xdpfwd DUT are xdpfwd processes of their own, one sink per trial.
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	duts := fs.String("dut", "bridge,xdp-redirect,xdpfwd", "devices under test between the namespaces, a list of: bridge (Linux bridge), xdp-redirect (in-kernel XDP bpf_redirect), xdpfwd (xdpfwd xconnect)")
+	sizes := fs.String("size", "64", "frame sizes with FCS, a list of 64..1518 and imix")
+	trial := fs.Duration("trial", time.Second, "how long each trial sends")
+	maxTrials := fs.Int("max-trials", 8, "most trials of each binary search (NDR, then PDR)")
+	precision := fs.Float64("precision", 2, "stop a search when its bounds are within this percent of the upper one")
+	pdrLoss := fs.Float64("pdr-loss", 0.5, "PDR: the loss percent a trial may have")
+	maxRate := fs.String("max-rate", "0", "upper bound of the search, packets/s (0: what the generator sends unpaced, measured first)")
+	flows := fs.Int("flows", 1, "generator flows")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	var list []string
+	for _, d := range strings.Split(*duts, ",") {
+		switch d {
+		case "bridge", "xdp-redirect", "xdpfwd":
+			list = append(list, d)
+		default:
+			return usageError{fmt.Sprintf("bench: --dut %q: want bridge, xdp-redirect or xdpfwd", d)}
+		}
+	}
+	var sizeList [][]int
+	for _, s := range strings.Split(*sizes, ",") {
+		sz, err := parseSizes(s)
+		if err != nil {
+			return usageError{"bench: " + err.Error()}
+		}
+		if sz[0] < 64 || sz[0] > 1518 {
+			return usageError{fmt.Sprintf("bench: --size %s: want 64..1518 or imix (the path's MTU is 1500)", s)}
+		}
+		sizeList = append(sizeList, sz)
+	}
+	hi, err := parseRate(*maxRate)
+	if err != nil {
+		return usageError{"bench: " + err.Error()}
+	}
+	switch {
+	case *trial < 10*time.Millisecond || *trial > time.Minute:
+		return usageError{"bench: --trial: want 10ms..1m"}
+	case *maxTrials < 1 || *maxTrials > 64:
+		return usageError{"bench: --max-trials: want 1..64"}
+	case !(*precision > 0 && *precision < 100) || !(*pdrLoss >= 0 && *pdrLoss < 100):
+		return usageError{"bench: --precision and --pdr-loss: want percents, 0..100"}
+	case *flows < 1 || *flows > gen.MaxFlows:
+		return usageError{fmt.Sprintf("bench: --flows: want 1..%d", gen.MaxFlows)}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	r := &rig{self: self, trial: *trial, flows: *flows, log: stderr}
+	var results []benchResult
+	for _, dut := range list {
+		for _, sz := range sizeList {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res, err := r.bench(ctx, dut, sz, hi, SearchParams{MaxTrials: *maxTrials, Precision: *precision / 100}, *pdrLoss/100)
+			if err != nil {
+				return fmt.Errorf("bench %s: %w", dut, err)
+			}
+			results = append(results, res)
+		}
+	}
+	printBench(stdout, results, *trial)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+	}
+	return nil
+}
+
+// TrialResult is one trial: a target rate, what was offered and what
+// arrived.
+type TrialResult struct {
+	Target   float64 `json:"target_pps"` // 0: unpaced
+	Offered  float64 `json:"offered_pps"`
+	Sent     uint64  `json:"sent"`
+	Received uint64  `json:"received"`
+	// Loss is the fraction of what was sent that did not arrive.
+	Loss    float64             `json:"loss"`
+	Latency modes.LatencyReport `json:"latency_ns"`
+}
+
+// SearchParams bound a search.
+type SearchParams struct {
+	MaxTrials int     // most trials
+	Precision float64 // stop when hi-lo ≤ Precision·hi
+}
+
+// SearchResult is a search's outcome: the highest rate that passed (its
+// trial) and every trial made.
+type SearchResult struct {
+	Rate   float64       `json:"rate_pps"` // offered rate of the best passing trial; 0 if none passed
+	Best   *TrialResult  `json:"best,omitempty"`
+	Trials []TrialResult `json:"trials"`
+}
+
+// Search is a binary search for the highest rate in (lo, hi] whose trial
+// loses at most maxLoss. Trials already made (prior, e.g. another
+// search's) narrow the bounds first: a passing one raises lo, a failing one
+// lowers hi; hi itself is tried first unless a prior trial failed there.
+// It stops after p.MaxTrials new trials or when the bounds are within
+// p.Precision of hi. It is a pure function of trial's answers.
+func Search(trial func(rate float64) (TrialResult, error), lo, hi, maxLoss float64, p SearchParams, prior ...TrialResult) (SearchResult, error) {
+	var res SearchResult
+	pass := func(t TrialResult) bool { return t.Loss <= maxLoss }
+	consider := func(t TrialResult) {
+		if pass(t) && (res.Best == nil || t.Offered > res.Best.Offered) {
+			b := t
+			res.Best, res.Rate = &b, t.Offered
+		}
+	}
+	hiFailed := false
+	for _, t := range prior {
+		rate := t.Target
+		if rate == 0 { // unpaced: as fast as it went
+			rate = t.Offered
+		}
+		consider(t)
+		switch {
+		case pass(t):
+			lo = max(lo, min(rate, hi))
+		case rate <= hi:
+			hi, hiFailed = rate, true
+		}
+	}
+	try := func(rate float64) (bool, error) {
+		t, err := trial(rate)
+		if err != nil {
+			return false, err
+		}
+		res.Trials = append(res.Trials, t)
+		consider(t)
+		return pass(t), nil
+	}
+	if !hiFailed && lo < hi && p.MaxTrials > 0 {
+		ok, err := try(hi)
+		if err != nil || ok {
+			return res, err
+		}
+	}
+	for len(res.Trials) < p.MaxTrials && hi-lo > p.Precision*hi {
+		mid := (lo + hi) / 2
+		ok, err := try(mid)
+		if err != nil {
+			return res, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return res, nil
+}
+
+// benchResult is one (DUT, size): NDR, PDR and latency at fractions of
+// the NDR.
+type benchResult struct {
+	DUT     string        `json:"dut"`
+	Size    string        `json:"size"`
+	Max     TrialResult   `json:"unpaced"`
+	NDR     SearchResult  `json:"ndr"`
+	PDR     SearchResult  `json:"pdr"`
+	Latency []TrialResult `json:"latency_at_10_50_90_pct_ndr"`
+}
+
+// rig runs trials on a topology.
+type rig struct {
+	self  string
+	trial time.Duration
+	flows int
+	log   io.Writer
+	p     *topo.Pair
+	dstB  net.HardwareAddr
+}
+
+func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp SearchParams, pdrLoss float64) (res benchResult, err error) {
+	res.DUT, res.Size = dut, sizeName(sizes)
+	if r.p, err = topo.NewPair(topo.Options{}); err != nil {
+		return res, err
+	}
+	defer func() {
+		if cerr := r.p.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+	}()
+	if r.dstB, err = r.p.B.HardwareAddr(r.p.PeerB); err != nil {
+		return res, err
+	}
+	undo, err := r.startDUT(dut)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, undo()) }()
+	fmt.Fprintf(r.log, "bench: %s, %s frames, %v trials\n", dut, res.Size, r.trial)
+	trial := func(rate float64) (TrialResult, error) {
+		if ctx.Err() != nil {
+			return TrialResult{}, ctx.Err()
+		}
+		t, err := r.run(rate, sizes)
+		if err == nil {
+			fmt.Fprintf(r.log, "bench: %s %s target %s: offered %.0f pps, loss %.3f %% (%d of %d)\n", dut, res.Size, rateName(rate), t.Offered, 100*t.Loss, t.Sent-t.Received, t.Sent)
+		}
+		return t, err
+	}
+	var prior []TrialResult
+	if hi == 0 {
+		if res.Max, err = trial(0); err != nil {
+			return res, err
+		}
+		hi, prior = res.Max.Offered, []TrialResult{res.Max}
+	}
+	if res.NDR, err = Search(trial, 0, hi, 0, sp, prior...); err != nil {
+		return res, err
+	}
+	// PDR ≥ NDR: the NDR search's trials bound it already.
+	if res.PDR, err = Search(trial, 0, hi, pdrLoss, sp, append(prior, res.NDR.Trials...)...); err != nil {
+		return res, err
+	}
+	// A loaded machine is not monotonic: a PDR trial above the NDR with
+	// no loss is a measured zero-loss rate, so it is the NDR.
+	for _, t := range res.PDR.Trials {
+		if t.Loss == 0 && t.Offered > res.NDR.Rate {
+			b := t
+			res.NDR.Rate, res.NDR.Best = t.Offered, &b
+		}
+	}
+	for _, f := range []float64{0.1, 0.5, 0.9} {
+		if res.NDR.Rate == 0 {
+			break
+		}
+		t, err := trial(f * res.NDR.Rate)
+		if err != nil {
+			return res, err
+		}
+		res.Latency = append(res.Latency, t)
+	}
+	return res, nil
+}
+
+// startDUT joins the pair's root ends with dut and returns its undo.
+func (r *rig) startDUT(dut string) (func() error, error) {
+	la, err := netlink.LinkByName(r.p.LinkA)
+	if err != nil {
+		return nil, err
+	}
+	lb, err := netlink.LinkByName(r.p.LinkB)
+	if err != nil {
+		return nil, err
+	}
+	switch dut {
+	case "bridge":
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: r.p.LinkA[:len(r.p.LinkA)-1] + "br"}}
+		if err := netlink.LinkAdd(br); err != nil {
+			return nil, fmt.Errorf("bridge %s: %w", br.Name, err)
+		}
+		undo := func() error { return netlink.LinkDel(br) }
+		for _, l := range []netlink.Link{la, lb} {
+			if err := netlink.LinkSetMaster(l, br); err != nil {
+				return nil, errors.Join(fmt.Errorf("bridge %s: enslave %s: %w", br.Name, l.Attrs().Name, err), undo())
+			}
+		}
+		if err := netlink.LinkSetUp(br); err != nil {
+			return nil, errors.Join(err, undo())
+		}
+		return undo, nil
+	case "xdp-redirect":
+		var links []link.Link
+		undo := func() error {
+			var errs []error
+			for _, l := range links {
+				errs = append(errs, l.Close())
+			}
+			return errors.Join(errs...)
+		}
+		for _, pr := range [][2]netlink.Link{{la, lb}, {lb, la}} {
+			prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+				Type: ebpf.XDP, License: "GPL",
+				Instructions: asm.Instructions{
+					asm.Mov.Imm(asm.R1, int32(pr[1].Attrs().Index)),
+					asm.Mov.Imm(asm.R2, 0),
+					asm.FnRedirect.Call(),
+					asm.Return(),
+				},
+			})
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("xdp-redirect program: %w", err), undo())
+			}
+			l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: pr[0].Attrs().Index, Flags: link.XDPDriverMode})
+			prog.Close() // the link holds it
+			if err != nil {
+				return nil, errors.Join(fmt.Errorf("xdp-redirect on %s: %w", pr[0].Attrs().Name, err), undo())
+			}
+			links = append(links, l)
+		}
+		return undo, nil
+	case "xdpfwd":
+		c, err := startChild(r.self, "", "run", "--link", r.p.LinkA, "--link", r.p.LinkB, "--control", "off", "--stats-interval", "0", "--queues", "1")
+		if err != nil {
+			return nil, fmt.Errorf("xdpfwd DUT: %w", err)
+		}
+		return func() error { _, err := c.stop(); return err }, nil
+	}
+	return nil, fmt.Errorf("unknown DUT %q", dut)
+}
+
+// run is one trial at rate (0: unpaced): a fresh sink in B, the generator
+// in A for the trial's duration, then the sink's count.
+func (r *rig) run(rate float64, sizes []int) (TrialResult, error) {
+	t := TrialResult{Target: rate}
+	dir, err := os.MkdirTemp("", "xdpfwd-bench-")
+	if err != nil {
+		return t, err
+	}
+	defer os.RemoveAll(dir)
+	sumFile := filepath.Join(dir, "sink.json")
+	sink, err := startChild(r.self, r.p.B.Name, "run", "--mode", "sink", "--link", r.p.PeerB, "--control", "off",
+		"--stats-interval", "0", "--queues", "1", "--summary", sumFile)
+	if err != nil {
+		return t, fmt.Errorf("sink: %w", err)
+	}
+	// The sink's worker starts polling a moment after it says it is
+	// ready: frames sent before would wait in its RX ring, or overflow it.
+	time.Sleep(200 * time.Millisecond)
+	cfg := gen.Config{Links: []string{r.p.PeerA}, Sizes: sizes, Rate: rate, Duration: r.trial, Flows: r.flows,
+		Template: gen.Template{DstMAC: r.dstB}}
+	if rate > 0 {
+		cfg.Count = uint64(math.Ceil(rate * r.trial.Seconds()))
+	}
+	var g *gen.Generator
+	err = r.p.A.Do(func() (err error) { g, err = gen.New(cfg); return err })
+	if err == nil {
+		err = g.Run(context.Background())
+		s := g.Stats()
+		t.Sent = s.Sent
+		t.Offered = float64(s.Sent) / r.trial.Seconds()
+		err = errors.Join(err, g.Close())
+	}
+	time.Sleep(100 * time.Millisecond) // what is in flight through the DUT arrives
+	out, serr := sink.stop()
+	if err = errors.Join(err, serr); err != nil {
+		return t, fmt.Errorf("%w\nsink: %s", err, out)
+	}
+	b, err := os.ReadFile(sumFile)
+	if err != nil {
+		return t, fmt.Errorf("sink summary: %w", err)
+	}
+	var sum struct {
+		Sink *modes.SinkReport `json:"sink"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil || sum.Sink == nil {
+		return t, fmt.Errorf("sink summary %s: no sink report (%v)", sumFile, err)
+	}
+	t.Received = min(sum.Sink.Received, t.Sent)
+	if t.Sent > 0 {
+		t.Loss = float64(t.Sent-t.Received) / float64(t.Sent)
+	}
+	t.Latency = sum.Sink.Latency
+	t.Latency.Buckets = nil
+	return t, nil
+}
+
+// child is an xdpfwd process the bench started.
+type child struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  strings.Builder
+	done chan error
+}
+
+// startChild starts self with args, in network namespace ns ("": this
+// one), and waits until it logs that its forwarder is ready.
+func startChild(self, ns string, args ...string) (*child, error) {
+	argv := append([]string{self}, args...)
+	if ns != "" {
+		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
+	}
+	c := &child{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan error, 1)}
+	pipe, err := c.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, err
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		once := sync.Once{}
+		for sc.Scan() {
+			c.mu.Lock()
+			c.out.WriteString(sc.Text() + "\n")
+			c.mu.Unlock()
+			if strings.Contains(sc.Text(), "forwarder ready") {
+				once.Do(func() { close(ready) })
+			}
+		}
+		c.done <- c.cmd.Wait()
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case err := <-c.done:
+		c.done <- err
+		return nil, fmt.Errorf("%s exited before it was ready (%v): %s", strings.Join(argv, " "), err, c.output())
+	case <-time.After(15 * time.Second):
+		out, _ := c.stop()
+		return nil, fmt.Errorf("%s not ready after 15 s: %s", strings.Join(argv, " "), out)
+	}
+}
+
+func (c *child) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// stop sends SIGINT (SIGKILL after 10 s) and returns the output.
+func (c *child) stop() (string, error) {
+	c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-c.done:
+		return c.output(), err
+	case <-time.After(10 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.done
+		return c.output(), fmt.Errorf("pid %d did not stop on SIGINT in 10 s: killed", c.cmd.Process.Pid)
+	}
+}
+
+// bound says what limited the NDR: the generator when its unpaced
+// trial lost nothing (the DUT's NDR is at least that), else the DUT.
+func bound(r benchResult) string {
+	if r.NDR.Best != nil && r.NDR.Best.Target == 0 {
+		return "generator"
+	}
+	return "DUT"
+}
+
+func sizeName(s []int) string {
+	if len(s) > 1 {
+		return "imix"
+	}
+	return fmt.Sprint(s[0])
+}
+
+func rateName(r float64) string {
+	if r == 0 {
+		return "unpaced"
+	}
+	return fmt.Sprintf("%.0f pps", r)
+}
+
+// printBench writes the results table.
+func printBench(w io.Writer, rs []benchResult, trial time.Duration) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "DUT\tsize\tunpaced pps\tloss %%\tNDR pps\tPDR pps\tPDR loss %%\ttrials\tbound\t\n")
+	for _, r := range rs {
+		pdrLoss := 0.0
+		if r.PDR.Best != nil {
+			pdrLoss = 100 * r.PDR.Best.Loss
+		}
+		unpaced, loss := "-", "-" // --max-rate given: no unpaced trial
+		if r.Max.Sent > 0 {
+			unpaced, loss = fmt.Sprintf("%.0f", r.Max.Offered), fmt.Sprintf("%.2f", 100*r.Max.Loss)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.3f\t%d\t%s\t\n", r.DUT, r.Size, unpaced, loss,
+			r.NDR.Rate, r.PDR.Rate, pdrLoss, len(r.NDR.Trials)+len(r.PDR.Trials)+len(r.Latency)+map[bool]int{true: 1}[r.Max.Sent > 0], bound(r))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nlatency at 10/50/90 %% of NDR (µs, p50/p99/p999; %v trials):\n", trial)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "DUT\tsize\trate pps\tloss %%\tp50\tp99\tp999\t\n")
+	for _, r := range rs {
+		for _, t := range r.Latency {
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.3f\t%.1f\t%.1f\t%.1f\t\n", r.DUT, r.Size, t.Offered, 100*t.Loss,
+				float64(t.Latency.P50)/1e3, float64(t.Latency.P99)/1e3, float64(t.Latency.P999)/1e3)
+		}
+	}
+	tw.Flush()
+}

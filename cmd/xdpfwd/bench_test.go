@@ -1,0 +1,120 @@
+package main
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// fakeDUT is a device that forwards up to capacity pps and loses the
+// excess, behind a generator that offers at most genMax pps.
+func fakeDUT(capacity, genMax float64, trials *int) func(float64) (TrialResult, error) {
+	return func(rate float64) (TrialResult, error) {
+		*trials++
+		offered := rate
+		if rate == 0 || rate > genMax {
+			offered = genMax
+		}
+		sent := uint64(offered) // a one-second trial
+		recv := min(sent, uint64(capacity))
+		return TrialResult{Target: rate, Offered: offered, Sent: sent, Received: recv,
+			Loss: float64(sent-recv) / float64(sent)}, nil
+	}
+}
+
+// TestSearch: against a model DUT the search converges on the capacity
+// (NDR) and on the rate that loses 0.5 % (PDR), within its precision, in
+// the trials allowed.
+func TestSearch(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		capacity, genMax float64
+		ndr, pdr         float64 // the true answers
+	}{
+		{"dut-limited", 370e3, 1e6, 370e3, 370e3 / 0.995},
+		{"generator-limited", 5e6, 1e6, 1e6, 1e6},
+		{"low", 10e3, 2e6, 10e3, 10e3 / 0.995},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const prec = 0.01
+			p := SearchParams{MaxTrials: 20, Precision: prec}
+			n := 0
+			trial := fakeDUT(tc.capacity, tc.genMax, &n)
+			max, _ := trial(0)
+			ndr, err := Search(trial, 0, max.Offered, 0, p, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pdr, err := Search(trial, 0, max.Offered, 0.005, p, append([]TrialResult{max}, ndr.Trials...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				what      string
+				got, want float64
+			}{{"NDR", ndr.Rate, tc.ndr}, {"PDR", pdr.Rate, tc.pdr}} {
+				// Never above the truth, and within the precision
+				// of the search's top below it.
+				if c.got > c.want+1 || c.got < c.want-2*prec*max.Offered {
+					t.Errorf("%s = %.0f, want %.0f (−%.0f)", c.what, c.got, c.want, 2*prec*max.Offered)
+				}
+			}
+			if n > 1+2*p.MaxTrials || len(ndr.Trials) > p.MaxTrials || len(pdr.Trials) > p.MaxTrials {
+				t.Errorf("%d trials (NDR %d, PDR %d), more than allowed", n, len(ndr.Trials), len(pdr.Trials))
+			}
+			if ndr.Best == nil || ndr.Best.Loss != 0 || pdr.Best == nil || pdr.Best.Loss > 0.005 {
+				t.Errorf("best trials: NDR %+v, PDR %+v", ndr.Best, pdr.Best)
+			}
+			t.Logf("NDR %.0f PDR %.0f in %d trials", ndr.Rate, pdr.Rate, n)
+		})
+	}
+}
+
+// TestSearchBounded: a search stops at its trial count.
+func TestSearchBounded(t *testing.T) {
+	n := 0
+	r, err := Search(fakeDUT(123456, 1e7, &n), 0, 1e7, 0, SearchParams{MaxTrials: 3, Precision: 1e-9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || len(r.Trials) != 3 {
+		t.Fatalf("%d trials, want 3", n)
+	}
+	if r.Rate > 123456 {
+		t.Fatalf("NDR %.0f above the capacity", r.Rate)
+	}
+}
+
+// TestBenchBridge: `xdpfwd bench` end to end on the Linux bridge, with a
+// few short trials: it prints an NDR the generator could offer and a PDR
+// not below it.
+func TestBenchBridge(t *testing.T) {
+	topo.RequireRoot(t)
+	r := runBin(t, 3*time.Minute, nil, "bench", "--dut", "bridge", "--size", "64", "--trial", "300ms", "--max-trials", "3", "--max-rate", "50k")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%s", r.stdout)
+	var row []string
+	for _, ln := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(ln); len(f) == 9 && f[0] == "bridge" && f[1] == "64" {
+			row = f
+			break
+		}
+	}
+	if row == nil {
+		t.Fatalf("no result row for bridge 64 in:\n%s", r.stdout)
+	}
+	ndr, err1 := strconv.ParseFloat(row[4], 64)
+	pdr, err2 := strconv.ParseFloat(row[5], 64)
+	if err1 != nil || err2 != nil || ndr <= 0 || ndr > 50e3*1.05 || pdr < ndr || math.IsNaN(ndr) {
+		t.Fatalf("NDR %q PDR %q: want 0 < NDR ≤ 50k ≤ ... PDR ≥ NDR\n%s", row[4], row[5], r.stdout)
+	}
+	if !strings.Contains(r.stdout, "latency at 10/50/90 % of NDR") {
+		t.Fatalf("no latency table:\n%s", r.stdout)
+	}
+}

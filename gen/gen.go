@@ -1,0 +1,567 @@
+// Package gen owns xdpfwd's traffic generator, `xdpfwd run --mode txonly`:
+// AF_XDP sockets that only transmit, on one umem.Region shared by every
+// (link, queue), sending UDP frames that carry a payload (Payload) a sink
+// checks for loss, reordering and latency (modes.NewSink).
+//
+// Each socket owns a fixed set of TX buffers, one per packet it may have in
+// flight: inline slots (package inline) for frames up to 256 bytes, UMEM
+// frames for larger ones. Each buffer is written once, whole, when the
+// generator starts, and then re-sent: per packet only the sequence number,
+// the TX stamp and the UDP checksum (updated incrementally) are rewritten.
+// Packets are paced by a Pacer, a batch per round, and the kernel is kicked
+// through txring only when the ring's need_wakeup flag asks: no syscall,
+// timer or allocation per packet.
+//
+// # Ownership
+//
+// A buffer's address is the generator's between a completion and the next
+// submit, and the kernel's in between (txring); it goes back to its zone
+// when the generator closes. Each socket is run by one goroutine; counters
+// are atomics, read by Stats from any goroutine.
+package gen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfwd/xdpfwd/inline"
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/txring"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// MaxFlows is the most flows a run may have: the flow id is 16 bits, and a
+// sink tracks this many.
+const MaxFlows = 4096
+
+// MaxLinks is the most links one generator sends on.
+const MaxLinks = 64
+
+// Config configures a generator. Zero values are defaults.
+type Config struct {
+	Links  []string // links to send on, 1..MaxLinks
+	Queues int      // sockets (TX queues) per link; 0: 1
+	// Sizes are frame sizes with FCS (64..1518+: up to the link's MTU),
+	// cycled over each socket's buffers: one size, or IMIX. nil: 64.
+	Sizes []int
+	// Count is how many packets to send in all; Duration how long to
+	// send. With both zero the generator sends until its context ends.
+	Count    uint64
+	Duration time.Duration
+	// Rate is the target in packets per second over all sockets; 0 sends
+	// as fast as the sockets take them.
+	Rate float64
+	// Flows is the number of flows, 1..MaxFlows and at least the socket
+	// count (each flow is sent from one socket, so its sequence is
+	// ordered); 0: the socket count.
+	Flows int
+	// Template gives the frames' addresses; a nil SrcMAC is each link's
+	// own address, a nil DstMAC broadcast, a zero SrcIP 198.18.0.1, a zero
+	// DstIP 198.18.0.2, a zero SrcPort 1024, a zero DstPort 9 (discard).
+	Template Template
+	RingSize uint32 // TX ring entries and buffers per socket; 0: 2048
+	Batch    int    // most packets per round; 0: 64
+	ZeroCopy xsk.ZeroCopy
+	// HugePages backs the region; the zero value is umem's auto.
+	HugePages umem.HugePages
+}
+
+// Generator is a running txonly generator.
+type Generator struct {
+	cfg    Config
+	region *umem.Region
+	queues []*queue
+	socks  []*xsk.Socket // opening order: the UMEM's owner first
+	// bufOf maps a zone unit to the buffer holding it: written once per
+	// buffer by New, read by the owning queue only.
+	inlineIdx, frameIdx []int32
+	// started (gen.Now at Run's start, 0 before) and elapsed (ns, at its
+	// end) are atomics: Stats reads them while Run runs.
+	started, elapsed atomic.Int64
+}
+
+// buffer is one packet in flight, written once.
+type buffer struct {
+	addr  uint64
+	len   uint32
+	flow  uint16 // index into the queue's seq
+	lay   Layout
+	frame bool // a frame-zone unit (else an inline slot)
+}
+
+// queue is one socket's generator: run by one goroutine.
+type queue struct {
+	g         *Generator
+	link      string
+	q         int
+	sock      *xsk.Socket
+	tx        *txring.Ring
+	b         *inline.Builder
+	frames    *umem.Cache
+	bufs      []buffer
+	free      []int32 // FIFO of free buffers, so flows take turns
+	head, n   int
+	seq       []uint32 // per local flow
+	quota     uint64   // packets to send; 0: unlimited
+	rate      float64
+	batch     int
+	reaped    []uint64
+	sent      atomic.Uint64
+	bytes     atomic.Uint64
+	completed atomic.Uint64
+	stalls    atomic.Uint64 // rounds with packets due and no free buffer
+}
+
+// InputError is a configuration the generator refuses: the command's
+// usage error.
+type InputError struct{ msg string }
+
+func (e InputError) Error() string { return e.msg }
+
+func bad(format string, a ...any) error { return InputError{fmt.Sprintf(format, a...)} }
+
+// New checks cfg, maps one region and opens every socket, and writes every
+// buffer. It needs no XDP program: nothing is received.
+func New(cfg Config) (_ *Generator, err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	g := &Generator{cfg: cfg}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	type linkInfo struct {
+		ifi *net.Interface
+	}
+	infos := make([]linkInfo, len(cfg.Links))
+	for i, name := range cfg.Links {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, bad("link %s: %v", name, err)
+		}
+		largest := 0
+		for _, s := range cfg.Sizes {
+			largest = max(largest, s)
+		}
+		l2 := ethLen
+		if cfg.Template.VLAN > 0 {
+			l2 += vlanLen
+		}
+		if largest-FCS-l2 > ifi.MTU {
+			return nil, bad("--size %d: link %s has MTU %d, the largest frame it sends is %d bytes with FCS", largest, name, ifi.MTU, ifi.MTU+l2+FCS)
+		}
+		if n := txQueues(name); cfg.Queues > n {
+			return nil, bad("queues %d: link %s has %d TX queues", cfg.Queues, name, n)
+		}
+		infos[i].ifi = ifi
+	}
+	sockets := len(cfg.Links) * cfg.Queues
+	small, large := 0, 0
+	for _, s := range cfg.Sizes {
+		if s-FCS <= umem.InlineSlotSize {
+			small++
+		} else {
+			large++
+		}
+	}
+	per := int(cfg.RingSize)
+	ucfg := umem.Config{FrameSize: 2048, Frames: 64, HugePages: cfg.HugePages}
+	if small > 0 {
+		ucfg.InlineSlots = sockets * per
+	}
+	if large > 0 {
+		ucfg.Frames = max(64, sockets*per)
+	}
+	if g.region, err = umem.New(ucfg); err != nil {
+		return nil, fmt.Errorf("txonly: %w", err)
+	}
+	g.inlineIdx = make([]int32, g.region.Inline.Len())
+	g.frameIdx = make([]int32, g.region.Frames.Len())
+	mem := g.region.Mem()
+	scratch := make([]byte, 4096)
+	for li, name := range cfg.Links {
+		t := cfg.Template
+		if t.SrcMAC == nil {
+			t.SrcMAC = infos[li].ifi.HardwareAddr
+		}
+		if err := t.Check(); err != nil {
+			return nil, bad("link %s: %v", name, err)
+		}
+		for qi := range cfg.Queues {
+			var shared *xsk.Socket
+			if len(g.socks) > 0 {
+				shared = g.socks[0]
+			}
+			s, err := xsk.Open(g.region, xsk.Config{
+				Ifname: name, Ifindex: infos[li].ifi.Index, Queue: qi,
+				RingSize: cfg.RingSize, Shared: shared, ZeroCopy: cfg.ZeroCopy,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("txonly: %w", err)
+			}
+			g.socks = append(g.socks, s)
+			k := len(g.queues) // socket index, 0..sockets-1
+			q := &queue{
+				g: g, link: name, q: qi, sock: s, tx: txring.New(s),
+				bufs: make([]buffer, 0, per), free: make([]int32, per),
+				reaped: make([]uint64, per), batch: cfg.Batch,
+				rate: cfg.Rate / float64(sockets),
+			}
+			if cfg.Count > 0 {
+				q.quota = cfg.Count / uint64(sockets)
+				if uint64(k) < cfg.Count%uint64(sockets) {
+					q.quota++
+				}
+			}
+			g.queues = append(g.queues, q) // from here on, Close frees its buffers
+			// Flows k, k+sockets, k+2·sockets, ...: each from one socket.
+			local := (cfg.Flows - k + sockets - 1) / sockets
+			q.seq = make([]uint32, local)
+			if small > 0 {
+				q.b = inline.NewBuilder(g.region, linearize.Policy{InlineMax: umem.InlineSlotSize}, per, 64)
+			}
+			if large > 0 {
+				q.frames = g.region.Frames.NewCache(per)
+			}
+			for j := range per {
+				size := cfg.Sizes[j%len(cfg.Sizes)]
+				lf := j % local
+				n, lay := t.Frame(scratch, size, uint16(k+lf*sockets))
+				b := buffer{len: uint32(n), flow: uint16(lf), lay: lay}
+				var ok bool
+				if n <= umem.InlineSlotSize {
+					b.addr, ok = q.b.Inline(scratch[:n])
+					if ok {
+						g.inlineIdx[g.region.Inline.Index(b.addr)] = int32(j)
+					}
+				} else {
+					b.frame = true
+					if b.addr, ok = q.frames.Alloc(umem.KernelTX); ok {
+						copy(mem[b.addr:], scratch[:n])
+						g.frameIdx[g.region.Frames.Index(b.addr)] = int32(j)
+					}
+				}
+				if !ok {
+					return nil, fmt.Errorf("txonly: link %s queue %d: region exhausted at buffer %d", name, qi, j)
+				}
+				q.bufs = append(q.bufs, b)
+				q.free[j] = int32(j)
+			}
+			q.n = per
+		}
+	}
+	return g, nil
+}
+
+// txQueues is the TX queues a link uses now: its ethtool channels, else
+// the count it was created with.
+func txQueues(name string) int {
+	if c, err := ethtool.GetChannels(name); err == nil && c.TX+c.Combined > 0 {
+		return int(c.TX + c.Combined)
+	}
+	if l, err := netlink.LinkByName(name); err == nil && l.Attrs().NumTxQueues > 0 {
+		return l.Attrs().NumTxQueues
+	}
+	return 1
+}
+
+func (c *Config) defaults() error {
+	switch {
+	case len(c.Links) == 0 || len(c.Links) > MaxLinks:
+		return bad("txonly takes 1..%d links, got %d", MaxLinks, len(c.Links))
+	case c.Queues < 0 || c.Queues > 64:
+		return bad("queues %d: want 1..64 (0: 1)", c.Queues)
+	case c.Rate < 0 || c.Rate > 1e9:
+		return bad("rate %v: want 0 (unpaced) .. 1e9 packets/s", c.Rate)
+	case c.Duration < 0:
+		return bad("duration %v: want ≥ 0", c.Duration)
+	case c.Batch < 0 || c.Batch > 4096:
+		return bad("batch %d: want 1..4096 (0: 64)", c.Batch)
+	case c.RingSize != 0 && (c.RingSize < 64 || c.RingSize > 16384 || c.RingSize&(c.RingSize-1) != 0):
+		return bad("ring size %d: want a power of two, 64..16384", c.RingSize)
+	}
+	if c.Queues == 0 {
+		c.Queues = 1
+	}
+	if len(c.Sizes) == 0 {
+		c.Sizes = []int{64}
+	}
+	vlan := c.Template.VLAN > 0
+	for _, s := range c.Sizes {
+		if s < MinSize(vlan) || s-FCS > 2048 {
+			what := ""
+			if vlan {
+				what = ", tagged (VLAN)"
+			}
+			return bad("frame size %d: want %d..%d bytes with FCS%s", s, MinSize(vlan), 2048+FCS, what)
+		}
+	}
+	sockets := len(c.Links) * c.Queues
+	if c.Flows == 0 {
+		c.Flows = sockets
+	}
+	if c.Flows < sockets || c.Flows > MaxFlows {
+		return bad("flows %d: want %d (one per socket: links × queues) .. %d", c.Flows, sockets, MaxFlows)
+	}
+	if c.RingSize == 0 {
+		c.RingSize = 2048
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	c.Batch = min(c.Batch, int(c.RingSize))
+	t := &c.Template
+	if t.DstMAC == nil {
+		t.DstMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	}
+	if !t.SrcIP.IsValid() {
+		t.SrcIP = netip.MustParseAddr("198.18.0.1")
+	}
+	if !t.DstIP.IsValid() {
+		t.DstIP = netip.MustParseAddr("198.18.0.2")
+	}
+	if t.SrcPort == 0 {
+		t.SrcPort = 1024
+	}
+	if t.DstPort == 0 {
+		t.DstPort = 9
+	}
+	if !t.ByIP && int(t.SrcPort)+c.Flows > 65536 {
+		return bad("flows %d from source port %d run past port 65535", c.Flows, t.SrcPort)
+	}
+	return nil
+}
+
+// Run sends until the count or duration is reached or ctx ends, then waits
+// (up to a second) for every packet in flight to complete. Each socket is
+// run by a goroutine on a locked OS thread.
+func (g *Generator) Run(ctx context.Context) error {
+	var stop atomic.Bool
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { <-ctx.Done(); stop.Store(true) }()
+	start := Now()
+	g.started.Store(start)
+	var end int64
+	if g.cfg.Duration > 0 {
+		end = start + int64(g.cfg.Duration)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(g.queues))
+	for i, q := range g.queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			errs[i] = q.run(start, end, &stop)
+		}()
+	}
+	wg.Wait()
+	g.elapsed.Store(Now() - start)
+	return errors.Join(errs...)
+}
+
+// run is one socket's loop.
+func (q *queue) run(start, end int64, stop *atomic.Bool) error {
+	pacer := NewPacer(q.rate, start)
+	mem := q.g.region.Mem()
+	var sent uint64
+	var kickErr error
+	for !stop.Load() && (q.quota == 0 || sent < q.quota) {
+		q.reap()
+		now := Now()
+		if end != 0 && now >= end {
+			break
+		}
+		due := pacer.Due(now)
+		if due <= sent {
+			// Sleep until a batch is due: one timer per round, none per
+			// packet.
+			next := pacer.Next(sent + uint64(q.batch) - 1)
+			if end != 0 {
+				next = min(next, end)
+			}
+			if d := time.Duration(next - now); d > 0 {
+				time.Sleep(d)
+			}
+			continue
+		}
+		want := min(due-sent, uint64(q.batch), uint64(q.n))
+		if q.quota != 0 {
+			want = min(want, q.quota-sent)
+		}
+		if want == 0 {
+			// Everything in flight: have the kernel move, then reap.
+			q.stalls.Add(1)
+			if err := q.tx.Kick(false); err != nil && kickErr == nil {
+				kickErr = err
+			}
+			runtime.Gosched()
+			continue
+		}
+		got, idx := q.tx.Reserve(uint32(want))
+		var bytes uint64
+		for i := range got {
+			j := q.free[q.head]
+			q.head = (q.head + 1) % len(q.free)
+			b := &q.bufs[j]
+			Stamp(mem[b.addr:b.addr+uint64(b.len)], b.lay, q.seq[b.flow], now)
+			q.seq[b.flow]++
+			q.tx.Set(idx+i, b.addr, b.len, 0)
+			bytes += uint64(b.len)
+		}
+		q.n -= int(got)
+		if got > 0 {
+			q.tx.Submit()
+			sent += uint64(got)
+			q.sent.Store(sent)
+			q.bytes.Add(bytes)
+		} else {
+			q.stalls.Add(1)
+			q.tx.Kick(false)
+		}
+	}
+	// Drain: every packet submitted completes, or the run says how many
+	// did not.
+	deadline := time.Now().Add(time.Second)
+	for q.tx.InFlight() > 0 && time.Now().Before(deadline) {
+		q.tx.Kick(true)
+		q.reap()
+		if q.tx.InFlight() > 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	if kickErr != nil {
+		return fmt.Errorf("txonly: link %s queue %d: kick: %w", q.link, q.q, kickErr)
+	}
+	return nil
+}
+
+// reap takes completed buffers back.
+func (q *queue) reap() {
+	for {
+		n := q.tx.Reap(q.reaped)
+		for _, a := range q.reaped[:n] {
+			a = xsk.Flat(a)
+			var j int32
+			if r := q.g.region; r.Inline.Contains(a) {
+				j = q.g.inlineIdx[r.Inline.Index(a)]
+			} else {
+				j = q.g.frameIdx[r.Frames.Index(a)]
+			}
+			q.free[(q.head+q.n)%len(q.free)] = j
+			q.n++
+		}
+		if n > 0 {
+			q.completed.Add(uint64(n))
+		}
+		if n < len(q.reaped) {
+			return
+		}
+	}
+}
+
+// QueueStats are one socket's counters.
+type QueueStats struct {
+	Link      string `json:"link"`
+	Queue     int    `json:"queue"`
+	Sent      uint64 `json:"sent"`
+	Completed uint64 `json:"completed"`
+	Bytes     uint64 `json:"bytes"`
+	Kicks     uint64 `json:"kicks"`
+	// KickErrors are sendto calls that failed (link down).
+	KickErrors uint64 `json:"kick_errors"`
+	// Stalls are rounds with packets due and every buffer in flight.
+	Stalls uint64 `json:"stalls"`
+	// TXInvalid and TXRingEmpty are the kernel's XDP_STATISTICS.
+	TXInvalid   uint64 `json:"tx_invalid_descs"`
+	TXRingEmpty uint64 `json:"tx_ring_empty_descs"`
+}
+
+// Summary is a run's counters.
+type Summary struct {
+	Queues    []QueueStats `json:"queues"`
+	Sent      uint64       `json:"sent"`
+	Completed uint64       `json:"completed"`
+	Bytes     uint64       `json:"bytes"`
+	DurationS float64      `json:"duration_s"`
+	PPS       float64      `json:"pps"` // sent / duration
+	Flows     int          `json:"flows"`
+	Sizes     []int        `json:"sizes"`
+	Rate      float64      `json:"target_pps"`
+}
+
+// Stats reads every socket's counters, from any goroutine.
+func (g *Generator) Stats() Summary {
+	s := Summary{Flows: g.cfg.Flows, Sizes: g.cfg.Sizes, Rate: g.cfg.Rate}
+	for _, q := range g.queues {
+		qs := QueueStats{
+			Link: q.link, Queue: q.q, Sent: q.sent.Load(), Completed: q.completed.Load(),
+			Bytes: q.bytes.Load(), Kicks: q.tx.Kicks.Load(), KickErrors: q.tx.KickErrors.Load(),
+			Stalls: q.stalls.Load(),
+		}
+		if ks, err := q.sock.Stats(); err == nil {
+			qs.TXInvalid, qs.TXRingEmpty = ks.Tx_invalid_descs, ks.Tx_ring_empty_descs
+		}
+		s.Queues = append(s.Queues, qs)
+		s.Sent += qs.Sent
+		s.Completed += qs.Completed
+		s.Bytes += qs.Bytes
+	}
+	d := time.Duration(g.elapsed.Load())
+	if st := g.started.Load(); d == 0 && st != 0 {
+		d = time.Duration(Now() - st)
+	}
+	if s.DurationS = d.Seconds(); s.DurationS > 0 {
+		s.PPS = float64(s.Sent) / s.DurationS
+	}
+	return s
+}
+
+// Region is the generator's UMEM, for accounting checks.
+func (g *Generator) Region() *umem.Region { return g.region }
+
+// Close closes the sockets (the UMEM's owner last), returns every buffer to
+// its zone and unmaps the region.
+func (g *Generator) Close() error {
+	var errs []error
+	for i := len(g.socks) - 1; i >= 0; i-- {
+		errs = append(errs, g.socks[i].Close())
+	}
+	g.socks = nil
+	for _, q := range g.queues {
+		for _, b := range q.bufs {
+			switch {
+			case b.frame:
+				q.frames.Free(b.addr, umem.KernelTX)
+			default:
+				q.b.Release(b.addr)
+			}
+		}
+		if q.b != nil {
+			q.b.Close()
+		}
+		if q.frames != nil {
+			q.frames.Flush()
+		}
+	}
+	g.queues = nil
+	if g.region != nil {
+		errs = append(errs, g.region.Close())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,225 @@
+package gen
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// The generator's payload, right after the UDP header, in network order:
+//
+//	0  magic, 2 bytes (Magic)
+//	2  flow id, 2 bytes
+//	4  sequence number in the flow, low 32 bits
+//	8  TX time, CLOCK_MONOTONIC ns (Now), 8 bytes
+//
+// 16 bytes, so that a 64-byte frame (60 without the FCS) carries it with
+// IPv4 and UDP headers. Every field starts on an even offset from the
+// UDP header, so rewriting the sequence and the stamp updates the UDP
+// checksum incrementally, word by word (RFC 1624).
+const (
+	Magic      = 0x5847 // "XG"
+	PayloadLen = 16
+
+	offMagic = 0
+	offFlow  = 2
+	offSeq   = 4
+	offStamp = 8
+)
+
+// Payload is what a received frame's payload says.
+type Payload struct {
+	Flow  uint16
+	Seq   uint32
+	Stamp int64
+}
+
+// FCS is the Ethernet frame check sequence the link adds: frame sizes are
+// counted with it, as RFC 2544 counts them (64 B: 60 bytes handed to the
+// link).
+const FCS = 4
+
+// Header lengths.
+const (
+	ethLen  = 14
+	vlanLen = 4
+	ipLen   = 20
+	udpLen  = 8
+)
+
+// MinSize is the smallest frame size (with FCS) that carries the payload,
+// with or without a VLAN tag.
+func MinSize(vlan bool) int {
+	n := ethLen + ipLen + udpLen + PayloadLen + FCS
+	if vlan {
+		n += vlanLen
+	}
+	return max(n, 64)
+}
+
+// Template describes the frames of a run; Frame writes one.
+type Template struct {
+	SrcMAC, DstMAC net.HardwareAddr
+	SrcIP, DstIP   netip.Addr // IPv4
+	SrcPort        uint16     // flow f has source port SrcPort+f (ByPort)
+	DstPort        uint16
+	VLAN           int // 802.1Q VID 1..4094, 0: untagged
+	// ByIP varies the source address by flow (SrcIP+f) instead of the
+	// source port.
+	ByIP bool
+}
+
+// Layout is where the payload's rewritten fields sit in a frame.
+type Layout struct {
+	Payload int // offset of the payload
+	UDPSum  int // offset of the UDP checksum
+}
+
+// Check validates t.
+func (t Template) Check() error {
+	switch {
+	case len(t.SrcMAC) != 6 || len(t.DstMAC) != 6:
+		return fmt.Errorf("source and destination MAC addresses must be Ethernet (6 bytes)")
+	case !t.SrcIP.Is4() || !t.DstIP.Is4():
+		return fmt.Errorf("source and destination addresses must be IPv4")
+	case t.VLAN < 0 || t.VLAN > 4094:
+		return fmt.Errorf("VLAN %d: want 1..4094 (0: untagged)", t.VLAN)
+	}
+	return nil
+}
+
+// Frame writes flow's frame of size bytes (with FCS: size-FCS are written)
+// into b, with sequence 0 and stamp 0, complete IPv4 and UDP checksums, and
+// returns its length and layout. b must hold size-FCS bytes.
+func (t Template) Frame(b []byte, size int, flow uint16) (int, Layout) {
+	n := size - FCS
+	clear(b[:n])
+	copy(b[0:6], t.DstMAC)
+	copy(b[6:12], t.SrcMAC)
+	off := 12
+	if t.VLAN > 0 {
+		binary.BigEndian.PutUint16(b[12:], 0x8100)
+		binary.BigEndian.PutUint16(b[14:], uint16(t.VLAN))
+		off += vlanLen
+	}
+	binary.BigEndian.PutUint16(b[off:], 0x0800)
+	ip := b[off+2:]
+	l3 := n - (off + 2)
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(l3))
+	binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF
+	ip[8] = 64
+	ip[9] = 17
+	src := t.SrcIP.As4()
+	sport := t.SrcPort
+	if t.ByIP {
+		binary.BigEndian.PutUint32(src[:], binary.BigEndian.Uint32(src[:])+uint32(flow))
+	} else {
+		sport += flow
+	}
+	copy(ip[12:16], src[:])
+	dst := t.DstIP.As4()
+	copy(ip[16:20], dst[:])
+	binary.BigEndian.PutUint16(ip[10:], ^fold(sum(ip[:ipLen], 0)))
+	udp := ip[ipLen:l3]
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], t.DstPort)
+	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+	p := udp[udpLen:]
+	binary.BigEndian.PutUint16(p[offMagic:], Magic)
+	binary.BigEndian.PutUint16(p[offFlow:], flow)
+	// Pseudo-header: addresses, protocol, UDP length.
+	ph := sum(ip[12:20], uint64(17)+uint64(len(udp)))
+	c := ^fold(sum(udp, ph))
+	if c == 0 {
+		c = 0xffff // 0 means "no checksum" in UDP over IPv4
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
+	pay := off + 2 + ipLen + udpLen
+	return n, Layout{Payload: pay, UDPSum: off + 2 + ipLen + 6}
+}
+
+// Stamp rewrites the sequence number and the TX stamp of a frame written by
+// Frame and updates its UDP checksum for the change: 12 bytes written and
+// two read, whatever the frame's size.
+func Stamp(f []byte, l Layout, seq uint32, stamp int64) {
+	p := f[l.Payload : l.Payload+PayloadLen]
+	// RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m') over every changed word.
+	s := uint64(^binary.BigEndian.Uint16(f[l.UDPSum:]))
+	for i := offSeq; i < PayloadLen; i += 2 {
+		s += uint64(^binary.BigEndian.Uint16(p[i:]))
+	}
+	binary.BigEndian.PutUint32(p[offSeq:], seq)
+	binary.BigEndian.PutUint64(p[offStamp:], uint64(stamp))
+	for i := offSeq; i < PayloadLen; i += 2 {
+		s += uint64(binary.BigEndian.Uint16(p[i:]))
+	}
+	c := ^fold(s)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(f[l.UDPSum:], c)
+}
+
+// Parse finds the generator's payload in an Ethernet frame: IPv4 (no
+// options needed, any allowed) over UDP, untagged or with one 802.1Q or
+// 802.1ad tag, the payload starting with Magic. It reads no more than the
+// headers and the payload, and allocates nothing.
+func Parse(f []byte) (Payload, bool) {
+	if len(f) < ethLen+ipLen+udpLen+PayloadLen {
+		return Payload{}, false
+	}
+	off := 12
+	switch binary.BigEndian.Uint16(f[off:]) {
+	case 0x8100, 0x88a8:
+		off += vlanLen
+	}
+	if binary.BigEndian.Uint16(f[off:]) != 0x0800 {
+		return Payload{}, false
+	}
+	off += 2
+	if len(f) < off+ipLen || f[off]>>4 != 4 || f[off+9] != 17 {
+		return Payload{}, false
+	}
+	off += int(f[off]&0xf) * 4
+	if len(f) < off+udpLen+PayloadLen {
+		return Payload{}, false
+	}
+	if binary.BigEndian.Uint16(f[off+4:]) < udpLen+PayloadLen {
+		return Payload{}, false
+	}
+	p := f[off+udpLen:]
+	if binary.BigEndian.Uint16(p[offMagic:]) != Magic {
+		return Payload{}, false
+	}
+	return Payload{
+		Flow:  binary.BigEndian.Uint16(p[offFlow:]),
+		Seq:   binary.BigEndian.Uint32(p[offSeq:]),
+		Stamp: int64(binary.BigEndian.Uint64(p[offStamp:])),
+	}, true
+}
+
+// sum adds b as big-endian 16-bit words to initial, unfolded.
+func sum(b []byte, initial uint64) uint64 {
+	s := initial
+	for len(b) >= 2 {
+		s += uint64(binary.BigEndian.Uint16(b))
+		b = b[2:]
+	}
+	if len(b) == 1 {
+		s += uint64(b[0]) << 8
+	}
+	return s
+}
+
+func fold(s uint64) uint16 {
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}
+
+// IMIX is the simple IMIX, 7:4:1 of 64, 594 and 1518-byte frames (with
+// FCS): an average of about 364 bytes.
+var IMIX = []int{64, 594, 64, 1518, 64, 594, 64, 64, 594, 64, 594, 64}

@@ -1,0 +1,156 @@
+package gen
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+)
+
+var testTemplate = Template{
+	SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+	SrcIP: netip.MustParseAddr("198.18.0.1"), DstIP: netip.MustParseAddr("198.18.0.2"),
+	SrcPort: 1024, DstPort: 9,
+}
+
+// checksumsOK recomputes the frame's IPv4 header and UDP checksums from
+// scratch.
+func checksumsOK(t *testing.T, f []byte) {
+	t.Helper()
+	off := 14
+	if binary.BigEndian.Uint16(f[12:]) == 0x8100 {
+		off += 4
+	}
+	ip := f[off:]
+	if got := fold(sum(ip[:20], 0)); got != 0xffff {
+		t.Fatalf("IPv4 header checksum: sum %#04x, want 0xffff", got)
+	}
+	l3 := int(binary.BigEndian.Uint16(ip[2:]))
+	if off+l3 != len(f) {
+		t.Fatalf("IPv4 total length %d: frame has %d bytes after L2", l3, len(f)-off)
+	}
+	udp := ip[20:l3]
+	if binary.BigEndian.Uint16(udp[6:]) == 0 {
+		t.Fatal("UDP checksum 0 (none)")
+	}
+	if got := fold(sum(udp, sum(ip[12:20], 17+uint64(len(udp))))); got != 0xffff {
+		t.Fatalf("UDP checksum: sum %#04x, want 0xffff", got)
+	}
+}
+
+// TestFrameAndStamp: every size, tagged or not, flow by port or by
+// address: the frame has the size asked for, valid checksums after any
+// number of Stamps, and Parse reads back what Stamp wrote.
+func TestFrameAndStamp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name string
+		vlan int
+		byIP bool
+		size int
+	}{
+		{"64", 0, false, 64},
+		{"65-odd", 0, false, 65},
+		{"vlan-66", 100, false, 66},
+		{"byip-512", 0, true, 512},
+		{"1518", 0, false, 1518},
+		{"vlan-1522", 4094, true, 1522},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := testTemplate
+			tp.VLAN, tp.ByIP = tc.vlan, tc.byIP
+			buf := make([]byte, 2048)
+			const flow = 77
+			n, lay := tp.Frame(buf, tc.size, flow)
+			if n != tc.size-FCS {
+				t.Fatalf("frame length %d, want %d (size %d less the FCS)", n, tc.size-FCS, tc.size)
+			}
+			f := buf[:n]
+			checksumsOK(t, f)
+			if tc.vlan > 0 && binary.BigEndian.Uint16(f[14:])&0xfff != uint16(tc.vlan) {
+				t.Fatalf("VLAN %d, want %d", binary.BigEndian.Uint16(f[14:])&0xfff, tc.vlan)
+			}
+			ipOff := 14 + map[bool]int{true: 4}[tc.vlan > 0]
+			sport := binary.BigEndian.Uint16(f[ipOff+20:])
+			src := netip.AddrFrom4([4]byte(f[ipOff+12 : ipOff+16]))
+			if tc.byIP {
+				if sport != 1024 || src != netip.MustParseAddr("198.18.0.78") {
+					t.Fatalf("flow by address: source %v port %d, want 198.18.0.78 port 1024", src, sport)
+				}
+			} else if sport != 1024+flow || src != tp.SrcIP {
+				t.Fatalf("flow by port: source %v port %d, want %v port %d", src, sport, tp.SrcIP, 1024+flow)
+			}
+			for range 1000 {
+				seq, stamp := rng.Uint32(), int64(rng.Uint64()>>1)
+				if rng.IntN(10) == 0 {
+					seq, stamp = ^uint32(0), 0 // extremes
+				}
+				Stamp(f, lay, seq, stamp)
+				checksumsOK(t, f)
+				p, ok := Parse(f)
+				if !ok || p != (Payload{Flow: flow, Seq: seq, Stamp: stamp}) {
+					t.Fatalf("Parse = %+v, %v; want flow %d seq %d stamp %d", p, ok, flow, seq, stamp)
+				}
+			}
+		})
+	}
+}
+
+// TestParseRejects: frames that are not the generator's are not parsed.
+func TestParseRejects(t *testing.T) {
+	buf := make([]byte, 2048)
+	n, _ := testTemplate.Frame(buf, 64, 1)
+	good := buf[:n]
+	mutate := func(f func(b []byte) []byte) []byte {
+		b := append([]byte(nil), good...)
+		return f(b)
+	}
+	for _, tc := range []struct {
+		name string
+		f    []byte
+	}{
+		{"short", good[:40]},
+		{"magic", mutate(func(b []byte) []byte { b[42] ^= 1; return b })},
+		{"ipv6-ethertype", mutate(func(b []byte) []byte { b[12], b[13] = 0x86, 0xdd; return b })},
+		{"tcp", mutate(func(b []byte) []byte { b[14+9] = 6; return b })},
+		{"udp-length", mutate(func(b []byte) []byte { binary.BigEndian.PutUint16(b[38:], 8); return b })},
+	} {
+		if _, ok := Parse(tc.f); ok {
+			t.Errorf("%s: parsed", tc.name)
+		}
+	}
+	if _, ok := Parse(good); !ok {
+		t.Fatal("the unmutated frame does not parse")
+	}
+}
+
+// TestStampAllocs: a Stamp and a Parse allocate nothing.
+func TestStampAllocs(t *testing.T) {
+	buf := make([]byte, 2048)
+	n, lay := testTemplate.Frame(buf, 64, 1)
+	f := buf[:n]
+	var seq uint32
+	if a := testing.AllocsPerRun(1000, func() {
+		seq++
+		Stamp(f, lay, seq, int64(seq))
+		Parse(f)
+	}); a != 0 {
+		t.Fatalf("%v allocations per Stamp+Parse", a)
+	}
+}
+
+// TestMinSize: the payload fits the smallest size, tag or not.
+func TestMinSize(t *testing.T) {
+	if MinSize(false) != 64 || MinSize(true) != 66 {
+		t.Fatalf("MinSize = %d untagged, %d tagged; want 64 and 66", MinSize(false), MinSize(true))
+	}
+}
+
+func BenchmarkStamp(b *testing.B) {
+	buf := make([]byte, 2048)
+	n, lay := testTemplate.Frame(buf, 64, 1)
+	for i := range b.N {
+		Stamp(buf[:n], lay, uint32(i), int64(i))
+	}
+}

@@ -1,0 +1,291 @@
+package modes
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/gen"
+)
+
+// CountingSink is Sink that also reads the payload of frames that carry
+// the txonly generator's (gen.Parse): per flow it counts frames received,
+// lost (sequence numbers skipped and never seen), reordered (arriving
+// after a higher sequence number) and duplicated, and it keeps a histogram
+// of latency, from the generator's TX stamp to the arrival time. The
+// arrival time is the clock (CLOCK_MONOTONIC, gen.Now) read once at the
+// start of each batch: fwd.Packet does not carry the stamp the XDP program
+// writes, so a batch's wait in the RX ring counts as latency.
+//
+// A sequence number under 1024 that arrives more than 1024 below a flow's
+// highest starts the flow again (a new generator run on the same flow id,
+// counted in Restarts), rather than counting as reordered.
+//
+// Frames without the payload are counted (Other) and dropped like the
+// rest. Several workers may call Handle at once: each flow's state has a
+// lock of its own (a flow arrives on one RX queue, so it is not
+// contended), the histogram is atomic. Nothing is allocated per packet.
+type CountingSink struct {
+	flows     []flowState // gen.MaxFlows, indexed by flow id
+	hist      Histogram
+	other     atomic.Uint64
+	untracked atomic.Uint64 // flow ids ≥ gen.MaxFlows
+	now       func() int64
+}
+
+// seqWindow is how far back (in sequence numbers) a flow remembers what
+// it received: a frame later than that is counted as reordered, and
+// cannot be told from a duplicate.
+const seqWindow = 1024
+
+type flowState struct {
+	mu   sync.Mutex
+	seen bool
+	high int64 // highest sequence number received, unwrapped
+	// unique counts distinct sequence numbers received since the flow
+	// (re)started; lostBefore what earlier runs lost.
+	received, unique, reordered, dups uint64
+	lostBefore, restarts              uint64
+	win                               [seqWindow / 64]uint64
+}
+
+// NewSink returns a counting sink. now, if not nil, replaces gen.Now (for
+// tests).
+func NewSink(now func() int64) *CountingSink {
+	if now == nil {
+		now = gen.Now
+	}
+	return &CountingSink{flows: make([]flowState, gen.MaxFlows), now: now}
+}
+
+// Promiscuous is false: a sink counts what is addressed to its link.
+func (*CountingSink) Promiscuous() bool { return false }
+
+// Handle implements fwd.Handler.
+func (s *CountingSink) Handle(pkts []fwd.Packet) {
+	now := s.now() // one clock read per batch
+	var other, untracked uint64
+	for i := range pkts {
+		pkts[i].Drop()
+		p, ok := gen.Parse(pkts[i].Data)
+		if !ok {
+			other++
+			continue
+		}
+		if int(p.Flow) >= len(s.flows) {
+			untracked++
+			continue
+		}
+		s.flows[p.Flow].record(p.Seq)
+		s.hist.Add(now - p.Stamp)
+	}
+	if other > 0 {
+		s.other.Add(other)
+	}
+	if untracked > 0 {
+		s.untracked.Add(untracked)
+	}
+}
+
+// record counts sequence number seq (the low 32 bits: unwrapped against the
+// highest seen).
+func (f *flowState) record(seq uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.received++
+	if !f.seen {
+		f.seen = true
+		f.high = int64(seq)
+		f.unique++
+		f.set(f.high)
+		return
+	}
+	s := f.high + int64(int32(seq-uint32(f.high)))
+	switch {
+	case s > f.high:
+		// Forget what the window slides past: every sequence number
+		// from high+1 to s is unseen until it comes.
+		if s-f.high >= seqWindow {
+			clear(f.win[:])
+		} else {
+			for k := f.high + 1; k < s; k++ {
+				f.clearBit(k)
+			}
+		}
+		f.high = s
+		f.set(s)
+		f.unique++
+	case s < seqWindow && f.high-s >= seqWindow:
+		// A sequence number from the start of a flow that is long past
+		// it: a new generator run on the same flow id, not a frame
+		// late by thousands.
+		f.lostBefore += f.lost()
+		f.restarts++
+		f.high, f.unique = s, 1
+		clear(f.win[:])
+		f.set(s)
+	case f.high-s >= seqWindow || s < 0:
+		f.reordered++ // too late to tell from a duplicate
+		f.unique++
+	case f.has(s):
+		f.dups++
+	default:
+		f.set(s)
+		f.unique++
+		f.reordered++
+	}
+}
+
+// lost is how many sequence numbers up to the highest this run never
+// received.
+func (f *flowState) lost() uint64 {
+	if exp := uint64(f.high + 1); exp > f.unique {
+		return exp - f.unique
+	}
+	return 0
+}
+
+func (f *flowState) set(s int64)      { f.win[s/64%(seqWindow/64)] |= 1 << (s % 64) }
+func (f *flowState) clearBit(s int64) { f.win[s/64%(seqWindow/64)] &^= 1 << (s % 64) }
+func (f *flowState) has(s int64) bool { return f.win[s/64%(seqWindow/64)]&(1<<(s%64)) != 0 }
+
+// FlowReport is one flow's counts.
+type FlowReport struct {
+	Flow      int    `json:"flow"`
+	Received  uint64 `json:"received"`
+	Lost      uint64 `json:"lost"` // sequence numbers up to the highest never received
+	Reordered uint64 `json:"reordered"`
+	Dups      uint64 `json:"duplicates"`
+	Highest   int64  `json:"highest_seq"`
+	// Restarts are generator runs after the first on this flow id: a
+	// sequence number under 1024 after one more than 1024 above it.
+	Restarts uint64 `json:"restarts"`
+}
+
+// SinkReport is what a counting sink saw.
+type SinkReport struct {
+	// Frames carried the generator's payload (Received + untracked);
+	// Other did not.
+	Frames    uint64 `json:"frames"`
+	Other     uint64 `json:"other"`
+	Untracked uint64 `json:"untracked_flow_ids"`
+	Received  uint64 `json:"received"`
+	Lost      uint64 `json:"lost"`
+	Reordered uint64 `json:"reordered"`
+	Dups      uint64 `json:"duplicates"`
+	// Latency in ns: percentiles are the upper bound of the histogram
+	// bucket they fall in (within 12.5 %).
+	Latency LatencyReport `json:"latency_ns"`
+	Flows   []FlowReport  `json:"flows,omitempty"`
+}
+
+// LatencyReport summarizes a histogram.
+type LatencyReport struct {
+	Count   uint64   `json:"count"`
+	P50     int64    `json:"p50"`
+	P99     int64    `json:"p99"`
+	P999    int64    `json:"p999"`
+	Max     int64    `json:"max"`
+	Buckets []Bucket `json:"buckets,omitempty"`
+}
+
+// Report reads the counts, from any goroutine; flows lists every flow seen.
+func (s *CountingSink) Report() SinkReport {
+	r := SinkReport{Other: s.other.Load(), Untracked: s.untracked.Load()}
+	for i := range s.flows {
+		f := &s.flows[i]
+		f.mu.Lock()
+		if f.seen {
+			fr := FlowReport{Flow: i, Received: f.received, Lost: f.lostBefore + f.lost(), Reordered: f.reordered,
+				Dups: f.dups, Highest: f.high, Restarts: f.restarts}
+			r.Flows = append(r.Flows, fr)
+			r.Received += fr.Received
+			r.Lost += fr.Lost
+			r.Reordered += fr.Reordered
+			r.Dups += fr.Dups
+		}
+		f.mu.Unlock()
+	}
+	r.Frames = r.Received + r.Untracked
+	r.Latency = s.hist.Report()
+	return r
+}
+
+// Histogram is a log-linear latency histogram (HDR-style: 8 linear
+// sub-buckets per power of two, so a bucket is within 12.5 % of its
+// values) over int64 ns, safe for concurrent Add.
+type Histogram struct {
+	counts [histBuckets]atomic.Uint64
+	max    atomic.Int64
+}
+
+const (
+	histSub     = 8 // sub-buckets per power of two
+	histLinear  = 2 * histSub
+	histBuckets = histLinear + (64-5)*histSub
+)
+
+// bucketOf is v's bucket: values below 16 have one each.
+func bucketOf(v int64) int {
+	if v < histLinear {
+		return int(max(v, 0))
+	}
+	e := bits.Len64(uint64(v)) - 1 // ≥ 4
+	sub := int(uint64(v)>>(e-3)) & (histSub - 1)
+	return histLinear + (e-4)*histSub + sub
+}
+
+// bucketTop is the largest value in bucket i.
+func bucketTop(i int) int64 {
+	if i < histLinear {
+		return int64(i)
+	}
+	e := (i-histLinear)/histSub + 4
+	sub := (i - histLinear) % histSub
+	return int64((uint64(histSub+sub+1) << (e - 3)) - 1)
+}
+
+// Add counts one value (a negative one as 0).
+func (h *Histogram) Add(v int64) {
+	h.counts[bucketOf(v)].Add(1)
+	for m := h.max.Load(); v > m && !h.max.CompareAndSwap(m, v); m = h.max.Load() {
+	}
+}
+
+// Bucket is one histogram bucket: Count values ≤ UpTo (and above the
+// previous bucket's).
+type Bucket struct {
+	UpTo  int64  `json:"le"`
+	Count uint64 `json:"count"`
+}
+
+// Report gives the count, percentiles and the non-empty buckets.
+func (h *Histogram) Report() LatencyReport {
+	var r LatencyReport
+	var c [histBuckets]uint64
+	for i := range c {
+		c[i] = h.counts[i].Load()
+		r.Count += c[i]
+		if c[i] > 0 {
+			r.Buckets = append(r.Buckets, Bucket{UpTo: bucketTop(i), Count: c[i]})
+		}
+	}
+	r.Max = h.max.Load()
+	if r.Count == 0 {
+		return r
+	}
+	pct := func(q float64) int64 {
+		rank := max(uint64(math.Ceil(q*float64(r.Count))), 1) // 1-based
+		var acc uint64
+		for i, n := range c {
+			if acc += n; acc >= rank {
+				return min(bucketTop(i), r.Max)
+			}
+		}
+		return r.Max
+	}
+	r.P50, r.P99, r.P999 = pct(0.50), pct(0.99), pct(0.999)
+	return r
+}

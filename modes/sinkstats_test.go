@@ -1,0 +1,134 @@
+package modes_test
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/gen"
+	"github.com/xdpfwd/xdpfwd/modes"
+)
+
+// genFrames builds one frame per (flow, seq) pair, stamped at stamp.
+func genFrames(pairs [][2]int, stamp int64) []fwd.Packet {
+	t := gen.Template{
+		SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		SrcIP: netip.MustParseAddr("198.18.0.1"), DstIP: netip.MustParseAddr("198.18.0.2"),
+		SrcPort: 1024, DstPort: 9,
+	}
+	pkts := make([]fwd.Packet, len(pairs))
+	for i, p := range pairs {
+		b := make([]byte, 60)
+		n, lay := t.Frame(b, 64, uint16(p[0]))
+		gen.Stamp(b[:n], lay, uint32(p[1]), stamp)
+		pkts[i] = fwd.Packet{Data: b[:n], Len: n}
+	}
+	return pkts
+}
+
+func seqs(flow int, ss ...int) [][2]int {
+	var out [][2]int
+	for _, s := range ss {
+		out = append(out, [2]int{flow, s})
+	}
+	return out
+}
+
+func span(flow, from, to int) [][2]int {
+	var out [][2]int
+	for s := from; s < to; s++ {
+		out = append(out, [2]int{flow, s})
+	}
+	return out
+}
+
+// TestCountingSinkSequences: a generator's run with sequence numbers
+// deliberately dropped, swapped and repeated gives exactly those counts.
+func TestCountingSinkSequences(t *testing.T) {
+	cat := func(xs ...[][2]int) [][2]int {
+		var out [][2]int
+		for _, x := range xs {
+			out = append(out, x...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name                 string
+		frames               [][2]int
+		recv, lost, ro, dups uint64
+	}{
+		{"in-order", span(0, 0, 1000), 1000, 0, 0, 0},
+		{"dropped-3", cat(span(0, 0, 10), span(0, 11, 20), span(0, 22, 23), span(0, 24, 30)), 26, 4, 0, 0},
+		{"lost-head", span(0, 5, 10), 5, 5, 0, 0},
+		{"swapped-pairs", seqs(0, 0, 2, 1, 4, 3, 5), 6, 0, 2, 0},
+		{"late-one", cat(span(0, 0, 10), seqs(0, 100), span(0, 10, 100)), 101, 0, 90, 0},
+		{"late-beyond-window", cat(span(0, 0, 1500), span(0, 1501, 4000), seqs(0, 1500)), 4000, 0, 1, 0},
+		{"duplicates", seqs(0, 0, 1, 1, 2, 0, 3, 3), 7, 0, 0, 3},
+		{"two-flows", cat(seqs(1, 0, 1, 3), seqs(2, 0, 2, 1, 1)), 7, 1, 1, 1},
+		{"restart", cat(span(0, 0, 2000), seqs(0, 2001), span(0, 0, 10), seqs(0, 11)), 2012, 2, 0, 0},
+		{"wrap", seqs(0, 1<<32-2, 1<<32-1, 0, 2), 4, 1<<32 - 2 + 1, 0, 0}, // the head before 2^32-2 is lost too
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := modes.NewSink(func() int64 { return 5000 })
+			pkts := genFrames(tc.frames, 1000)
+			for i := 0; i < len(pkts); i += 7 { // batches of 7
+				s.Handle(pkts[i:min(i+7, len(pkts))])
+			}
+			for i := range pkts {
+				if v, _ := pkts[i].Verdict(); v != fwd.VerdictDrop {
+					t.Fatalf("packet %d: verdict %v, want drop", i, v)
+				}
+			}
+			r := s.Report()
+			if r.Received != tc.recv || r.Lost != tc.lost || r.Reordered != tc.ro || r.Dups != tc.dups {
+				t.Fatalf("received %d lost %d reordered %d dups %d; want %d %d %d %d",
+					r.Received, r.Lost, r.Reordered, r.Dups, tc.recv, tc.lost, tc.ro, tc.dups)
+			}
+			if r.Latency.Count != tc.recv || r.Latency.P50 != 4000 && (r.Latency.P50 < 4000 || r.Latency.P50 > 4500) {
+				t.Fatalf("latency %+v: want %d samples of 4000 ns", r.Latency, tc.recv)
+			}
+		})
+	}
+}
+
+// TestCountingSinkOther: frames without the payload are counted apart.
+func TestCountingSinkOther(t *testing.T) {
+	s := modes.NewSink(nil)
+	pkts := genFrames(span(0, 0, 3), gen.Now())
+	pkts[1].Data[42] ^= 0xff // no magic
+	s.Handle(pkts)
+	if r := s.Report(); r.Other != 1 || r.Received != 2 || r.Frames != 2 {
+		t.Fatalf("other %d received %d frames %d; want 1, 2, 2", r.Other, r.Received, r.Frames)
+	}
+}
+
+// TestHistogramPercentiles: percentiles land in the bucket of the value
+// at their rank, within the bucket's 12.5 %.
+func TestHistogramPercentiles(t *testing.T) {
+	var h modes.Histogram
+	for v := int64(1); v <= 100000; v++ {
+		h.Add(v * 10) // 10 ns .. 1 ms, uniform
+	}
+	r := h.Report()
+	for _, c := range []struct {
+		name      string
+		got, want int64
+	}{{"p50", r.P50, 500000}, {"p99", r.P99, 990000}, {"p999", r.P999, 999000}, {"max", r.Max, 1000000}} {
+		if c.got < c.want || float64(c.got) > float64(c.want)*1.125 {
+			t.Errorf("%s = %d, want %d..+12.5%%", c.name, c.got, c.want)
+		}
+	}
+	if r.Count != 100000 {
+		t.Errorf("count %d", r.Count)
+	}
+}
+
+// TestCountingSinkAllocs: Handle allocates nothing.
+func TestCountingSinkAllocs(t *testing.T) {
+	s := modes.NewSink(nil)
+	pkts := genFrames(span(3, 0, 64), gen.Now())
+	if a := testing.AllocsPerRun(100, func() { s.Handle(pkts) }); a != 0 {
+		t.Fatalf("%v allocations per batch", a)
+	}
+}
