@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -79,5 +81,51 @@ func TestHostName(t *testing.T) {
 	// The separator keeps ("ab", "c") and ("a", "bc") apart.
 	if HostName("ab", "c") == HostName("a", "bc") {
 		t.Error("HostName: container ID and ifname run together")
+	}
+}
+
+// TestInstall: install writes the binary (executable) and the conflist
+// into the given directories; a file that is not a conflist exits 2 and
+// installs nothing.
+func TestInstall(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "10-xdpfwd.conflist")
+	os.WriteFile(good, []byte(`{"cniVersion":"1.1.0","name":"xdpfwd","plugins":[{"type":"xdpfwd-cni"}]}`), 0o600)
+	bad := filepath.Join(dir, "bad.conflist")
+	os.WriteFile(bad, []byte(`{"type":"xdpfwd-cni"}`), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"good", []string{"--conflist", good}, 0},
+		{"not a conflist", []string{"--conflist", bad}, 2},
+		{"no conflist", nil, 2},
+		{"missing file", []string{"--conflist", filepath.Join(dir, "nope")}, 2},
+		{"extra word", []string{"--conflist", good, "x"}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, conf := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "net.d")
+			var stderr strings.Builder
+			code := install(append(tt.args, "--bin-dir", bin, "--conf-dir", conf), &stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d: %s", code, tt.code, stderr.String())
+			}
+			fi, berr := os.Stat(filepath.Join(bin, "xdpfwd-cni"))
+			c, cerr := os.ReadFile(filepath.Join(conf, filepath.Base(good)))
+			if tt.code != 0 {
+				if berr == nil || cerr == nil {
+					t.Errorf("a refused install wrote files")
+				}
+				return
+			}
+			if berr != nil || fi.Mode().Perm() != 0o755 || fi.Size() == 0 {
+				t.Errorf("binary: %v, %v", fi, berr)
+			}
+			if want, _ := os.ReadFile(good); cerr != nil || string(c) != string(want) {
+				t.Errorf("conflist: %q, %v", c, cerr)
+			}
+		})
 	}
 }

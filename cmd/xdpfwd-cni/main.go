@@ -19,14 +19,22 @@
 //
 // "mac" (or CNI_ARGS MAC=...) sets the container end's address; "stateDir"
 // moves the state records (default /var/lib/cni/xdpfwd).
+//
+// `xdpfwd-cni install` (no CNI_COMMAND) copies the binary and a conflist
+// into the runtime's directories, for a DaemonSet's init container.
 package main
 
 import (
+	"os"
+
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "install" && os.Getenv("CNI_COMMAND") == "" {
+		os.Exit(install(os.Args[2:], os.Stderr))
+	}
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add:    cmdAdd,
 		Del:    cmdDel,
