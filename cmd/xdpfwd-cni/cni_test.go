@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -402,7 +403,9 @@ func TestCNIRuntime(t *testing.T) {
 		t.Errorf("cnitool check %s: %v\n%s", r.pods[0].Name, err, out)
 	}
 
-	// Delete half, then add them back.
+	// Delete half, then add them back, while a TCP stream between two
+	// others runs throughout.
+	stopStream := startStream(t, r.pods[pods-1], r.pods[pods-2], addrs[pods-2])
 	for i := range pods / 2 {
 		r.del(r.pods[i])
 	}
@@ -419,6 +422,11 @@ func TestCNIRuntime(t *testing.T) {
 		addrs[i] = r.add(r.pods[i])
 		r.attached(r.pods[i], addrs[i])
 	}
+	sent, got, err := stopStream()
+	if err != nil || got != sent || sent == 0 {
+		t.Errorf("TCP stream %s → %s during the deletes and adds: %d bytes sent, %d received in order, %v", r.pods[pods-1].Name, r.pods[pods-2].Name, sent, got, err)
+	}
+	t.Logf("TCP stream during 4 DELs and 4 ADDs: %d bytes, all received in order", got)
 	for i := range pods / 2 {
 		j := i + pods/2
 		if err := r.reach(r.pods[i], r.pods[j], addrs[j], 1<<20); err != nil {
@@ -482,7 +490,7 @@ func TestCNIRuntime(t *testing.T) {
 	if out, err := r.cnitoolRun("status", r.pods[4]); err == nil {
 		t.Errorf("cnitool status with the daemon stopped: succeeded\n%s", out)
 	}
-	err := r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
+	err = r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
 		return c.GetStatusNetworkList(context.Background(), list)
 	})
 	var te *types.Error
@@ -521,6 +529,102 @@ func TestCNIAddUndo(t *testing.T) {
 	r.attached(p, a)
 	r.del(p)
 	r.gone(p, a)
+}
+
+// startStream opens a TCP connection from a to addrB in b and writes to it
+// every millisecond until stop, which then returns the bytes sent, the
+// bytes received as sent (a counter pattern, checked byte for byte), and
+// the first error of either side (a reset, a mismatch).
+func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() (sent, got int64, err error)) {
+	t.Helper()
+	var ln net.Listener
+	if err := b.Do(func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(addrB, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var c net.Conn
+	if err := a.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second)
+		return err
+	}); err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int64
+		err error
+	}
+	rd := make(chan result, 1)
+	go func() {
+		defer srv.Close()
+		var n int64
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := srv.Read(buf)
+			for _, x := range buf[:k] {
+				if x != byte(n%251) {
+					rd <- result{n, fmt.Errorf("byte %d: %d, want %d", n, x, n%251)}
+					return
+				}
+				n++
+			}
+			if err == io.EOF {
+				rd <- result{n, nil}
+				return
+			}
+			if err != nil {
+				rd <- result{n, err}
+				return
+			}
+		}
+	}()
+	done := make(chan struct{})
+	wr := make(chan result, 1)
+	go func() {
+		var n int64
+		chunk := make([]byte, 4096)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				err := c.(*net.TCPConn).CloseWrite()
+				wr <- result{n, err}
+				return
+			case <-tick.C:
+			}
+			for i := range chunk {
+				chunk[i] = byte((n + int64(i)) % 251)
+			}
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			k, err := c.Write(chunk)
+			n += int64(k)
+			if err != nil {
+				wr <- result{n, err}
+				return
+			}
+		}
+	}()
+	return func() (int64, int64, error) {
+		close(done)
+		w := <-wr
+		var rr result
+		select {
+		case rr = <-rd:
+		case <-time.After(10 * time.Second):
+			rr.err = errors.New("the receiver did not see the end of the stream")
+		}
+		c.Close()
+		return w.n, rr.n, errors.Join(w.err, rr.err)
+	}
 }
 
 func median(d []time.Duration) time.Duration {
