@@ -632,3 +632,68 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// TestCNIRealDaemon: against today's xdpfwd (a switch whose forwarder
+// cannot add links yet), STATUS succeeds (it answers link list) and ADD
+// fails naming the missing capability, leaving nothing behind; DEL of
+// that attachment still succeeds.
+func TestCNIRealDaemon(t *testing.T) {
+	r := newRig(t, 1)
+	r.daemon.srv.Close(time.Second) // the stand-in makes way for xdpfwd
+	pair, err := topo.NewPair(topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pair.Close() })
+	bin := filepath.Join(r.dir, "xdpfwd")
+	if out, err := exec.Command("go", "build", "-o", bin, "../xdpfwd").CombinedOutput(); err != nil {
+		t.Fatalf("build xdpfwd: %v\n%s", err, out)
+	}
+	var stderr strings.Builder
+	d := exec.Command(bin, "run", "--mode", "switch", "--link", pair.LinkA, "--link", pair.LinkB, "--stats-interval", "0", "--control", r.ctl)
+	d.Stderr = &stderr
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- d.Wait() }()
+	t.Cleanup(func() {
+		d.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			d.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if fi, err := os.Stat(r.ctl); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("xdpfwd exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no control socket %s\n%s", r.ctl, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	p := r.pods[0]
+	if out, err := r.cnitoolRun("status", p); err != nil {
+		t.Errorf("cnitool status against xdpfwd: %v\n%s", err, out)
+	}
+	out, err := r.cnitoolRun("add", p)
+	if err == nil || !strings.Contains(out, "xdpfwd refused") || !strings.Contains(out, "no AddLink/RemoveLink") {
+		t.Errorf("cnitool add against xdpfwd: %v\n%s; want a refusal naming AddLink/RemoveLink", err, out)
+	}
+	if r.hostLink(r.hostName(p)) || len(r.leases()) != 0 {
+		t.Errorf("after the refused ADD: host veth %v, leases %v; want none", r.hostLink(r.hostName(p)), r.leases())
+	}
+	if out, err := r.cnitoolRun("del", p); err != nil {
+		t.Errorf("cnitool del against xdpfwd: %v\n%s", err, out)
+	}
+}
