@@ -529,6 +529,20 @@ func TestCNIAddUndo(t *testing.T) {
 	r.attached(p, a)
 	r.del(p)
 	r.gone(p, a)
+
+	// No daemon: ADD builds nothing and says to try again later (11).
+	r.daemon.srv.Close(time.Second)
+	err = r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
+		_, err := c.AddNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: r.containerID(p), NetNS: nsPath(p), IfName: "eth0"})
+		return err
+	})
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater {
+		t.Errorf("ADD without a daemon: %v; want CNI error code 11", err)
+	}
+	if r.hostLink(r.hostName(p)) || len(r.leases()) != 0 {
+		t.Errorf("after ADD without a daemon: host veth %v, leases %v; want none", r.hostLink(r.hostName(p)), r.leases())
+	}
 }
 
 // startStream opens a TCP connection from a to addrB in b and writes to it

@@ -72,6 +72,17 @@ func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
 	return b, false, nil
 }
 
+// reachable: the daemon answers link list.
+func reachable(conf *NetConf) error {
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	_, err = d.ListLinks()
+	return err
+}
+
 func cmdAdd(args *skel.CmdArgs) (err error) {
 	conf, err := parseConf(args.StdinData, args.Args)
 	if err != nil {
@@ -79,11 +90,11 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	host := HostName(args.ContainerID, args.IfName)
 	// The daemon first: with none to hand the link to, build nothing.
-	d, err := linkop.Dial(conf.Control)
-	if err != nil {
+	// (Asked again at the end: the IPAM plugin, a DHCP client say, may
+	// take longer than the daemon waits on an idle connection.)
+	if err := reachable(conf); err != nil {
 		return daemonErr("add "+host, err)
 	}
-	defer d.Close()
 	netns, err := ns.GetNS(args.Netns)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("container namespace %q", args.Netns), err.Error())
@@ -148,6 +159,11 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrIOFailure, "state record", err.Error())
 	}
 	undo = append(undo, func() { conf.removeRecord(host) })
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return daemonErr("add "+host, err)
+	}
+	defer d.Close()
 	if err = d.AddLink(host); err != nil && !errors.Is(err, linkop.ErrExists) {
 		return daemonErr("add "+host, err)
 	}
@@ -278,12 +294,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	d, err := linkop.Dial(conf.Control)
-	if err == nil {
-		_, err = d.ListLinks()
-		d.Close()
-	}
-	if err != nil {
+	if err := reachable(conf); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd is not available", err.Error())
 	}
 	stdin, has11, err := ipamStdin(conf, args.StdinData)
