@@ -1,6 +1,7 @@
 // Package control is xdpfwd's control endpoint: a unix socket, never a
-// network address, through which `xdpfwd capture` reaches a running
-// daemon.
+// network address, through which `xdpfwd capture`, `xdpfwd link` and the
+// CNI plugin reach a running daemon. ReadOp tells their requests apart by
+// the first line's "op" (none: a capture).
 //
 // It owns the socket file: Listen creates its directory if missing,
 // replaces a stale socket (one nobody answers on) but never a live one or

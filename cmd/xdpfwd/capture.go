@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -238,14 +237,17 @@ func direction(rec capture.Record, reasons []string) pcapng.Direction {
 // forwarder, and kept while the forwarder is rebuilt (--wait-for-links, a
 // queue count change); captures reach the current one.
 type controlSocket struct {
-	srv *control.Server
-	hub atomic.Pointer[capture.Hub]
+	srv  *control.Server
+	hub  atomic.Pointer[capture.Hub]
+	fw   atomic.Pointer[fwd.Forwarder]
+	mode string // for link list, and to refuse link ops in xconnect
 }
 
 // serve points the socket at f, creating it the first time. A socket the
 // user named must work; the default one is best effort (a warning).
 func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, logger *slog.Logger) error {
 	cs.hub.Store(f.Capture())
+	cs.fw.Store(f)
 	if cs.srv != nil || path == "off" {
 		return nil
 	}
@@ -266,7 +268,7 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 	}
 	cs.srv = srv
 	logger.Info("control socket", "path", srv.Path())
-	go srv.Serve(func(c net.Conn) { capture.Serve(c, cs.hub.Load()) })
+	go srv.Serve(cs.handle)
 	return nil
 }
 
@@ -274,6 +276,7 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 // (the forwarder ended them), or are cut after a grace period.
 func (cs *controlSocket) close() {
 	cs.hub.Store(nil)
+	cs.fw.Store(nil)
 	if cs.srv != nil {
 		cs.srv.Close(2 * time.Second)
 	}

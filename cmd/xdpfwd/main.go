@@ -59,6 +59,7 @@ const usage = `usage: xdpfwd <command> [flags]
 commands:
   run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
   capture  write what a running xdpfwd receives, sends and drops as pcapng (from --control)
+  link     list a running xdpfwd's links, add or remove one (from --control)
   demo     build two namespaces, forward between them, prove traffic crosses
   bench    NDR/PDR and latency of a bridge, XDP redirect or xdpfwd between namespaces (txonly to sink)
   stats    show a running daemon's counters per second (from --metrics)
@@ -79,6 +80,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdRun(args[1:], stderr)
 	case "capture":
 		err = cmdCapture(args[1:], stdout, stderr)
+	case "link":
+		err = cmdLink(args[1:], stdout, stderr)
 	case "demo":
 		err = cmdDemo(args[1:], stdout, stderr)
 	case "stats":
@@ -514,6 +517,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 			// A rebuilt forwarder (--wait-for-links) runs with the
 			// settings in force, not those it started with.
 			iv = rl.restore(iv)
+		}
+		if ctl.mode == "" { // once: handlers read it from the first serve on
+			ctl.mode = ff.mode
 		}
 		if err := ctl.serve(*controlPath, cfg.Links, f, logger); err != nil {
 			f.Close()

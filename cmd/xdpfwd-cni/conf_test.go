@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// TestParseConf: good configurations get their defaults; each bad one
+// is refused with the spec's code and a message naming the field.
+func TestParseConf(t *testing.T) {
+	const ipam = `"ipam":{"type":"host-local"}`
+	tests := []struct {
+		name, conf, args string
+		code             uint   // 0: accepted
+		want             string // in the message, or (accepted) the MAC
+		mtu              int
+	}{
+		{name: "defaults", conf: `{"cniVersion":"1.1.0","name":"n","type":"xdpfwd-cni","control":"/run/xdpfwd/eth0.sock",` + ipam + `}`, mtu: DefaultMTU},
+		{name: "mtu and mac", conf: `{"cniVersion":"1.1.0","name":"n","control":"/s","mtu":9000,"mac":"02:00:00:00:00:01",` + ipam + `}`, mtu: 9000, want: "02:00:00:00:00:01"},
+		{name: "CNI_ARGS MAC wins", conf: `{"name":"n","control":"/s","mac":"02:00:00:00:00:01",` + ipam + `}`, args: "IgnoreUnknown=1;MAC=02:00:00:00:00:02", mtu: DefaultMTU, want: "02:00:00:00:00:02"},
+		{name: "not JSON", conf: `{"name":`, code: types.ErrDecodingFailure, want: "decode"},
+		{name: "no control", conf: `{"name":"n",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `"control"`},
+		{name: "relative control", conf: `{"name":"n","control":"x.sock",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: "absolute"},
+		{name: "no ipam", conf: `{"name":"n","control":"/s"}`, code: types.ErrInvalidNetworkConfig, want: `"ipam"`},
+		{name: "mtu too small", conf: `{"name":"n","control":"/s","mtu":67,` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `"mtu" 67`},
+		{name: "mtu too big", conf: `{"name":"n","control":"/s","mtu":70000,` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `"mtu" 70000`},
+		{name: "bad mac", conf: `{"name":"n","control":"/s","mac":"zz",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `mac "zz"`},
+		{name: "multicast mac", conf: `{"name":"n","control":"/s","mac":"01:00:5e:00:00:01",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: "multicast"},
+		{name: "relative stateDir", conf: `{"name":"n","control":"/s","stateDir":"st",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `"stateDir"`},
+		{name: "no name", conf: `{"control":"/s",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `"name"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConf([]byte(tt.conf), tt.args)
+			if tt.code != 0 {
+				var te *types.Error
+				if !errors.As(err, &te) || te.Code != tt.code || !strings.Contains(te.Error(), tt.want) {
+					t.Fatalf("err %v; want CNI code %d naming %q", err, tt.code, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.MTU != tt.mtu || c.StateDir != DefaultStateDir && !strings.Contains(tt.conf, "stateDir") {
+				t.Errorf("mtu %d, stateDir %q; want %d, %q", c.MTU, c.StateDir, tt.mtu, DefaultStateDir)
+			}
+			if got := c.mac.String(); got != tt.want {
+				t.Errorf("mac %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHostName: 15 bytes ("xfwd" and 11 hex digits), the same for the
+// same attachment, different when the container or the interface is.
+func TestHostName(t *testing.T) {
+	re := regexp.MustCompile(`^xfwd[0-9a-f]{11}$`)
+	seen := map[string]string{}
+	for _, id := range []string{"a", "b", "cnitool-0123456789abcdef0123", strings.Repeat("f", 64)} {
+		for _, ifn := range []string{"eth0", "eth1", "net1"} {
+			n := HostName(id, ifn)
+			if !re.MatchString(n) || len(n) != 15 {
+				t.Errorf("HostName(%q, %q) = %q: want xfwd and 11 hex digits", id, ifn, n)
+			}
+			if n != HostName(id, ifn) {
+				t.Errorf("HostName(%q, %q) not deterministic", id, ifn)
+			}
+			if prev, dup := seen[n]; dup {
+				t.Errorf("HostName(%q, %q) = %q, as for %s", id, ifn, n, prev)
+			}
+			seen[n] = id + "/" + ifn
+		}
+	}
+	// The separator keeps ("ab", "c") and ("a", "bc") apart.
+	if HostName("ab", "c") == HostName("a", "bc") {
+		t.Error("HostName: container ID and ifname run together")
+	}
+}
+
+// TestInstall: install writes the binary (executable) and the conflist
+// into the given directories; a file that is not a conflist exits 2 and
+// installs nothing.
+func TestInstall(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "10-xdpfwd.conflist")
+	os.WriteFile(good, []byte(`{"cniVersion":"1.1.0","name":"xdpfwd","plugins":[{"type":"xdpfwd-cni"}]}`), 0o600)
+	bad := filepath.Join(dir, "bad.conflist")
+	os.WriteFile(bad, []byte(`{"type":"xdpfwd-cni"}`), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"good", []string{"--conflist", good}, 0},
+		{"not a conflist", []string{"--conflist", bad}, 2},
+		{"no conflist", nil, 2},
+		{"missing file", []string{"--conflist", filepath.Join(dir, "nope")}, 2},
+		{"extra word", []string{"--conflist", good, "x"}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin, conf := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "net.d")
+			var stderr strings.Builder
+			code := install(append(tt.args, "--bin-dir", bin, "--conf-dir", conf), &stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d: %s", code, tt.code, stderr.String())
+			}
+			fi, berr := os.Stat(filepath.Join(bin, "xdpfwd-cni"))
+			c, cerr := os.ReadFile(filepath.Join(conf, filepath.Base(good)))
+			if tt.code != 0 {
+				if berr == nil || cerr == nil {
+					t.Errorf("a refused install wrote files")
+				}
+				return
+			}
+			if berr != nil || fi.Mode().Perm() != 0o755 || fi.Size() == 0 {
+				t.Errorf("binary: %v, %v", fi, berr)
+			}
+			if want, _ := os.ReadFile(good); cerr != nil || string(c) != string(want) {
+				t.Errorf("conflist: %q, %v", c, cerr)
+			}
+		})
+	}
+}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ip"
+	"github.com/containernetworking/plugins/pkg/ipam"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpfwd/xdpfwd/control/linkop"
+)
+
+func cniErr(code uint, msg string, err error) *types.Error {
+	var te *types.Error
+	if errors.As(err, &te) {
+		return types.NewError(te.Code, msg+": "+te.Msg, te.Details)
+	}
+	return types.NewError(code, msg, err.Error())
+}
+
+// daemonErr is the CNI error for a failed request to the daemon: its
+// refusal (code 100), or no answer (11, try again later).
+func daemonErr(what string, err error) *types.Error {
+	var re *linkop.RequestError
+	if errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
+		errors.Is(err, linkop.ErrUnknownLink) || errors.As(err, &re) {
+		return types.NewError(ErrDaemonRefused, "xdpfwd refused to "+what, err.Error())
+	}
+	return types.NewError(types.ErrTryAgainLater, "xdpfwd did not answer to "+what, err.Error())
+}
+
+// ipamStdin is stdin for the IPAM plugin: the same configuration, at a
+// spec version the plugin speaks (Debian's host-local, 1.1.1, speaks up
+// to 1.0.0, whose results and requests 1.1.0 only extends), and whether
+// it speaks 1.1.0's STATUS and GC.
+func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
+	path, err := invoke.FindInPath(conf.IPAM.Type, filepath.SplitList(os.Getenv("CNI_PATH")))
+	if err != nil {
+		return nil, false, types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("IPAM plugin %q", conf.IPAM.Type), err.Error())
+	}
+	info, err := invoke.GetVersionInfo(context.TODO(), path, nil)
+	if err != nil {
+		return nil, false, cniErr(types.ErrIOFailure, fmt.Sprintf("IPAM plugin %s: VERSION", path), err)
+	}
+	vs := info.SupportedVersions()
+	has11 := slices.Contains(vs, "1.1.0")
+	if slices.Contains(vs, conf.CNIVersion) {
+		return stdin, has11, nil
+	}
+	if conf.CNIVersion != "1.1.0" || !slices.Contains(vs, "1.0.0") {
+		return nil, false, types.NewError(types.ErrIncompatibleCNIVersion,
+			fmt.Sprintf("IPAM plugin %s speaks CNI %v, not %s", path, vs, conf.CNIVersion), "")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(stdin, &m); err != nil {
+		return nil, false, types.NewError(types.ErrDecodingFailure, "decode the network configuration", err.Error())
+	}
+	m["cniVersion"] = "1.0.0"
+	b, _ := json.Marshal(m)
+	return b, false, nil
+}
+
+// reachable: the daemon answers link list.
+func reachable(conf *NetConf) error {
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	_, err = d.ListLinks()
+	return err
+}
+
+func cmdAdd(args *skel.CmdArgs) (err error) {
+	conf, err := parseConf(args.StdinData, args.Args)
+	if err != nil {
+		return err
+	}
+	host := HostName(args.ContainerID, args.IfName)
+	// The daemon first: with none to hand the link to, build nothing.
+	// (Asked again at the end: the IPAM plugin, a DHCP client say, may
+	// take longer than the daemon waits on an idle connection.)
+	if err := reachable(conf); err != nil {
+		return daemonErr("add "+host, err)
+	}
+	netns, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("container namespace %q", args.Netns), err.Error())
+	}
+	defer netns.Close()
+	stdin, _, err := ipamStdin(conf, args.StdinData)
+	if err != nil {
+		return err
+	}
+
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for _, u := range slices.Backward(undo) {
+				u()
+			}
+		}
+	}()
+	// A host end of this attachment left by an ADD that was killed: the
+	// name is this attachment's, so it is ours to replace.
+	if l, lerr := netlink.LinkByName(host); lerr == nil {
+		netlink.LinkDel(l)
+	}
+	var hostIf, contIf net.Interface
+	mac := ""
+	if conf.mac != nil {
+		mac = conf.mac.String()
+	}
+	err = netns.Do(func(hostNS ns.NetNS) error {
+		var err error
+		hostIf, contIf, err = ip.SetupVethWithName(args.IfName, host, conf.MTU, mac, hostNS)
+		return err
+	})
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, fmt.Sprintf("veth %s (host) / %s (container)", host, args.IfName), err.Error())
+	}
+	undo = append(undo, func() { ip.DelLinkByName(host) })
+
+	r, err := ipam.ExecAdd(conf.IPAM.Type, stdin)
+	if err != nil {
+		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" ADD", err)
+	}
+	undo = append(undo, func() { ipam.ExecDel(conf.IPAM.Type, stdin) })
+	res, err := current.NewResultFromResult(r)
+	if err != nil {
+		return cniErr(types.ErrDecodingFailure, "IPAM "+conf.IPAM.Type+" result", err)
+	}
+	if len(res.IPs) == 0 {
+		return types.NewError(types.ErrInvalidNetworkConfig, "IPAM "+conf.IPAM.Type+" gave no address", "")
+	}
+	res.Interfaces = []*current.Interface{
+		{Name: host, Mac: hostIf.HardwareAddr.String(), Mtu: conf.MTU},
+		{Name: args.IfName, Mac: contIf.HardwareAddr.String(), Mtu: conf.MTU, Sandbox: args.Netns},
+	}
+	for _, ipc := range res.IPs {
+		ipc.Interface = current.Int(1)
+	}
+	if err = netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, res) }); err != nil {
+		return types.NewError(types.ErrIOFailure, "addresses and routes on "+args.IfName, err.Error())
+	}
+	if err = conf.saveRecord(record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}); err != nil {
+		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	}
+	undo = append(undo, func() { conf.removeRecord(host) })
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return daemonErr("add "+host, err)
+	}
+	defer d.Close()
+	if err = d.AddLink(host); err != nil && !errors.Is(err, linkop.ErrExists) {
+		return daemonErr("add "+host, err)
+	}
+	err = nil
+	return types.PrintResult(res, conf.CNIVersion)
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData, args.Args)
+	if err != nil {
+		return err
+	}
+	host := HostName(args.ContainerID, args.IfName)
+	if err := detach(conf, record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host}, args.StdinData); err != nil {
+		return err
+	}
+	return nil
+}
+
+// detach undoes an attachment, whatever is left of it: the daemon's link
+// (a daemon that is gone, or never had it, is fine), the veth (gone with
+// its namespace is fine), the IPAM lease and the record.
+func detach(conf *NetConf, r record, confStdin []byte) error {
+	if d, err := linkop.Dial(conf.Control); err == nil {
+		err := d.DelLink(r.Host)
+		d.Close()
+		// The kernel's deleting the veth below removes it from a daemon
+		// that cannot remove links itself.
+		if err != nil && !errors.Is(err, linkop.ErrUnknownLink) && !errors.Is(err, linkop.ErrUnsupported) {
+			return daemonErr("del "+r.Host, err)
+		}
+	}
+	if err := ip.DelLinkByName(r.Host); err != nil && !errors.Is(err, ip.ErrLinkNotFound) {
+		return types.NewError(types.ErrIOFailure, "delete veth "+r.Host, err.Error())
+	}
+	stdin, _, err := ipamStdin(conf, confStdin)
+	if err != nil {
+		return err
+	}
+	if err := ipam.ExecDel(conf.IPAM.Type, stdin); err != nil {
+		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" DEL", err)
+	}
+	if err := conf.removeRecord(r.Host); err != nil {
+		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	}
+	return nil
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData, args.Args)
+	if err != nil {
+		return err
+	}
+	if conf.PrevResult == nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, "CHECK needs prevResult", "")
+	}
+	prev, err := current.NewResultFromResult(conf.PrevResult)
+	if err != nil {
+		return cniErr(types.ErrDecodingFailure, "prevResult", err)
+	}
+	host := HostName(args.ContainerID, args.IfName)
+	hl, err := netlink.LinkByName(host)
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "host veth "+host, err.Error())
+	}
+	if _, ok := hl.(*netlink.Veth); !ok {
+		return types.NewError(types.ErrIOFailure, "host end "+host+" is a "+hl.Type()+", not a veth", "")
+	}
+	if hl.Attrs().Flags&net.FlagUp == 0 {
+		return types.NewError(types.ErrIOFailure, "host veth "+host+" is down", "")
+	}
+	netns, err := ns.GetNS(args.Netns)
+	if err != nil {
+		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("container namespace %q", args.Netns), err.Error())
+	}
+	defer netns.Close()
+	var ips []*current.IPConfig
+	for _, ipc := range prev.IPs {
+		if ipc.Interface == nil || *ipc.Interface < 0 || *ipc.Interface >= len(prev.Interfaces) || prev.Interfaces[*ipc.Interface].Name == args.IfName {
+			ips = append(ips, ipc)
+		}
+	}
+	err = netns.Do(func(ns.NetNS) error {
+		cl, peer, err := ip.GetVethPeerIfindex(args.IfName)
+		if err != nil {
+			return err
+		}
+		if peer != hl.Attrs().Index {
+			return fmt.Errorf("%s's peer is ifindex %d, not %s (%d)", args.IfName, peer, host, hl.Attrs().Index)
+		}
+		if cl.Attrs().MTU != conf.MTU {
+			return fmt.Errorf("%s: MTU %d, configured %d", args.IfName, cl.Attrs().MTU, conf.MTU)
+		}
+		if err := ip.ValidateExpectedInterfaceIPs(args.IfName, ips); err != nil {
+			return err
+		}
+		return ip.ValidateExpectedRoute(prev.Routes)
+	})
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "container end "+args.IfName, err.Error())
+	}
+	stdin, _, err := ipamStdin(conf, args.StdinData)
+	if err != nil {
+		return err
+	}
+	if err := ipam.ExecCheck(conf.IPAM.Type, stdin); err != nil {
+		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" CHECK", err)
+	}
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return daemonErr("list links", err)
+	}
+	defer d.Close()
+	l, err := d.ListLinks()
+	if err != nil {
+		return daemonErr("list links", err)
+	}
+	if !l.Has(host) {
+		return types.NewError(types.ErrIOFailure, "xdpfwd does not forward "+host, "")
+	}
+	return nil
+}
+
+// cmdStatus: the daemon answers, with its links (it forwards); and the
+// IPAM plugin is ready, if it can say.
+func cmdStatus(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData, args.Args)
+	if err != nil {
+		return err
+	}
+	if err := reachable(conf); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd is not available", err.Error())
+	}
+	stdin, has11, err := ipamStdin(conf, args.StdinData)
+	if err != nil {
+		return err
+	}
+	if has11 {
+		return ipam.ExecStatus(conf.IPAM.Type, stdin)
+	}
+	return nil
+}
+
+// cmdGC detaches every attachment of the network with a record that is
+// not in cni.dev/valid-attachments.
+func cmdGC(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData, args.Args)
+	if err != nil {
+		return err
+	}
+	valid := map[string]bool{}
+	for _, a := range conf.ValidAttachments {
+		valid[a.ContainerID+"\x00"+a.IfName] = true
+	}
+	recs, err := conf.records()
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, "GC", err.Error())
+	}
+	var errs []error
+	for _, r := range recs {
+		if valid[r.ContainerID+"\x00"+r.IfName] {
+			continue
+		}
+		// The IPAM plugin releases by container ID and interface name,
+		// which it reads from the environment.
+		os.Setenv("CNI_CONTAINERID", r.ContainerID)
+		os.Setenv("CNI_IFNAME", r.IfName)
+		os.Setenv("CNI_NETNS", "")
+		if err := detach(conf, r, args.StdinData); err != nil {
+			errs = append(errs, fmt.Errorf("%s (%s/%s): %w", r.Host, r.ContainerID, r.IfName, err))
+		}
+	}
+	os.Unsetenv("CNI_CONTAINERID")
+	os.Unsetenv("CNI_IFNAME")
+	stdin, has11, err := ipamStdin(conf, args.StdinData)
+	if err == nil && has11 {
+		err = invoke.DelegateGC(context.TODO(), conf.IPAM.Type, stdin, nil)
+	}
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return types.NewError(types.ErrIOFailure, "GC", errors.Join(errs...).Error())
+	}
+	return nil
+}

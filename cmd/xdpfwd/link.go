@@ -1,0 +1,202 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/capture"
+	"github.com/xdpfwd/xdpfwd/control"
+	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/fwd"
+)
+
+const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
+       xdpfwd link add NAME [--control PATH]
+       xdpfwd link del NAME [--control PATH]
+
+Lists a running xdpfwd's links (with their packet counters), or asks it to
+forward one more link or to stop forwarding one, over its control socket.
+In xconnect mode the links stay the two it started with.
+
+`
+
+// cmdLink is `xdpfwd link`: a client of a running daemon's control socket.
+func cmdLink(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("link", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("control", "", "the daemon's control socket (default: the only socket in "+control.Dir+")")
+	asJSON := fs.Bool("json", false, "list: print the daemon's answer as JSON")
+	help := func() error {
+		fmt.Fprint(stderr, linkUsage)
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return flag.ErrHelp
+	}
+	// Flags may come before or after the positional words.
+	var words []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return help()
+			}
+			return usageError{fmt.Sprintf("link: %v (see 'xdpfwd link --help')", err)}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words = append(words, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(words) == 0 {
+		return usageError{"link: want list, add NAME or del NAME (see 'xdpfwd link --help')"}
+	}
+	op, name := words[0], ""
+	switch op {
+	case "list":
+		if len(words) != 1 {
+			return usageError{fmt.Sprintf("link list: unexpected %q", words[1])}
+		}
+	case "add", "del":
+		if len(words) != 2 {
+			return usageError{fmt.Sprintf("link %s: want exactly one link NAME", op)}
+		}
+		name = words[1]
+		if err := linkop.CheckName(name); err != nil {
+			return usageError{fmt.Sprintf("link %s: %v", op, err)}
+		}
+	case "help":
+		return help()
+	default:
+		return usageError{fmt.Sprintf("link: unknown subcommand %q: want list, add or del", op)}
+	}
+	if *path == "" {
+		p, err := control.Find(nil)
+		if err != nil {
+			return err
+		}
+		*path = p
+	}
+	c, err := linkop.Dial(*path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	switch op {
+	case "add":
+		err = c.AddLink(name)
+	case "del":
+		err = c.DelLink(name)
+	default:
+		var l linkop.List
+		if l, err = c.ListLinks(); err == nil {
+			err = printLinks(stdout, l, *asJSON)
+		}
+	}
+	var re *linkop.RequestError
+	if errors.As(err, &re) {
+		return usageError{fmt.Sprintf("link %s: %s", op, re.Msg)}
+	}
+	return err
+}
+
+func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
+	if asJSON {
+		e := json.NewEncoder(w)
+		e.SetIndent("", "  ")
+		return e.Encode(struct {
+			Mode  string        `json:"mode"`
+			Links []linkop.Link `json:"links"`
+		}{l.Mode, l.Links})
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "LINK\tMODE\tRX PACKETS\tTX PACKETS\t\n")
+	for _, k := range l.Links {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t\n", k.Name, l.Mode, k.RXPackets, k.TXPackets)
+	}
+	return tw.Flush()
+}
+
+// handle serves one connection of the control socket: a link request
+// (its first line's "op") or, as ever, a capture.
+func (cs *controlSocket) handle(c net.Conn) {
+	op, rc, err := control.ReadOp(c, 10*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if linkop.IsOp(op) {
+		linkop.Serve(rc, daemonLinks{cs})
+		return
+	}
+	if op != "" && op != "capture" {
+		defer rc.Close()
+		b, _ := json.Marshal(linkop.Reply{Error: fmt.Sprintf("unknown op %q: want capture (no op), %s, %s or %s", op, linkop.OpList, linkop.OpAdd, linkop.OpDel), BadRequest: true})
+		rc.Write(append(b, '\n'))
+		return
+	}
+	capture.Serve(rc, cs.hub.Load())
+}
+
+// daemonLinks is the daemon's linkop.Manager: the current forwarder's
+// links. Adding and removing need the forwarder to be a
+// linkop.LinkManager (issue 21's Forwarder.AddLink and RemoveLink); until
+// it is, they are refused, never pretended.
+type daemonLinks struct{ cs *controlSocket }
+
+var errNoForwarder = errors.New("no forwarder is running")
+
+func (d daemonLinks) List() (linkop.List, error) {
+	f := d.cs.fw.Load()
+	if f == nil {
+		return linkop.List{}, errNoForwarder
+	}
+	l := linkop.List{Mode: d.cs.mode}
+	for i, name := range f.Links() {
+		st := f.LinkStats(i)
+		l.Links = append(l.Links, linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets})
+	}
+	return l, nil
+}
+
+func (d daemonLinks) Add(name string) error {
+	lm, err := d.manager("add", name)
+	if err != nil {
+		return err
+	}
+	return lm.AddLink(name)
+}
+
+func (d daemonLinks) Del(name string) error {
+	lm, err := d.manager("del", name)
+	if err != nil {
+		return err
+	}
+	return lm.RemoveLink(name)
+}
+
+func (d daemonLinks) manager(op, name string) (linkop.LinkManager, error) {
+	f := d.cs.fw.Load()
+	if f == nil {
+		return nil, errNoForwarder
+	}
+	if d.cs.mode == "xconnect" {
+		return nil, fmt.Errorf("link %s %s: xconnect mode forwards exactly its two links: %w", op, name, linkop.ErrUnsupported)
+	}
+	return linkManager(f, op, name)
+}
+
+// linkManager is f as a linkop.LinkManager, or the error that says which
+// capability it lacks.
+func linkManager(f *fwd.Forwarder, op, name string) (linkop.LinkManager, error) {
+	if lm, ok := any(f).(linkop.LinkManager); ok {
+		return lm, nil
+	}
+	return nil, fmt.Errorf("link %s %s: this xdpfwd's forwarder has no AddLink/RemoveLink (links fixed at start, issue 21): restart it with the link in --link: %w", op, name, linkop.ErrUnsupported)
+}

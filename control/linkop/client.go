@@ -1,0 +1,129 @@
+package linkop
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Client is a connection to a daemon's control socket for link requests.
+type Client struct {
+	path string
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// RequestError is a daemon's refusal of a request as malformed or
+// unfitting (Reply.BadRequest): the CLI exits 2 for it.
+type RequestError struct{ Msg string }
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// Dial connects to the control socket at path, within ListTimeout.
+func Dial(path string) (*Client, error) {
+	conn, err := net.DialTimeout("unix", path, ListTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", path, err)
+	}
+	return &Client{path: path, conn: conn, r: bufio.NewReader(conn)}, nil
+}
+
+// Close ends the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// ListLinks asks for the daemon's links.
+func (c *Client) ListLinks() (List, error) {
+	rep, err := c.do(Request{Op: OpList}, ListTimeout)
+	if err != nil {
+		return List{}, err
+	}
+	return List{Mode: rep.Mode, Links: rep.Links}, nil
+}
+
+// AddLink asks the daemon to forward the link name too. An error wraps
+// ErrExists, ErrUnsupported or a *RequestError where they apply.
+func (c *Client) AddLink(name string) error {
+	if err := CheckName(name); err != nil {
+		return &RequestError{"link add: " + err.Error()}
+	}
+	_, err := c.do(Request{Op: OpAdd, Name: name}, AddTimeout)
+	return err
+}
+
+// DelLink asks the daemon to stop forwarding the link name. An error
+// wraps ErrUnknownLink when it did not forward it.
+func (c *Client) DelLink(name string) error {
+	if err := CheckName(name); err != nil {
+		return &RequestError{"link del: " + err.Error()}
+	}
+	_, err := c.do(Request{Op: OpDel, Name: name}, AddTimeout)
+	return err
+}
+
+func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
+	c.conn.SetDeadline(time.Now().Add(timeout))
+	defer c.conn.SetDeadline(time.Time{})
+	b, _ := json.Marshal(req)
+	if _, err := c.conn.Write(append(b, '\n')); err != nil {
+		return Reply{}, fmt.Errorf("control socket %s: %w", c.path, err)
+	}
+	line, err := c.r.ReadBytes('\n')
+	if err != nil {
+		return Reply{}, fmt.Errorf("control socket %s: read the answer to %s: %w", c.path, req.Op, err)
+	}
+	var rep Reply
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(line, &probe); err != nil {
+		return Reply{}, fmt.Errorf("control socket %s: answer to %s: %w", c.path, req.Op, err)
+	}
+	if _, ok := probe["ok"]; !ok {
+		// A daemon that knows only capture took the request for one.
+		return Reply{}, fmt.Errorf("control socket %s: %w (the daemon answered as to a capture: an xdpfwd older than link ops)", c.path, ErrUnsupported)
+	}
+	json.Unmarshal(line, &rep)
+	if rep.OK {
+		return rep, nil
+	}
+	msg := rep.Error
+	if msg == "" {
+		msg = "refused, without a reason"
+	}
+	var base error
+	switch rep.Code {
+	case CodeUnknownLink:
+		base = ErrUnknownLink
+	case CodeExists:
+		base = ErrExists
+	case CodeUnsupported:
+		base = ErrUnsupported
+	}
+	switch {
+	case rep.BadRequest && base != nil:
+		return rep, &codedRequestError{RequestError{msg}, base}
+	case rep.BadRequest:
+		return rep, &RequestError{msg}
+	case base != nil:
+		return rep, &codedError{msg, base}
+	}
+	return rep, errors.New(msg)
+}
+
+// codedError is a daemon's message that errors.Is matches to its code's
+// error.
+type codedError struct {
+	msg  string
+	base error
+}
+
+func (e *codedError) Error() string { return e.msg }
+func (e *codedError) Unwrap() error { return e.base }
+
+type codedRequestError struct {
+	RequestError
+	base error
+}
+
+func (e *codedRequestError) Unwrap() []error { return []error{&e.RequestError, e.base} }

@@ -1,0 +1,204 @@
+// Package linkop is the link half of xdpfwd's control protocol: the wire
+// types of `link list`, `link add NAME` and `link del NAME`, the daemon's
+// side of it (Serve, over a Manager) and the client (Dial) that
+// `xdpfwd link` and the CNI plugin xdpfwd-cni use.
+//
+// On the control socket (package control) a client sends one JSON
+// Request line, whose "op" field sets it apart from a capture request,
+// and gets one JSON Reply line back; it may send further requests on the
+// same connection. It owns no links: a Manager does.
+package linkop
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+// The ops. control.ReadOp dispatches on them.
+const (
+	OpList = "link.list"
+	OpAdd  = "link.add"
+	OpDel  = "link.del"
+)
+
+// IsOp reports whether op is one of this package's.
+func IsOp(op string) bool { return op == OpList || op == OpAdd || op == OpDel }
+
+// Request is one line from the client.
+type Request struct {
+	Op   string `json:"op"`
+	Name string `json:"name,omitempty"` // the link, for add and del
+}
+
+// Reply is the daemon's answer to one Request.
+type Reply struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// BadRequest: the request's fault (the CLI exits 2).
+	BadRequest bool `json:"bad_request,omitempty"`
+	// Code tells a client's program what went wrong: CodeUnknownLink,
+	// CodeExists, CodeUnsupported, or empty.
+	Code  string `json:"code,omitempty"`
+	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
+	Links []Link `json:"links,omitempty"` // list
+}
+
+// Link is one link in a list reply.
+type Link struct {
+	Name      string `json:"name"`
+	RXPackets uint64 `json:"rx_packets"`
+	TXPackets uint64 `json:"tx_packets"`
+}
+
+// List is what ListLinks returns.
+type List struct {
+	Mode  string
+	Links []Link
+}
+
+// Has reports whether the list names link.
+func (l List) Has(name string) bool {
+	for _, k := range l.Links {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Reply codes, and the errors a Manager returns (wrapped) and a client
+// gets back for them.
+const (
+	CodeUnknownLink = "unknown_link"
+	CodeExists      = "exists"
+	CodeUnsupported = "unsupported"
+)
+
+var (
+	// ErrUnknownLink: del of a link the daemon does not forward.
+	ErrUnknownLink = errors.New("the daemon does not forward this link")
+	// ErrExists: add of a link the daemon forwards already.
+	ErrExists = errors.New("the daemon forwards this link already")
+	// ErrUnsupported: the daemon cannot change its links while it runs.
+	ErrUnsupported = errors.New("the daemon cannot add or remove links while it runs")
+)
+
+// LinkManager is what a forwarder provides to change its links while it
+// runs (issue 21: fwd.Forwarder.AddLink and RemoveLink).
+type LinkManager interface {
+	AddLink(name string) error
+	RemoveLink(name string) error
+	Links() []string
+}
+
+// Manager is the daemon's side: what Serve asks.
+type Manager interface {
+	List() (List, error)
+	Add(name string) error
+	Del(name string) error
+}
+
+// CheckName says what is wrong with a link name, if anything: a Linux
+// interface name is 1..15 bytes, without '/', ':' or white space.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a link name is required")
+	case len(name) > 15:
+		return fmt.Errorf("link name %q: longer than 15 bytes (IFNAMSIZ)", name)
+	case name == "." || name == "..", strings.ContainsAny(name, "/: \t\n\r\x00"):
+		return fmt.Errorf("link name %q: not an interface name", name)
+	}
+	return nil
+}
+
+// Timeouts of the protocol: a server waits so long for a request; a
+// client so long for an answer (an add attaches a program and opens
+// sockets: longer).
+const (
+	IdleTimeout = 10 * time.Second
+	ListTimeout = 5 * time.Second
+	AddTimeout  = 30 * time.Second
+)
+
+// Serve answers conn's requests from m until the client closes its side
+// or stays silent for IdleTimeout. conn may start with a line read
+// already (control.ReadOp gives it back).
+func Serve(conn net.Conn, m Manager) error {
+	defer conn.Close()
+	r := bufio.NewReader(io.LimitReader(conn, 1<<20))
+	for {
+		conn.SetReadDeadline(time.Now().Add(IdleTimeout))
+		line, err := r.ReadBytes('\n')
+		if len(line) == 0 && err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		var req Request
+		var rep Reply
+		if jerr := json.Unmarshal(line, &req); jerr != nil {
+			rep = Reply{Error: fmt.Sprintf("read the link request: %v", jerr), BadRequest: true}
+		} else {
+			rep = answer(req, m)
+		}
+		b, _ := json.Marshal(rep)
+		conn.SetWriteDeadline(time.Now().Add(IdleTimeout))
+		if _, err := conn.Write(append(b, '\n')); err != nil {
+			return err
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+func answer(req Request, m Manager) Reply {
+	var err error
+	switch req.Op {
+	case OpList:
+		l, err := m.List()
+		if err != nil {
+			return failure(err)
+		}
+		if l.Links == nil {
+			l.Links = []Link{}
+		}
+		return Reply{OK: true, Mode: l.Mode, Links: l.Links}
+	case OpAdd, OpDel:
+		if cerr := CheckName(req.Name); cerr != nil {
+			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
+		}
+		if req.Op == OpAdd {
+			err = m.Add(req.Name)
+		} else {
+			err = m.Del(req.Name)
+		}
+	default:
+		return Reply{Error: fmt.Sprintf("unknown op %q: want %s, %s or %s", req.Op, OpList, OpAdd, OpDel), BadRequest: true}
+	}
+	if err != nil {
+		return failure(err)
+	}
+	return Reply{OK: true}
+}
+
+func failure(err error) Reply {
+	rep := Reply{Error: err.Error()}
+	switch {
+	case errors.Is(err, ErrUnknownLink):
+		rep.Code, rep.BadRequest = CodeUnknownLink, true
+	case errors.Is(err, ErrExists):
+		rep.Code, rep.BadRequest = CodeExists, true
+	case errors.Is(err, ErrUnsupported):
+		rep.Code = CodeUnsupported
+	}
+	return rep
+}
