@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/inline"
@@ -134,6 +133,10 @@ type Config struct {
 	Promisc PromiscMode
 	// Promiscuous is the resolved Promisc setting, set by New.
 	Promiscuous bool
+
+	// Env is what the forwarder is built from and runs on: nil, the
+	// kernel; package fwdtest's fake plays it in memory for tests.
+	Env Env
 
 	// frameAuto: FrameSize was 0, New's to choose.
 	frameAuto bool
@@ -316,6 +319,13 @@ type linkInfo struct {
 	mtu      int
 	rxQueues int
 	txQueues int
+	veth     bool
+}
+
+// info is l as an Env reports it.
+func (l linkInfo) info() LinkInfo {
+	return LinkInfo{Name: l.name, Index: l.index, Driver: l.driver, ZeroCopy: l.zc, MTU: l.mtu,
+		RXQueues: l.rxQueues, TXQueues: l.txQueues, Veth: l.veth}
 }
 
 func (c *Config) normalize() error {
@@ -376,22 +386,15 @@ func (c *Config) normalize() error {
 	return nil
 }
 
-func lookupLinks(c *Config) ([]linkInfo, error) {
+func lookupLinks(env Env, c *Config) ([]linkInfo, error) {
 	out := make([]linkInfo, len(c.Links))
 	for i, name := range c.Links {
-		l, err := netlink.LinkByName(name)
+		l, err := env.Link(name)
 		if err != nil {
-			var nf netlink.LinkNotFoundError
-			if errors.As(err, &nf) {
-				return out, &InputError{fmt.Errorf("%w %q", ErrUnknownLink, name)}
-			}
-			return out, fmt.Errorf("link %q: %w", name, err)
+			return out, err
 		}
-		a := l.Attrs()
-		rx, tx := realQueues(name)
-		drv, zc := probeLink(name, a.Index)
-		out[i] = linkInfo{name: name, driver: drv, zc: zc, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
-		if l.Type() == "veth" && c.Checksums == ChecksumsAuto {
+		out[i] = linkInfo{name: name, driver: l.Driver, zc: l.ZeroCopy, index: l.Index, mtu: l.MTU, rxQueues: l.RXQueues, txQueues: l.TXQueues, veth: l.Veth}
+		if l.Veth && c.Checksums == ChecksumsAuto {
 			c.CompleteChecksums = true
 		}
 	}
