@@ -255,8 +255,9 @@ type watcher struct {
 	ch  chan fwd.LinkEvent
 }
 
-// Watch implements fwd.Env: first each link's state (or LinkGone), then
-// what SetUp, Delete and SetQueues do, until ctx is done.
+// Watch implements fwd.Env: first each link's state and queue counts (or
+// LinkGone), then what SetUp, SetMTU, Delete and SetQueues do, until ctx
+// is done.
 func (e *Env) Watch(ctx context.Context, links []fwd.LinkInfo, event func(fwd.LinkEvent)) error {
 	w := &watcher{pos: map[int]int{}, ch: make(chan fwd.LinkEvent, 1024)}
 	e.mu.Lock()
@@ -268,6 +269,9 @@ func (e *Env) Watch(ctx context.Context, links []fwd.LinkInfo, event func(fwd.Li
 			continue
 		}
 		w.ch <- l.stateLocked(i)
+		// A change made before the watch began shows, as the kernel
+		// Env's poll of the counts would show it.
+		w.ch <- fwd.LinkEvent{Link: i, Kind: fwd.LinkQueues, RXQueues: l.rxq, TXQueues: l.txq}
 	}
 	e.watchers = append(e.watchers, w)
 	e.mu.Unlock()
