@@ -688,3 +688,27 @@ func TestFakeUnknownLink(t *testing.T) {
 		t.Fatalf("New: %v, want an input error wrapping ErrUnknownLink", err)
 	}
 }
+
+// TestFakeWakesSleepingWorker: a socket in memory has no fd for poll(2);
+// the fake wakes the worker that reads it (Env.Notify) when it publishes,
+// so a frame injected while the worker sleeps is forwarded on the wake-up,
+// an eventfd write each, not at the poll's timeout.
+func TestFakeWakesSleepingWorker(t *testing.T) {
+	r := startFake(t, fwd.Config{Spin: -1}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+	const n = 20
+	for i := range n {
+		soon(t, "the worker asleep", func() bool {
+			w := r.f.WorkerStats()[0]
+			return w.Sleeps > w.Polls // in ppoll(2)
+		})
+		before := r.f.WorkerStats()[0].EventfdWrites
+		f := seqFrame(macB, macA, 1, uint32(i), 100)
+		r.inject(0, 0, f, fwdtest.RX{})
+		if got := r.links[1].CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, f) {
+			t.Fatalf("frame %d: %d out, want it", i, len(got))
+		}
+		if w := r.f.WorkerStats()[0].EventfdWrites; w != before+1 {
+			t.Fatalf("frame %d injected while the worker slept: %d eventfd writes, want 1", i, w-before)
+		}
+	}
+}
