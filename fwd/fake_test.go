@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,9 +158,17 @@ func TestFakeXConnect(t *testing.T) {
 		{"frame", fwd.Config{}, []int{257, 1000, 1514}, []string{"frame"}},
 		{"inline-off", fwd.Config{InlineMax: fwd.InlineOff}, []int{60, 1514}, []string{"frame"}},
 		{"need-wakeup", fwd.Config{Spin: -1}, []int{60, 1514}, []string{"inline", "frame"}},
+		// Multi-buffer: up to MaxTxFrags (4) descriptors leave as the
+		// chain, longer ones repacked into a frag block.
+		{"jumbo-chain", fwd.Config{MaxTxFrags: 4}, []int{3000, 7000}, []string{"chain"}},
+		{"jumbo-frag", fwd.Config{MaxTxFrags: 2}, []int{5500, 9014}, []string{"frag"}}, // fewer descriptors repacked
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startFake(t, tc.cfg, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+			var opt fwdtest.LinkOptions
+			if strings.HasPrefix(tc.name, "jumbo") {
+				opt.MTU = 9000 // multi-buffer on (MultiBufferAuto)
+			}
+			r := startFake(t, tc.cfg, opt, opt)
 			if tc.name == "need-wakeup" {
 				for _, l := range r.links {
 					l.SetNeedWakeup(true)
@@ -710,5 +719,41 @@ func TestFakeWakesSleepingWorker(t *testing.T) {
 		if w := r.f.WorkerStats()[0].EventfdWrites; w != before+1 {
 			t.Fatalf("frame %d injected while the worker slept: %d eventfd writes, want 1", i, w-before)
 		}
+	}
+}
+
+// TestTooManyFrags: a packet that arrives as more descriptors than any TX
+// ring takes (18) is dropped whole and counted (rx_too_many_frags). On the
+// code this test was written against, the chain was cut at 18: the head
+// left as a truncated packet and the remaining descriptors were read as a
+// packet of their own, whose "Ethernet header" was payload chosen by the
+// sender. Here the tail, from the 19th descriptor on, is a well-formed UDP
+// frame: what would leave on its own if the chain were cut. A frame of 18
+// descriptors crosses. On the fake environment: no root.
+func TestTooManyFrags(t *testing.T) {
+	r := startFake(t, fwd.Config{FrameSize: 2048}, fwdtest.LinkOptions{MTU: 9000}, fwdtest.LinkOptions{MTU: 9000})
+	r.links[0].SetMTU(40000) // raised under the running forwarder, as New refuses it
+	const per = 2048 - fwdtest.Headroom // a frame's bytes after the headroom
+	big := make([]byte, 23*per)
+	copy(big, macB)
+	copy(big[6:], macA)
+	big[12], big[13] = 0x88, 0xb5 // local experimental
+	inner := seqFrame(macB, macA, 5556, 99, 100)
+	for off := 18 * per; off+len(inner) <= len(big); off += per {
+		copy(big[off:], inner)
+	}
+	most := seqFrame(macB, macA, 5556, 1, 18*per)
+	r.inject(0, 0, big, fwdtest.RX{})
+	r.inject(0, 0, most, fwdtest.RX{})
+	out := r.links[1].CollectN(1, 5*time.Second)
+	soon(t, "both received", func() bool { return r.f.LinkStats(0).RXPackets == 2 })
+	time.Sleep(2 * time.Millisecond) // a tail wrongly sent has left by now
+	out = append(out, r.links[1].Collect()...)
+	if len(out) != 1 || !bytes.Equal(out[0].Data, most) {
+		t.Fatalf("%d frames out, want the one of 18 descriptors only", len(out))
+	}
+	a := r.f.LinkStats(0)
+	if a.Drops[fwd.DropRXTooLong] != 1 || a.TotalDrops() != 1 {
+		t.Errorf("drops %v, want rx_too_many_frags 1 and nothing else", a.Drops)
 	}
 }
