@@ -109,6 +109,9 @@ const (
 	// they may have changed (the kernel sends no event for a channel
 	// change, so the kernel's Env polls them).
 	LinkQueues
+	// LinkWatchError: the watch met an error it goes on after (Err;
+	// Link is -1), for the log.
+	LinkWatchError
 )
 
 // LinkEvent is what an Env's Watch reports of one link.
@@ -121,6 +124,8 @@ type LinkEvent struct {
 	MTU   int
 	// LinkQueues: the counts.
 	RXQueues, TXQueues int
+	// LinkWatchError: what went wrong.
+	Err error
 }
 
 // kernel is the Env of Config.Env nil: netlink, xsk and promisc.
@@ -172,11 +177,16 @@ func (kernel) Watch(ctx context.Context, links []LinkInfo, event func(LinkEvent)
 	updates := make(chan netlink.LinkUpdate, 64)
 	done := make(chan struct{})
 	defer close(done)
-	var subErr error
+	// The subscription's errors come from its goroutine: events are
+	// reported from this one, one at a time.
+	errs := make(chan error, 16)
 	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
 		ErrorCallback: func(err error) {
 			if ctx.Err() == nil { // closing the subscription at stop also reports an error
-				subErr = err
+				select {
+				case errs <- err:
+				default: // the log has enough of them
+				}
 			}
 		},
 	})
@@ -208,9 +218,18 @@ func (kernel) Watch(ctx context.Context, links []LinkInfo, event func(LinkEvent)
 				rx, tx := realQueues(l.Name)
 				event(LinkEvent{Link: i, Kind: LinkQueues, RXQueues: rx, TXQueues: tx})
 			}
+		case err := <-errs:
+			event(LinkEvent{Link: -1, Kind: LinkWatchError, Err: err})
 		case u, ok := <-updates:
 			if !ok {
-				return subErr
+				// The subscription ended on an error, sent before it
+				// closed the channel.
+				select {
+				case err := <-errs:
+					return err
+				default:
+					return errors.New("netlink subscription closed")
+				}
 			}
 			for i, l := range links {
 				if int(u.Index) != l.Index {

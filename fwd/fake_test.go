@@ -732,7 +732,7 @@ func TestFakeWakesSleepingWorker(t *testing.T) {
 // descriptors crosses. On the fake environment: no root.
 func TestTooManyFrags(t *testing.T) {
 	r := startFake(t, fwd.Config{FrameSize: 2048}, fwdtest.LinkOptions{MTU: 9000}, fwdtest.LinkOptions{MTU: 9000})
-	r.links[0].SetMTU(40000) // raised under the running forwarder, as New refuses it
+	r.links[0].SetMTU(40000)            // raised under the running forwarder, as New refuses it
 	const per = 2048 - fwdtest.Headroom // a frame's bytes after the headroom
 	big := make([]byte, 23*per)
 	copy(big, macB)

@@ -41,6 +41,9 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 		infos[i] = l.info()
 	}
 	err := f.env.Watch(ctx, infos, func(ev LinkEvent) {
+		if ev.Kind == LinkWatchError && ctx.Err() == nil {
+			f.cfg.Logger.Warn("link monitor", "err", ev.Err)
+		}
 		if ctx.Err() != nil || ev.Link < 0 || ev.Link >= len(f.links) {
 			return
 		}

@@ -112,7 +112,7 @@ func (e *Env) AddLink(name string, o LinkOptions) *Link {
 	return l
 }
 
-// Link returns the link named name, nil if there is none.
+// LinkNamed returns the link named name, nil if there is none.
 func (e *Env) LinkNamed(name string) *Link {
 	e.mu.Lock()
 	defer e.mu.Unlock()
