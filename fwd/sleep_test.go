@@ -37,7 +37,10 @@ func TestIdleSettingsForward(t *testing.T) {
 					if got := r.links[1-dir].CollectN(1, 3*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, f) {
 						t.Fatalf("trickle %d → %d, frame %d: %d out, want it", dir, 1-dir, i, len(got))
 					}
-					time.Sleep(2 * time.Millisecond) // long enough for the worker to sleep
+					soon(t, "the worker asleep", func() bool {
+						w := r.f.WorkerStats()[0]
+						return w.Sleeps > w.Polls // in ppoll(2)
+					})
 				}
 			}
 			const n = 5000
