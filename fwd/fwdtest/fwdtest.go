@@ -82,6 +82,9 @@ type LinkOptions struct {
 	MTU                        int
 	Driver                     string
 	Veth                       bool
+	// ZeroCopy is what the link reports of AF_XDP zero-copy (sockets
+	// bind in copy mode whatever it says).
+	ZeroCopy xsk.ZeroCopyFeatures
 	// Generic: the program runs in generic mode (no last stamps, no VLAN
 	// recovery); NativeRefused is what auto mode reports it fell back for.
 	Generic       bool
@@ -335,7 +338,7 @@ func (l *Link) Name() string { return l.name }
 func (l *Link) Index() int   { return l.index }
 
 func (l *Link) infoLocked() fwd.LinkInfo {
-	return fwd.LinkInfo{Name: l.name, Index: l.index, Driver: l.opt.Driver, MTU: l.mtu,
+	return fwd.LinkInfo{Name: l.name, Index: l.index, Driver: l.opt.Driver, ZeroCopy: l.opt.ZeroCopy, MTU: l.mtu,
 		RXQueues: l.rxq, TXQueues: l.txq, Veth: l.opt.Veth}
 }
 
