@@ -422,15 +422,6 @@ func lookupLinks(env Env, c *Config) ([]linkInfo, error) {
 	return out, c.resolveMultiBuffer(out)
 }
 
-// probeLink names a link's driver and asks the kernel what it does of
-// zero-copy; what it cannot learn stays zero (unknown). A variable: tests
-// pose veths as NICs.
-var probeLink = func(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
-	drv, _ := ethtool.Driver(name)
-	zc, _ := xsk.LinkZeroCopy(ifindex)
-	return drv, zc
-}
-
 // fitDrivers settles FrameSize and ZeroCopy so that no link's driver cuts
 // a frame of its MTU in zero-copy mode (package zcbuf), and logs what it
 // changed and why.

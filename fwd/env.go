@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/internal/promisc"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -147,6 +148,15 @@ func (kernel) Link(name string) (LinkInfo, error) {
 	drv, zc := probeLink(name, a.Index)
 	return LinkInfo{Name: name, Index: a.Index, Driver: drv, ZeroCopy: zc, MTU: a.MTU,
 		RXQueues: rx, TXQueues: tx, Veth: l.Type() == "veth"}, nil
+}
+
+// probeLink names a link's driver and asks the kernel what it does of
+// zero-copy; what it cannot learn stays zero (unknown). (Tests pose links
+// as NICs through fwdtest's LinkOptions.)
+func probeLink(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
+	drv, _ := ethtool.Driver(name)
+	zc, _ := xsk.LinkZeroCopy(ifindex)
+	return drv, zc
 }
 
 func (kernel) Attach(l LinkInfo, mode xsk.XDPMode, force bool) (Program, error) {
