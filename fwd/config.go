@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/inline"
@@ -134,6 +133,10 @@ type Config struct {
 	// mode). It is a packet socket's membership (package promisc): the
 	// kernel drops it when the forwarder closes or the process dies.
 	Promisc PromiscMode
+
+	// Env is what the forwarder is built from and runs on: nil, the
+	// kernel; package fwdtest's fake plays it in memory for tests.
+	Env Env
 }
 
 // PromiscMode selects promiscuous mode (Config.Promisc).
@@ -292,43 +295,33 @@ const maxFrameOverhead = 14 + 4 + unix.XDP_PACKET_HEADROOM
 
 type linkInfo struct {
 	name     string
-	kind     string // netlink's link type: "veth", "device", …
 	driver   string // ethtool -i; "" if unknown
 	zc       xsk.ZeroCopyFeatures
 	index    int
 	mtu      int
 	rxQueues int
 	txQueues int
+	veth     bool // checksums auto means on
 }
 
-// lookupLinks asks netlink, ethtool and the kernel what each link is: the
-// facts resolve plans with. It changes nothing.
-func lookupLinks(names []string) ([]linkInfo, error) {
+// info is l as an Env reports it.
+func (l linkInfo) info() LinkInfo {
+	return LinkInfo{Name: l.name, Index: l.index, Driver: l.driver, ZeroCopy: l.zc, MTU: l.mtu,
+		RXQueues: l.rxQueues, TXQueues: l.txQueues, Veth: l.veth}
+}
+
+// lookupLinks asks env what each link is: the facts resolve plans with.
+// It changes nothing.
+func lookupLinks(env Env, names []string) ([]linkInfo, error) {
 	out := make([]linkInfo, len(names))
 	for i, name := range names {
-		l, err := netlink.LinkByName(name)
+		l, err := env.Link(name)
 		if err != nil {
-			var nf netlink.LinkNotFoundError
-			if errors.As(err, &nf) {
-				return out, &InputError{fmt.Errorf("%w %q", ErrUnknownLink, name)}
-			}
-			return out, fmt.Errorf("link %q: %w", name, err)
+			return out, err
 		}
-		a := l.Attrs()
-		rx, tx := realQueues(name)
-		drv, zc := probeLink(name, a.Index)
-		out[i] = linkInfo{name: name, kind: l.Type(), driver: drv, zc: zc, index: a.Index, mtu: a.MTU, rxQueues: rx, txQueues: tx}
+		out[i] = linkInfo{name: name, driver: l.Driver, zc: l.ZeroCopy, index: l.Index, mtu: l.MTU, rxQueues: l.RXQueues, txQueues: l.TXQueues, veth: l.Veth}
 	}
 	return out, nil
-}
-
-// probeLink names a link's driver and asks the kernel what it does of
-// zero-copy; what it cannot learn stays zero (unknown). A variable: tests
-// pose veths as NICs.
-var probeLink = func(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
-	drv, _ := ethtool.Driver(name)
-	zc, _ := xsk.LinkZeroCopy(ifindex)
-	return drv, zc
 }
 
 // MaxLinks is the most links one forwarder takes (a LinkSet's size).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"slices"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
-	"github.com/xdpfwd/xdpfwd/internal/promisc"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
@@ -32,11 +32,15 @@ import (
 type Forwarder struct {
 	// cfg is the Plan New resolved the Config into; nothing writes it
 	// after New.
-	cfg     Plan
+	cfg Plan
+	// env provides the links, programs and sockets (Config.Env);
+	// clock is its Now, the clock of the arrival stamps.
+	env     Env
+	clock   func() int64
 	links   []linkInfo
 	host    hostFacts // what cfg was resolved against, for Reconfigure
 	region  *umem.Region
-	progs   []*xsk.Program
+	progs   []Program
 	socks   [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
 	ports   [][]*port       // [link][queue], as socks
 	workers []*worker
@@ -58,7 +62,7 @@ type Forwarder struct {
 	// promisc holds each link's promiscuous membership (Config.Promisc),
 	// nil when off: released by Close, or by the kernel when the process
 	// dies.
-	promisc []*promisc.Membership
+	promisc []io.Closer
 
 	stop       atomic.Bool
 	started    time.Time
@@ -84,10 +88,16 @@ func New(config Config) (_ *Forwarder, err error) {
 	if err := config.check(host); err != nil {
 		return nil, err
 	}
-	if err := CheckCapabilities(); err != nil {
+	env, clock := config.Env, monoNow
+	if env == nil {
+		env = kernel{}
+	} else {
+		clock = env.Now
+	}
+	if err := env.CheckCapabilities(); err != nil {
 		return nil, err
 	}
-	links, err := lookupLinks(config.Links)
+	links, err := lookupLinks(env, config.Links)
 	if err != nil {
 		return nil, err
 	}
@@ -99,8 +109,8 @@ func New(config Config) (_ *Forwarder, err error) {
 		cfg.Logger.Log(context.Background(), d.Level, d.Msg, "reason", d.Reason)
 	}
 	n := len(links)
-	f := &Forwarder{cfg: cfg, links: links, host: host, handler: cfg.Handler,
-		progs: make([]*xsk.Program, n), socks: make([][]*xsk.Socket, n),
+	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, host: host, handler: cfg.Handler,
+		progs: make([]Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
 	defer func() {
 		if err != nil {
@@ -124,7 +134,7 @@ func New(config Config) (_ *Forwarder, err error) {
 	// Programs first: a link that is not ours to take is refused before
 	// any socket is bound to it.
 	for i, l := range links {
-		p, err := xsk.Attach(l.name, l.index, l.rxQueues, cfg.XDPMode, cfg.Force)
+		p, err := env.Attach(l.info(), cfg.XDPMode, cfg.Force)
 		if err != nil {
 			if errors.Is(err, xsk.ErrForeignProgram) {
 				return nil, &InputError{err}
@@ -182,6 +192,7 @@ func New(config Config) (_ *Forwarder, err error) {
 		// so the first packet after "ready" finds a frame to land in.
 		for _, p := range w.rx {
 			w.refill(p)
+			env.Notify(p.sock, w.wake.wake)
 		}
 	}
 	if f.flows != nil {
@@ -194,7 +205,7 @@ func New(config Config) (_ *Forwarder, err error) {
 	// frames for other MACs are not left at the NIC.
 	if cfg.Promiscuous {
 		for _, l := range links {
-			m, err := promisc.Join(l.name, l.index)
+			m, err := env.Promiscuous(l.info())
 			if err != nil {
 				return nil, err
 			}
@@ -230,7 +241,7 @@ func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 	for i, l := range f.links {
 		f.socks[i] = make([]*xsk.Socket, l.rxQueues)
 		for q := range l.rxQueues {
-			s, err := xsk.Open(f.region, xsk.Config{
+			s, err := f.env.Open(f.region, xsk.Config{
 				Ifname: l.name, Ifindex: l.index, Queue: q,
 				RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
 				Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,

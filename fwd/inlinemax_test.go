@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 )
 
 // TestParseInlineMax: the command line's and the config file's spellings
@@ -37,8 +37,12 @@ func TestParseInlineMax(t *testing.T) {
 // TestInlineMaxSettings: Config.InlineMax and SetInlineMax read each value
 // the same way — 0 is the default, 256; InlineOff is off; 1..256 are
 // bytes — and the limit in force (InlineMax) and the inline zone follow.
+//
+// On the fake environment (fwdtest): no root.
 func TestInlineMaxSettings(t *testing.T) {
-	p := newPair(t, topo.Options{})
+	env := fwdtest.New()
+	env.AddLink("a", fwdtest.LinkOptions{})
+	env.AddLink("b", fwdtest.LinkOptions{})
 	for _, tc := range []struct {
 		name    string
 		setting int
@@ -52,7 +56,7 @@ func TestInlineMaxSettings(t *testing.T) {
 		{"negative", -2, -1},
 	} {
 		t.Run("Config/"+tc.name, func(t *testing.T) {
-			f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}, InlineMax: tc.setting})
+			f, err := fwd.New(fwd.Config{Links: []string{"a", "b"}, Env: env, InlineMax: tc.setting})
 			if tc.want < 0 {
 				if err == nil {
 					f.Close()
@@ -75,7 +79,7 @@ func TestInlineMaxSettings(t *testing.T) {
 	}
 
 	t.Run("SetInlineMax", func(t *testing.T) {
-		f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}, InlineMax: 128})
+		f, err := fwd.New(fwd.Config{Links: []string{"a", "b"}, Env: env, InlineMax: 128})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +108,7 @@ func TestInlineMaxSettings(t *testing.T) {
 	// Started off, there is no inline zone to turn on: the default is
 	// refused like any other limit, and off is still accepted.
 	t.Run("SetInlineMax-started-off", func(t *testing.T) {
-		f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}, InlineMax: fwd.InlineOff})
+		f, err := fwd.New(fwd.Config{Links: []string{"a", "b"}, Env: env, InlineMax: fwd.InlineOff})
 		if err != nil {
 			t.Fatal(err)
 		}

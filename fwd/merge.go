@@ -161,8 +161,12 @@ func (ord *ordering) pending() bool {
 // the other link only; with one, by any.
 func setupOrdering(f *Forwarder, ringSize int) {
 	n := len(f.links)
+	clock := f.clock // the environment's (New), else the stamps'
+	if clock == nil {
+		clock = monoNow
+	}
 	for _, w := range f.workers {
-		w.order = &ordering{modeOf: f.flows.table.Mode, clock: monoNow, in: make([][]*handoff, n), src: make([][]*port, n)}
+		w.order = &ordering{modeOf: f.flows.table.Mode, clock: clock, in: make([][]*handoff, n), src: make([][]*port, n)}
 	}
 	for i := range f.ports {
 		for _, p := range f.ports[i] {

@@ -7,9 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/xdpfwd/xdpfwd/linearize"
 )
 
@@ -33,69 +30,47 @@ type linkHealth struct {
 	downAt atomic.Int64  // unix ns it went down; 0 while up
 }
 
-// monitor follows every link through netlink until ctx is done. A link
-// that goes down and up is logged with the gap and counted (forwarding
-// resumes by itself: the sockets and programs stay bound); a link that is
-// deleted ends the run with ErrLinkGone.
+// monitor follows every link through the environment (netlink) until ctx
+// is done. A link that goes down and up is logged with the gap and counted
+// (forwarding resumes by itself: the sockets and programs stay bound); a
+// link that is deleted ends the run with ErrLinkGone, one whose queue
+// count changed with ErrQueuesChanged.
 func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc) {
-	updates := make(chan netlink.LinkUpdate, 64)
-	done := make(chan struct{})
-	defer close(done)
-	err := netlink.LinkSubscribeWithOptions(updates, done, netlink.LinkSubscribeOptions{
-		ErrorCallback: func(err error) {
-			if ctx.Err() == nil { // closing the subscription at stop also reports an error
-				f.cfg.Logger.Warn("link monitor", "err", err)
-			}
-		},
-	})
-	if err != nil {
-		f.cfg.Logger.Warn("link monitor unavailable: link down/up and deletion will not be reported", "err", err)
-		return
-	}
-	// The links may have changed between New and the subscription.
+	infos := make([]LinkInfo, len(f.links))
 	for i, l := range f.links {
-		nl, err := netlink.LinkByIndex(l.index)
-		if err != nil || nl.Attrs().Name != l.name {
-			cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
+		infos[i] = l.info()
+	}
+	err := f.env.Watch(ctx, infos, func(ev LinkEvent) {
+		if ev.Kind == LinkWatchError && ctx.Err() == nil {
+			f.cfg.Logger.Warn("link monitor", "err", ev.Err)
+		}
+		if ctx.Err() != nil || ev.Link < 0 || ev.Link >= len(f.links) {
 			return
 		}
-		f.linkState(i, nl)
-	}
-	tick := time.NewTicker(queueCheckInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := f.checkQueues(); err != nil {
+		l := f.links[ev.Link]
+		switch ev.Kind {
+		case LinkGone:
+			f.cfg.Logger.Error("link deleted while forwarding", "link", l.name)
+			cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
+		case LinkQueues:
+			if ev.RXQueues != l.rxQueues || ev.TXQueues != l.txQueues {
+				err := fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, ev.RXQueues, ev.TXQueues, l.rxQueues, l.txQueues)
 				f.cfg.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
 				cancel(err)
-				return
 			}
-		case u, ok := <-updates:
-			if !ok {
-				return
-			}
-			for i, l := range f.links {
-				if int(u.Index) != l.index {
-					continue
-				}
-				if u.Header.Type == unix.RTM_DELLINK {
-					f.cfg.Logger.Error("link deleted while forwarding", "link", l.name)
-					cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
-					return
-				}
-				f.linkState(i, u.Link)
-			}
+		case LinkState:
+			f.linkState(ev.Link, ev)
 		}
+	})
+	if err != nil && ctx.Err() == nil {
+		f.cfg.Logger.Warn("link monitor unavailable: link down/up, deletion and queue count changes will not be reported", "err", err)
 	}
 }
 
-// linkState records link i's operational state from a netlink message.
-func (f *Forwarder) linkState(i int, l netlink.Link) {
+// linkState records link i's operational state from a monitor's event.
+func (f *Forwarder) linkState(i int, ev LinkEvent) {
 	h := &f.health[i]
-	if mtu := l.Attrs().MTU; mtu != f.links[i].mtu {
+	if mtu := ev.MTU; mtu != f.links[i].mtu {
 		fits := mtu+maxFrameOverhead <= f.cfg.FrameSize || f.cfg.MultiBuffer && framesPerPacket(mtu, f.cfg.FrameSize) <= linearize.MaxDescs
 		f.cfg.Logger.Warn("link MTU changed while forwarding", "link", f.links[i].name,
 			"from", f.links[i].mtu, "to", mtu, "frames_fit", fits)
@@ -105,13 +80,13 @@ func (f *Forwarder) linkState(i int, l netlink.Link) {
 		}
 		f.links[i].mtu = mtu
 	}
-	up := l.Attrs().OperState == netlink.OperUp || l.Attrs().OperState == netlink.OperUnknown && l.Attrs().Flags&unixFlagUp != 0
+	up := ev.Up
 	now := time.Now().UnixNano()
 	switch at := h.downAt.Load(); {
 	case !up && at == 0:
 		h.downAt.Store(now)
 		h.downs.Add(1)
-		f.cfg.Logger.Warn("link down: its traffic stops until it comes back", "link", f.links[i].name, "oper_state", l.Attrs().OperState.String())
+		f.cfg.Logger.Warn("link down: its traffic stops until it comes back", "link", f.links[i].name, "oper_state", ev.State)
 	case up && at != 0:
 		gap := time.Duration(now - at)
 		h.downNS.Add(int64(gap))
@@ -121,17 +96,6 @@ func (f *Forwarder) linkState(i int, l netlink.Link) {
 }
 
 const unixFlagUp = 1 // net.FlagUp
-
-// checkQueues compares the links' queue counts with those planned at New.
-func (f *Forwarder) checkQueues() error {
-	for _, l := range f.links {
-		rx, tx := realQueues(l.name)
-		if rx != l.rxQueues || tx != l.txQueues {
-			return fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, rx, tx, l.rxQueues, l.txQueues)
-		}
-	}
-	return nil
-}
 
 // downTime returns how long link i has been down in total, the current
 // outage included.

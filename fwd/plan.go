@@ -195,7 +195,7 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 		p.CompleteChecksums = true
 	case ChecksumsAuto:
 		for _, l := range links {
-			p.CompleteChecksums = p.CompleteChecksums || l.kind == "veth"
+			p.CompleteChecksums = p.CompleteChecksums || l.veth
 		}
 	}
 	for _, l := range links {

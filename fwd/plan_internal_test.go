@@ -15,12 +15,12 @@ import (
 
 // Link facts as lookupLinks reports them, for resolve without root.
 func vethLink(name string, queues int) linkInfo {
-	return linkInfo{name: name, kind: "veth", driver: "veth", zc: xsk.ZeroCopyFeatures{Known: true},
+	return linkInfo{name: name, veth: true, driver: "veth", zc: xsk.ZeroCopyFeatures{Known: true},
 		mtu: 1500, rxQueues: queues, txQueues: queues}
 }
 
 func nicLink(name, driver string, mtu, queues int, maxSegs int) linkInfo {
-	return linkInfo{name: name, kind: "device", driver: driver,
+	return linkInfo{name: name, driver: driver,
 		zc:  xsk.ZeroCopyFeatures{Known: true, ZeroCopy: true, MaxSegs: maxSegs},
 		mtu: mtu, rxQueues: queues, txQueues: queues}
 }

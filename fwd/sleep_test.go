@@ -1,19 +1,21 @@
 package fwd_test
 
 import (
+	"bytes"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
 // TestIdleSettingsForward: every way a worker can spend its idle time —
 // the default adaptive spin, a fixed 64 rounds, a 25 µs and a 1 ms
-// coalescing window, no spinning at all, kernel busy polling — forwards
-// pings both
-// ways and a UDP burst with nothing lost in user space.
+// coalescing window, no spinning at all, busy polling — forwards a
+// trickle both ways (the worker sleeps between frames) and a burst with
+// nothing lost in user space. On the fake environment: no root.
 func TestIdleSettingsForward(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -27,43 +29,41 @@ func TestIdleSettingsForward(t *testing.T) {
 		{"busy polling", fwd.Config{BusyPoll: 20 * time.Microsecond}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPair(t, topo.Options{})
-			r := start(t, p, c.cfg)
-			for _, d := range []struct {
-				name string
-				src  *topo.NS
-				dst  *topo.NS
-			}{{"A→B", p.A, p.B}, {"B→A", p.B, p.A}} {
-				addr := p.V4B
-				if d.dst == p.A {
-					addr = p.V4A
-				}
-				res, err := topo.Ping(d.src, addr, 3, 3*time.Second)
-				if err != nil || res.Received != 3 {
-					t.Fatalf("ping %s: %+v %v", d.name, res, err)
+			r := startFake(t, c.cfg, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+			for dir := range 2 {
+				for i := range 3 {
+					f := seqFrame(macB, macA, 1, uint32(i), 98)
+					r.inject(dir, 0, f, fwdtest.RX{})
+					if got := r.links[1-dir].CollectN(1, 3*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, f) {
+						t.Fatalf("trickle %d → %d, frame %d: %d out, want it", dir, 1-dir, i, len(got))
+					}
+					soon(t, "the worker asleep", func() bool {
+						w := r.f.WorkerStats()[0]
+						return w.Sleeps > w.Polls // in ppoll(2)
+					})
 				}
 			}
-			before := settled(r.f)
 			const n = 5000
-			u, err := topo.UDPBurst(p.A, p.B, p.V4B, n, 64, 20*time.Second)
-			if err != nil {
-				t.Fatalf("UDP: %v", err)
+			got := 0
+			for i := range n {
+				r.inject(0, 0, seqFrame(macB, macA, 2, uint32(i), 64), fwdtest.RX{})
+				if i%64 == 0 {
+					got += len(r.links[1].Collect())
+				}
 			}
-			// A batch's counts are added just after it is sent: B can hold
-			// the last one before rx and tx count it (and agree).
-			after := settled(r.f)
-			for deadline := time.Now().Add(2 * time.Second); after[0].RXPackets-before[0].RXPackets < uint64(u.Received) && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-				after = settled(r.f)
+			got += len(r.links[1].CollectN(n-got, 5*time.Second))
+			if got != n {
+				t.Fatalf("burst: %d of %d frames out", got, n)
 			}
-			rx := after[0].RXPackets - before[0].RXPackets
-			tx := after[1].TXPackets - before[1].TXPackets
-			t.Logf("UDP: sent %d received %d; forwarder rx %d tx %d", u.Sent, u.Received, rx, tx)
-			if rx != tx {
-				t.Errorf("forwarder rx %d != tx %d", rx, tx)
+			soon(t, "counters", func() bool { return r.f.LinkStats(1).TXPackets == n+3 })
+			a, b := r.f.LinkStats(0), r.f.LinkStats(1)
+			if a.RXPackets != n+3 || a.TotalDrops()+b.TotalDrops() != 0 {
+				t.Errorf("link 0 rx %d (want %d), drops %v %v (want none)", a.RXPackets, n+3, a.Drops, b.Drops)
 			}
-			if u.Received < n/2 || rx < uint64(u.Received) {
-				t.Errorf("UDP: %d of %d datagrams arrived, forwarder rx %d", u.Received, n, rx)
+			if c.cfg.BusyPoll > 0 {
+				if w := r.links[0].Counters().Wakeups; w == 0 {
+					t.Errorf("busy polling: no recvfrom on link 0's socket in an empty round")
+				}
 			}
 		})
 	}

@@ -6,16 +6,19 @@ import (
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 )
 
-// TestStatsReadersRaceClose reads a real forwarder's stats from another
+// TestStatsReadersRaceClose reads a forwarder's stats from another
 // goroutine, as a metrics scrape does, while Close tears it down: under
 // -race nothing may be reported, and once Close returned the readers get
-// zero values instead of what a closed socket would say.
+// zero values instead of what a closed socket would say. On the fake
+// environment: no root.
 func TestStatsReadersRaceClose(t *testing.T) {
-	p := newPair(t, topo.Options{})
-	f, err := fwd.New(fwd.Config{Links: []string{p.LinkA, p.LinkB}})
+	env := fwdtest.New()
+	env.AddLink("a", fwdtest.LinkOptions{})
+	env.AddLink("b", fwdtest.LinkOptions{})
+	f, err := fwd.New(fwd.Config{Links: []string{"a", "b"}, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,11 +51,16 @@ func (f *Forwarder) warnVLANLoss() {
 		if ok {
 			continue
 		}
+		log := f.cfg.Logger.With("link", l.name, "why", why)
+		if _, ok := f.env.(kernel); !ok {
+			// What turns the offload off is the kernel's to say.
+			log.Warn("VLAN tags kept out of the frame cannot be recovered and would be lost")
+			continue
+		}
 		link, err := netlink.LinkByIndex(l.index)
 		if err != nil {
 			continue
 		}
-		log := f.cfg.Logger.With("link", l.name, "why", why)
 		if _, veth := link.(*netlink.Veth); !veth {
 			if _, rx, err := ethtool.VLANOffload(l.name); err == nil && rx {
 				log.Warn("VLAN tags the NIC strips (rx-vlan-offload) cannot be recovered and would be lost; turn it off: ethtool -K " + l.name + " rxvlan off")

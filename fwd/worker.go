@@ -153,6 +153,9 @@ type worker struct {
 	// wake lets other workers rouse this one from poll(2) when they hand
 	// it packets (handoff.go); written only while it sleeps.
 	wake *waker
+	// memRX: some RX socket has no file descriptor for poll(2) to wait
+	// on (an Env's in memory, which rouses the worker through wake).
+	memRX bool
 
 	// With several queues: the flow table and the ordering state (merge.go).
 	flows *flowState
@@ -242,7 +245,9 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 			p.owner = w
 			p.rx = rxring.New(p.sock, w.frames)
 			w.rx = append(w.rx, p)
+			// poll(2) passes over a negative fd (a socket in memory).
 			w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
+			w.memRX = w.memRX || p.sock.FD() < 0
 		}
 	}
 	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
@@ -411,7 +416,10 @@ func (w *worker) sleep(timeout time.Duration) {
 	// two sees the other.
 	w.wake.idle.Store(true)
 	w.wake.sleeping.Store(true)
-	if w.order != nil && w.order.pending() {
+	// A socket in memory has no fd to wake the poll: its producer
+	// publishes, then wakes, so the same last look catches what it
+	// published before the worker announced the sleep.
+	if w.order != nil && w.order.pending() || w.memRX && w.rxPending() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
 		w.flush()

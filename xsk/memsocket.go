@@ -11,7 +11,8 @@ import "golang.org/x/sys/unix"
 // memory. Whatever plays the kernel's side must follow the protocol in
 // ring.go on the same words, with sync/atomic. The memory must be 8-byte
 // aligned and stays the caller's: Close unmaps nothing. The socket has no
-// file descriptor (FD is -1), so Kick, WakeRX and Stats fail with EBADF.
+// file descriptor (FD is -1), so Kick, WakeRX and Stats fail with EBADF,
+// unless SetMemHooks says what Kick and WakeRX do.
 //
 // Package xsktest builds such sockets and plays the kernel's side.
 func NewMemSocket(fill, comp, rx, tx []byte, off unix.XDPMmapOffsets, ringSize, fillSize uint32) *Socket {
@@ -31,3 +32,17 @@ func NewMemSocket(fill, comp, rx, tx []byte, off unix.XDPMmapOffsets, ringSize, 
 	s.RX.initConsumer()
 	return s
 }
+
+// MemHooks play the kernel's part in a memory socket's calls: Kick stands
+// for the sendto that has the kernel process the TX ring (its error is
+// Kick's: ENETDOWN for a link that is down), WakeRX for the recvfrom that
+// wakes a driver waiting on the fill ring. A nil field keeps EBADF.
+type MemHooks struct {
+	Kick   func() error
+	WakeRX func()
+}
+
+// SetMemHooks sets what Kick and WakeRX do on a socket of NewMemSocket's,
+// before the socket is used. The hooks run on the goroutine that calls
+// Kick or WakeRX, concurrently with whatever else plays the kernel's side.
+func (s *Socket) SetMemHooks(h MemHooks) { s.mem = &h }

@@ -69,6 +69,9 @@ type Socket struct {
 	fd       int
 	cfg      Config
 	zeroCopy bool
+	// mem plays the kernel's part in Kick and WakeRX for a socket of
+	// NewMemSocket's (SetMemHooks); nil for a bound one.
+	mem *MemHooks
 
 	Fill Producer // frames lent to the kernel for RX
 	Comp Consumer // TX frames the kernel is done with
@@ -270,6 +273,11 @@ func (s *Socket) Kick() error {
 	switch e {
 	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
 		return nil
+	case unix.EBADF:
+		// Only on the error path: a bound socket pays nothing for it.
+		if s.mem != nil && s.mem.Kick != nil {
+			return s.mem.Kick()
+		}
 	}
 	return e
 }
@@ -278,7 +286,10 @@ func (s *Socket) Kick() error {
 // busy polling, runs the link's NAPI once). Like Kick, it never blocks and
 // is made raw.
 func (s *Socket) WakeRX() {
-	unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	if e == unix.EBADF && s.mem != nil && s.mem.WakeRX != nil {
+		s.mem.WakeRX()
+	}
 }
 
 // Stats are the kernel's XDP_STATISTICS for the socket.
