@@ -192,7 +192,7 @@ func v6(tags []uint16, exts []ext, proto byte, seg []byte) sample {
 }
 
 var (
-	hopByHop  = ext{0, []byte{1, 4, 0, 0, 0, 0}}                       // PadN
+	hopByHop  = ext{0, []byte{1, 4, 0, 0, 0, 0}}                           // PadN
 	destOpts  = ext{60, []byte{1, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}} // PadN, 16 bytes
 	routingSL = func(left byte) ext { return ext{43, append([]byte{4, left, 0, 0, 0, 0}, ip6RH...)} }
 	fragHdr   = func(off uint16, more bool) ext {
@@ -202,9 +202,9 @@ var (
 		}
 		return ext{44, []byte{byte(v >> 8), byte(v), 0, 0, 0x12, 0x34}} // offset|M, id (the builder writes the reserved byte 0)
 	}
-	vlan  = []uint16{0x8100, 100}
-	qinq  = []uint16{0x88a8, 200, 0x8100, 300}
-	arp   = func() sample {
+	vlan = []uint16{0x8100, 100}
+	qinq = []uint16{0x88a8, 200, 0x8100, 300}
+	arp  = func() sample {
 		b := eth(0x0806)
 		b = append(b, 0, 1, 8, 0, 6, 4, 0, 1)
 		b = append(append(append(append(b, macB...), ip4A...), 0, 0, 0, 0, 0, 0), ip4B...)
