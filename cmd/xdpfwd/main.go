@@ -57,7 +57,7 @@ func main() {
 const usage = `usage: xdpfwd <command> [flags]
 
 commands:
-  run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
+  run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink, 5tswap, mac)
   capture  write what a running xdpfwd receives, sends and drops as pcapng (from --control)
   demo     build two namespaces, forward between them, prove traffic crosses
   stats    show a running daemon's counters per second (from --metrics)
@@ -151,11 +151,12 @@ type fwdFlags struct {
 	fdbStatic listFlag
 	// sw is the switch of --mode switch, once config built it.
 	sw *modes.Switch
+	swapMACFlags
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	if withLinks {
-		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect and sink)")
+		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect, sink, 5tswap and mac)")
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
 	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links")
@@ -178,7 +179,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
-	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop)")
+	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)")
+	ff.registerSwapMAC(fs)
 	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
 	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
@@ -277,11 +279,20 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
 		return fmt.Errorf("--fdb-static is for --mode switch")
 	}
+	if m != modes.MACMode && len(ff.ethPeer) > 0 {
+		return fmt.Errorf("--eth-peer is for --mode mac")
+	}
 	switch m {
 	case modes.ReflectMode:
 		cfg.Handler = modes.Reflect
 	case modes.SinkMode:
 		cfg.Handler = modes.Sink
+	case modes.FiveTupleSwapMode:
+		cfg.Handler = ff.swapHandler()
+	case modes.MACMode:
+		if cfg.Handler, err = ff.macHandler(cfg.Links); err != nil {
+			return err
+		}
 	case modes.SwitchMode:
 		if ff.fdbAge <= 0 {
 			return fmt.Errorf("--fdb-age %v: want a positive age", ff.fdbAge)
@@ -532,6 +543,10 @@ func cmdRun(args []string, stderr io.Writer) error {
 			}
 			return err
 		}
+		if err := ff.setLinkAddrs(cfg.Links); err != nil {
+			f.Close()
+			return err
+		}
 		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
@@ -554,6 +569,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		stopMetrics()
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)
+		ff.logSwapStats(logger)
 		if *summary != "" {
 			if werr := writeSummary(*summary, sum); werr != nil {
 				err = errors.Join(err, werr)
