@@ -226,7 +226,9 @@ func tcpdumpIn(t *testing.T, ns *topo.NS, n int) (wait func(within time.Duration
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("tcpdump: %v", err)
 	}
-	done := make(chan error, 1)
+	// done is closed once tcpdump exited, so that every waiter sees it.
+	done := make(chan struct{})
+	var waitErr error
 	listening := make(chan struct{})
 	var log strings.Builder
 	go func() {
@@ -239,7 +241,8 @@ func tcpdumpIn(t *testing.T, ns *topo.NS, n int) (wait func(within time.Duration
 				close(listening)
 			}
 		}
-		done <- cmd.Wait()
+		waitErr = cmd.Wait()
+		close(done)
 	}()
 	t.Cleanup(func() {
 		select {
@@ -251,8 +254,8 @@ func tcpdumpIn(t *testing.T, ns *topo.NS, n int) (wait func(within time.Duration
 	})
 	select {
 	case <-listening:
-	case err := <-done:
-		t.Fatalf("tcpdump in %s exited before listening: %v\n%s", ns.Name, err, log.String())
+	case <-done:
+		t.Fatalf("tcpdump in %s exited before listening: %v\n%s", ns.Name, waitErr, log.String())
 	case <-time.After(10 * time.Second):
 		t.Fatalf("tcpdump in %s not listening after 10s", ns.Name)
 	}
