@@ -18,7 +18,9 @@ import (
 // both ports. A checksum left partial by the sender (offload) is still
 // the pseudo-header's, which the forwarder completes as for any frame.
 //
-// A frame shorter than its headers claim, or whose headers contradict
+// A frame shorter than its IPv4 total length or IPv6 payload length never
+// reaches a handler: the forwarder drops it (rx_truncated). One whose
+// first segment ends inside its headers, or whose headers contradict
 // themselves, gets the Ethernet swap only and is counted (Stats); one
 // shorter than an Ethernet header is dropped (handler_drops) and counted
 // as truncated. It receives frames for other MACs, like Reflect:
