@@ -144,11 +144,11 @@ func SwapFiveTuple(f []byte, length int) SwapResult {
 	etype := binary.BigEndian.Uint16(f[12:])
 	for tags := 0; etype == 0x8100 || etype == 0x88a8 || etype == 0x9100; tags++ {
 		if tags == MaxSwapVLANTags {
-			fwd.SwapMACs(f)
+			swapMACs(f)
 			return SwapMalformed
 		}
 		if len(f) < off+4 {
-			fwd.SwapMACs(f)
+			swapMACs(f)
 			return SwapTruncated
 		}
 		etype = binary.BigEndian.Uint16(f[off+2:])
@@ -164,28 +164,43 @@ func SwapFiveTuple(f []byte, length int) SwapResult {
 	default:
 		r = SwapL2
 	}
-	fwd.SwapMACs(f)
+	swapMACs(f)
 	switch r {
 	case SwapL4:
-		p := binary.BigEndian.Uint16(f[l4:])
-		copy(f[l4:l4+2], f[l4+2:l4+4])
-		binary.BigEndian.PutUint16(f[l4+2:], p)
+		p := f[l4 : l4+4]
+		s, d := binary.NativeEndian.Uint16(p), binary.NativeEndian.Uint16(p[2:])
+		binary.NativeEndian.PutUint16(p, d)
+		binary.NativeEndian.PutUint16(p[2:], s)
 		fallthrough
 	case SwapL3:
 		if etype == 0x0800 {
 			a := f[off+12 : off+20]
-			s, d := binary.BigEndian.Uint32(a), binary.BigEndian.Uint32(a[4:])
-			binary.BigEndian.PutUint32(a, d)
-			binary.BigEndian.PutUint32(a[4:], s)
+			s, d := binary.NativeEndian.Uint32(a), binary.NativeEndian.Uint32(a[4:])
+			binary.NativeEndian.PutUint32(a, d)
+			binary.NativeEndian.PutUint32(a[4:], s)
 		} else {
 			a := f[off+8 : off+40]
-			s0, s1 := binary.BigEndian.Uint64(a), binary.BigEndian.Uint64(a[8:])
-			copy(a[0:16], a[16:32])
-			binary.BigEndian.PutUint64(a[16:], s0)
-			binary.BigEndian.PutUint64(a[24:], s1)
+			s0, s1 := binary.NativeEndian.Uint64(a), binary.NativeEndian.Uint64(a[8:])
+			d0, d1 := binary.NativeEndian.Uint64(a[16:]), binary.NativeEndian.Uint64(a[24:])
+			binary.NativeEndian.PutUint64(a, d0)
+			binary.NativeEndian.PutUint64(a[8:], d1)
+			binary.NativeEndian.PutUint64(a[16:], s0)
+			binary.NativeEndian.PutUint64(a[24:], s1)
 		}
 	}
 	return r
+}
+
+// swapMACs is fwd.SwapMACs in word loads and stores, without a copy
+// through memory (f has at least 14 bytes).
+func swapMACs(f []byte) {
+	h := f[:12]
+	d0, d1 := binary.NativeEndian.Uint32(h), binary.NativeEndian.Uint16(h[4:])
+	s0, s1 := binary.NativeEndian.Uint16(h[6:]), binary.NativeEndian.Uint32(h[8:])
+	binary.NativeEndian.PutUint16(h, s0)
+	binary.NativeEndian.PutUint32(h[2:], s1)
+	binary.NativeEndian.PutUint32(h[6:], d0)
+	binary.NativeEndian.PutUint16(h[10:], d1)
 }
 
 // parseIPv4 checks the IPv4 header at f[off:] in a packet of length bytes
