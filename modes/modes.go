@@ -1,11 +1,14 @@
 // Package modes holds xdpfwd's built-in forwarding modes, each a
 // fwd.Handler like any a user writes: Reflect (send every frame back with
-// its MAC addresses swapped), Sink (count and drop) and Switch (a learning
-// L2 switch over any number of links). Cross-connect, the default, is the
+// its MAC addresses swapped), FiveTupleSwap (back with MAC and IP
+// addresses and TCP/UDP ports swapped), MAC (out with the link's and a
+// peer's MAC addresses), Sink (count and drop) and Switch (a learning L2
+// switch over any number of links). Cross-connect, the default, is the
 // engine's own path (a nil Handler).
 //
 // Handlers are called by several workers at once; the ones here keep no
-// per-call state, and Switch's table is safe for concurrent use. None
+// per-call state, and Switch's table and FiveTupleSwap's counters are
+// safe for concurrent use. None
 // allocates per packet.
 package modes
 
@@ -145,12 +148,14 @@ const (
 	SwitchMode
 	ReflectMode
 	SinkMode
+	FiveTupleSwapMode // testpmd's 5tswap: addresses and ports swapped, back out
+	MACMode           // testpmd's mac: MACs set to the link's and the peer's
 	// TxOnlyMode is the traffic generator (package gen): no Handler, it
 	// receives nothing.
 	TxOnlyMode
 )
 
-var modeNames = []string{"xconnect", "switch", "reflect", "sink", "txonly"}
+var modeNames = []string{"xconnect", "switch", "reflect", "sink", "5tswap", "mac", "txonly"}
 
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
@@ -159,14 +164,15 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", int(m))
 }
 
-// ParseMode parses "xconnect", "switch", "reflect", "sink" or "txonly".
+// ParseMode parses a mode's name: "xconnect", "switch", "reflect",
+// "sink", "5tswap", "mac" or "txonly".
 func ParseMode(s string) (Mode, error) {
 	for i, n := range modeNames {
 		if s == n {
 			return Mode(i), nil
 		}
 	}
-	return 0, fmt.Errorf("mode %q: want xconnect, switch, reflect, sink or txonly", s)
+	return 0, fmt.Errorf("mode %q: want xconnect, switch, reflect, sink, 5tswap, mac or txonly", s)
 }
 
 // Links says how many links a mode takes: the least and the most.

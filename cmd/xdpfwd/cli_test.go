@@ -435,7 +435,7 @@ func TestBadInput(t *testing.T) {
 		{name: "switch with one --link", args: func(p *topo.Pair) []string { return []string{"run", "--mode", "switch", "--link", p.LinkA} },
 			want: []string{"--mode switch takes 2..64 --link flags, got 1"}},
 		{name: "bad mode", args: func(p *topo.Pair) []string { return links(p, "--mode", "router") },
-			want: []string{`mode "router"`, "xconnect, switch, reflect, sink or txonly"}},
+			want: []string{`mode "router"`, "xconnect, switch, reflect, sink, 5tswap, mac or txonly"}},
 		{name: "txonly frame too small", args: func(p *topo.Pair) []string {
 			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--size", "40"}
 		}, want: []string{"frame size 40", "64..2052"}},

@@ -57,7 +57,7 @@ func main() {
 const usage = `usage: xdpfwd <command> [flags]
 
 commands:
-  run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink)
+  run      forward between links until SIGINT/SIGTERM (--mode xconnect, switch, reflect, sink, 5tswap, mac, txonly)
   capture  write what a running xdpfwd receives, sends and drops as pcapng (from --control)
   link     list a running xdpfwd's links, add or remove one (from --control)
   demo     build two namespaces, forward between them, prove traffic crosses
@@ -159,11 +159,12 @@ type fwdFlags struct {
 	sw *modes.Switch
 	// sink is the counting sink of --mode sink.
 	sink *modes.CountingSink
+	swapMACFlags
 }
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	if withLinks {
-		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect and sink)")
+		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect, sink, 5tswap, mac and txonly)")
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
 	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)")
@@ -185,7 +186,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
 	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
 	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
-	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|txonly (generate: see --size, --rate)")
+	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)")
+	ff.registerSwapMAC(fs)
 	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
 	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
@@ -274,12 +276,21 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
 		return fmt.Errorf("--fdb-static is for --mode switch")
 	}
+	if m != modes.MACMode && len(ff.ethPeer) > 0 {
+		return fmt.Errorf("--eth-peer is for --mode mac")
+	}
 	switch m {
 	case modes.ReflectMode:
 		cfg.Handler = modes.Reflect
 	case modes.SinkMode:
 		ff.sink = modes.NewSink(nil)
 		cfg.Handler = ff.sink
+	case modes.FiveTupleSwapMode:
+		cfg.Handler = ff.swapHandler()
+	case modes.MACMode:
+		if cfg.Handler, err = ff.macHandler(cfg.Links); err != nil {
+			return err
+		}
 	case modes.SwitchMode:
 		if ff.fdbAge <= 0 {
 			return fmt.Errorf("--fdb-age %v: want a positive age", ff.fdbAge)
@@ -511,6 +522,10 @@ func cmdRun(args []string, stderr io.Writer) error {
 			}
 			return err
 		}
+		if err := ff.setLinkAddrs(cfg.Links); err != nil {
+			f.Close()
+			return err
+		}
 		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
@@ -539,6 +554,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)
 		logSink(logger, ff.sink)
+		ff.logSwapStats(logger)
 		if *summary != "" {
 			if werr := writeSummary(*summary, withSink(sum, ff.sink)); werr != nil {
 				err = errors.Join(err, werr)
