@@ -44,9 +44,9 @@ const (
 	// atRing: rxring refused its descriptors and recycled what it could
 	// follow; nothing is left to give back.
 	atRing stage = iota
-	// atRX: its received frames, Held, in w.chain: back to in's fill ring.
+	// atRX: its received frames, Held, in rx: back to their fill ring.
 	atRX
-	// atCopy: a copy of the packet in w.chain (flood) found no room;
+	// atCopy: a copy of the packet in rx (flood) found no room;
 	// nothing was laid out, and the packet itself goes on.
 	atCopy
 	// atTX: laid out in descs and charged to TX queue tq (flowState.sent
@@ -65,7 +65,7 @@ type lost struct {
 	at          stage
 	link, queue int // where a capture records it
 	total       int
-	in          *port      // atRing, atRX: the port it was received on
+	rx          rxPkt      // atRing, atRX, atCopy: the packet as received
 	descs       []xsk.Desc // atTX
 	tq          int        // atTX
 	h           *handoff   // atHandoff
@@ -95,7 +95,7 @@ func (w *worker) abandon(l lost, c *batchCounts) {
 	}
 	switch l.at {
 	case atRX:
-		w.drop(l.in)
+		w.drop(l.rx)
 	case atTX:
 		if w.flows != nil {
 			w.flows.completed(l.descs, l.tq)
@@ -117,9 +117,9 @@ func (w *worker) abandon(l lost, c *batchCounts) {
 func (w *worker) tapLost(l *lost) {
 	switch l.at {
 	case atRing:
-		w.tapRejected(l.in, l.total)
+		w.tapRejected(l.rx)
 	case atRX, atCopy:
-		w.tapFrames(l.link, l.queue, capture.Drop, dropCodes[l.why], l.total)
+		w.tapFrames(l.link, l.queue, capture.Drop, dropCodes[l.why], l.rx.descs, l.total)
 	case atTX:
 		w.tapOut(l.link, l.queue, capture.Drop, dropCodes[l.why], l.descs, l.total)
 	case atHandoff:

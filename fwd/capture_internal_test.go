@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/capture"
-	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -62,14 +61,13 @@ func TestCaptureHandedOff(t *testing.T) {
 				}
 			}
 			w.tap.set = w.tap.point.Begin()
-			w.out = make([]xsk.Desc, linearize.MaxDescs)
 			p := g.frame("p")
-			w.out[0] = xsk.Desc{Addr: p, Len: 60}
+			tx := []xsk.Desc{{Addr: p, Len: 60}}
 			b := rxBatch{merging: true}
-			w.sendOne(in, out, 1, 1, xps.NoSlot, 0, 60, 1, &b)
+			w.emit(in, 1, txChoice{tq: 1, slot: xps.NoSlot}, tx, 60, &b)
 			w.order.publish(in)
 			w.tapEnd()
-			w.publishTX(out, &b.c) // as finish does
+			w.publishTX(out, &out.bc) // as finish does
 			if tc.then != nil {
 				tc.then(g)
 			}

@@ -173,15 +173,15 @@ func TestCompleteEveryPath(t *testing.T) {
 				}{{partial, 1}, {correct, 0}} {
 					w.receive(t, pkt.frame, c.lens...)
 					var bc batchCounts
-					nd := w.layOut(in, len(pkt.frame), &bc)
-					if nd == 0 {
+					tx := w.layOut(rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, &bc, &bc)
+					if tx == nil {
 						t.Fatal("layOut dropped the packet")
 					}
 					if bc.paths[c.path] != 1 {
 						t.Fatalf("paths %v, want one %v", bc.paths, c.path)
 					}
 					out := make([]byte, len(pkt.frame))
-					if n := linearize.Gather(out, w.mem, w.out[:nd]); n != len(out) {
+					if n := linearize.Gather(out, w.mem, tx); n != len(out) {
 						t.Fatalf("TX descriptors carry %d bytes, want %d", n, len(out))
 					}
 					if !bytes.Equal(out, correct) {
@@ -190,7 +190,7 @@ func TestCompleteEveryPath(t *testing.T) {
 					if bc.csumCompleted != pkt.count {
 						t.Fatalf("%d completions counted, want %d", bc.csumCompleted, pkt.count)
 					}
-					w.release(w.out[:nd])
+					w.release(tx)
 					in.rx.Release() // the frames copied from go to the fake fill ring
 					if v := w.zone.Violations(); v != 0 {
 						t.Fatalf("%d ownership violations", v)

@@ -89,6 +89,14 @@ func (l *lane) kick() {
 	l.failed(l.ring.Kick(true))
 }
 
+// crowded is what a batch does when the lane has too little room for it:
+// kick what the kernel has not taken yet, unless backing off.
+func (l *lane) crowded() {
+	if l.pending() > 0 {
+		l.kick()
+	}
+}
+
 // flush kicks the TX ring for what it published, unless the lane is
 // backing off.
 func (l *lane) flush() {

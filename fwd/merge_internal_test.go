@@ -508,10 +508,10 @@ func (g *mergeRig) ready(q int, h Handler) *worker {
 		w.tap.point = capture.NewHub(2, []string{"a", "b"}).Point(q)
 	}
 	if h != nil {
-		w.handler, w.nlinks = h, len(g.f.ports)
+		w.handler = h
 		w.pkts, w.spans, w.descs = make([]Packet, 0, 64), make([]span, 0, 64), make([]xsk.Desc, 0, 64)
-		w.touched = make([]*port, 0, 3)
 	}
+	w.touched = make([]*port, 0, 3)
 	return w
 }
 

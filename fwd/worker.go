@@ -8,12 +8,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/umem"
-	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -192,7 +190,6 @@ type worker struct {
 	spans   []span
 	descs   []xsk.Desc
 	touched []*port
-	nlinks  int
 	// sleeps counts the times the worker slept (ppoll, or nanosleep with
 	// a link down); polls the ppoll returns, pollTimeouts those with
 	// nothing ready, pollEventfd those with the waker's eventfd ready.
@@ -223,13 +220,12 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		coalesce:  int64(f.cfg.Coalesce),
 		busyPoll:  f.cfg.BusyPoll > 0,
 		handler:   f.handler,
-		nlinks:    len(f.links),
 	}
+	w.touched = make([]*port, 0, len(f.links)+1)
 	if w.handler != nil {
 		w.pkts = make([]Packet, 0, f.cfg.RingSize)
 		w.spans = make([]span, 0, f.cfg.RingSize)
 		w.descs = make([]xsk.Desc, 0, f.cfg.RingSize)
-		w.touched = make([]*port, 0, len(f.links)+1)
 	}
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
@@ -464,210 +460,6 @@ func (w *worker) forwardAll(p *port) int {
 
 // maxBatches bounds forwardAll, so one busy link cannot starve the other.
 const maxBatches = 8
-
-// forward moves up to one batch of packets from in's RX ring towards the
-// other link, each by the path linearize picks: small packets are copied
-// into an inline slot and their frame goes straight back to the fill ring;
-// larger ones leave from the frame they arrived in; multi-buffer packets
-// leave as their chain or, when it has too many pieces, repacked into a
-// frag block. With several queues, each packet goes to the TX queue its
-// flow is bound to: directly when this worker owns it, else through a
-// handoff ring to the worker that does. It peeks no more than the TX ring
-// (or the handoff rings) can take, so a full ring pushes back into the RX
-// ring (and the kernel's rx_ring_full counter) instead of dropping in user
-// space.
-//
-// Each packet goes through the stages in turn: collect (its descriptors,
-// checked by rxring: validate), decide (its TX queue), lay out (its TX
-// descriptors) and send (on this worker's TX ring or through a handoff).
-func (w *worker) forward(in *port) int {
-	if w.handler != nil {
-		return w.forwardVerdicts(in)
-	}
-	o := 1 - in.link
-	out := w.tx[o]
-	merging := w.order.merging() // one mode read per batch
-	room, ok := w.xconnectRoom(in, out, o, merging)
-	if !ok {
-		return 0
-	}
-	n := in.rx.Peek(min(room, w.batch), room)
-	if n == 0 {
-		return 0
-	}
-	var b rxBatch
-	w.begin(out, n, merging, &b)
-	for in.rx.More() {
-		total, ok := w.collect(in, &b)
-		if !ok {
-			continue
-		}
-		tq, slot, stamp := w.q, xps.NoSlot, int64(0) // one queue: this worker's
-		if w.flows != nil {
-			tq, slot, stamp = w.decide()
-		}
-		nd := w.layOut(in, total, &b.c)
-		if nd == 0 {
-			w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: o, queue: w.q, total: total}, &b.c)
-			continue
-		}
-		w.sendOne(in, out, o, tq, slot, stamp, total, nd, &b)
-	}
-	w.finish(in, out, &b)
-	return b.packets
-}
-
-// rxBatch is the state of one batch of forward, on its stack.
-type rxBatch struct {
-	c       batchCounts
-	rxBytes uint64
-	packets int
-	merging bool
-}
-
-// xconnectRoom is how many descriptors a batch from in may take: what the
-// fullest handoff ring out of it can hold when merging (a slow owner then
-// pushes back into the RX ring, counted by the kernel, instead of dropping
-// here; the worker's own TX ring does not matter: a stalled TX queue must
-// not stop this RX ring feeding the others), else what out's TX ring can.
-// ok is false when nothing may be taken.
-func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, ok bool) {
-	if merging {
-		room = w.batch
-		for _, h := range w.order.outOf(in, o) {
-			room = min(room, h.room())
-		}
-		if room < linearize.MaxDescs {
-			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(w.clock())
-			}
-			return 0, false
-		}
-		if in.blockedAt.Load() != 0 {
-			in.blockedAt.Store(0)
-		}
-		return room, true
-	}
-	if room = out.tx.free(w.batch); room < linearize.MaxDescs {
-		out.tx.kick()
-	}
-	return room, room > 0
-}
-
-// begin readies a batch of n descriptors: what every batch starts with
-// (startBatch) and, unless merging, n slots on out's TX ring (every path
-// needs at most as many descriptors as a packet arrived with).
-func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
-	w.startBatch()
-	b.merging = merging
-	if !merging {
-		out.tx.reserve(n)
-	}
-}
-
-// startBatch is how a batch starts on either path (forward,
-// forwardVerdicts): whether anyone captures, the live inline limit, and
-// with several queues one clock read.
-func (w *worker) startBatch() {
-	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
-	if w.flows != nil {
-		w.now = w.clock() // one clock read per batch
-	}
-	w.lastStamp = 0
-}
-
-// clock reads the clock of the stamps (ns): the ordering's, so that a
-// test's fake clock governs every batch path and the merge alike.
-func (w *worker) clock() int64 {
-	if w.order == nil {
-		return monoNow()
-	}
-	return w.order.clock()
-}
-
-// collect takes in's next packet into w.chain (rxring checks every
-// descriptor, and drops and counts a packet it may not follow), puts
-// back a VLAN tag the driver took out, and drops a packet shorter than
-// its IP header says (rx_truncated); a capture sees the packet as
-// received, or refused with its reason. It returns the packet's length and
-// whether it goes on.
-func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
-	w.chain, total, ok = in.rx.Next(w.chain)
-	b.packets++
-	b.rxBytes += uint64(total)
-	if !ok {
-		w.abandon(lost{why: dropRejected, at: atRing, in: in, total: total}, &b.c)
-		return total, false
-	}
-	if w.restoreVLAN(&w.chain[0]) {
-		total += vlanTagLen
-		b.c.vlanRestored++
-	}
-	// A frame cut on its way in is dropped, not sent on cut.
-	if d := w.chain[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], total) {
-		if w.flows != nil {
-			w.takeStamp(d.Addr) // ordering: this packet was seen
-		}
-		w.abandon(lost{why: dropTruncated, at: atRX, in: in, link: in.link, queue: in.queue, total: total}, &b.c)
-		return total, false
-	}
-	if w.tap.set != nil {
-		w.tapRX(in, total)
-	}
-	return total, true
-}
-
-// decide picks the TX queue of the packet in w.chain, with several
-// queues: its flow's, and takes its arrival stamp for the ordering. It
-// reads the frame, so it runs before the layout may recycle it.
-func (w *worker) decide() (tq int, slot xps.Slot, stamp int64) {
-	d := w.chain[0]
-	tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
-	return tq, slot, w.takeStamp(d.Addr)
-}
-
-// sendOne sends the packet laid out in w.out[:nd]: on out's TX ring in the
-// slots begin reserved when this worker owns its TX queue tq and nothing
-// needs ordering, else through the handoff ring to tq's owner (a full one
-// drops it, counted).
-func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, total, nd int, b *rxBatch) {
-	if w.flows != nil {
-		w.flows.sent(w.out[:nd], tq, slot)
-	}
-	if !b.merging && tq == w.q {
-		if !out.tx.put(w.out[:nd]) {
-			// Never: begin reserved what the batch can need.
-			w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
-			return
-		}
-		b.c.txPackets++
-		b.c.txBytes += uint64(total)
-		b.c.txDescs += uint64(nd)
-		if w.tap.set != nil {
-			w.tapOut(o, w.q, capture.TX, 0, w.out[:nd], total)
-		}
-		return
-	}
-	if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-		w.abandon(lost{why: dropHandoffFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
-	}
-	// Pushed: the owner's merge records what becomes of it (capture.go).
-}
-
-// finish ends a batch: the RX descriptors go back to the kernel with the
-// recycled frames, the TX ring's unused slots are given back and the rest
-// submitted, handoffs published, and the batch's counts added.
-func (w *worker) finish(in, out *port, b *rxBatch) {
-	in.rx.Release()
-	if !b.merging {
-		out.tx.publish() // kicked by run: kickOrDefer
-	}
-	w.publishHandoffs(in)
-	w.tapEnd()
-	w.publishRX(in, &b.c, b.packets, b.rxBytes)
-	w.publishTX(out, &b.c)
-}
 
 // publishRX adds one batch's receive-side counts to in's counters, one
 // atomic add each.
