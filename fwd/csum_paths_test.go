@@ -98,15 +98,13 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	}
 	t.Cleanup(func() { r.Close() })
 	policy := linearize.Policy{InlineMax: 256, MaxTxFrags: 4, ChunkSize: frameSize}
-	return &worker{
-		mem:    r.Mem(),
-		zone:   r.Frames,
-		frames: r.Frames.NewCache(16),
-		build:  inline.NewBuilder(r, policy, 16, 64),
-		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
-		out:    make([]xsk.Desc, linearize.MaxDescs),
-		csum:   true,
-	}
+	w := &worker{}
+	w.mem, w.zone, w.frames = r.Mem(), r.Frames, r.Frames.NewCache(16)
+	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
+	w.build = inline.NewBuilder(r, policy, 16, 64)
+	w.out = make([]xsk.Desc, linearize.MaxDescs)
+	w.csum = true
+	return w
 }
 
 // testPort is a port with an RX ring on an in-memory socket, for the

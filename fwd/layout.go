@@ -1,6 +1,9 @@
 package fwd
 
 import (
+	"sync/atomic"
+
+	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -13,6 +16,28 @@ import (
 // (inline.Builder) and comes back from the completion ring (freeTX). The
 // states themselves are umem's, checked there: TestOwnershipConfined keeps
 // every other file of the package off them.
+
+// txLayout is a worker's layout part: the builder of inline slots and
+// frag blocks, the page meter, one packet's TX scratch, and the settings
+// a layout reads. The worker's alone, but inlineMax, the forwarder's live
+// limit (SetInlineMax writes it), loaded once per batch.
+type txLayout struct {
+	build *inline.Builder
+	meter umem.PageMeter
+	out   []xsk.Desc // one packet's TX descriptors
+	// csum: finish partial TCP/UDP checksums (--complete-checksums).
+	csum      bool
+	inlineMax *atomic.Int32
+}
+
+func newTXLayout(r *umem.Region, policy linearize.Policy, align int, csum bool, inlineMax *atomic.Int32) txLayout {
+	return txLayout{
+		build:     inline.NewBuilder(r, policy, 1024, align),
+		out:       make([]xsk.Desc, linearize.MaxDescs),
+		csum:      csum,
+		inlineMax: inlineMax,
+	}
+}
 
 // layOut lays out p as TX descriptors in w.out and returns them (nil: no
 // layout, the packet left Held for the caller to abandon). Frames that

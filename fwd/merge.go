@@ -360,8 +360,8 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		if k > n {
 			break // a packet not yet whole: next round
 		}
-		if out.tx.free(k) < k {
-			if w.handler == nil || !out.tx.down() {
+		if out.free(k) < k {
+			if w.handler == nil || !out.down() {
 				break // TX full: next round
 			}
 			// A Handler's link that is down: drop (tx_full) rather
@@ -377,7 +377,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			ds[j] = h.at(idx + j).desc
 			c.txBytes += uint64(ds[j].Len)
 		}
-		out.tx.put(ds[:k]) // free said there is room
+		out.put(ds[:k]) // free said there is room
 		if w.tap.set != nil {
 			w.tapHanded(o, capture.TX, 0, h, idx, k)
 		}
@@ -386,10 +386,10 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		c.txDescs += uint64(k)
 	}
 	if c.txPackets > 0 {
-		out.tx.publish() // kicked by run: kickOrDefer
+		out.publish() // kicked by run: kickOrDefer
 	}
 	if c.txPackets|c.txFull != 0 {
-		w.publishTX(out, &c)
+		publishTX(out.stats, &c)
 	}
 	if timeouts > 0 {
 		out.stats.orderTimeouts.Add(timeouts)
@@ -430,7 +430,7 @@ func (w *worker) dropHandoffs() {
 				}
 			}
 		}
-		w.publishTX(w.tx[o], &c)
+		publishTX(w.tx[o].stats, &c)
 	}
 }
 

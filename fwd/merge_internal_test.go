@@ -10,7 +10,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -50,7 +49,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			g.socks[i] = append(g.socks[i], s)
 			p := &port{link: i, queue: q, sock: s.Socket}
 			if q < 2 {
-				p.tx = newLane(s.Socket)
+				p.tx = newLane(p)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}
@@ -61,18 +60,19 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { wk.close() })
-		w := &worker{
-			q: q, mem: r.Mem(), zone: r.Frames, frames: r.Frames.NewCache(64),
-			build: inline.NewBuilder(r, linearize.Policy{ChunkSize: 2048}, 64, 64),
-			wake:  wk, flows: f.flows, cpu: -1, tx: make([]*port, 2),
-		}
+		w := &worker{q: q, wake: wk, cpu: -1}
+		w.mem, w.zone, w.frames = r.Mem(), r.Frames, r.Frames.NewCache(64)
+		w.build = inline.NewBuilder(r, linearize.Policy{ChunkSize: 2048}, 64, 64)
+		w.flows = f.flows
+		w.txLanes = newTXLanes(2, 64)
 		for i := range f.ports {
-			w.tx[i] = f.ports[i][q]
+			w.tx[i] = f.ports[i][q].tx
 			for qq := q; qq < nq; qq += 2 {
 				p := f.ports[i][qq]
-				p.owner = w
-				p.rx = rxring.New(p.sock, w.frames)
-				w.rx = append(w.rx, p)
+				w.add(p, w)
+				if p.tx != nil {
+					w.own = append(w.own, p.tx)
+				}
 			}
 		}
 		f.workers = append(f.workers, w)
@@ -501,17 +501,12 @@ func (g *mergeRig) ready(q int, h Handler) *worker {
 	w := g.w[q]
 	var inlineMax atomic.Int32
 	w.batch, w.inlineMax = 64, &inlineMax
-	w.reaped = make([]uint64, 64)
 	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
 	w.out = make([]xsk.Desc, linearize.MaxDescs)
 	if w.tap.point == nil {
 		w.tap.point = capture.NewHub(2, []string{"a", "b"}).Point(q)
 	}
-	if h != nil {
-		w.handler = h
-		w.pkts, w.spans, w.descs = make([]Packet, 0, 64), make([]span, 0, 64), make([]xsk.Desc, 0, 64)
-	}
-	w.touched = make([]*port, 0, 3)
+	w.verdicts = newVerdicts(h, 64)
 	return w
 }
 

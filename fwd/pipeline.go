@@ -132,9 +132,9 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 		lanes, self = w.tx[o:o+1], nil
 	}
 	if !merging {
-		for _, p := range lanes {
-			if whole || !p.tx.down() {
-				room = min(room, p.tx.free(w.batch))
+		for _, l := range lanes {
+			if whole || !l.down() {
+				room = min(room, l.free(w.batch))
 			}
 		}
 	}
@@ -142,8 +142,8 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 		room = min(room, self.free(w.batch))
 	}
 	if room < linearize.MaxDescs {
-		for _, p := range lanes {
-			p.tx.crowded()
+		for _, l := range lanes {
+			l.crowded()
 		}
 		if self != nil {
 			self.crowded()
@@ -161,7 +161,7 @@ func (w *worker) begin(n uint32, v verdict, whole bool, b *rxBatch) {
 	w.startBatch()
 	if whole && !b.merging && v.v == VerdictForward {
 		l := w.tx[int(v.out)]
-		l.tx.reserve(n)
+		l.reserve(n)
 		w.touch(l) // finish gives back what is left
 	}
 }
@@ -175,15 +175,6 @@ func (w *worker) startBatch() {
 		w.now = w.clock() // one clock read per batch
 	}
 	w.lastStamp = 0
-}
-
-// clock reads the clock of the stamps (ns): the ordering's, so that a
-// test's fake clock governs every batch and the merge alike.
-func (w *worker) clock() int64 {
-	if w.order == nil {
-		return monoNow()
-	}
-	return w.order.clock()
 }
 
 // collect takes in's next packet into buf (rxring checks every
@@ -287,30 +278,22 @@ func (w *worker) emit(in *port, o int, c txChoice, tx []xsk.Desc, total int, b *
 	w.put(l, tx, total)
 }
 
-// put writes tx on p's lane, or drops the packet (tx_full) when it has no
+// put writes tx on lane l, or drops the packet (tx_full) when it has no
 // room: never in slots begin reserved, only on a lane room left out, a
 // link that is down.
-func (w *worker) put(p *port, tx []xsk.Desc, total int) {
-	w.touch(p)
-	lc := &p.bc
-	if !p.tx.put(tx) {
-		w.abandon(lost{why: dropTXFull, at: atTX, descs: tx, tq: w.q, link: p.link, queue: p.queue, total: total}, lc)
+func (w *worker) put(l *lane, tx []xsk.Desc, total int) {
+	w.touch(l)
+	lc := &l.bc
+	if !l.put(tx) {
+		w.abandon(lost{why: dropTXFull, at: atTX, descs: tx, tq: w.q, link: l.link, queue: l.queue, total: total}, lc)
 		return
 	}
 	if w.tap.set != nil {
-		w.tapOut(p.link, p.queue, capture.TX, 0, tx, total)
+		w.tapOut(l.link, l.queue, capture.TX, 0, tx, total)
 	}
 	lc.txPackets++
 	lc.txBytes += uint64(total)
 	lc.txDescs += uint64(len(tx))
-}
-
-// touch notes that p's lane (or its counts) were written this batch.
-func (w *worker) touch(p *port) {
-	if !p.touched {
-		p.touched = true
-		w.touched = append(w.touched, p)
-	}
 }
 
 // finish ends a batch: the RX descriptors go back to the kernel with the
@@ -319,14 +302,8 @@ func (w *worker) touch(p *port) {
 // and the batch's counts added.
 func (w *worker) finish(in *port, b *rxBatch) {
 	in.rx.Release()
-	for _, p := range w.touched {
-		p.touched = false
-		p.tx.publish()
-		w.publishTX(p, &p.bc)
-		p.bc = batchCounts{}
-	}
-	w.touched = w.touched[:0]
+	w.publishTouched()
 	w.publishHandoffs(in)
 	w.tapEnd()
-	w.publishRX(in, &b.c, b.packets, b.rxBytes)
+	publishRX(in, &b.c, b.packets, b.rxBytes)
 }

@@ -1,9 +1,27 @@
 package fwd
 
+import "github.com/xdpfwd/xdpfwd/xsk"
+
 // A Handler's verdicts: the batch is collected whole (decide), the handler
 // decides every packet at once, and each verdict is carried out by the
 // pipeline's stages (pipeline.go: carryOut). What only a Handler asks for
 // is here: reflect and flood.
+
+// verdicts is a worker's Handler part: the handler, and the batch's
+// packets and where their descriptors are. The worker's alone.
+type verdicts struct {
+	handler Handler
+	pkts    []Packet
+	spans   []span
+	descs   []xsk.Desc
+}
+
+func newVerdicts(h Handler, ringSize int) verdicts {
+	if h == nil {
+		return verdicts{}
+	}
+	return verdicts{handler: h, pkts: make([]Packet, 0, ringSize), spans: make([]span, 0, ringSize), descs: make([]xsk.Desc, 0, ringSize)}
+}
 
 // span locates one packet's descriptors in worker.descs.
 type span struct{ start, end uint32 }
@@ -54,17 +72,17 @@ func (p *Packet) verdictOf() verdict {
 // queue, no flow table (its completion is not counted there either), no
 // ordering.
 func (w *worker) reflect(p rxPkt, b *rxBatch) {
-	in := p.in
-	tx := w.layOut(p, &b.c, &in.bc)
+	l := p.in.tx
+	tx := w.layOut(p, &b.c, &l.bc)
 	if tx == nil {
-		w.abandon(lost{why: dropNoRoom, at: atRX, rx: p, link: in.link, queue: in.queue, total: p.total}, &in.bc)
-		w.touch(in)
+		w.abandon(lost{why: dropNoRoom, at: atRX, rx: p, link: l.link, queue: l.queue, total: p.total}, &l.bc)
+		w.touch(l)
 		return
 	}
 	if w.flows != nil {
 		w.flows.bypass(tx)
 	}
-	w.put(in, tx, p.total)
+	w.put(l, tx, p.total)
 }
 
 // flood sends a copy of p out of every link in set but its own, p itself
