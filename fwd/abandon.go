@@ -23,18 +23,36 @@ const (
 	dropHandoffFull                   // handoff_full
 	dropTXFull                        // tx_full
 	dropAtStop                        // dropped_at_stop
+	numDropReasons
 )
 
-// dropCodes are the reasons' capture codes; dropRejected's is told apart
-// by tapRejected.
-var dropCodes = [...]capture.Reason{
-	dropTruncated:   capTruncated,
-	dropHandler:     capHandler,
-	dropNoRoom:      capNoRoom,
-	dropHandoffFull: capHandoffFull,
-	dropTXFull:      capTXFull,
-	dropAtStop:      capAtStop,
+// drops name each reason: its key in LinkStats.Drops (and in the metrics,
+// the stats line's totals and the summary, which read those), and
+// whether it is counted on the link the packet was to leave by (tx)
+// rather than the one it came in on. Counted under cDrops (counters.go).
+var drops = [numDropReasons]struct {
+	name string
+	tx   bool
+}{
+	dropRejected:    {}, // rxring's counters: rx_bad_descs, rx_too_many_frags
+	dropTruncated:   {DropRXTruncated, false},
+	dropHandler:     {DropHandler, false},
+	dropNoRoom:      {DropTXNoRoom, true},
+	dropHandoffFull: {DropHandoffFull, true},
+	dropTXFull:      {DropTXFull, true},
+	dropAtStop:      {DropAtStop, true},
 }
+
+// dropCodes are the reasons' capture codes: their names. dropRejected's
+// is told apart by tapRejected.
+var dropCodes = func() (c [numDropReasons]capture.Reason) {
+	for r, d := range drops {
+		if d.name != "" {
+			c[r] = capture.ReasonCode(d.name)
+		}
+	}
+	return c
+}()
 
 // stage is how far an abandoned packet got, which says where its memory
 // is and whether its flow was charged for it.
@@ -76,19 +94,8 @@ type lost struct {
 // offered to a capture, settled with the flow ledger, its UMEM released.
 // The capture comes first: it reads the bytes before they are reused.
 func (w *worker) abandon(l lost, c *batchCounts) {
-	switch l.why {
-	case dropTruncated:
-		c.truncated++
-	case dropHandler:
-		c.handlerDrops++
-	case dropNoRoom:
-		c.noRoom++
-	case dropHandoffFull:
-		c.handoffFull++
-	case dropTXFull:
-		c.txFull++
-	case dropAtStop:
-		c.atStop++
+	if l.why != dropRejected {
+		c.n[cDrops+count(l.why)]++
 	}
 	if w.tap.set != nil {
 		w.tapLost(&l)

@@ -92,11 +92,11 @@ func TestCaptureHandedOff(t *testing.T) {
 						name string
 						v    uint64
 					}{
-						{"tx_packets", s.txPackets.Load()},
-						{DropTXFull, s.txFull.Load()},
-						{DropAtStop, s.stopDropped.Load()},
-						{DropHandoffFull, s.handoffFull.Load()},
-						{DropTXNoRoom, s.txNoRoom.Load()},
+						{"tx_packets", s.load(cTXPackets)},
+						{DropTXFull, s.load(cDrops + count(dropTXFull))},
+						{DropAtStop, s.load(cDrops + count(dropAtStop))},
+						{DropHandoffFull, s.load(cDrops + count(dropHandoffFull))},
+						{DropTXNoRoom, s.load(cDrops + count(dropNoRoom))},
 					} {
 						if c.v != 0 {
 							counts = append(counts, fmt.Sprintf("%d/%d:%s=%d", link, q, c.name, c.v))
@@ -178,8 +178,8 @@ func TestAbandonReceived(t *testing.T) {
 				t.Errorf("drop records %v, want %s", got, tc.want)
 			}
 			counted := map[string]uint64{
-				DropHandler:     in.stats.handlerDrops.Load(),
-				DropRXTruncated: in.stats.rxTruncated.Load(),
+				DropHandler:     in.stats.load(cDrops + count(dropHandler)),
+				DropRXTruncated: in.stats.load(cDrops + count(dropTruncated)),
 			}
 			for name, v := range counted {
 				if want := map[bool]uint64{true: 1}[name == tc.counter]; v != want {

@@ -15,73 +15,119 @@ import (
 // them from any goroutine. A worker's loop counters (loopStats) are
 // written only by the worker.
 
-// portStats are one socket's counters. Only its worker writes them, once
-// per batch; readers sum them at any time.
+// count is one of a socket's scalar counters: an index into portStats.n
+// and batchCounts.n. The drops counted in user space follow cDrops, one
+// per dropReason (abandon.go names them). A new counter is a constant
+// here and the LinkStats field it shows in (linkCounts); a new drop, a
+// reason and its name (abandon.go).
+type count uint8
+
+const (
+	cRXPackets count = iota
+	cRXBytes
+	// cRXBatches counts the batches read from the RX ring (forward calls
+	// that found packets); portStats.batchHist sorts them by packets per
+	// batch (batchBucket). Fill-ring wake-ups and refills cut short are
+	// counted by rxring, TX kicks by txring.
+	cRXBatches
+	cTXPackets
+	cTXBytes
+	cTXDescs
+	// cInlineFallbacks: small packets that found the inline zone empty
+	// and left from their frame instead.
+	cInlineFallbacks
+	// cCsumCompleted: packets received with a partial TCP/UDP checksum
+	// (left for offload) that were finished in software.
+	cCsumCompleted
+	// cVLANRestored: packets received whose offloaded VLAN tag was put
+	// back into the frame (vlan.go).
+	cVLANRestored
+	// cOrderTimeouts: packets sent before their turn because they were
+	// held for ordering longer than maxHold (merge.go): not drops.
+	cOrderTimeouts
+	// cBadCompletions: completion-ring addresses that are no UMEM unit,
+	// never followed; reported with the RX ring's invalid descriptors
+	// (rx_bad_descs).
+	cBadCompletions
+	// cDrops + r counts the packets abandoned for dropReason r.
+	cDrops
+	numCounts = cDrops + count(numDropReasons)
+)
+
+// linkCounts says where LinkStats shows each counter below cDrops; the
+// drops show in LinkStats.Drops by their reason's name, cBadCompletions in
+// Drops[DropRXBadDesc] (nil here).
+var linkCounts = [cDrops]func(*LinkStats) *uint64{
+	cRXPackets:       func(l *LinkStats) *uint64 { return &l.RXPackets },
+	cRXBytes:         func(l *LinkStats) *uint64 { return &l.RXBytes },
+	cRXBatches:       func(l *LinkStats) *uint64 { return &l.RXBatches },
+	cTXPackets:       func(l *LinkStats) *uint64 { return &l.TXPackets },
+	cTXBytes:         func(l *LinkStats) *uint64 { return &l.TXBytes },
+	cTXDescs:         func(l *LinkStats) *uint64 { return &l.TXDescriptors },
+	cInlineFallbacks: func(l *LinkStats) *uint64 { return &l.InlineFallbacks },
+	cCsumCompleted:   func(l *LinkStats) *uint64 { return &l.ChecksumsCompleted },
+	cVLANRestored:    func(l *LinkStats) *uint64 { return &l.VLANRestored },
+	cOrderTimeouts:   func(l *LinkStats) *uint64 { return &l.OrderHoldTimeouts },
+}
+
+// ringCounts are the LinkStats fields the rings count (txring's kicks,
+// rxring's fill wake-ups): summed over queues with linkCounts.
+var ringCounts = [...]func(*LinkStats) *uint64{
+	func(l *LinkStats) *uint64 { return &l.TXKicks },
+	func(l *LinkStats) *uint64 { return &l.KickErrors },
+	func(l *LinkStats) *uint64 { return &l.FillWakeups },
+}
+
+// portStats are one socket's counters: n by count, and the histograms.
 type portStats struct {
-	rxPackets atomic.Uint64
-	rxBytes   atomic.Uint64
-	txPackets atomic.Uint64
-	txBytes   atomic.Uint64
-	txDescs   atomic.Uint64
+	n [numCounts]atomic.Uint64
 	// txPaths counts packets sent per linearize.Path.
 	txPaths [linearize.NumPaths]atomic.Uint64
 	// descHist[k] counts packets that left as k descriptors (k ≤ 18).
 	descHist [linearize.MaxDescs + 1]atomic.Uint64
-	// inlineFallbacks: small packets that found the inline zone empty
-	// and left from their frame instead.
-	inlineFallbacks atomic.Uint64
-	// badCompletions counts completion-ring addresses that are no UMEM
-	// unit: never followed. Reported with the RX ring's invalid
-	// descriptors (rxring.Ring.Invalid).
-	badCompletions atomic.Uint64
-	// txNoRoom counts packets dropped because no TX layout had room
-	// (frag zone exhausted for a chain longer than the kernel takes).
-	txNoRoom atomic.Uint64
-	// orderTimeouts counts packets sent before their turn because they
-	// were held for ordering longer than maxHold (merge.go): not drops.
-	orderTimeouts atomic.Uint64
-	// handlerDrops counts packets received here that the Handler dropped
-	// (or left without a verdict).
-	handlerDrops atomic.Uint64
-	// txFull counts packets a Handler sent to this TX queue while it had
-	// no room (its link down): dropped rather than stall every link.
-	txFull atomic.Uint64
-	// stopDropped counts packets handed to this TX lane that were still
-	// waiting when the forwarder closed.
-	stopDropped atomic.Uint64
-	// handoffFull counts packets dropped because the handoff ring to the
-	// worker owning their flow's TX queue was full.
-	handoffFull atomic.Uint64
-	// csumCompleted counts packets received with a partial TCP/UDP
-	// checksum (left for offload) that were finished in software.
-	csumCompleted atomic.Uint64
-	// vlanRestored counts packets received whose offloaded VLAN tag was
-	// put back into the frame (vlan.go).
-	vlanRestored atomic.Uint64
-	// rxTruncated counts packets received shorter than their IP header
-	// says (truncated.go): dropped.
-	rxTruncated atomic.Uint64
-	// rxBatches counts the batches read from this RX ring (forward calls
-	// that found packets), batchHist those batches by packets per batch
-	// (batchBucket). Fill-ring wake-ups and refills cut short are counted
-	// by rxring, TX kicks by txring.
-	rxBatches atomic.Uint64
+	// batchHist counts the RX batches by packets per batch (cRXBatches).
 	batchHist [numBatchBuckets]atomic.Uint64
 }
 
-// batchCounts accumulates one batch's counters in plain memory; they are
-// published with one atomic add each at the end of the batch.
+// load reads counter c.
+func (s *portStats) load(c count) uint64 { return s.n[c].Load() }
+
+// batchCounts accumulates one batch's counters in plain memory, for one
+// socket; publish adds them with one atomic add each.
 type batchCounts struct {
-	txPackets, txBytes, txDescs uint64
-	paths                       [linearize.NumPaths]uint64
-	fallbacks, noRoom           uint64
-	handlerDrops                uint64
-	vlanRestored                uint64
-	truncated                   uint64
-	txFull                      uint64
-	handoffFull, csumCompleted  uint64
-	atStop                      uint64 // dropped_at_stop (dropHandoffs)
-	hist                        [linearize.MaxDescs + 1]uint64
+	n     [numCounts]uint64
+	paths [linearize.NumPaths]uint64
+	hist  [linearize.MaxDescs + 1]uint64
+}
+
+// publish adds what c counted to s, one atomic add per counter that
+// moved.
+func publish(s *portStats, c *batchCounts) {
+	for i, v := range c.n {
+		if v != 0 {
+			s.n[i].Add(v)
+		}
+	}
+	for p, v := range c.paths {
+		if v != 0 {
+			s.txPaths[p].Add(v)
+		}
+	}
+	for k, v := range c.hist {
+		if v != 0 {
+			s.descHist[k].Add(v)
+		}
+	}
+}
+
+// publishRX ends a batch read from in: its packets, bytes and size, and
+// what the batch counted on the receive side (c).
+func publishRX(in *port, c *batchCounts, packets int, rxBytes uint64) {
+	c.n[cRXPackets] += uint64(packets)
+	c.n[cRXBytes] += rxBytes
+	c.n[cRXBatches]++
+	in.stats.batchHist[batchBucket(packets)].Add(1)
+	publish(&in.stats, c)
 }
 
 // loopStats are a worker's loop counters: sleeps counts the times it
@@ -93,58 +139,4 @@ type batchCounts struct {
 type loopStats struct {
 	sleeps, polls, pollTimeouts, pollEventfd atomic.Uint64
 	progress                                 workerProgress
-}
-
-// publishRX adds one batch's receive-side counts to in's counters, one
-// atomic add each.
-func publishRX(in *port, c *batchCounts, packets int, rxBytes uint64) {
-	in.stats.rxPackets.Add(uint64(packets))
-	in.stats.rxBytes.Add(rxBytes)
-	in.stats.rxBatches.Add(1)
-	in.stats.batchHist[batchBucket(packets)].Add(1)
-	if c.csumCompleted != 0 {
-		in.stats.csumCompleted.Add(c.csumCompleted)
-	}
-	if c.handlerDrops != 0 {
-		in.stats.handlerDrops.Add(c.handlerDrops)
-	}
-	if c.vlanRestored != 0 {
-		in.stats.vlanRestored.Add(c.vlanRestored)
-	}
-	if c.truncated != 0 {
-		in.stats.rxTruncated.Add(c.truncated)
-	}
-}
-
-// publishTX adds one batch's transmit-side counts to s, a lane's socket's
-// counters.
-func publishTX(s *portStats, c *batchCounts) {
-	s.txPackets.Add(c.txPackets)
-	s.txBytes.Add(c.txBytes)
-	s.txDescs.Add(c.txDescs)
-	for p, v := range c.paths {
-		if v != 0 {
-			s.txPaths[p].Add(v)
-		}
-	}
-	for k, v := range c.hist {
-		if v != 0 {
-			s.descHist[k].Add(v)
-		}
-	}
-	if c.fallbacks != 0 {
-		s.inlineFallbacks.Add(c.fallbacks)
-	}
-	if c.noRoom != 0 {
-		s.txNoRoom.Add(c.noRoom)
-	}
-	if c.handoffFull != 0 {
-		s.handoffFull.Add(c.handoffFull)
-	}
-	if c.txFull != 0 {
-		s.txFull.Add(c.txFull)
-	}
-	if c.atStop != 0 {
-		s.stopDropped.Add(c.atStop)
-	}
 }

@@ -214,7 +214,7 @@ func (t *txLanes) publishTouched() {
 	for _, l := range t.touched {
 		l.touched = false
 		l.publish()
-		publishTX(l.stats, &l.bc)
+		publish(l.stats, &l.bc)
 		l.bc = batchCounts{}
 	}
 	t.touched = t.touched[:0]

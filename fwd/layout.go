@@ -63,7 +63,7 @@ func (w *worker) layOut(p rxPkt, rc, lc *batchCounts) []xsk.Desc {
 			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd = 1
 		} else {
-			lc.fallbacks++
+			lc.n[cInlineFallbacks]++
 			path = linearize.Frame
 			if len(chain) > 1 {
 				path = linearize.Chain
@@ -92,7 +92,7 @@ func (w *worker) layOut(p rxPkt, rc, lc *batchCounts) []xsk.Desc {
 	tx := w.out[:nd]
 	// Finished on the bytes that leave, on every path (see complete).
 	if w.csum && w.complete(tx) {
-		rc.csumCompleted++
+		rc.n[cCsumCompleted]++
 	}
 	for _, d := range tx {
 		w.meter.Touch(d.Addr, d.Len)

@@ -375,30 +375,28 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		var ds [linearize.MaxDescs]xsk.Desc
 		for j := range k {
 			ds[j] = h.at(idx + j).desc
-			c.txBytes += uint64(ds[j].Len)
+			c.n[cTXBytes] += uint64(ds[j].Len)
 		}
 		out.put(ds[:k]) // free said there is room
 		if w.tap.set != nil {
 			w.tapHanded(o, capture.TX, 0, h, idx, k)
 		}
 		h.release(k)
-		c.txPackets++
-		c.txDescs += uint64(k)
+		c.n[cTXPackets]++
+		c.n[cTXDescs] += uint64(k)
 	}
-	if c.txPackets > 0 {
+	if c.n[cTXPackets] > 0 {
 		out.publish() // kicked by run: kickOrDefer
 	}
-	if c.txPackets|c.txFull != 0 {
-		publishTX(out.stats, &c)
-	}
-	if timeouts > 0 {
-		out.stats.orderTimeouts.Add(timeouts)
+	c.n[cOrderTimeouts] = timeouts
+	if c.n[cTXPackets]|c.n[cDrops+count(dropTXFull)]|timeouts != 0 {
+		publish(out.stats, &c)
 	}
 	for _, h := range ord.in[o] {
 		n, _ := h.peek(^uint32(0))
 		held += int(n)
 	}
-	return int(c.txPackets), held
+	return int(c.n[cTXPackets]), held
 }
 
 // dropHandoffs releases what is left in the rings handed to this worker,
@@ -430,7 +428,7 @@ func (w *worker) dropHandoffs() {
 				}
 			}
 		}
-		publishTX(w.tx[o].stats, &c)
+		publish(w.tx[o].stats, &c)
 	}
 }
 

@@ -162,7 +162,7 @@ func (g *mergeRig) sent(o, tq int) []string {
 	return out
 }
 
-func (g *mergeRig) timeouts(o, tq int) uint64 { return g.port(o, tq).stats.orderTimeouts.Load() }
+func (g *mergeRig) timeouts(o, tq int) uint64 { return g.port(o, tq).stats.load(cOrderTimeouts) }
 
 func usec(n int) int64 { return int64(n) * int64(time.Microsecond) }
 
@@ -212,7 +212,7 @@ func TestMergeOrder(t *testing.T) {
 			if got := g.sent(1, 0); !sameNames(got, []string{"a", "b", "c", "d", "e", "e+1"}) {
 				t.Fatalf("sent %v, want stamp order a b c d e e+1", got)
 			}
-			if n := g.port(1, 0).stats.txPackets.Load(); n != 5 {
+			if n := g.port(1, 0).stats.load(cTXPackets); n != 5 {
 				t.Errorf("tx_packets %d, want 5", n)
 			}
 		}},
@@ -466,10 +466,10 @@ func TestDropHandoffs(t *testing.T) {
 			frames = append(frames, g.hand(0, 1, 0, "d", s+2, 1)...)
 			g.hand(0, 1, 1, "e", s+3, 1) // bound for worker 1: not worker 0's to drop
 			g.w[0].dropHandoffs()
-			if n := g.port(1, 0).stats.stopDropped.Load(); n != 3 {
+			if n := g.port(1, 0).stats.load(cDrops + count(dropAtStop)); n != 3 {
 				t.Errorf("link 1 queue 0 dropped_at_stop %d, want 3 (a, c, d)", n)
 			}
-			if n := g.port(0, 0).stats.stopDropped.Load(); n != 1 {
+			if n := g.port(0, 0).stats.load(cDrops + count(dropAtStop)); n != 1 {
 				t.Errorf("link 0 queue 0 dropped_at_stop %d, want 1 (b)", n)
 			}
 			for o := range g.w[0].order.in {

@@ -73,9 +73,12 @@ func (w *worker) forward(in *port) int {
 	b := rxBatch{merging: merging}
 	w.begin(n, v, whole, &b)
 	if whole {
+		// One verdict, resolved once for the batch: every packet is sent
+		// to its link (VerdictForward is the only batch verdict).
+		o := int(v.out)
 		for in.rx.More() {
 			if p, ok := w.collect(in, w.chain, &b); ok {
-				w.carryOut(p, v, &b)
+				w.send(p, o, &b)
 			}
 		}
 	} else {
@@ -193,7 +196,7 @@ func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch) (rxPkt, bool) {
 	}
 	if w.restoreVLAN(&p.descs[0]) {
 		p.total += vlanTagLen
-		b.c.vlanRestored++
+		b.c.n[cVLANRestored]++
 	}
 	// A frame cut on its way in is dropped, not sent on cut.
 	if d := p.descs[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], p.total) {
@@ -228,13 +231,18 @@ func (w *worker) carryOut(p rxPkt, v verdict, b *rxBatch) {
 	w.abandon(lost{why: dropHandler, at: atRX, rx: p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
 }
 
-// choose is the flow choice for p, with several queues: its flow's TX
-// queue, and its arrival stamp, taken (cleared, for the ordering) unless
-// peek. It reads the frame, so it runs before the layout may recycle it.
+// choose is the flow choice for p: with one queue, this worker's; with
+// several (flows), its flow's TX queue, and its arrival stamp, taken
+// (cleared, for the ordering) unless peek. It reads the frame, so it runs
+// before the layout may recycle it.
 func (w *worker) choose(p rxPkt, peek bool) txChoice {
 	if w.flows == nil {
-		return txChoice{tq: w.q, slot: xps.NoSlot} // one queue: this worker's
+		return txChoice{tq: w.q, slot: xps.NoSlot}
 	}
+	return w.chooseFlow(p, peek)
+}
+
+func (w *worker) chooseFlow(p rxPkt, peek bool) txChoice {
 	d := p.descs[0]
 	c := txChoice{}
 	c.tq, c.slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
@@ -291,9 +299,9 @@ func (w *worker) put(l *lane, tx []xsk.Desc, total int) {
 	if w.tap.set != nil {
 		w.tapOut(l.link, l.queue, capture.TX, 0, tx, total)
 	}
-	lc.txPackets++
-	lc.txBytes += uint64(total)
-	lc.txDescs += uint64(len(tx))
+	lc.n[cTXPackets]++
+	lc.n[cTXBytes] += uint64(total)
+	lc.n[cTXDescs] += uint64(len(tx))
 }
 
 // finish ends a batch: the RX descriptors go back to the kernel with the

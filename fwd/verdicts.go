@@ -97,7 +97,7 @@ func (w *worker) flood(p rxPkt, set LinkSet, b *rxBatch) {
 	}
 	// Finish a partial checksum once, before the copies are made.
 	if w.csum && w.complete(p.descs) {
-		b.c.csumCompleted++
+		b.c.n[cCsumCompleted]++
 	}
 	last := 63
 	for last >= 0 && !set.Has(last) {

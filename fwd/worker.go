@@ -290,7 +290,7 @@ func (w *worker) reap(l *lane) {
 		}
 		for _, a := range w.reaped[:n] {
 			if !w.freeTX(a) {
-				l.stats.badCompletions.Add(1) // not a UMEM address: never followed
+				l.stats.n[cBadCompletions].Add(1) // not a UMEM address: never followed
 			}
 		}
 		if n < len(w.reaped) {
