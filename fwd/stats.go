@@ -119,6 +119,24 @@ const (
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
 
+// KernelDrops are the drop reasons read from the kernel's XDP_STATISTICS:
+// a queue's LinkStats.Drops has them only when its socket could be read.
+var KernelDrops = [...]string{DropRXDropped, DropRXRingFull, DropFillRingEmpty, DropRXInvalid, DropTXInvalid}
+
+// DropReasons lists every key of a queue's LinkStats.Drops (xdp_pass,
+// counted per link, aside): the kernel's, then the rings', then the
+// engine's own, one per reason it abandons a packet for. For an exporter
+// that shows every reason from the start.
+func DropReasons() []string {
+	r := append(KernelDrops[:len(KernelDrops):len(KernelDrops)], DropUMEMExhausted, DropRXBadDesc, DropRXTooLong)
+	for _, d := range drops {
+		if d.name != "" {
+			r = append(r, d.name)
+		}
+	}
+	return r
+}
+
 // LinkStats returns the counters of link i (its index in Config.Links),
 // summed over its queues. It is safe to call while the forwarder runs: it
 // sums per-worker atomics and reads the kernel's statistics with one
