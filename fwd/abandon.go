@@ -23,18 +23,36 @@ const (
 	dropHandoffFull                   // handoff_full
 	dropTXFull                        // tx_full
 	dropAtStop                        // dropped_at_stop
+	numDropReasons
 )
 
-// dropCodes are the reasons' capture codes; dropRejected's is told apart
-// by tapRejected.
-var dropCodes = [...]capture.Reason{
-	dropTruncated:   capTruncated,
-	dropHandler:     capHandler,
-	dropNoRoom:      capNoRoom,
-	dropHandoffFull: capHandoffFull,
-	dropTXFull:      capTXFull,
-	dropAtStop:      capAtStop,
+// drops name each reason: its key in LinkStats.Drops (and in the metrics,
+// the stats line's totals and the summary, which read those), and
+// whether it is counted on the link the packet was to leave by (tx)
+// rather than the one it came in on. Counted under cDrops (counters.go).
+var drops = [numDropReasons]struct {
+	name string
+	tx   bool
+}{
+	dropRejected:    {}, // rxring's counters: rx_bad_descs, rx_too_many_frags
+	dropTruncated:   {DropRXTruncated, false},
+	dropHandler:     {DropHandler, false},
+	dropNoRoom:      {DropTXNoRoom, true},
+	dropHandoffFull: {DropHandoffFull, true},
+	dropTXFull:      {DropTXFull, true},
+	dropAtStop:      {DropAtStop, true},
 }
+
+// dropCodes are the reasons' capture codes: their names. dropRejected's
+// is told apart by tapRejected.
+var dropCodes = func() (c [numDropReasons]capture.Reason) {
+	for r, d := range drops {
+		if d.name != "" {
+			c[r] = capture.ReasonCode(d.name)
+		}
+	}
+	return c
+}()
 
 // stage is how far an abandoned packet got, which says where its memory
 // is and whether its flow was charged for it.
@@ -44,9 +62,9 @@ const (
 	// atRing: rxring refused its descriptors and recycled what it could
 	// follow; nothing is left to give back.
 	atRing stage = iota
-	// atRX: its received frames, Held, in w.chain: back to in's fill ring.
+	// atRX: its received frames, Held, in rx: back to their fill ring.
 	atRX
-	// atCopy: a copy of the packet in w.chain (flood) found no room;
+	// atCopy: a copy of the packet in rx (flood) found no room;
 	// nothing was laid out, and the packet itself goes on.
 	atCopy
 	// atTX: laid out in descs and charged to TX queue tq (flowState.sent
@@ -65,7 +83,7 @@ type lost struct {
 	at          stage
 	link, queue int // where a capture records it
 	total       int
-	in          *port      // atRing, atRX: the port it was received on
+	rx          rxPkt      // atRing, atRX, atCopy: the packet as received
 	descs       []xsk.Desc // atTX
 	tq          int        // atTX
 	h           *handoff   // atHandoff
@@ -76,26 +94,15 @@ type lost struct {
 // offered to a capture, settled with the flow ledger, its UMEM released.
 // The capture comes first: it reads the bytes before they are reused.
 func (w *worker) abandon(l lost, c *batchCounts) {
-	switch l.why {
-	case dropTruncated:
-		c.truncated++
-	case dropHandler:
-		c.handlerDrops++
-	case dropNoRoom:
-		c.noRoom++
-	case dropHandoffFull:
-		c.handoffFull++
-	case dropTXFull:
-		c.txFull++
-	case dropAtStop:
-		c.atStop++
+	if l.why != dropRejected {
+		c.n[cDrops+count(l.why)]++
 	}
 	if w.tap.set != nil {
 		w.tapLost(&l)
 	}
 	switch l.at {
 	case atRX:
-		w.drop(l.in)
+		w.drop(l.rx)
 	case atTX:
 		if w.flows != nil {
 			w.flows.completed(l.descs, l.tq)
@@ -117,9 +124,9 @@ func (w *worker) abandon(l lost, c *batchCounts) {
 func (w *worker) tapLost(l *lost) {
 	switch l.at {
 	case atRing:
-		w.tapRejected(l.in, l.total)
+		w.tapRejected(l.rx)
 	case atRX, atCopy:
-		w.tapFrames(l.link, l.queue, capture.Drop, dropCodes[l.why], l.total)
+		w.tapFrames(l.link, l.queue, capture.Drop, dropCodes[l.why], l.rx.descs, l.total)
 	case atTX:
 		w.tapOut(l.link, l.queue, capture.Drop, dropCodes[l.why], l.descs, l.total)
 	case atHandoff:

@@ -50,11 +50,10 @@ func TestLostRXFrameIsLeaked(t *testing.T) {
 	// A worker that reads one packet and forgets it.
 	n := port.rx.Peek(1, linearize.MaxDescs)
 	var b rxBatch
-	if _, ok := w.collect(port, &b); !ok {
+	if _, ok := w.collect(port, w.chain, &b); !ok {
 		t.Fatalf("collect refused the packet: %+v", b)
 	}
 	port.rx.Release()
-	w.chain = w.chain[:0]
 	f.Close()
 	if got := f.Leaked(); got != int(n) {
 		t.Errorf("Leaked() = %d after a worker lost %d received frame(s)", got, n)

@@ -48,26 +48,27 @@ func (w *worker) tapEnd() {
 	}
 }
 
-// tapRX offers the packet collected in w.chain as received on in.
-func (w *worker) tapRX(in *port, total int) {
-	w.tapFrames(in.link, in.queue, capture.RX, 0, total)
+// tapRX offers p as received.
+func (w *worker) tapRX(p rxPkt) {
+	w.tapFrames(p.in.link, p.in.queue, capture.RX, 0, p.descs, p.total)
 }
 
 // tapRejected offers a packet collect refused, with its reason.
-func (w *worker) tapRejected(in *port, total int) {
+func (w *worker) tapRejected(p rxPkt) {
 	r := capTooLong
-	if inv, _ := in.rx.Rejects(); inv != w.tap.invalid {
+	if inv, _ := p.in.rx.Rejects(); inv != w.tap.invalid {
 		w.tap.invalid, r = inv, capBadDesc
 	}
-	w.tapFrames(in.link, in.queue, capture.Drop, r, total)
+	w.tapFrames(p.in.link, p.in.queue, capture.Drop, r, p.descs, p.total)
 }
 
-// tapFrames offers the packet in w.chain: the bytes of its descriptors
-// that lie in a frame of the zone (an invalid descriptor is not read).
-func (w *worker) tapFrames(link, queue int, dir capture.Dir, r capture.Reason, total int) {
+// tapFrames offers a received packet, its descriptors in descs: the bytes
+// of those that lie in a frame of the zone (an invalid descriptor is not
+// read).
+func (w *worker) tapFrames(link, queue int, dir capture.Dir, r capture.Reason, descs []xsk.Desc, total int) {
 	segs := w.tap.segs[:0]
 	size := uint64(w.zone.UnitSize())
-	for _, d := range w.chain {
+	for _, d := range descs {
 		if !w.zone.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.zone.UnitAddr(d.Addr)+size {
 			break
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/capture"
-	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -54,7 +53,7 @@ func TestCaptureHandedOff(t *testing.T) {
 			// Worker 0 reads a packet on link 0 queue 0 whose flow is on
 			// TX queue 1 of link 1: worker 1's.
 			w := g.w[0]
-			in, out := g.port(0, 0), g.port(1, 0)
+			in := g.port(0, 0)
 			if tc.then == nil {
 				// The handoff ring already full.
 				for in.out[1][1].room() > 0 {
@@ -62,14 +61,13 @@ func TestCaptureHandedOff(t *testing.T) {
 				}
 			}
 			w.tap.set = w.tap.point.Begin()
-			w.out = make([]xsk.Desc, linearize.MaxDescs)
 			p := g.frame("p")
-			w.out[0] = xsk.Desc{Addr: p, Len: 60}
+			tx := []xsk.Desc{{Addr: p, Len: 60}}
 			b := rxBatch{merging: true}
-			w.sendOne(in, out, 1, 1, xps.NoSlot, 0, 60, 1, &b)
+			w.emit(in, 1, txChoice{tq: 1, slot: xps.NoSlot}, tx, 60, &b)
 			w.order.publish(in)
 			w.tapEnd()
-			w.publishTX(out, &b.c) // as finish does
+			w.publishTouched() // as finish does
 			if tc.then != nil {
 				tc.then(g)
 			}
@@ -94,11 +92,11 @@ func TestCaptureHandedOff(t *testing.T) {
 						name string
 						v    uint64
 					}{
-						{"tx_packets", s.txPackets.Load()},
-						{DropTXFull, s.txFull.Load()},
-						{DropAtStop, s.stopDropped.Load()},
-						{DropHandoffFull, s.handoffFull.Load()},
-						{DropTXNoRoom, s.txNoRoom.Load()},
+						{"tx_packets", s.load(cTXPackets)},
+						{DropTXFull, s.load(cDrops + count(dropTXFull))},
+						{DropAtStop, s.load(cDrops + count(dropAtStop))},
+						{DropHandoffFull, s.load(cDrops + count(dropHandoffFull))},
+						{DropTXNoRoom, s.load(cDrops + count(dropNoRoom))},
 					} {
 						if c.v != 0 {
 							counts = append(counts, fmt.Sprintf("%d/%d:%s=%d", link, q, c.name, c.v))
@@ -180,8 +178,8 @@ func TestAbandonReceived(t *testing.T) {
 				t.Errorf("drop records %v, want %s", got, tc.want)
 			}
 			counted := map[string]uint64{
-				DropHandler:     in.stats.handlerDrops.Load(),
-				DropRXTruncated: in.stats.rxTruncated.Load(),
+				DropHandler:     in.stats.load(cDrops + count(dropHandler)),
+				DropRXTruncated: in.stats.load(cDrops + count(dropTruncated)),
 			}
 			for name, v := range counted {
 				if want := map[bool]uint64{true: 1}[name == tc.counter]; v != want {

@@ -98,15 +98,13 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	}
 	t.Cleanup(func() { r.Close() })
 	policy := linearize.Policy{InlineMax: 256, MaxTxFrags: 4, ChunkSize: frameSize}
-	return &worker{
-		mem:    r.Mem(),
-		zone:   r.Frames,
-		frames: r.Frames.NewCache(16),
-		build:  inline.NewBuilder(r, policy, 16, 64),
-		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
-		out:    make([]xsk.Desc, linearize.MaxDescs),
-		csum:   true,
-	}
+	w := &worker{}
+	w.mem, w.zone, w.frames = r.Mem(), r.Frames, r.Frames.NewCache(16)
+	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
+	w.build = inline.NewBuilder(r, policy, 16, 64)
+	w.out = make([]xsk.Desc, linearize.MaxDescs)
+	w.csum = true
+	return w
 }
 
 // testPort is a port with an RX ring on an in-memory socket, for the
@@ -173,24 +171,24 @@ func TestCompleteEveryPath(t *testing.T) {
 				}{{partial, 1}, {correct, 0}} {
 					w.receive(t, pkt.frame, c.lens...)
 					var bc batchCounts
-					nd := w.layOut(in, len(pkt.frame), &bc)
-					if nd == 0 {
+					tx := w.layOut(rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, &bc, &bc)
+					if tx == nil {
 						t.Fatal("layOut dropped the packet")
 					}
 					if bc.paths[c.path] != 1 {
 						t.Fatalf("paths %v, want one %v", bc.paths, c.path)
 					}
 					out := make([]byte, len(pkt.frame))
-					if n := linearize.Gather(out, w.mem, w.out[:nd]); n != len(out) {
+					if n := linearize.Gather(out, w.mem, tx); n != len(out) {
 						t.Fatalf("TX descriptors carry %d bytes, want %d", n, len(out))
 					}
 					if !bytes.Equal(out, correct) {
 						t.Fatalf("the bytes that leave are not the packet with its full checksum")
 					}
-					if bc.csumCompleted != pkt.count {
-						t.Fatalf("%d completions counted, want %d", bc.csumCompleted, pkt.count)
+					if bc.n[cCsumCompleted] != pkt.count {
+						t.Fatalf("%d completions counted, want %d", bc.n[cCsumCompleted], pkt.count)
 					}
-					w.release(w.out[:nd])
+					w.release(tx)
 					in.rx.Release() // the frames copied from go to the fake fill ring
 					if v := w.zone.Violations(); v != 0 {
 						t.Fatalf("%d ownership violations", v)

@@ -15,18 +15,31 @@
 //
 // # The path of a packet
 //
-// A worker reads a batch from one RX ring at a time and takes each packet
-// through named stages: collect (rxring.Ring.Next: the descriptors of one
-// whole packet, each checked against the frames zone — validate — and the
-// frames moved from the kernel to the worker), decide (the flow's TX queue;
-// with a Handler, the handler's verdict for the whole batch), lay out
-// (layout.go: inline slot, own frame, frag block or chain, package
-// linearize deciding) and send (the worker's own TX lane, lane.go, or a
-// handoff ring to the TX queue's owner, whose merge puts it on its lane).
-// Only a lane writes a TX ring, and only abandon (abandon.go) ends a packet
-// that is not sent. Only the layout code decides where a UMEM unit goes
-// next; rxring lends and takes back the frames of the receive side, and
-// umem records every move.
+// Every mode runs one batch pipeline (pipeline.go): RX ring → verdict →
+// layout → lane → completion. A worker takes a batch from one RX ring
+// (rxring.Ring.Next: the descriptors of one whole packet, each checked
+// against the frames zone, the frames moved from the kernel to the
+// worker), gets its verdict — cross-connect's is one for the whole batch
+// (every packet out of the other link), a Handler's one per packet
+// (verdicts.go) — then per packet chooses its TX queue (its flow's), lays
+// it out (layout.go: inline slot, own frame, frag block or chain, package
+// linearize deciding) and puts it on a TX lane (lane.go) or a handoff ring
+// to the queue's owner, whose merge puts it on its lane (merge.go); the
+// completion ring gives its memory back (worker.reap). Each stage takes
+// the packet as a value (rxPkt) and hands its result on as one. Only a
+// lane writes a TX ring or kicks one, and only abandon (abandon.go) ends a
+// packet that is not sent. Only the layout code decides where a UMEM unit
+// goes next; rxring lends and takes back the frames of the receive side,
+// and umem records every move.
+//
+// # Who owns what
+//
+// A worker (worker.go: its loop) is made of parts, each in the file named
+// for it with a note on who writes what it shares: the RX side and its
+// ports (rxside.go), the TX lanes (lane.go), the layout (layout.go), the
+// flow choice and the ordering (floworder.go, merge.go, handoff.go), a
+// Handler's batch (verdicts.go) and the counters (counters.go: one set,
+// which LinkStats, the summary, the stats line and the metrics read).
 //
 // # Concurrency
 //

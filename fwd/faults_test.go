@@ -348,7 +348,7 @@ func TestLinkDownIdle(t *testing.T) {
 	if cpu > 0.5 || kicks > 1000 {
 		t.Errorf("BUG: with %s down and its TX ring full the worker busy-loops: %.0f%% of a core, %.0f failed sendto/s, each counted in tx_kick_errors. "+
 			"forward() kicks and returns 0 when the TX ring has no room, and poll(2) on the RX sockets returns at once because A's RX ring still holds packets, "+
-			"so the idle path never sleeps (fwd/worker.go run and forward). It should back off while a TX ring is full and its kicks fail (poll for POLLOUT on that socket, or sleep until the link monitor sees the link up)",
+			"so the idle path never sleeps (fwd/worker.go run, fwd/pipeline.go forward). It should back off while a TX ring is full and its kicks fail (poll for POLLOUT on that socket, or sleep until the link monitor sees the link up)",
 			p.LinkB, 100*cpu, kicks)
 	}
 	waitDownSettled(t, r.f, 1, 5*time.Second)

@@ -42,7 +42,9 @@ func BenchmarkForward(b *testing.B) {
 			for i := range ks {
 				ks[i] = xsktest.New(512, 0, 0)
 				f.socks[i] = []*xsk.Socket{ks[i].Socket}
-				f.ports[i] = []*port{{link: i, sock: ks[i].Socket, tx: newLane(ks[i].Socket)}}
+				p := &port{link: i, sock: ks[i].Socket}
+				p.tx = newLane(p)
+				f.ports[i] = []*port{p}
 			}
 			w, err := newWorker(f, 0)
 			if err != nil {

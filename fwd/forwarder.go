@@ -175,7 +175,7 @@ func New(config Config) (_ *Forwarder, err error) {
 			}
 			// TX lanes; with a Handler every socket, which may reflect.
 			if q < cfg.Queues || f.handler != nil {
-				p.tx = newLane(sk)
+				p.tx = newLane(p)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}
@@ -190,8 +190,8 @@ func New(config Config) (_ *Forwarder, err error) {
 		f.workers = append(f.workers, w)
 		// Fill rings go full before the program points at the sockets,
 		// so the first packet after "ready" finds a frame to land in.
+		w.refill()
 		for _, p := range w.rx {
-			w.refill(p)
 			env.Notify(p.sock, w.wake.wake)
 		}
 	}

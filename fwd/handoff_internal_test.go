@@ -191,10 +191,14 @@ func sleepRig(t *testing.T) (*worker, *handoff) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wk.close() })
-	w := &worker{wake: wk, tx: make([]*port, 2)}
+	w := &worker{wake: wk}
+	w.txLanes = newTXLanes(2, 64)
 	for i := range w.tx {
-		w.tx[i] = &port{link: i, tx: newLane(xsktest.New(64, 0, 0).Socket)}
-		w.rx = append(w.rx, w.tx[i])
+		p := &port{link: i, sock: xsktest.New(64, 0, 0).Socket}
+		p.tx = newLane(p)
+		w.tx[i] = p.tx
+		w.own = append(w.own, p.tx)
+		w.rx = append(w.rx, p)
 	}
 	h := newHandoff(256, wk)
 	w.order = &ordering{clock: monoNow, in: make([][]*handoff, 2)}

@@ -24,10 +24,10 @@ type workerProgress struct {
 // progressCount is the number of rounds w's loop has made.
 func (w *worker) progressCount() uint64 { return w.progress.rounds.Load() }
 
-// rxPending reports whether any of w's RX rings holds packets it has not
+// rxPending reports whether any of the RX rings holds packets the worker has not
 // released. Safe from any goroutine while the sockets are open.
-func (w *worker) rxPending() bool {
-	for _, p := range w.rx {
+func (r *rxSide) rxPending() bool {
+	for _, p := range r.rx {
 		if !p.rx.Empty() {
 			return true
 		}

@@ -7,14 +7,25 @@ import (
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
-// lane is one TX ring and what decides when it is kicked, and the only
-// code in the package that writes a TX ring: direct sends (forward,
-// verdicts) and the merge put packets on it, and the worker's loop asks
-// it to kick. A lane has a single owner, the worker that transmits on its
-// TX queue (the ring's single producer); stats readers only load the
-// ring's Kicks and KickErrors atomics (kicks).
+// TX lanes: the only code in the package that writes a TX ring or kicks
+// one.
+//
+// Concurrency: a lane has a single owner, the worker that transmits on its
+// TX queue (the ring's single producer), which alone writes every field;
+// stats readers only load the ring's Kicks and KickErrors atomics (kicks)
+// and the socket's counters (stats, counters.go).
+
+// lane is one TX ring and what decides when it is kicked: direct sends
+// (pipeline.go) and the merge put packets on it, and the worker's loop
+// asks it to kick (txLanes).
 type lane struct {
-	ring *txring.Ring
+	ring        *txring.Ring
+	link, queue int        // its socket's, where a capture records what it sends
+	stats       *portStats // its socket's counters
+	// bc are the current batch's counts for the lane, touched whether it
+	// is on the batch's list (txLanes.touch).
+	bc      batchCounts
+	touched bool
 	// quietUntil (monotonic ns): after a failed kick (link down), no more
 	// kicks until then, and the worker sleeps instead of spinning.
 	quietUntil int64
@@ -23,7 +34,9 @@ type lane struct {
 	next, left uint32
 }
 
-func newLane(s *xsk.Socket) *lane { return &lane{ring: txring.New(s)} }
+func newLane(p *port) *lane {
+	return &lane{ring: txring.New(p.sock), link: p.link, queue: p.queue, stats: &p.stats}
+}
 
 // kickBackoff is how long a worker leaves a TX ring alone after a kick
 // failed: a down link would otherwise be kicked half a million times a
@@ -87,6 +100,14 @@ func (l *lane) kick() {
 		return
 	}
 	l.failed(l.ring.Kick(true))
+}
+
+// crowded is what a batch does when the lane has too little room for it:
+// kick what the kernel has not taken yet, unless backing off.
+func (l *lane) crowded() {
+	if l.pending() > 0 {
+		l.kick()
+	}
 }
 
 // flush kicks the TX ring for what it published, unless the lane is
@@ -157,3 +178,106 @@ func (l *lane) reap(buf []uint64) int { return l.ring.Reap(buf) }
 
 // kicks are the ring's sendto calls and those that failed; any goroutine.
 func (l *lane) kicks() (n, errs uint64) { return l.ring.Kicks.Load(), l.ring.KickErrors.Load() }
+
+// txLanes is a worker's TX side: its lanes, the kick it may defer to the
+// next round, and the completion scratch.
+//
+// Concurrency: the worker alone; the lanes' rings are shared with the
+// kernel through txring.
+type txLanes struct {
+	tx  []*lane // tx[o]: its TX lane on link o (TX queue q)
+	own []*lane // every lane it writes and reaps: tx, and a Handler's reflections
+	// touched lists the lanes the current batch wrote (their counts in
+	// lane.bc); the batch's end publishes them.
+	touched []*lane
+	// deferred: the last round published TX descriptors and left their
+	// kick to the next one (kickOrDefer).
+	deferred bool
+	reaped   []uint64 // completion scratch, batch long
+}
+
+func newTXLanes(links, batch int) txLanes {
+	return txLanes{tx: make([]*lane, links), touched: make([]*lane, 0, links+1), reaped: make([]uint64, batch)}
+}
+
+// touch notes that l (its ring or its counts) was written this batch.
+func (t *txLanes) touch(l *lane) {
+	if !l.touched {
+		l.touched = true
+		t.touched = append(t.touched, l)
+	}
+}
+
+// publishTouched ends a batch on every lane it wrote: unused slots given
+// back, the rest submitted (kicked by run: kickOrDefer), counts added.
+func (t *txLanes) publishTouched() {
+	for _, l := range t.touched {
+		l.touched = false
+		l.publish()
+		publish(l.stats, &l.bc)
+		l.bc = batchCounts{}
+	}
+	t.touched = t.touched[:0]
+}
+
+// kickOrDefer ends a round that moved packets. When it left every RX ring
+// empty, the next round most likely finds nothing, and the worker then
+// spins (kicking first) or sleeps in poll(2), which kicks the TX rings
+// itself: so the kick waits one round, and a sleep saves a sendto.
+// Otherwise, or when the round before deferred already, it kicks now.
+func (t *txLanes) kickOrDefer(rx *rxSide) {
+	if !t.deferred && !rx.rxPending() {
+		t.deferred = true
+		return
+	}
+	t.flush()
+}
+
+// flush kicks every lane that has published descriptors owed a kick.
+func (t *txLanes) flush() {
+	t.deferred = false
+	for _, l := range t.own {
+		if l.owed() {
+			l.flush()
+		}
+	}
+}
+
+// beforeSleep readies every lane for the worker's sleep (lane.beforeSleep)
+// and reports whether one is down: then the worker sleeps without
+// polling.
+func (t *txLanes) beforeSleep() (down bool) {
+	for _, l := range t.own {
+		down = down || l.down()
+	}
+	t.deferred = false
+	for _, l := range t.own {
+		l.beforeSleep(down)
+	}
+	return down
+}
+
+// polled records that the worker's poll(2) passed over every socket.
+func (t *txLanes) polled() {
+	for _, l := range t.own {
+		l.polled()
+	}
+}
+
+// inFlight is what the kernel has not completed of the lanes.
+func (t *txLanes) inFlight() uint64 {
+	var n uint64
+	for _, l := range t.own {
+		n += l.inFlight()
+	}
+	return n
+}
+
+// kickInFlight kicks every lane the kernel has not completed (drain).
+func (t *txLanes) kickInFlight() {
+	for _, l := range t.own {
+		if l.inFlight() > 0 {
+			l.kick()
+		}
+	}
+}

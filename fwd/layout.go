@@ -1,6 +1,9 @@
 package fwd
 
 import (
+	"sync/atomic"
+
+	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -14,86 +17,112 @@ import (
 // states themselves are umem's, checked there: TestOwnershipConfined keeps
 // every other file of the package off them.
 
-// layOut lays out the packet in w.chain, received on in, as TX
-// descriptors in w.out and returns how many (0: no layout, the packet
-// left Held for the caller to abandon). Frames that leave as they came
-// move to the kernel's TX side; frames whose data was copied go back to
-// in's fill ring at once.
-func (w *worker) layOut(in *port, total int, c *batchCounts) int {
-	path := w.build.Policy.Decide(total, len(w.chain))
+// txLayout is a worker's layout part: the builder of inline slots and
+// frag blocks, the page meter, one packet's TX scratch, and the settings
+// a layout reads. The worker's alone, but inlineMax, the forwarder's live
+// limit (SetInlineMax writes it), loaded once per batch.
+type txLayout struct {
+	build *inline.Builder
+	meter umem.PageMeter
+	out   []xsk.Desc // one packet's TX descriptors
+	// csum: finish partial TCP/UDP checksums (--complete-checksums).
+	csum      bool
+	inlineMax *atomic.Int32
+}
+
+func newTXLayout(r *umem.Region, policy linearize.Policy, align int, csum bool, inlineMax *atomic.Int32) txLayout {
+	return txLayout{
+		build:     inline.NewBuilder(r, policy, 1024, align),
+		out:       make([]xsk.Desc, linearize.MaxDescs),
+		csum:      csum,
+		inlineMax: inlineMax,
+	}
+}
+
+// layOut lays out p as TX descriptors in w.out and returns them (nil: no
+// layout, the packet left Held for the caller to abandon). Frames that
+// leave as they came move to the kernel's TX side; frames whose data was
+// copied go back to p's fill ring at once. What it counts goes to lc, the
+// counts of the lane it leaves by, but a completed checksum, counted on
+// the receive side (rc).
+func (w *worker) layOut(p rxPkt, rc, lc *batchCounts) []xsk.Desc {
+	chain := p.descs
+	path := w.build.Policy.Decide(p.total, len(chain))
 	nd := 0
 	switch path {
 	case linearize.Inline:
 		var addr uint64
 		var ok bool
-		if len(w.chain) == 1 {
-			d := w.chain[0]
+		if len(chain) == 1 {
+			d := chain[0]
 			addr, ok = w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)])
 		} else {
-			addr, _, ok = w.build.InlineGather(w.chain)
+			addr, _, ok = w.build.InlineGather(chain)
 		}
 		if ok {
-			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(total)}
+			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd = 1
 		} else {
-			c.fallbacks++
+			lc.n[cInlineFallbacks]++
 			path = linearize.Frame
-			if len(w.chain) > 1 {
+			if len(chain) > 1 {
 				path = linearize.Chain
 			}
 		}
 	case linearize.Frag:
-		if nd = w.build.Repack(w.chain, w.out); nd == 0 {
+		if nd = w.build.Repack(chain, w.out); nd == 0 {
 			path = linearize.Chain
 		}
 	}
 	if nd > 0 {
-		in.rx.RecycleChain(w.chain)
+		p.in.rx.RecycleChain(chain)
 	} else {
 		// Frame or Chain: the packet leaves from its own frames.
-		if len(w.chain) > linearize.MaxDescs || len(w.chain) == cap(w.chain) && w.chain[len(w.chain)-1].Options&xsk.PktContd != 0 {
+		if len(chain) > linearize.MaxDescs || len(chain) == linearize.MaxDescs && chain[len(chain)-1].Options&xsk.PktContd != 0 {
 			// A chain longer than any kernel takes, and no frag block
 			// to repack it into.
-			return 0
+			return nil
 		}
-		for j, d := range w.chain {
+		for j, d := range chain {
 			w.zone.Move(d.Addr, umem.Held, umem.KernelTX)
 			w.out[j] = xsk.Desc{Addr: d.Addr, Len: d.Len, Options: d.Options & xsk.PktContd}
 		}
-		nd = len(w.chain)
+		nd = len(chain)
 	}
+	tx := w.out[:nd]
 	// Finished on the bytes that leave, on every path (see complete).
-	if w.csum && w.complete(w.out[:nd]) {
-		c.csumCompleted++
+	if w.csum && w.complete(tx) {
+		rc.n[cCsumCompleted]++
 	}
-	for _, d := range w.out[:nd] {
+	for _, d := range tx {
 		w.meter.Touch(d.Addr, d.Len)
 	}
-	c.paths[path]++
-	c.hist[min(nd, linearize.MaxDescs)]++
-	return nd
+	lc.paths[path]++
+	lc.hist[min(nd, linearize.MaxDescs)]++
+	return tx
 }
 
-// layOutCopy lays out a copy of the packet in w.chain as TX descriptors in
-// w.out, in an inline slot or a frag block of its own, else (no frag zone,
-// or none left) in free frames, one per descriptor of the packet, and
-// returns how many (0: no room, for the caller to abandon). The packet's
-// own frames stay Held.
-func (w *worker) layOutCopy(total int, c *batchCounts) int {
+// layOutCopy lays out a copy of p as TX descriptors in w.out, in an
+// inline slot or a frag block of its own, else (no frag zone, or none
+// left) in free frames, one per descriptor of the packet, and returns
+// them (nil: no room, for the caller to abandon). The packet's own frames
+// stay Held.
+func (w *worker) layOutCopy(p rxPkt, c *batchCounts) []xsk.Desc {
+	chain := p.descs
 	nd, path := 0, linearize.Frag
-	switch d := w.chain[0]; {
-	case len(w.chain) == 1 && total <= w.build.Policy.InlineMax:
+	switch d := chain[0]; {
+	case len(chain) == 1 && p.total <= w.build.Policy.InlineMax:
 		if addr, ok := w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)]); ok {
-			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(total)}
+			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd, path = 1, linearize.Inline
 		}
-	case len(w.chain) == 1:
+	case len(chain) == 1:
 		nd = w.build.Pack(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.out)
 	default:
-		nd = w.build.Repack(w.chain, w.out)
+		nd = w.build.Repack(chain, w.out)
 	}
 	if nd == 0 {
-		if nd = w.copyToFrames(); nd > 0 {
+		if nd = w.copyToFrames(chain); nd > 0 {
 			path = linearize.Frame
 			if nd > 1 {
 				path = linearize.Chain
@@ -101,22 +130,21 @@ func (w *worker) layOutCopy(total int, c *batchCounts) int {
 		}
 	}
 	if nd == 0 {
-		return 0
+		return nil
 	}
 	c.paths[path]++
 	c.hist[min(nd, linearize.MaxDescs)]++
-	return nd
+	return w.out[:nd]
 }
 
-// copyToFrames copies each descriptor of the packet in w.chain to the
-// start of a free frame (each came in one, so each fits) and describes
-// them in w.out; 0, with the frames given back, when the worker has too
-// few.
-func (w *worker) copyToFrames() int {
-	if len(w.chain) > len(w.out) {
+// copyToFrames copies each descriptor of chain to the start of a free
+// frame (each came in one, so each fits) and describes them in w.out; 0,
+// with the frames given back, when the worker has too few.
+func (w *worker) copyToFrames(chain []xsk.Desc) int {
+	if len(chain) > len(w.out) {
 		return 0
 	}
-	for j, d := range w.chain {
+	for j, d := range chain {
 		a, ok := w.frames.Alloc(umem.KernelTX)
 		if !ok {
 			for _, o := range w.out[:j] {
@@ -127,12 +155,12 @@ func (w *worker) copyToFrames() int {
 		copy(w.mem[a:a+uint64(d.Len)], w.mem[d.Addr:d.Addr+uint64(d.Len)])
 		w.out[j] = xsk.Desc{Addr: a, Len: d.Len, Options: d.Options & xsk.PktContd}
 	}
-	return len(w.chain)
+	return len(chain)
 }
 
-// drop gives the frames of the packet in w.chain, received on in, back to
-// in's fill ring: the packet is not sent (abandon).
-func (w *worker) drop(in *port) { in.rx.RecycleChain(w.chain) }
+// drop gives the frames of p back to its fill ring: the packet is not
+// sent (abandon).
+func (w *worker) drop(p rxPkt) { p.in.rx.RecycleChain(p.descs) }
 
 // release gives back TX descriptors that will not be sent.
 func (w *worker) release(descs []xsk.Desc) {

@@ -364,8 +364,8 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		if k > n {
 			break // a packet not yet whole: next round
 		}
-		if out.tx.free(k) < k {
-			if w.handler == nil || !out.tx.down() {
+		if out.free(k) < k {
+			if w.handler == nil || !out.down() {
 				break // TX full: next round
 			}
 			// A Handler's link that is down: drop (tx_full) rather
@@ -379,30 +379,28 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		var ds [linearize.MaxDescs]xsk.Desc
 		for j := range k {
 			ds[j] = h.at(idx + j).desc
-			c.txBytes += uint64(ds[j].Len)
+			c.n[cTXBytes] += uint64(ds[j].Len)
 		}
-		out.tx.put(ds[:k]) // free said there is room
+		out.put(ds[:k]) // free said there is room
 		if w.tap.set != nil {
 			w.tapHanded(o, capture.TX, 0, h, idx, k)
 		}
 		h.release(k)
-		c.txPackets++
-		c.txDescs += uint64(k)
+		c.n[cTXPackets]++
+		c.n[cTXDescs] += uint64(k)
 	}
-	if c.txPackets > 0 {
-		out.tx.publish() // kicked by run: kickOrDefer
+	if c.n[cTXPackets] > 0 {
+		out.publish() // kicked by run: kickOrDefer
 	}
-	if c.txPackets|c.txFull != 0 {
-		w.publishTX(out, &c)
-	}
-	if timeouts > 0 {
-		out.stats.orderTimeouts.Add(timeouts)
+	c.n[cOrderTimeouts] = timeouts
+	if c.n[cTXPackets]|c.n[cDrops+count(dropTXFull)]|timeouts != 0 {
+		publish(out.stats, &c)
 	}
 	for _, h := range ord.in[o] {
 		n, _ := h.peek(^uint32(0))
 		held += int(n)
 	}
-	return int(c.txPackets), held
+	return int(c.n[cTXPackets]), held
 }
 
 // dropHandoffs releases what is left in the rings handed to this worker,
@@ -434,7 +432,7 @@ func (w *worker) dropHandoffs() {
 				}
 			}
 		}
-		w.publishTX(w.tx[o], &c)
+		publish(w.tx[o].stats, &c)
 	}
 }
 

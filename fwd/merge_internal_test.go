@@ -10,7 +10,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -50,7 +49,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			g.socks[i] = append(g.socks[i], s)
 			p := &port{link: i, queue: q, sock: s.Socket}
 			if q < 2 {
-				p.tx = newLane(s.Socket)
+				p.tx = newLane(p)
 			}
 			f.ports[i] = append(f.ports[i], p)
 		}
@@ -61,18 +60,19 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { wk.close() })
-		w := &worker{
-			q: q, mem: r.Mem(), zone: r.Frames, frames: r.Frames.NewCache(64),
-			build: inline.NewBuilder(r, linearize.Policy{ChunkSize: 2048}, 64, 64),
-			wake:  wk, flows: f.flows, cpu: -1, tx: make([]*port, 2),
-		}
+		w := &worker{q: q, wake: wk, cpu: -1}
+		w.mem, w.zone, w.frames = r.Mem(), r.Frames, r.Frames.NewCache(64)
+		w.build = inline.NewBuilder(r, linearize.Policy{ChunkSize: 2048}, 64, 64)
+		w.flows = f.flows
+		w.txLanes = newTXLanes(2, 64)
 		for i := range f.ports {
-			w.tx[i] = f.ports[i][q]
+			w.tx[i] = f.ports[i][q].tx
 			for qq := q; qq < nq; qq += 2 {
 				p := f.ports[i][qq]
-				p.owner = w
-				p.rx = rxring.New(p.sock, w.frames)
-				w.rx = append(w.rx, p)
+				w.add(p, w)
+				if p.tx != nil {
+					w.own = append(w.own, p.tx)
+				}
 			}
 		}
 		f.workers = append(f.workers, w)
@@ -162,7 +162,7 @@ func (g *mergeRig) sent(o, tq int) []string {
 	return out
 }
 
-func (g *mergeRig) timeouts(o, tq int) uint64 { return g.port(o, tq).stats.orderTimeouts.Load() }
+func (g *mergeRig) timeouts(o, tq int) uint64 { return g.port(o, tq).stats.load(cOrderTimeouts) }
 
 func usec(n int) int64 { return int64(n) * int64(time.Microsecond) }
 
@@ -212,7 +212,7 @@ func TestMergeOrder(t *testing.T) {
 			if got := g.sent(1, 0); !sameNames(got, []string{"a", "b", "c", "d", "e", "e+1"}) {
 				t.Fatalf("sent %v, want stamp order a b c d e e+1", got)
 			}
-			if n := g.port(1, 0).stats.txPackets.Load(); n != 5 {
+			if n := g.port(1, 0).stats.load(cTXPackets); n != 5 {
 				t.Errorf("tx_packets %d, want 5", n)
 			}
 		}},
@@ -466,10 +466,10 @@ func TestDropHandoffs(t *testing.T) {
 			frames = append(frames, g.hand(0, 1, 0, "d", s+2, 1)...)
 			g.hand(0, 1, 1, "e", s+3, 1) // bound for worker 1: not worker 0's to drop
 			g.w[0].dropHandoffs()
-			if n := g.port(1, 0).stats.stopDropped.Load(); n != 3 {
+			if n := g.port(1, 0).stats.load(cDrops + count(dropAtStop)); n != 3 {
 				t.Errorf("link 1 queue 0 dropped_at_stop %d, want 3 (a, c, d)", n)
 			}
-			if n := g.port(0, 0).stats.stopDropped.Load(); n != 1 {
+			if n := g.port(0, 0).stats.load(cDrops + count(dropAtStop)); n != 1 {
 				t.Errorf("link 0 queue 0 dropped_at_stop %d, want 1 (b)", n)
 			}
 			for o := range g.w[0].order.in {
@@ -501,17 +501,12 @@ func (g *mergeRig) ready(q int, h Handler) *worker {
 	w := g.w[q]
 	var inlineMax atomic.Int32
 	w.batch, w.inlineMax = 64, &inlineMax
-	w.reaped = make([]uint64, 64)
 	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
 	w.out = make([]xsk.Desc, linearize.MaxDescs)
 	if w.tap.point == nil {
 		w.tap.point = capture.NewHub(2, []string{"a", "b"}).Point(q)
 	}
-	if h != nil {
-		w.handler, w.nlinks = h, len(g.f.ports)
-		w.pkts, w.spans, w.descs = make([]Packet, 0, 64), make([]span, 0, 64), make([]xsk.Desc, 0, 64)
-		w.touched = make([]*port, 0, 3)
-	}
+	w.verdicts = newVerdicts(h, 64)
 	return w
 }
 

@@ -329,7 +329,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("BUG: in %d of %d 200-ms intervals a worker's fill ring ran dry (the kernel dropped packets at rx_fill_ring_empty_descs) and its refills failed (umem_exhausted) "+
 			"while more than 2048, up to %d, frames were free (the frame zone's FreeUnits; the pool being empty, in the other worker's cache); first: %s. A worker's frame cache (umem.Cache, 4 × ring size = 8192 frames) "+
 			"gives frames back to the shared pool only when it is completely full (Cache.Free flushes half at capacity), and refill only draws from the pool, "+
-			"so frames reaped by the worker that transmits a flow pile up in its cache while the worker that receives it starves (fwd/worker.go refill, umem/zone.go Cache.Free/refill; "+
+			"so frames reaped by the worker that transmits a flow pile up in its cache while the worker that receives it starves (fwd/rxside.go refill, umem/zone.go Cache.Free/refill; "+
 			"the UMEM is sized for fill and TX rings only, sockets × 3 × ring size, fwd/forwarder.go New). Fix: flush a cache above a low watermark back to the pool every round, "+
 			"or let a starving worker ask the others to flush, or size the UMEM for the caches too",
 			st.episodes, st.intervals, st.maxFree, st.first)

@@ -119,6 +119,24 @@ const (
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 )
 
+// KernelDrops are the drop reasons read from the kernel's XDP_STATISTICS:
+// a queue's LinkStats.Drops has them only when its socket could be read.
+var KernelDrops = [...]string{DropRXDropped, DropRXRingFull, DropFillRingEmpty, DropRXInvalid, DropTXInvalid}
+
+// DropReasons lists every key of a queue's LinkStats.Drops (xdp_pass,
+// counted per link, aside): the kernel's, then the rings', then the
+// engine's own, one per reason it abandons a packet for. For an exporter
+// that shows every reason from the start.
+func DropReasons() []string {
+	r := append(KernelDrops[:len(KernelDrops):len(KernelDrops)], DropUMEMExhausted, DropRXBadDesc, DropRXTooLong)
+	for _, d := range drops {
+		if d.name != "" {
+			r = append(r, d.name)
+		}
+	}
+	return r
+}
+
 // LinkStats returns the counters of link i (its index in Config.Links),
 // summed over its queues. It is safe to call while the forwarder runs: it
 // sums per-worker atomics and reads the kernel's statistics with one
@@ -188,19 +206,14 @@ func newLinkStats() LinkStats {
 }
 
 func (l *LinkStats) add(o LinkStats) {
-	l.RXPackets += o.RXPackets
-	l.RXBytes += o.RXBytes
-	l.TXPackets += o.TXPackets
-	l.TXBytes += o.TXBytes
-	l.TXDescriptors += o.TXDescriptors
-	l.ChecksumsCompleted += o.ChecksumsCompleted
-	l.VLANRestored += o.VLANRestored
-	l.KickErrors += o.KickErrors
-	l.InlineFallbacks += o.InlineFallbacks
-	l.OrderHoldTimeouts += o.OrderHoldTimeouts
-	l.TXKicks += o.TXKicks
-	l.FillWakeups += o.FillWakeups
-	l.RXBatches += o.RXBatches
+	for _, f := range linkCounts {
+		if f != nil {
+			*f(l) += *f(&o)
+		}
+	}
+	for _, f := range ringCounts {
+		*f(l) += *f(&o)
+	}
 	for k, v := range o.RXBatchPackets {
 		l.RXBatchPackets[k] += v
 	}
@@ -230,32 +243,26 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 	}
 	l.Queues = 1
 	p := f.ports[i][q]
-	l.RXPackets = p.stats.rxPackets.Load()
-	l.RXBytes = p.stats.rxBytes.Load()
-	l.TXPackets = p.stats.txPackets.Load()
-	l.TXBytes = p.stats.txBytes.Load()
+	for c, f := range linkCounts {
+		if f != nil {
+			*f(&l) = p.stats.load(count(c))
+		}
+	}
+	for r, d := range drops {
+		if d.name != "" {
+			l.Drops[d.name] = p.stats.load(cDrops + count(r))
+		}
+	}
+	l.Drops[DropRXBadDesc] = p.rx.Invalid.Load() + p.stats.load(cBadCompletions)
+	l.Drops[DropRXTooLong] = p.rx.TooLong.Load()
 	l.Drops[DropUMEMExhausted] = p.rx.FillShort.Load()
 	if p.tx != nil {
 		l.TXKicks, l.KickErrors = p.tx.kicks()
 	}
 	l.FillWakeups = p.rx.FillWakeups.Load()
-	l.RXBatches = p.stats.rxBatches.Load()
 	for b, name := range BatchBucketNames {
 		l.RXBatchPackets[name] = p.stats.batchHist[b].Load()
 	}
-	l.Drops[DropRXTooLong] = p.rx.TooLong.Load()
-	l.Drops[DropRXTruncated] = p.stats.rxTruncated.Load()
-	l.Drops[DropAtStop] = p.stats.stopDropped.Load()
-	l.Drops[DropHandler] = p.stats.handlerDrops.Load()
-	l.Drops[DropTXFull] = p.stats.txFull.Load()
-	l.OrderHoldTimeouts = p.stats.orderTimeouts.Load()
-	l.Drops[DropRXBadDesc] = p.rx.Invalid.Load() + p.stats.badCompletions.Load()
-	l.Drops[DropTXNoRoom] = p.stats.txNoRoom.Load()
-	l.Drops[DropHandoffFull] = p.stats.handoffFull.Load()
-	l.TXDescriptors = p.stats.txDescs.Load()
-	l.InlineFallbacks = p.stats.inlineFallbacks.Load()
-	l.ChecksumsCompleted = p.stats.csumCompleted.Load()
-	l.VLANRestored = p.stats.vlanRestored.Load()
 	for path := range linearize.NumPaths {
 		l.TXPaths[path.String()] = p.stats.txPaths[path].Load()
 	}
@@ -327,8 +334,17 @@ func (l LinkStats) TotalDrops() uint64 {
 }
 
 // txSideDrops are the drop reasons counted on the link a packet was to
-// leave by, not the one it arrived on.
-var txSideDrops = [...]string{DropTXNoRoom, DropHandoffFull, DropTXFull, DropAtStop, DropTXInvalid}
+// leave by, not the one it arrived on: the kernel's tx_invalid_descs and
+// the engine's marked tx (abandon.go: drops).
+var txSideDrops = func() []string {
+	s := []string{DropTXInvalid}
+	for _, d := range drops {
+		if d.tx {
+			s = append(s, d.name)
+		}
+	}
+	return s
+}()
 
 // txDrops is the part of TotalDrops counted on the way out of the link.
 func (l LinkStats) txDrops() uint64 {
@@ -535,7 +551,7 @@ func (f *Forwarder) xps() XPSSummary {
 	x := XPSSummary{Mode: "single-queue", Queues: f.cfg.Queues, TXQueuePackets: map[string][]uint64{}}
 	for i, l := range f.links {
 		for _, w := range f.workers {
-			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], w.tx[i].stats.txPackets.Load())
+			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], w.tx[i].stats.load(cTXPackets))
 		}
 	}
 	if f.flows == nil {

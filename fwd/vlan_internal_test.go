@@ -19,7 +19,8 @@ func TestRestoreVLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	w := &worker{mem: r.Mem(), zone: r.Frames, now: 1 << 40}
+	w := &worker{}
+	w.mem, w.zone, w.now = r.Mem(), r.Frames, 1<<40
 	unit := r.Frames.Base() + 2048
 	frame := make([]byte, 60)
 	for i := range frame {

@@ -8,12 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpfwd/xdpfwd/capture"
-	"github.com/xdpfwd/xdpfwd/inline"
-	"github.com/xdpfwd/xdpfwd/linearize"
-	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/umem"
-	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -25,182 +20,46 @@ const (
 	drainTimeout = time.Second
 )
 
-// portStats are one socket's counters. Only its worker writes them, once
-// per batch; readers sum them at any time.
-type portStats struct {
-	rxPackets atomic.Uint64
-	rxBytes   atomic.Uint64
-	txPackets atomic.Uint64
-	txBytes   atomic.Uint64
-	txDescs   atomic.Uint64
-	// txPaths counts packets sent per linearize.Path.
-	txPaths [linearize.NumPaths]atomic.Uint64
-	// descHist[k] counts packets that left as k descriptors (k ≤ 18).
-	descHist [linearize.MaxDescs + 1]atomic.Uint64
-	// inlineFallbacks: small packets that found the inline zone empty
-	// and left from their frame instead.
-	inlineFallbacks atomic.Uint64
-	// badCompletions counts completion-ring addresses that are no UMEM
-	// unit: never followed. Reported with the RX ring's invalid
-	// descriptors (rxring.Ring.Invalid).
-	badCompletions atomic.Uint64
-	// txNoRoom counts packets dropped because no TX layout had room
-	// (frag zone exhausted for a chain longer than the kernel takes).
-	txNoRoom atomic.Uint64
-	// orderTimeouts counts packets sent before their turn because they
-	// were held for ordering longer than maxHold (merge.go): not drops.
-	orderTimeouts atomic.Uint64
-	// handlerDrops counts packets received here that the Handler dropped
-	// (or left without a verdict).
-	handlerDrops atomic.Uint64
-	// txFull counts packets a Handler sent to this TX queue while it had
-	// no room (its link down): dropped rather than stall every link.
-	txFull atomic.Uint64
-	// stopDropped counts packets handed to this TX lane that were still
-	// waiting when the forwarder closed.
-	stopDropped atomic.Uint64
-	// handoffFull counts packets dropped because the handoff ring to the
-	// worker owning their flow's TX queue was full.
-	handoffFull atomic.Uint64
-	// csumCompleted counts packets received with a partial TCP/UDP
-	// checksum (left for offload) that were finished in software.
-	csumCompleted atomic.Uint64
-	// vlanRestored counts packets received whose offloaded VLAN tag was
-	// put back into the frame (vlan.go).
-	vlanRestored atomic.Uint64
-	// rxTruncated counts packets received shorter than their IP header
-	// says (truncated.go): dropped.
-	rxTruncated atomic.Uint64
-	// rxBatches counts the batches read from this RX ring (forward calls
-	// that found packets), batchHist those batches by packets per batch
-	// (batchBucket). Fill-ring wake-ups and refills cut short are counted
-	// by rxring, TX kicks by txring.
-	rxBatches atomic.Uint64
-	batchHist [numBatchBuckets]atomic.Uint64
-}
-
-// port is one socket: RX queue `queue` of link `link`. Every RX queue of
-// every link has one, owned by worker queue % workers; the ports whose
-// queue is below the worker count are also TX lanes: worker w transmits
-// on queue w of each link, so every TX ring has a single producer.
-type port struct {
-	link, queue int
-	sock        *xsk.Socket
-	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	tx          *lane        // nil unless a TX lane
-	stats       portStats
-	owner       *worker
-	// out are the handoff rings from this RX ring to each TX queue's
-	// owner, by output link (merge.go); nil with one queue.
-	out [][]*handoff
-	// wm is the ordering watermark of this RX ring (merge.go): written by
-	// the owner each round, read by every merging worker. blockedAt
-	// (monotonic ns, 0: not blocked) is when the owner last found a
-	// handoff ring out of it too full to read it.
-	wm        atomic.Int64
-	blockedAt atomic.Int64
-	// stamps is the program's newest stamp per RX queue (nil unless the
-	// program runs in native mode); seen, written by the owner once per
-	// batch after its handoffs are published, is the stamp of the newest
-	// packet it took from this ring. Equal, nothing older is in flight
-	// (merge.go, caughtUp).
-	stamps *xsk.LastStamps
-	seen   atomic.Int64
-	// With a Handler, the owner's counts for this TX ring in the current
-	// batch, and whether it is on the batch's list (verdicts.go).
-	bc      batchCounts
-	touched bool
-}
-
-// frameCacheSize bounds a worker's private stock of free frames. Frames
-// freed by the worker that transmits a flow are refilled into the fill ring
-// of the worker that receives it, through the shared pool; a small cache
-// sends them there after half its size, where a large one would hoard
-// what another worker's fill ring starves for.
-const frameCacheSize = 512
-
-// batchCounts accumulates one batch's counters in plain memory; they are
-// published with one atomic add each at the end of the batch.
-type batchCounts struct {
-	txPackets, txBytes, txDescs uint64
-	paths                       [linearize.NumPaths]uint64
-	fallbacks, noRoom           uint64
-	handlerDrops                uint64
-	vlanRestored                uint64
-	truncated                   uint64
-	txFull                      uint64
-	handoffFull, csumCompleted  uint64
-	atStop                      uint64 // dropped_at_stop (dropHandoffs)
-	hist                        [linearize.MaxDescs + 1]uint64
-}
-
-// worker owns the RX queues q, q+W, q+2W, … of every link (W workers) and
-// TX queue q of every link.
+// worker is one forwarding thread: it owns the RX queues q, q+W, q+2W, …
+// of every link (W workers) and TX queue q of every link. It is made of
+// parts, each in the file named for it with a note on who writes what it
+// shares:
+//
+//   - rxSide (rxside.go): the RX rings it reads, their frames and fill
+//     rings;
+//   - txLanes (lane.go): the TX lanes it writes, their kicks and
+//     completions;
+//   - txLayout (layout.go): where a packet's bytes go on the way out;
+//   - flowOrder (floworder.go): the flow table's TX queue choice and the
+//     ordering across RX queues;
+//   - verdicts (verdicts.go): a Handler's batch;
+//   - the counters (counters.go), and the capture hooks (capture.go).
+//
+// What is left here is the loop: when to run a round, spin or sleep.
 type worker struct {
-	q      int
-	rx     []*port // the RX rings it reads, on every link
-	tx     []*port // tx[o]: its TX lane on link o
-	mem    []byte
-	zone   *umem.Zone // RX frames
-	frames *umem.Cache
-	build  *inline.Builder
-	meter  umem.PageMeter
-	batch  uint32
-	reaped []uint64   // completion scratch, batch long
-	chain  []xsk.Desc // one packet's RX descriptors
-	out    []xsk.Desc // one packet's TX descriptors
-	pfds   []unix.PollFd
+	q int
+	rxSide
+	txLanes
+	txLayout
+	flowOrder
+	verdicts
+	tap tapState // hands packets to xdpfwd capture (capture.go)
+	loopStats
+
 	// wake lets other workers rouse this one from poll(2) when they hand
 	// it packets (handoff.go); written only while it sleeps.
 	wake *waker
 	// memRX: some RX socket has no file descriptor for poll(2) to wait
 	// on (an Env's in memory, which rouses the worker through wake).
 	memRX bool
-
-	// With several queues: the flow table and the ordering state (merge.go).
-	flows *flowState
-	now   int64
-	cpu   int // pinned CPU, or -1
-	order *ordering
-	// holdDue (monotonic ns) is when the oldest packet held for ordering
-	// may become sendable by the clock alone (merge.go).
-	holdDue int64
-	// lastStamp is the stamp of the newest packet of the current RX batch
-	// (port.seen).
-	lastStamp int64
-	// draining: stopping; held packets go out without waiting for order.
-	draining bool
-	// csum: finish partial TCP/UDP checksums (--complete-checksums).
-	csum bool
-	// inlineMax is the forwarder's live inline limit.
-	inlineMax *atomic.Int32
+	pfds  []unix.PollFd // its RX sockets', then the waker's eventfd
+	cpu   int           // pinned CPU, or -1
 	// spin decides whether to poll the rings once they ran dry before
 	// sleeping in poll(2) (spin.go); coalesce (ns) is how long at least.
 	spin     spinner
 	coalesce int64
-	// deferred: the last round published TX descriptors and left their
-	// kick to the next one (run).
-	deferred bool
 	// busyPoll: each empty round runs the RX links' NAPI (recvfrom).
 	busyPoll bool
-	// progress counts the loop's rounds for Forwarder.Stalled (health.go).
-	progress workerProgress
-	// tap hands packets to xdpfwd capture (capture.go).
-	tap tapState
-
-	// With a Handler (verdicts.go): the batch's packets and where their
-	// descriptors are, per-lane counts, the lanes written this batch.
-	handler Handler
-	pkts    []Packet
-	spans   []span
-	descs   []xsk.Desc
-	touched []*port
-	nlinks  int
-	// sleeps counts the times the worker slept (ppoll, or nanosleep with
-	// a link down); polls the ppoll returns, pollTimeouts those with
-	// nothing ready, pollEventfd those with the waker's eventfd ready.
-	// Written only by the worker, once per sleep.
-	sleeps, polls, pollTimeouts, pollEventfd atomic.Uint64
 }
 
 func newWorker(f *Forwarder, q int) (*worker, error) {
@@ -209,42 +68,28 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		return nil, fmt.Errorf("worker %d: %w", q, err)
 	}
 	w := &worker{
-		q:         q,
-		mem:       f.region.Mem(),
-		zone:      f.region.Frames,
-		frames:    f.region.Frames.NewCache(frameCacheSize),
-		build:     inline.NewBuilder(f.region, f.policy, 1024, packAlign(f.socks[0][q])),
-		batch:     uint32(f.cfg.Batch),
-		reaped:    make([]uint64, f.cfg.Batch),
-		chain:     make([]xsk.Desc, 0, linearize.MaxDescs),
-		out:       make([]xsk.Desc, linearize.MaxDescs),
-		wake:      wk,
-		cpu:       -1,
-		csum:      f.cfg.CompleteChecksums,
-		inlineMax: &f.inlineMax,
-		spin:      newSpinner(f.cfg.Spin),
-		coalesce:  int64(f.cfg.Coalesce),
-		busyPoll:  f.cfg.BusyPoll > 0,
-		handler:   f.handler,
-		nlinks:    len(f.links),
+		q:        q,
+		rxSide:   newRXSide(f.region, f.cfg.Batch),
+		txLayout: newTXLayout(f.region, f.policy, packAlign(f.socks[0][q]), f.cfg.CompleteChecksums, &f.inlineMax),
+		verdicts: newVerdicts(f.handler, int(f.cfg.RingSize)),
+		wake:     wk,
+		cpu:      -1,
+		spin:     newSpinner(f.cfg.Spin),
+		coalesce: int64(f.cfg.Coalesce),
+		busyPoll: f.cfg.BusyPoll > 0,
 	}
-	if w.handler != nil {
-		w.pkts = make([]Packet, 0, f.cfg.RingSize)
-		w.spans = make([]span, 0, f.cfg.RingSize)
-		w.descs = make([]xsk.Desc, 0, f.cfg.RingSize)
-		w.touched = make([]*port, 0, len(f.links)+1)
-	}
+	w.txLanes = newTXLanes(len(f.ports), f.cfg.Batch)
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
 	}
-	w.tx = make([]*port, len(f.ports))
 	for i := range f.ports {
-		w.tx[i] = f.ports[i][q]
+		w.tx[i] = f.ports[i][q].tx
 		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
 			p := f.ports[i][qq]
-			p.owner = w
-			p.rx = rxring.New(p.sock, w.frames)
-			w.rx = append(w.rx, p)
+			w.add(p, w)
+			if p.tx != nil {
+				w.own = append(w.own, p.tx) // a TX lane, or a Handler's reflections
+			}
 			// poll(2) passes over a negative fd (a socket in memory).
 			w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
 			w.memRX = w.memRX || p.sock.FD() < 0
@@ -291,7 +136,7 @@ func (w *worker) run(stop *atomic.Bool) {
 				w.spin.caught()
 			}
 			idle, spinning = 0, false
-			w.kickOrDefer()
+			w.kickOrDefer(&w.rxSide)
 			continue
 		}
 		if held > 0 {
@@ -338,36 +183,10 @@ func (w *worker) run(stop *atomic.Bool) {
 	w.drain()
 }
 
-// kickOrDefer ends a round that moved packets. When it left every RX ring
-// empty, the next round most likely finds nothing, and the worker then
-// spins (kicking first) or sleeps in poll(2), which kicks the TX rings
-// itself: so the kick waits one round, and a sleep saves a sendto.
-// Otherwise, or when the round before deferred already, it kicks now.
-func (w *worker) kickOrDefer() {
-	if !w.deferred && !w.rxPending() {
-		w.deferred = true
-		return
-	}
-	w.flush()
-}
-
-// flush kicks every TX ring of the worker's that has published
-// descriptors owed a kick.
-func (w *worker) flush() {
-	w.deferred = false
-	for _, p := range w.rx {
-		if p.tx != nil && p.tx.owed() {
-			p.tx.flush()
-		}
-	}
-}
-
 // round is one pass over the worker's rings: refill, forward, merge, reap.
 // It returns the packets it moved and the descriptors it holds for order.
 func (w *worker) round() (n, held int) {
-	for _, p := range w.rx {
-		w.refill(p)
-	}
+	w.refill()
 	for _, p := range w.rx {
 		n += w.forwardAll(p)
 	}
@@ -395,19 +214,11 @@ const (
 
 // sleep waits in ppoll(2) for an RX ring, a handoff from another worker
 // or the timeout. The poll kicks the TX rings; what exceeds what one poll
-// surely sends is kicked first (lane.beforeSleep). A down link makes it kick explicitly and sleep the backoff instead (its
-// RX ring would keep poll from sleeping).
+// surely sends is kicked first (txLanes.beforeSleep). A down link makes
+// it sleep the backoff instead, its lanes kicked explicitly (its RX ring
+// would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
-	blocked := false
-	for _, p := range w.rx {
-		blocked = blocked || p.tx != nil && p.tx.down()
-	}
-	w.deferred = false
-	for _, p := range w.rx {
-		if p.tx != nil {
-			p.tx.beforeSleep(blocked)
-		}
-	}
+	blocked := w.beforeSleep()
 	if blocked {
 		timeout = kickBackoff
 	}
@@ -434,11 +245,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		// The poll passed over every socket (even one a signal ended):
 		// what was owed left.
 		if err == nil || err == unix.EINTR {
-			for _, p := range w.rx {
-				if p.tx != nil {
-					p.tx.polled()
-				}
-			}
+			w.polled()
 		}
 		w.polls.Add(1)
 		if n == 0 {
@@ -473,296 +280,25 @@ func (w *worker) forwardAll(p *port) int {
 // maxBatches bounds forwardAll, so one busy link cannot starve the other.
 const maxBatches = 8
 
-// forward moves up to one batch of packets from in's RX ring towards the
-// other link, each by the path linearize picks: small packets are copied
-// into an inline slot and their frame goes straight back to the fill ring;
-// larger ones leave from the frame they arrived in; multi-buffer packets
-// leave as their chain or, when it has too many pieces, repacked into a
-// frag block. With several queues, each packet goes to the TX queue its
-// flow is bound to: directly when this worker owns it, else through a
-// handoff ring to the worker that does. It peeks no more than the TX ring
-// (or the handoff rings) can take, so a full ring pushes back into the RX
-// ring (and the kernel's rx_ring_full counter) instead of dropping in user
-// space.
-//
-// Each packet goes through the stages in turn: collect (its descriptors,
-// checked by rxring: validate), decide (its TX queue), lay out (its TX
-// descriptors) and send (on this worker's TX ring or through a handoff).
-func (w *worker) forward(in *port) int {
-	if w.handler != nil {
-		return w.forwardVerdicts(in)
-	}
-	o := 1 - in.link
-	out := w.tx[o]
-	merging := w.order.merging() // one mode read per batch
-	room, ok := w.xconnectRoom(in, out, o, merging)
-	if !ok {
-		return 0
-	}
-	n := in.rx.Peek(min(room, w.batch), room)
-	if n == 0 {
-		return 0
-	}
-	var b rxBatch
-	w.begin(out, n, merging, &b)
-	for in.rx.More() {
-		total, ok := w.collect(in, &b)
-		if !ok {
-			continue
-		}
-		tq, slot, stamp := w.q, xps.NoSlot, int64(0) // one queue: this worker's
-		if w.flows != nil {
-			tq, slot, stamp = w.decide()
-		}
-		nd := w.layOut(in, total, &b.c)
-		if nd == 0 {
-			w.abandon(lost{why: dropNoRoom, at: atRX, in: in, link: o, queue: w.q, total: total}, &b.c)
-			continue
-		}
-		w.sendOne(in, out, o, tq, slot, stamp, total, nd, &b)
-	}
-	w.finish(in, out, &b)
-	return b.packets
-}
-
-// rxBatch is the state of one batch of forward, on its stack.
-type rxBatch struct {
-	c       batchCounts
-	rxBytes uint64
-	packets int
-	merging bool
-}
-
-// xconnectRoom is how many descriptors a batch from in may take: what the
-// fullest handoff ring out of it can hold when merging (a slow owner then
-// pushes back into the RX ring, counted by the kernel, instead of dropping
-// here; the worker's own TX ring does not matter: a stalled TX queue must
-// not stop this RX ring feeding the others), else what out's TX ring can.
-// ok is false when nothing may be taken.
-func (w *worker) xconnectRoom(in, out *port, o int, merging bool) (room uint32, ok bool) {
-	if merging {
-		room = w.batch
-		for _, h := range w.order.outOf(in, o) {
-			room = min(room, h.room())
-		}
-		if room < linearize.MaxDescs {
-			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(w.clock())
-			}
-			return 0, false
-		}
-		if in.blockedAt.Load() != 0 {
-			in.blockedAt.Store(0)
-		}
-		return room, true
-	}
-	if room = out.tx.free(w.batch); room < linearize.MaxDescs {
-		out.tx.kick()
-	}
-	return room, room > 0
-}
-
-// begin readies a batch of n descriptors: what every batch starts with
-// (startBatch) and, unless merging, n slots on out's TX ring (every path
-// needs at most as many descriptors as a packet arrived with).
-func (w *worker) begin(out *port, n uint32, merging bool, b *rxBatch) {
-	w.startBatch()
-	b.merging = merging
-	if !merging {
-		out.tx.reserve(n)
-	}
-}
-
-// startBatch is how a batch starts on either path (forward,
-// forwardVerdicts): whether anyone captures, the live inline limit, and
-// with several queues one clock read.
-func (w *worker) startBatch() {
-	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
-	if w.flows != nil {
-		w.now = w.clock() // one clock read per batch
-	}
-	w.lastStamp = 0
-}
-
-// clock reads the clock of the stamps (ns): the ordering's, so that a
-// test's fake clock governs every batch path and the merge alike.
-func (w *worker) clock() int64 {
-	if w.order == nil {
-		return monoNow()
-	}
-	return w.order.clock()
-}
-
-// collect takes in's next packet into w.chain (rxring checks every
-// descriptor, and drops and counts a packet it may not follow), puts
-// back a VLAN tag the driver took out, and drops a packet shorter than
-// its IP header says (rx_truncated); a capture sees the packet as
-// received, or refused with its reason. It returns the packet's length and
-// whether it goes on.
-func (w *worker) collect(in *port, b *rxBatch) (total int, ok bool) {
-	w.chain, total, ok = in.rx.Next(w.chain)
-	b.packets++
-	b.rxBytes += uint64(total)
-	if !ok {
-		w.abandon(lost{why: dropRejected, at: atRing, in: in, total: total}, &b.c)
-		return total, false
-	}
-	if w.restoreVLAN(&w.chain[0]) {
-		total += vlanTagLen
-		b.c.vlanRestored++
-	}
-	// A frame cut on its way in is dropped, not sent on cut.
-	if d := w.chain[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], total) {
-		if w.flows != nil {
-			w.takeStamp(d.Addr) // ordering: this packet was seen
-		}
-		w.abandon(lost{why: dropTruncated, at: atRX, in: in, link: in.link, queue: in.queue, total: total}, &b.c)
-		return total, false
-	}
-	if w.tap.set != nil {
-		w.tapRX(in, total)
-	}
-	return total, true
-}
-
-// decide picks the TX queue of the packet in w.chain, with several
-// queues: its flow's, and takes its arrival stamp for the ordering. It
-// reads the frame, so it runs before the layout may recycle it.
-func (w *worker) decide() (tq int, slot xps.Slot, stamp int64) {
-	d := w.chain[0]
-	tq, slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
-	return tq, slot, w.takeStamp(d.Addr)
-}
-
-// sendOne sends the packet laid out in w.out[:nd]: on out's TX ring in the
-// slots begin reserved when this worker owns its TX queue tq and nothing
-// needs ordering, else through the handoff ring to tq's owner (a full one
-// drops it, counted).
-func (w *worker) sendOne(in, out *port, o, tq int, slot xps.Slot, stamp int64, total, nd int, b *rxBatch) {
-	if w.flows != nil {
-		w.flows.sent(w.out[:nd], tq, slot)
-	}
-	if !b.merging && tq == w.q {
-		if !out.tx.put(w.out[:nd]) {
-			// Never: begin reserved what the batch can need.
-			w.abandon(lost{why: dropTXFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
-			return
-		}
-		b.c.txPackets++
-		b.c.txBytes += uint64(total)
-		b.c.txDescs += uint64(nd)
-		if w.tap.set != nil {
-			w.tapOut(o, w.q, capture.TX, 0, w.out[:nd], total)
-		}
-		return
-	}
-	if !w.order.push(in, tq, o, w.out[:nd], stamp, w.now) {
-		w.abandon(lost{why: dropHandoffFull, at: atTX, descs: w.out[:nd], tq: tq, link: o, queue: w.q, total: total}, &b.c)
-	}
-	// Pushed: the owner's merge records what becomes of it (capture.go).
-}
-
-// finish ends a batch: the RX descriptors go back to the kernel with the
-// recycled frames, the TX ring's unused slots are given back and the rest
-// submitted, handoffs published, and the batch's counts added.
-func (w *worker) finish(in, out *port, b *rxBatch) {
-	in.rx.Release()
-	if !b.merging {
-		out.tx.publish() // kicked by run: kickOrDefer
-	}
-	w.publishHandoffs(in)
-	w.tapEnd()
-	w.publishRX(in, &b.c, b.packets, b.rxBytes)
-	w.publishTX(out, &b.c)
-}
-
-// publishRX adds one batch's receive-side counts to in's counters, one
-// atomic add each.
-func (w *worker) publishRX(in *port, c *batchCounts, packets int, rxBytes uint64) {
-	in.stats.rxPackets.Add(uint64(packets))
-	in.stats.rxBytes.Add(rxBytes)
-	in.stats.rxBatches.Add(1)
-	in.stats.batchHist[batchBucket(packets)].Add(1)
-	if c.csumCompleted != 0 {
-		in.stats.csumCompleted.Add(c.csumCompleted)
-	}
-	if c.handlerDrops != 0 {
-		in.stats.handlerDrops.Add(c.handlerDrops)
-	}
-	if c.vlanRestored != 0 {
-		in.stats.vlanRestored.Add(c.vlanRestored)
-	}
-	if c.truncated != 0 {
-		in.stats.rxTruncated.Add(c.truncated)
-	}
-}
-
-// publishTX adds one batch's transmit-side counts to out's counters.
-func (w *worker) publishTX(out *port, c *batchCounts) {
-	s := &out.stats
-	s.txPackets.Add(c.txPackets)
-	s.txBytes.Add(c.txBytes)
-	s.txDescs.Add(c.txDescs)
-	for p, v := range c.paths {
-		if v != 0 {
-			s.txPaths[p].Add(v)
-		}
-	}
-	for k, v := range c.hist {
-		if v != 0 {
-			s.descHist[k].Add(v)
-		}
-	}
-	if c.fallbacks != 0 {
-		s.inlineFallbacks.Add(c.fallbacks)
-	}
-	if c.noRoom != 0 {
-		s.txNoRoom.Add(c.noRoom)
-	}
-	if c.handoffFull != 0 {
-		s.handoffFull.Add(c.handoffFull)
-	}
-	if c.txFull != 0 {
-		s.txFull.Add(c.txFull)
-	}
-	if c.atStop != 0 {
-		s.stopDropped.Add(c.atStop)
-	}
-}
-
 // reapAll reaps every TX ring the worker produces: its TX lanes, and with
 // a Handler the RX sockets it reflects on.
 func (w *worker) reapAll() {
-	for _, p := range w.rx {
-		if p.tx != nil {
-			w.reap(p)
-		}
+	for _, l := range w.own {
+		w.reap(l)
 	}
 }
 
-// inFlight is what the kernel has not completed of the worker's TX rings.
-func (w *worker) inFlight() uint64 {
-	var n uint64
-	for _, p := range w.rx {
-		if p.tx != nil {
-			n += p.tx.inFlight()
-		}
-	}
-	return n
-}
-
-// reap returns what the kernel finished transmitting on p: frames to the
+// reap returns what the kernel finished transmitting on l: frames to the
 // worker's cache, inline slots and frag references to the builder.
-func (w *worker) reap(p *port) {
+func (w *worker) reap(l *lane) {
 	for {
-		n := p.tx.reap(w.reaped)
+		n := l.reap(w.reaped)
 		if w.flows != nil {
 			w.flows.completedAddrs(w.reaped[:n], w.q)
 		}
 		for _, a := range w.reaped[:n] {
 			if !w.freeTX(a) {
-				p.stats.badCompletions.Add(1) // not a UMEM address: never followed
+				l.stats.n[cBadCompletions].Add(1) // not a UMEM address: never followed
 			}
 		}
 		if n < len(w.reaped) {
@@ -770,9 +306,6 @@ func (w *worker) reap(p *port) {
 		}
 	}
 }
-
-// refill tops up p's fill ring, a batch at a time.
-func (w *worker) refill(p *port) { p.rx.Refill(w.batch) }
 
 // drain forwards what is already in the RX rings, sends everything held
 // for ordering, and waits, up to drainTimeout, for the kernel to complete
@@ -795,11 +328,7 @@ func (w *worker) drain() {
 		if n == 0 && held == 0 && w.inFlight() == 0 || time.Now().After(deadline) {
 			return
 		}
-		for _, p := range w.rx {
-			if p.tx != nil && p.tx.inFlight() > 0 {
-				p.tx.kick()
-			}
-		}
+		w.kickInFlight()
 		time.Sleep(time.Millisecond)
 	}
 }

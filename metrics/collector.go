@@ -405,20 +405,19 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 	gauge(d.inlineMax, float64(s.inlineMax))
 }
 
-// knownDrops are the reasons of fwd's Drop* constants, each always
-// exported (at 0 until it happens) so that rate() works from the start.
-var knownDrops = []string{
-	fwd.DropRXDropped, fwd.DropRXRingFull, fwd.DropFillRingEmpty, fwd.DropRXInvalid, fwd.DropTXInvalid,
-	fwd.DropUMEMExhausted, fwd.DropRXBadDesc, fwd.DropTXNoRoom, fwd.DropHandoffFull,
-	fwd.DropRXTruncated,
-}
+// knownDrops are the reasons of fwd's drop counters, each always exported
+// (at 0 until it happens) so that rate() works from the start.
+var knownDrops = fwd.DropReasons()
 
 // kernelDrops are the reasons that come from XDP_STATISTICS: without a
 // reading of the socket they are left out rather than reported as 0.
-var kernelDrops = map[string]bool{
-	fwd.DropRXDropped: true, fwd.DropRXRingFull: true, fwd.DropFillRingEmpty: true,
-	fwd.DropRXInvalid: true, fwd.DropTXInvalid: true,
-}
+var kernelDrops = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range fwd.KernelDrops {
+		m[r] = true
+	}
+	return m
+}()
 
 // dropReasons lists the reasons to export, sorted: fwd's own reasons
 // always, the kernel's when they were read, and any reason a later fwd adds.

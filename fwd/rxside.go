@@ -1,0 +1,103 @@
+package fwd
+
+import (
+	"sync/atomic"
+
+	"github.com/xdpfwd/xdpfwd/linearize"
+	"github.com/xdpfwd/xdpfwd/rxring"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// The RX side of a worker: the RX rings it reads and the frames they
+// lend.
+//
+// Concurrency: a port's socket, RX ring, fill ring and counts (stats) are
+// written only by its owner, the worker that reads it; stats readers load
+// the counts' atomics from any goroutine, and other workers read the
+// port's ordering fields (portOrder) and ask whether its ring is empty
+// (rxring.Ring.Empty: a load of the kernel's producer index). The
+// rxSide itself is its worker's alone.
+
+// port is one socket: RX queue `queue` of link `link`. Every RX queue of
+// every link has one, owned by worker queue % workers. The ports whose
+// queue is below the worker count also carry a TX lane (tx): worker w
+// transmits on queue w of each link, so every TX ring has a single
+// producer; with a Handler every port carries one, for reflections.
+type port struct {
+	link, queue int
+	sock        *xsk.Socket
+	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
+	tx          *lane        // nil unless a TX lane (lane.go)
+	stats       portStats    // counters.go
+	owner       *worker
+	portOrder
+}
+
+// portOrder is what the merge of every worker reads of an RX port
+// (merge.go).
+//
+// Concurrency: out's producer side, wm, blockedAt and seen are written
+// only by the port's owner; every merging worker loads wm, blockedAt and
+// seen, and stamps (written by the XDP program).
+type portOrder struct {
+	// out are the handoff rings from this RX ring to each TX queue's
+	// owner, by output link; nil with one queue.
+	out [][]*handoff
+	// wm is the ordering watermark of this RX ring, written each round.
+	// blockedAt (monotonic ns, 0: not blocked) is when the owner last
+	// found a handoff ring out of it too full to read it.
+	wm        atomic.Int64
+	blockedAt atomic.Int64
+	// stamps is the program's newest stamp per RX queue (nil unless the
+	// program runs in native mode); seen, written once per batch after
+	// its handoffs are published, is the stamp of the newest packet the
+	// owner took from this ring. Equal, nothing older is in flight
+	// (caughtUp).
+	stamps *xsk.LastStamps
+	seen   atomic.Int64
+}
+
+// frameCacheSize bounds a worker's private stock of free frames. Frames
+// freed by the worker that transmits a flow are refilled into the fill ring
+// of the worker that receives it, through the shared pool; a small cache
+// sends them there after half its size, where a large one would hoard
+// what another worker's fill ring starves for.
+const frameCacheSize = 512
+
+// rxSide is a worker's RX side: the ports it reads (on every link), the
+// UMEM they receive into, its frame cache, the batch bound and one
+// packet's RX scratch (collect's).
+type rxSide struct {
+	rx     []*port
+	mem    []byte
+	zone   *umem.Zone // RX frames
+	frames *umem.Cache
+	batch  uint32
+	chain  []xsk.Desc // cross-connect's scratch for one packet's RX descriptors
+}
+
+func newRXSide(r *umem.Region, batch int) rxSide {
+	return rxSide{
+		mem:    r.Mem(),
+		zone:   r.Frames,
+		frames: r.Frames.NewCache(frameCacheSize),
+		batch:  uint32(batch),
+		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
+	}
+}
+
+// add makes w, whose RX side this is, the owner of port p: its RX ring
+// lends frames from w's cache.
+func (r *rxSide) add(p *port, w *worker) {
+	p.owner = w
+	p.rx = rxring.New(p.sock, r.frames)
+	r.rx = append(r.rx, p)
+}
+
+// refill tops up every fill ring, a batch at a time.
+func (r *rxSide) refill() {
+	for _, p := range r.rx {
+		p.rx.Refill(r.batch)
+	}
+}
