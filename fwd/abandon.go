@@ -102,7 +102,7 @@ func (w *worker) abandon(l lost, c *batchCounts) {
 	}
 	switch l.at {
 	case atRX:
-		w.drop(l.rx)
+		w.drop(&l.rx)
 	case atTX:
 		if w.flows != nil {
 			w.flows.completed(l.descs, l.tq)
@@ -124,7 +124,7 @@ func (w *worker) abandon(l lost, c *batchCounts) {
 func (w *worker) tapLost(l *lost) {
 	switch l.at {
 	case atRing:
-		w.tapRejected(l.rx)
+		w.tapRejected(&l.rx)
 	case atRX, atCopy:
 		w.tapFrames(l.link, l.queue, capture.Drop, dropCodes[l.why], l.rx.descs, l.total)
 	case atTX:

@@ -50,7 +50,8 @@ func TestLostRXFrameIsLeaked(t *testing.T) {
 	// A worker that reads one packet and forgets it.
 	n := port.rx.Peek(1, linearize.MaxDescs)
 	var b rxBatch
-	if _, ok := w.collect(port, w.chain, &b); !ok {
+	var pkt rxPkt
+	if !w.collect(port, w.chain, &b, &pkt) {
 		t.Fatalf("collect refused the packet: %+v", b)
 	}
 	port.rx.Release()

@@ -49,12 +49,12 @@ func (w *worker) tapEnd() {
 }
 
 // tapRX offers p as received.
-func (w *worker) tapRX(p rxPkt) {
+func (w *worker) tapRX(p *rxPkt) {
 	w.tapFrames(p.in.link, p.in.queue, capture.RX, 0, p.descs, p.total)
 }
 
 // tapRejected offers a packet collect refused, with its reason.
-func (w *worker) tapRejected(p rxPkt) {
+func (w *worker) tapRejected(p *rxPkt) {
 	r := capTooLong
 	if inv, _ := p.in.rx.Rejects(); inv != w.tap.invalid {
 		w.tap.invalid, r = inv, capBadDesc

@@ -171,7 +171,7 @@ func TestCompleteEveryPath(t *testing.T) {
 				}{{partial, 1}, {correct, 0}} {
 					w.receive(t, pkt.frame, c.lens...)
 					var bc batchCounts
-					tx := w.layOut(rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, &bc, &bc)
+					tx := w.layOut(&rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, &bc, &bc)
 					if tx == nil {
 						t.Fatal("layOut dropped the packet")
 					}

@@ -26,7 +26,8 @@
 // linearize deciding) and puts it on a TX lane (lane.go) or a handoff ring
 // to the queue's owner, whose merge puts it on its lane (merge.go); the
 // completion ring gives its memory back (worker.reap). Each stage takes
-// the packet as a value (rxPkt) and hands its result on as one. Only a
+// the packet as one value (an rxPkt on forward's stack, passed by
+// pointer: no copy per stage) and hands its result on as one. Only a
 // lane writes a TX ring or kicks one, and only abandon (abandon.go) ends a
 // packet that is not sent. Only the layout code decides where a UMEM unit
 // goes next; rxring lends and takes back the frames of the receive side,

@@ -23,11 +23,11 @@ import (
 // limit (SetInlineMax writes it), loaded once per batch.
 type txLayout struct {
 	build *inline.Builder
-	meter umem.PageMeter
 	out   []xsk.Desc // one packet's TX descriptors
 	// csum: finish partial TCP/UDP checksums (--complete-checksums).
 	csum      bool
 	inlineMax *atomic.Int32
+	meter     umem.PageMeter // last: some 100 KiB (see worker)
 }
 
 func newTXLayout(r *umem.Region, policy linearize.Policy, align int, csum bool, inlineMax *atomic.Int32) txLayout {
@@ -45,7 +45,7 @@ func newTXLayout(r *umem.Region, policy linearize.Policy, align int, csum bool, 
 // copied go back to p's fill ring at once. What it counts goes to lc, the
 // counts of the lane it leaves by, but a completed checksum, counted on
 // the receive side (rc).
-func (w *worker) layOut(p rxPkt, rc, lc *batchCounts) []xsk.Desc {
+func (w *worker) layOut(p *rxPkt, rc, lc *batchCounts) []xsk.Desc {
 	chain := p.descs
 	path := w.build.Policy.Decide(p.total, len(chain))
 	nd := 0
@@ -107,7 +107,7 @@ func (w *worker) layOut(p rxPkt, rc, lc *batchCounts) []xsk.Desc {
 // left) in free frames, one per descriptor of the packet, and returns
 // them (nil: no room, for the caller to abandon). The packet's own frames
 // stay Held.
-func (w *worker) layOutCopy(p rxPkt, c *batchCounts) []xsk.Desc {
+func (w *worker) layOutCopy(p *rxPkt, c *batchCounts) []xsk.Desc {
 	chain := p.descs
 	nd, path := 0, linearize.Frag
 	switch d := chain[0]; {
@@ -160,7 +160,7 @@ func (w *worker) copyToFrames(chain []xsk.Desc) int {
 
 // drop gives the frames of p back to its fill ring: the packet is not
 // sent (abandon).
-func (w *worker) drop(p rxPkt) { p.in.rx.RecycleChain(p.descs) }
+func (w *worker) drop(p *rxPkt) { p.in.rx.RecycleChain(p.descs) }
 
 // release gives back TX descriptors that will not be sent.
 func (w *worker) release(descs []xsk.Desc) {

@@ -13,7 +13,8 @@ import (
 // for the whole batch, a Handler's per packet), then per packet the flow
 // choice (its TX queue), the layout (layout.go) and the send (a TX lane,
 // lane.go, or a handoff ring to the queue's owner), and finish. Each stage
-// takes the packet as a value (rxPkt) and hands its result on as one; a
+// takes the packet as one value (an rxPkt on forward's stack, passed by
+// pointer: no copy per stage) and hands its result on as one; a
 // packet that is not sent ends in abandon (abandon.go).
 
 // rxPkt is one received packet on its way through the stages: made by
@@ -76,15 +77,17 @@ func (w *worker) forward(in *port) int {
 		// One verdict, resolved once for the batch: every packet is sent
 		// to its link (VerdictForward is the only batch verdict).
 		o := int(v.out)
+		var p rxPkt
 		for in.rx.More() {
-			if p, ok := w.collect(in, w.chain, &b); ok {
-				w.send(p, o, &b)
+			if w.collect(in, w.chain, &b, &p) {
+				w.send(&p, o, &b)
 			}
 		}
 	} else {
 		w.decide(in, &b)
 		for j := range w.pkts {
-			w.carryOut(w.collected(in, j), w.pkts[j].verdictOf(), &b)
+			p := w.collected(in, j)
+			w.carryOut(&p, w.pkts[j].verdictOf(), &b)
 		}
 	}
 	w.finish(in, &b)
@@ -184,15 +187,15 @@ func (w *worker) startBatch() {
 // descriptor, and drops and counts a packet it may not follow), puts back
 // a VLAN tag the driver took out, and drops a packet shorter than its IP
 // header says (rx_truncated); a capture sees the packet as received, or
-// refused with its reason. It returns the packet and whether it goes on.
-func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch) (rxPkt, bool) {
+// refused with its reason. It fills in p, and reports whether it goes on.
+func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch, p *rxPkt) bool {
 	descs, total, ok := in.rx.Next(buf)
-	p := rxPkt{in: in, descs: descs, total: total}
+	*p = rxPkt{in: in, descs: descs, total: total}
 	b.packets++
 	b.rxBytes += uint64(total)
 	if !ok {
-		w.abandon(lost{why: dropRejected, at: atRing, rx: p, total: total}, &b.c)
-		return p, false
+		w.abandon(lost{why: dropRejected, at: atRing, rx: *p, total: total}, &b.c)
+		return false
 	}
 	if w.restoreVLAN(&p.descs[0]) {
 		p.total += vlanTagLen
@@ -203,18 +206,18 @@ func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch) (rxPkt, bool) {
 		if w.flows != nil {
 			w.takeStamp(d.Addr) // ordering: this packet was seen
 		}
-		w.abandon(lost{why: dropTruncated, at: atRX, rx: p, link: in.link, queue: in.queue, total: p.total}, &b.c)
-		return p, false
+		w.abandon(lost{why: dropTruncated, at: atRX, rx: *p, link: in.link, queue: in.queue, total: p.total}, &b.c)
+		return false
 	}
 	if w.tap.set != nil {
 		w.tapRX(p)
 	}
-	return p, true
+	return true
 }
 
 // carryOut does what verdict v says for p. A verdict naming no link the
 // forwarder has, or none at all, drops the packet (handler_drops).
-func (w *worker) carryOut(p rxPkt, v verdict, b *rxBatch) {
+func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 	switch v.v {
 	case VerdictForward:
 		if o := int(v.out); o >= 0 && o < len(w.tx) {
@@ -228,21 +231,21 @@ func (w *worker) carryOut(p rxPkt, v verdict, b *rxBatch) {
 		w.flood(p, v.out, b)
 		return
 	}
-	w.abandon(lost{why: dropHandler, at: atRX, rx: p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
+	w.abandon(lost{why: dropHandler, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
 }
 
 // choose is the flow choice for p: with one queue, this worker's; with
 // several (flows), its flow's TX queue, and its arrival stamp, taken
 // (cleared, for the ordering) unless peek. It reads the frame, so it runs
 // before the layout may recycle it.
-func (w *worker) choose(p rxPkt, peek bool) txChoice {
+func (w *worker) choose(p *rxPkt, peek bool) txChoice {
 	if w.flows == nil {
 		return txChoice{tq: w.q, slot: xps.NoSlot}
 	}
 	return w.chooseFlow(p, peek)
 }
 
-func (w *worker) chooseFlow(p rxPkt, peek bool) txChoice {
+func (w *worker) chooseFlow(p *rxPkt, peek bool) txChoice {
 	d := p.descs[0]
 	c := txChoice{}
 	c.tq, c.slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
@@ -254,17 +257,38 @@ func (w *worker) chooseFlow(p rxPkt, peek bool) txChoice {
 	return c
 }
 
-// send lays out p and sends it towards link o (emit).
-func (w *worker) send(p rxPkt, o int, b *rxBatch) {
-	l := w.tx[o]
-	c := w.choose(p, false)
-	tx := w.layOut(p, &b.c, &l.bc)
-	if tx == nil {
-		w.abandon(lost{why: dropNoRoom, at: atRX, rx: p, link: o, queue: w.q, total: p.total}, &l.bc)
-		w.touch(l)
+// send lays out p and sends it towards link o. With one queue there is
+// no flow to choose and nothing to order (no flows, no merging): p goes
+// straight to this worker's lane, as emit would decide too.
+func (w *worker) send(p *rxPkt, o int, b *rxBatch) {
+	if w.flows != nil {
+		w.sendFlow(p, o, b)
 		return
 	}
-	w.emit(p.in, o, c, tx, p.total, b)
+	l := w.tx[o]
+	if tx := w.layOut(p, &b.c, &l.bc); tx != nil {
+		w.put(l, tx, p.total)
+		return
+	}
+	w.noRoom(p, o, l)
+}
+
+// sendFlow is send with several queues: the flow choice first (it reads
+// the frame, which the layout may recycle), then emit.
+func (w *worker) sendFlow(p *rxPkt, o int, b *rxBatch) {
+	l := w.tx[o]
+	c := w.chooseFlow(p, false)
+	if tx := w.layOut(p, &b.c, &l.bc); tx != nil {
+		w.emit(p.in, o, c, tx, p.total, b)
+		return
+	}
+	w.noRoom(p, o, l)
+}
+
+// noRoom abandons p, for which the layout found no room.
+func (w *worker) noRoom(p *rxPkt, o int, l *lane) {
+	w.abandon(lost{why: dropNoRoom, at: atRX, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
+	w.touch(l)
 }
 
 // emit sends a packet received on in, laid out in tx, towards link o, on

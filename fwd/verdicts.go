@@ -33,8 +33,8 @@ func (w *worker) decide(in *port, b *rxBatch) {
 	w.pkts, w.spans, w.descs = w.pkts[:0], w.spans[:0], w.descs[:0]
 	for in.rx.More() {
 		start := len(w.descs)
-		p, ok := w.collect(in, w.descs[start:], b)
-		if !ok {
+		var p rxPkt
+		if !w.collect(in, w.descs[start:], b, &p) {
 			continue
 		}
 		// p.descs lies at w.descs[start:] already (the batch takes no
@@ -71,11 +71,11 @@ func (p *Packet) verdictOf() verdict {
 // reflect sends p back out of the socket it came in on: the same link and
 // queue, no flow table (its completion is not counted there either), no
 // ordering.
-func (w *worker) reflect(p rxPkt, b *rxBatch) {
+func (w *worker) reflect(p *rxPkt, b *rxBatch) {
 	l := p.in.tx
 	tx := w.layOut(p, &b.c, &l.bc)
 	if tx == nil {
-		w.abandon(lost{why: dropNoRoom, at: atRX, rx: p, link: l.link, queue: l.queue, total: p.total}, &l.bc)
+		w.abandon(lost{why: dropNoRoom, at: atRX, rx: *p, link: l.link, queue: l.queue, total: p.total}, &l.bc)
 		w.touch(l)
 		return
 	}
@@ -88,11 +88,11 @@ func (w *worker) reflect(p rxPkt, b *rxBatch) {
 // flood sends a copy of p out of every link in set but its own, p itself
 // out of the last: every copy in an inline slot or a frag block of its
 // own, so no UMEM address goes to two TX rings.
-func (w *worker) flood(p rxPkt, set LinkSet, b *rxBatch) {
+func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
 	set &^= LinkSet(0).Add(p.in.link)
 	set &= AllLinks(len(w.tx))
 	if set == 0 {
-		w.abandon(lost{why: dropHandler, at: atRX, rx: p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
+		w.abandon(lost{why: dropHandler, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
 		return
 	}
 	// Finish a partial checksum once, before the copies are made.
@@ -112,11 +112,11 @@ func (w *worker) flood(p rxPkt, set LinkSet, b *rxBatch) {
 }
 
 // sendCopy sends a copy of p to link o, leaving p itself in place.
-func (w *worker) sendCopy(p rxPkt, o int, b *rxBatch) {
+func (w *worker) sendCopy(p *rxPkt, o int, b *rxBatch) {
 	l := w.tx[o]
 	tx := w.layOutCopy(p, &l.bc)
 	if tx == nil {
-		w.abandon(lost{why: dropNoRoom, at: atCopy, rx: p, link: o, queue: w.q, total: p.total}, &l.bc)
+		w.abandon(lost{why: dropNoRoom, at: atCopy, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
 		w.touch(l)
 		return
 	}
