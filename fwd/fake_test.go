@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -794,6 +795,43 @@ func TestFakePromiscuous(t *testing.T) {
 			for i, l := range r.links {
 				if n := l.Promiscuous(); n != 0 {
 					t.Errorf("link %d after Close: %d memberships, want 0", i, n)
+				}
+			}
+		})
+	}
+}
+
+// TestFakeHandlerArrival: a Handler sees in Packet.Arrival the stamp the
+// program wrote in front of each frame, with one queue (where the batch
+// reads no clock) and with several (where the ordering takes the stamp).
+func TestFakeHandlerArrival(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		queues int
+	}{{"one-queue", 1}, {"two-queues", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			got := map[uint32]int64{}
+			h := fwd.HandlerFunc(func(pkts []fwd.Packet) {
+				mu.Lock()
+				defer mu.Unlock()
+				for i := range pkts {
+					got[seqOf(pkts[i].Data)] = pkts[i].Arrival
+					pkts[i].Drop()
+				}
+			})
+			r := startFake(t, fwd.Config{Handler: h, Queues: tc.queues}, fwdtest.LinkOptions{Queues: tc.queues})
+			start := r.env.Now()
+			const n = 40
+			for i := range n {
+				r.inject(0, i%tc.queues, seqFrame(macB, macA, uint16(i%tc.queues), uint32(i), 100), fwdtest.RX{Stamp: start + int64(i)*1000 + 7})
+			}
+			r.received(0, n)
+			mu.Lock()
+			defer mu.Unlock()
+			for i := range n {
+				if want := start + int64(i)*1000 + 7; got[uint32(i)] != want {
+					t.Errorf("packet %d: Arrival %d, want the program's stamp %d", i, got[uint32(i)], want)
 				}
 			}
 		})

@@ -35,6 +35,13 @@ type Packet struct {
 	// Link is the index, in Config.Links, of the link it arrived on, and
 	// Queue the RX queue.
 	Link, Queue int
+	// Arrival is when the packet reached the XDP program
+	// (bpf_ktime_get_ns: CLOCK_MONOTONIC ns), the stamp the program writes
+	// in front of every packet for the ordering; 0 when the frame has
+	// none. Read from the frame's headroom, next to Data: not checked
+	// against a clock (a single-queue batch reads none), so a consumer
+	// that needs it plausible checks it (0 < Arrival ≤ its own clock).
+	Arrival int64
 
 	// total is Len as received.
 	total   int

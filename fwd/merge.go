@@ -218,6 +218,18 @@ func (w *worker) stampOf(addr uint64) int64 {
 	return ts
 }
 
+// arrivalOf is the arrival stamp in front of the packet at addr, for a
+// Handler (Packet.Arrival): stampOf's load without its check against the
+// batch's clock, which only a batch with several queues reads (the
+// program writes a stamp for every packet it redirects, so the bytes are
+// this packet's unless the frame had no room for metadata).
+func (w *worker) arrivalOf(addr uint64) int64 {
+	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.zone.UnitAddr(addr) {
+		return 0
+	}
+	return max(int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaStampOff:])), 0)
+}
+
 // takeStamp reads the stamp of a received packet and clears it: when the
 // program could not write one (no room for metadata), the bytes in front
 // of the next packet in this frame must not pass for its stamp.

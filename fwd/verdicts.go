@@ -45,6 +45,7 @@ func (w *worker) decide(in *port, b *rxBatch) {
 		w.pkts = append(w.pkts, Packet{
 			Data: w.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
 			Len:  p.total, Link: in.link, Queue: in.queue, total: p.total,
+			Arrival: w.arrivalOf(d.Addr),
 		})
 	}
 	if len(w.pkts) > 0 {

@@ -132,3 +132,39 @@ func TestCountingSinkAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per batch", a)
 	}
 }
+
+// TestCountingSinkArrival: latency runs to the XDP program's arrival stamp
+// (fwd.Packet.Arrival) when it is plausible, else to the batch's clock
+// (counted in BatchClock).
+func TestCountingSinkArrival(t *testing.T) {
+	const tx, now = 1000, 9000
+	for _, tc := range []struct {
+		name    string
+		arrival int64
+		want    int64 // latency
+		batch   uint64
+	}{
+		{"stamped", 3000, 2000, 0},
+		{"stamped-at-tx", tx, 0, 0},
+		{"none", 0, now - tx, 1},
+		{"stale", tx - 1, now - tx, 1},
+		{"future", now + 1, now - tx, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := modes.NewSink(func() int64 { return now })
+			pkts := genFrames(span(0, 0, 10), tx)
+			for i := range pkts {
+				pkts[i].Arrival = tc.arrival
+			}
+			s.Handle(pkts)
+			r := s.Report()
+			// Percentiles are bucket tops: within 12.5 % above the value.
+			if r.Latency.Count != 10 || r.Latency.P50 < tc.want || float64(r.Latency.P50) > float64(tc.want)*1.125 || r.Latency.Max != tc.want {
+				t.Errorf("latency %+v, want 10 samples of %d ns", r.Latency, tc.want)
+			}
+			if r.BatchClock != tc.batch*10 {
+				t.Errorf("BatchClock %d, want %d", r.BatchClock, tc.batch*10)
+			}
+		})
+	}
+}

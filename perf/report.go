@@ -195,6 +195,23 @@ func (r *Results) Markdown() string {
 		b.WriteString(r.costTable(w, cs))
 	}
 
+	if ws := r.workloads("gencost"); len(ws) > 0 {
+		t := mdTable{head: []string{"generator", "sent packets/s", "own CPU ns/packet", "machine CPU ns/packet", "other load"}}
+		for _, w := range ws {
+			const c = "baseline-drop" // the only contender of the group
+			if _, ok := r.stat(c, w.Name, "sent_pps"); ok {
+				t.rows = append(t.rows, []string{strings.TrimPrefix(w.Name, "gen-"), r.cell(c, w.Name, "sent_pps", false),
+					r.cell(c, w.Name, "own_cpu_ns_per_pkt", false), r.cell(c, w.Name, "cpu_ns_per_pkt", false), r.cell(c, w.Name, "other_cpu_pct", false)})
+			}
+		}
+		if len(t.rows) > 0 {
+			fmt.Fprintf(&b, "### %s\n\n", ws[0].Title)
+			b.WriteString("The same 60-byte UDP frame from A's eth0 into XDP_DROP on the root end, nothing forwarding; per packet that left A's eth0. " +
+				"*Own* is the CPU of the generator's processes (perf for sendmmsg and txonly, trafgen's) and of ksoftirqd; *machine* also counts whatever else runs (the \"other load\" column).\n\n")
+			b.WriteString(t.String() + "\n")
+		}
+	}
+
 	if ws := r.workloads("tcp"); len(ws) > 0 && len(r.ranContenders("tcp", false)) > 0 {
 		b.WriteString("### TCP bulk, A → B, Gbit/s\n\n")
 		b.WriteString("Go sockets in the namespaces, 128 KiB writes. With an XDP program on a veth its peer stops using GSO, so every XDP path (xdpfwd, asavie, the redirect) carries MTU-sized segments; the two bridge rows show the cost of the endpoint settings alone.\n\n")

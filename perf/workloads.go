@@ -115,6 +115,14 @@ func workloadTable() []*workload {
 			Size: 64, Paced: true, Hosts: 3, Contenders: switchContenders, run: runSwitch(runUDP)},
 		{Name: "switch-tcp-1", Group: "switch", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s",
 			Streams: 1, Hosts: 3, Contenders: switchContenders, run: runSwitch(runTCP)},
+		// Issue 22: what a traffic source costs per packet at one rate
+		// (gencost.go), run by the baseline alone (nothing forwards).
+		{Name: "gen-sendmmsg", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
+			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("sendmmsg")},
+		{Name: "gen-trafgen", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
+			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("trafgen")},
+		{Name: "gen-txonly", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
+			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("txonly")},
 		// Issue 10: 64-byte frames reflected back to their sender, MACs
 		// swapped, by xdpfwd --mode reflect or an XDP_TX program.
 		{Name: "reflect-64", Group: "reflect", Title: "64-byte frames reflected, MACs swapped", Metric: "pps", Unit: "packets/s",
@@ -122,7 +130,7 @@ func workloadTable() []*workload {
 	}
 }
 
-var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery", "switch", "reflect"}
+var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery", "switch", "reflect", "gencost"}
 
 func selectWorkloads(names []string) ([]*workload, error) {
 	all := workloadTable()

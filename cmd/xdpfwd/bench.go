@@ -42,7 +42,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	duts := fs.String("dut", "bridge,xdp-redirect,xdpfwd", "devices under test between the namespaces, a list of: bridge (Linux bridge), xdp-redirect (in-kernel XDP bpf_redirect), xdpfwd (xdpfwd xconnect)")
 	sizes := fs.String("size", "64", "frame sizes with FCS, a list of 64..1518 and imix")
 	trial := fs.Duration("trial", time.Second, "how long each trial sends")
-	maxTrials := fs.Int("max-trials", 8, "most trials of each binary search (NDR, then PDR)")
+	maxTrials := fs.Int("max-trials", 8, "most rates each binary search (NDR, then PDR) tries")
+	repeat := fs.Int("repeat", 3, "trials that decide a rate, by majority (a loss burst of a shared machine in one trial does not fail it)")
 	precision := fs.Float64("precision", 2, "stop a search when its bounds are within this percent of the upper one")
 	pdrLoss := fs.Float64("pdr-loss", 0.5, "PDR: the loss percent a trial may have")
 	maxRate := fs.String("max-rate", "0", "upper bound of the search, packets/s (0: what the generator sends unpaced, measured first)")
@@ -82,6 +83,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return usageError{"bench: --max-trials: want 1..64"}
 	case !(*precision > 0 && *precision < 100) || !(*pdrLoss >= 0 && *pdrLoss < 100):
 		return usageError{"bench: --precision and --pdr-loss: want percents, 0..100"}
+	case *repeat < 1 || *repeat > 9:
+		return usageError{"bench: --repeat: want 1..9"}
 	case *flows < 1 || *flows > gen.MaxFlows:
 		return usageError{fmt.Sprintf("bench: --flows: want 1..%d", gen.MaxFlows)}
 	}
@@ -98,7 +101,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			res, err := r.bench(ctx, dut, sz, hi, SearchParams{MaxTrials: *maxTrials, Precision: *precision / 100}, *pdrLoss/100)
+			res, err := r.bench(ctx, dut, sz, hi, SearchParams{MaxTrials: *maxTrials, Precision: *precision / 100, Repeats: *repeat}, *pdrLoss/100)
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", dut, err)
 			}
@@ -129,8 +132,13 @@ type TrialResult struct {
 
 // SearchParams bound a search.
 type SearchParams struct {
-	MaxTrials int     // most trials
+	MaxTrials int     // most rates tried (each Repeats trials at most)
 	Precision float64 // stop when hi-lo ≤ Precision·hi
+	// Repeats is how many trials decide a rate, by majority (a trial
+	// that agrees with the first half settles it early): a loss burst
+	// that a shared machine causes in one trial does not fail the rate.
+	// 0 and 1: one trial.
+	Repeats int
 }
 
 // SearchResult is a search's outcome: the highest rate that passed (its
@@ -145,8 +153,10 @@ type SearchResult struct {
 // loses at most maxLoss. Trials already made (prior, e.g. another
 // search's) narrow the bounds first: a passing one raises lo, a failing one
 // lowers hi; hi itself is tried first unless a prior trial failed there.
-// It stops after p.MaxTrials new trials or when the bounds are within
-// p.Precision of hi. It is a pure function of trial's answers.
+// Each rate is decided by the majority of p.Repeats trials (a rate that
+// passes counts its passing trials, the best of them the result). It
+// stops after p.MaxTrials rates or when the bounds are within p.Precision
+// of hi. It is a pure function of trial's answers.
 func Search(trial func(rate float64) (TrialResult, error), lo, hi, maxLoss float64, p SearchParams, prior ...TrialResult) (SearchResult, error) {
 	var res SearchResult
 	pass := func(t TrialResult) bool { return t.Loss <= maxLoss }
@@ -156,28 +166,67 @@ func Search(trial func(rate float64) (TrialResult, error), lo, hi, maxLoss float
 			res.Best, res.Rate = &b, t.Offered
 		}
 	}
-	hiFailed := false
+	need := max(p.Repeats, 1)/2 + 1 // agreeing trials that decide a rate
+	// Prior trials decide their rates by the same majority: a rate whose
+	// trials pass more often than not passes.
+	type tally struct{ pass, fail int }
+	votes := map[float64]*tally{}
+	var rates []float64
 	for _, t := range prior {
 		rate := t.Target
 		if rate == 0 { // unpaced: as fast as it went
 			rate = t.Offered
 		}
-		consider(t)
+		v := votes[rate]
+		if v == nil {
+			v = &tally{}
+			votes[rate] = v
+			rates = append(rates, rate)
+		}
+		if pass(t) {
+			v.pass++
+		} else {
+			v.fail++
+		}
+	}
+	hiFailed := false
+	for _, rate := range rates {
+		v := votes[rate]
 		switch {
-		case pass(t):
+		case v.pass > v.fail:
 			lo = max(lo, min(rate, hi))
+			for _, t := range prior {
+				if t.Target == rate || t.Target == 0 && t.Offered == rate {
+					consider(t)
+				}
+			}
 		case rate <= hi:
 			hi, hiFailed = rate, true
 		}
 	}
+	steps := 0
 	try := func(rate float64) (bool, error) {
-		t, err := trial(rate)
-		if err != nil {
-			return false, err
+		steps++
+		var passed []TrialResult
+		for fails := 0; len(passed) < need && fails < need; {
+			t, err := trial(rate)
+			if err != nil {
+				return false, err
+			}
+			res.Trials = append(res.Trials, t)
+			if pass(t) {
+				passed = append(passed, t)
+			} else {
+				fails++
+			}
 		}
-		res.Trials = append(res.Trials, t)
-		consider(t)
-		return pass(t), nil
+		if len(passed) < need {
+			return false, nil
+		}
+		for _, t := range passed {
+			consider(t)
+		}
+		return true, nil
 	}
 	if !hiFailed && lo < hi && p.MaxTrials > 0 {
 		ok, err := try(hi)
@@ -185,7 +234,7 @@ func Search(trial func(rate float64) (TrialResult, error), lo, hi, maxLoss float
 			return res, err
 		}
 	}
-	for len(res.Trials) < p.MaxTrials && hi-lo > p.Precision*hi {
+	for steps < p.MaxTrials && hi-lo > p.Precision*hi {
 		mid := (lo + hi) / 2
 		ok, err := try(mid)
 		if err != nil {

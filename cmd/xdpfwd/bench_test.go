@@ -74,6 +74,37 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// TestSearchNoisy: a DUT of 200 kpps whose every fourth trial loses 3 %
+// whatever the rate (another load on the machine): deciding each rate by
+// the majority of 3 trials, the search still lands within its precision
+// of the capacity, in three searches of which each starts its noise at
+// a different trial.
+func TestSearchNoisy(t *testing.T) {
+	const capacity, genMax, prec = 200e3, 1e6, 0.02
+	for phase := range 3 {
+		t.Run(strconv.Itoa(phase), func(t *testing.T) {
+			n := 0
+			clean := fakeDUT(capacity, genMax, &n)
+			trial := func(rate float64) (TrialResult, error) {
+				r, err := clean(rate)
+				if (n+phase)%4 == 0 {
+					r.Received = uint64(float64(r.Sent) * 0.97)
+					r.Loss = 0.03
+				}
+				return r, err
+			}
+			r, err := Search(trial, 0, genMax, 0, SearchParams{MaxTrials: 40, Precision: prec, Repeats: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Rate > capacity || r.Rate < capacity*(1-2*prec) {
+				t.Fatalf("NDR %.0f in %d trials, want %.0f (−%.0f %%)", r.Rate, n, capacity, 200*prec)
+			}
+			t.Logf("NDR %.0f in %d trials", r.Rate, n)
+		})
+	}
+}
+
 // TestSearchBounded: a search stops at its trial count.
 func TestSearchBounded(t *testing.T) {
 	n := 0
