@@ -64,6 +64,15 @@ type Forwarder struct {
 	// dies.
 	promisc []io.Closer
 
+	// linkMu serialises AddLink, RemoveLink and the monitor's handling
+	// of a link event (links.go); removed holds the totals of the links
+	// removed, strandedRemoved the TX descriptors their sockets took
+	// with them; rewatch tells the monitor the links changed.
+	linkMu          sync.Mutex
+	removed         map[string]LinkStats
+	strandedRemoved int
+	rewatch         chan struct{}
+
 	stop       atomic.Bool
 	started    time.Time
 	stopped    time.Time
@@ -110,7 +119,8 @@ func New(config Config) (_ *Forwarder, err error) {
 	}
 	n := len(links)
 	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, host: host, handler: cfg.Handler,
-		progs: make([]Program, n), socks: make([][]*xsk.Socket, n),
+		rewatch: make(chan struct{}, 1),
+		progs:   make([]Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
 	defer func() {
 		if err != nil {
@@ -133,17 +143,9 @@ func New(config Config) (_ *Forwarder, err error) {
 
 	// Programs first: a link that is not ours to take is refused before
 	// any socket is bound to it.
-	for i, l := range links {
-		p, err := env.Attach(l.info(), cfg.XDPMode, cfg.Force)
-		if err != nil {
-			if errors.Is(err, xsk.ErrForeignProgram) {
-				return nil, &InputError{err}
-			}
+	for i := range links {
+		if err := f.attach(i); err != nil {
 			return nil, err
-		}
-		f.progs[i] = p
-		if err := p.NativeRefused(); err != nil {
-			cfg.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
 		}
 	}
 
@@ -165,20 +167,7 @@ func New(config Config) (_ *Forwarder, err error) {
 		f.flows = newFlowState(f.region, cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
 	}
 	for i := range f.socks {
-		for q, sk := range f.socks[i] {
-			p := &port{link: i, queue: q, sock: sk}
-			if f.progs[i].Mode() == "native" {
-				// One CPU at a time runs a queue's NAPI, so the queue's
-				// newest stamp only grows (merge.go's caughtUp relies on
-				// it); generic XDP may run one queue on several CPUs.
-				p.stamps = f.progs[i].LastStamps()
-			}
-			// TX lanes; with a Handler every socket, which may reflect.
-			if q < cfg.Queues || f.handler != nil {
-				p.tx = newLane(p)
-			}
-			f.ports[i] = append(f.ports[i], p)
-		}
+		f.ports[i] = f.newPorts(i)
 	}
 	f.capture = capture.NewHub(cfg.Queues, cfg.Links)
 	for q := range cfg.Queues {
@@ -213,10 +202,8 @@ func New(config Config) (_ *Forwarder, err error) {
 		}
 	}
 	for i := range links {
-		for q, s := range f.socks[i] {
-			if err := f.progs[i].Register(q, s); err != nil {
-				return nil, err
-			}
+		if err := f.register(i); err != nil {
+			return nil, err
 		}
 	}
 	// From here on a replaced foreign program stays replaced.
@@ -237,23 +224,83 @@ func New(config Config) (_ *Forwarder, err error) {
 }
 
 func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
+	for i := range f.links {
+		if err := f.openLink(i, zc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openLink binds a socket on every RX queue of link i (New, AddLink): the
+// first socket of all registers the UMEM, the others share it.
+func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy) error {
+	l := f.links[i]
 	var owner *xsk.Socket
-	for i, l := range f.links {
-		f.socks[i] = make([]*xsk.Socket, l.rxQueues)
-		for q := range l.rxQueues {
-			s, err := f.env.Open(f.region, xsk.Config{
-				Ifname: l.name, Ifindex: l.index, Queue: q,
-				RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
-				Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
-				BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
-			})
-			if err != nil {
-				return err
-			}
-			f.socks[i][q] = s
-			if owner == nil {
-				owner = s
-			}
+	if f.socks[0] != nil {
+		owner = f.socks[0][0]
+	}
+	f.socks[i] = make([]*xsk.Socket, l.rxQueues)
+	for q := range l.rxQueues {
+		s, err := f.env.Open(f.region, xsk.Config{
+			Ifname: l.name, Ifindex: l.index, Queue: q,
+			RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
+			Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
+			BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
+		})
+		if err != nil {
+			return err
+		}
+		f.socks[i][q] = s
+		if owner == nil {
+			owner = s
+		}
+	}
+	return nil
+}
+
+// attach puts the program on link i (New, AddLink).
+func (f *Forwarder) attach(i int) error {
+	l := f.links[i]
+	p, err := f.env.Attach(l.info(), f.cfg.XDPMode, f.cfg.Force)
+	if err != nil {
+		if errors.Is(err, xsk.ErrForeignProgram) {
+			return &InputError{err}
+		}
+		return err
+	}
+	f.progs[i] = p
+	if err := p.NativeRefused(); err != nil {
+		f.cfg.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
+	}
+	return nil
+}
+
+// newPorts makes the ports of link i's sockets (New, AddLink).
+func (f *Forwarder) newPorts(i int) []*port {
+	var ports []*port
+	for q, sk := range f.socks[i] {
+		p := &port{link: i, queue: q, sock: sk}
+		if f.progs[i].Mode() == "native" {
+			// One CPU at a time runs a queue's NAPI, so the queue's
+			// newest stamp only grows (merge.go's caughtUp relies on
+			// it); generic XDP may run one queue on several CPUs.
+			p.stamps = f.progs[i].LastStamps()
+		}
+		// TX lanes; with a Handler every socket, which may reflect.
+		if q < f.cfg.Queues || f.handler != nil {
+			p.tx = newLane(p)
+		}
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// register points link i's queues at its sockets (New, AddLink).
+func (f *Forwarder) register(i int) error {
+	for q, s := range f.socks[i] {
+		if err := f.progs[i].Register(q, s); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -350,12 +397,14 @@ func (f *Forwarder) Close() error {
 		}
 	}
 	for _, m := range f.promisc {
-		errs = append(errs, m.Close())
+		if m != nil { // nil: a removed link's (links.go)
+			errs = append(errs, m.Close())
+		}
 	}
 	f.promisc = nil
 	// Descriptors still on a TX ring (a link down or deleted: the kernel
 	// never completed them) are released by closing the sockets.
-	inflight := 0
+	inflight := f.strandedRemoved
 	for _, w := range f.workers {
 		inflight += int(w.inFlight())
 	}
@@ -425,10 +474,17 @@ func (f *Forwarder) Plan() Plan {
 }
 
 // LinkQueues is the number of RX queues of link i, each with a socket.
-func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }
+func (f *Forwarder) LinkQueues(i int) int {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	return len(f.ports[i])
+}
 
-// Links returns the two link names.
+// Links returns the link names by index: "" where a removed link left a
+// hole (links.go).
 func (f *Forwarder) Links() []string {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
 	names := make([]string, len(f.links))
 	for i, l := range f.links {
 		names[i] = l.name

@@ -32,6 +32,9 @@ type Plan struct {
 	Handler Handler // nil: the two links cross-connected
 	Logger  *slog.Logger
 
+	// MaxLinks is how many links the forwarder holds at most (Links and
+	// those added while running): Config.MaxLinks, or len(Links).
+	MaxLinks int
 	// Queues is the number of workers, each with TX queue w on every link.
 	Queues int
 	// LinkQueues is each link's RX queue count: every queue gets a socket.
@@ -134,6 +137,10 @@ func (c *Config) check(host hostFacts) error {
 		return inputErr("need exactly two links without a Handler (two --link flags in xconnect mode), got %d", len(c.Links))
 	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
 		return inputErr("need 1..%d links (--link flags), got %d", MaxLinks, len(c.Links))
+	case c.MaxLinks < 0 || c.MaxLinks > MaxLinks || c.MaxLinks != 0 && c.MaxLinks < len(c.Links):
+		return inputErr("max links %d: want %d..%d (the links given up to a LinkSet's size), or 0 (the links given)", c.MaxLinks, len(c.Links), MaxLinks)
+	case c.Handler == nil && c.MaxLinks > 2:
+		return inputErr("max links %d: without a Handler (xconnect) the links are the two given", c.MaxLinks)
 	case repeated(c.Links) != "":
 		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
 	case c.FrameSize != 0 && c.FrameSize != 2048 && c.FrameSize != 4096:
@@ -168,6 +175,7 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 		Handler:       cfg.Handler,
 		Logger:        cfg.Logger,
 		Queues:        cfg.Queues,
+		MaxLinks:      max(cfg.MaxLinks, len(cfg.Links)),
 		RingSize:      cfg.RingSize,
 		Batch:         cmp0(cfg.Batch, defaultBatch),
 		XDPMode:       cfg.XDPMode,
@@ -209,8 +217,11 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 			return Plan{}, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", p.Queues, l.name, l.rxQueues, l.txQueues)
 		}
 	}
+	// The links that may be added later count as links of one queue per
+	// worker: the rings, and so the UMEM, are those of MaxLinks links.
+	sized := reserveLinks(links, p.MaxLinks, p.Queues)
 	if p.RingSize == 0 {
-		p.RingSize = autoRingSize(p.Queues, links)
+		p.RingSize = autoRingSize(p.Queues, sized)
 		p.Batch = min(p.Batch, int(p.RingSize))
 	}
 	if len(p.CPUs) == 0 && !cfg.NoPin && p.Queues > 1 {
@@ -222,13 +233,28 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	if err := p.resolveMultiBuffer(cfg.MultiBufferMode, links); err != nil {
 		return Plan{}, err
 	}
-	p.UMEM = umemConfig(&p, cfg.FragOrder, links)
+	p.UMEM = umemConfig(&p, cfg.FragOrder, sized)
 	p.FragOrder = p.UMEM.FragOrder
 	var err error
 	if p.HandoffSize, err = handoffRingSize(&p, links); err != nil {
 		return Plan{}, err
 	}
 	return p, nil
+}
+
+// reserveLinks is links with, up to max, links of queues RX and TX queues
+// standing for those Forwarder.AddLink may add: what the UMEM is sized
+// for. A link added later with more RX queues than that draws their fill
+// rings from the shared pool, beyond its reserve.
+func reserveLinks(links []linkInfo, max, queues int) []linkInfo {
+	if max <= len(links) {
+		return links
+	}
+	out := slices.Clone(links)
+	for len(out) < max {
+		out = append(out, linkInfo{rxQueues: queues, txQueues: queues})
+	}
+	return out
 }
 
 // cmp0 is v, or def when v is 0.
@@ -463,6 +489,7 @@ var restartFields = []struct {
 }{
 	{"Links", func(p *Plan) any { return p.Links }},
 	{"Handler", func(p *Plan) any { return fmt.Sprintf("%T", p.Handler) }},
+	{"MaxLinks", func(p *Plan) any { return p.MaxLinks }},
 	{"RingSize", func(p *Plan) any { return p.RingSize }},
 	{"Batch", func(p *Plan) any { return p.Batch }},
 	{"FrameSize", func(p *Plan) any { return p.FrameSize }},
