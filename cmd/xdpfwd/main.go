@@ -731,6 +731,12 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 					}
 				}
 			case now := <-t.C:
+				if cur := f.Links(); !slices.Equal(cur, names) {
+					// Links added or removed (xdpfwd link): rates start
+					// again from this reading, under the new names.
+					names, prev, prevW, prevQ, last = cur, allStats(f), f.WorkerStats(), queueRX(f), now
+					continue
+				}
 				cur := allStats(f)
 				curW := f.WorkerStats()
 				line := fwd.StatsLine(names, prev, cur, now.Sub(last)) + fwd.EfficiencyTail(prev, cur, prevW, curW)
