@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -551,14 +552,56 @@ func (f *Forwarder) ActiveQueues() int {
 // differs is not applied and is listed in Restart. A live change that
 // fails stays as it was, in Failed (a later Reconfigure tries it again).
 // A Config that does not resolve changes nothing: the error says why.
+//
+// Where links may be added and removed while running (AddLink), a
+// changed Links is applied too: the links no longer listed are removed,
+// then the new ones added (each taking the lowest free index), and the
+// Change is "Links"; one that fails is in Failed.
 func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	var r Reconfiguration
-	np, err := resolve(liveSettings(next, &f.cfg), f.links, f.host)
+	live, names := f.liveLinks()
+	cur := f.cfg
+	cur.Links = names
+	var add, del []string
+	if f.changeable("reload", "") == nil {
+		for _, n := range names {
+			if !slices.Contains(next.Links, n) {
+				del = append(del, n)
+			}
+		}
+		for _, n := range next.Links {
+			if !slices.Contains(names, n) {
+				add = append(add, n)
+			}
+		}
+		// The rest of next resolves against the links there are now,
+		// after a check of the new list alone.
+		if err := next.check(f.host); err != nil {
+			return r, err
+		}
+		next.Links = names
+	}
+	np, err := resolve(liveSettings(next, &cur), live, f.host)
 	if err != nil {
 		return r, err
 	}
-	r.Restart = restartChanges(&f.cfg, &np)
+	r.Restart = restartChanges(&cur, &np)
 	var errs []error
+	if len(add) > 0 || len(del) > 0 {
+		for _, n := range del {
+			if err := f.RemoveLink(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, n := range add {
+			if err := f.AddLink(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, now := f.liveLinks(); !slices.Equal(now, names) {
+			r.Applied = append(r.Applied, Change{"Links", strings.Join(names, ","), strings.Join(now, ",")})
+		}
+	}
 	if n, err := inline.ResolveMax(next.InlineMax); err != nil {
 		errs = append(errs, &InputError{err})
 	} else if cur := f.InlineMax(); n != cur {
@@ -585,6 +628,22 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	}
 	r.Failed = errors.Join(errs...)
 	return r, nil
+}
+
+// liveLinks is the links there are, without the holes removed links
+// left, and their names.
+func (f *Forwarder) liveLinks() ([]linkInfo, []string) {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	var live []linkInfo
+	var names []string
+	for _, l := range f.links {
+		if l.name != "" {
+			live = append(live, l)
+			names = append(names, l.name)
+		}
+	}
+	return live, names
 }
 
 // Stopping reports whether the forwarder has been asked to stop.

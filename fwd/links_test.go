@@ -375,3 +375,46 @@ func TestFakeLinkErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeReconfigureLinks: a reload whose link list changed adds and
+// removes the difference while forwarding (the removed first, so an added
+// link may take a removed one's index) and reports it as applied, not as
+// needing a restart; in xconnect it still needs a restart.
+func TestFakeReconfigureLinks(t *testing.T) {
+	r, sw := startSwitch(t, 4)
+	r.env.AddLink("c", fwdtest.LinkOptions{})
+	r.env.AddLink("d", fwdtest.LinkOptions{})
+	cfg := func(links ...string) fwd.Config {
+		return fwd.Config{Links: links, Handler: sw, MaxLinks: 4, Queues: 1, Env: r.env, HugePages: r.f.Plan().HugePages}
+	}
+	for _, tc := range []struct {
+		links []string
+		want  []string // Links() after
+	}{
+		{[]string{"l0", "l1", "c"}, []string{"l0", "l1", "c"}},
+		{[]string{"l0", "c", "d"}, []string{"l0", "d", "c"}},
+		{[]string{"l0", "d", "c"}, []string{"l0", "d", "c"}}, // the same set: nothing to do
+		{[]string{"l0", "l1"}, []string{"l0", "l1", ""}},
+	} {
+		before := r.f.Links()
+		rc, err := r.f.Reconfigure(cfg(tc.links...))
+		if err != nil || rc.Failed != nil || len(rc.Restart) != 0 {
+			t.Fatalf("Reconfigure(%q): %v, failed %v, restart %v", tc.links, err, rc.Failed, rc.Restart)
+		}
+		if got := r.f.Links(); !slices.Equal(got, tc.want) {
+			t.Errorf("Reconfigure(%q): Links() = %q, want %q", tc.links, got, tc.want)
+		}
+		changed := slices.ContainsFunc(rc.Applied, func(c fwd.Change) bool { return c.Field == "Links" })
+		if changed == slices.Equal(before, tc.want) {
+			t.Errorf("Reconfigure(%q): applied %v (links %q before)", tc.links, rc.Applied, before)
+		}
+	}
+	abTraffic(t, r, 0, 20)
+
+	x := startFake(t, fwd.Config{}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+	x.env.AddLink("c", fwdtest.LinkOptions{})
+	rc, err := x.f.Reconfigure(fwd.Config{Links: []string{"l0", "c"}, Env: x.env, HugePages: x.f.Plan().HugePages})
+	if err != nil || !slices.ContainsFunc(rc.Restart, func(c fwd.Change) bool { return c.Field == "Links" }) {
+		t.Errorf("xconnect Reconfigure with another link: %v, restart %v; want Links needing a restart", err, rc.Restart)
+	}
+}
