@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,5 +132,75 @@ func TestLinkListDaemon(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.pcapng")
 	cp := startCapture(t, "--control", ctl, "-w", file, "--count", "1")
 	cp.interrupt()
+	d.interrupt()
+}
+
+// TestReloadLinks: a SIGHUP whose config file lists another link adds it
+// to the running switch, and one that no longer lists it removes it, each
+// logged as applied (link=...), no restart asked for.
+func TestReloadLinks(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	ns, err := topo.NewNS("rlk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	extra := fmt.Sprintf("xr%d", os.Getpid()%100000)
+	for _, args := range [][]string{
+		{"link", "add", extra, "type", "veth", "peer", "name", "p0", "netns", ns.Name},
+		{"link", "set", extra, "up"},
+		{"-n", ns.Name, "link", "set", "p0", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", extra).Run() })
+	dir := t.TempDir()
+	cfg, ctl := filepath.Join(dir, "xdpfwd.yaml"), filepath.Join(dir, "ctl.sock")
+	write := func(links ...string) {
+		s := fmt.Sprintf("mode: switch\nqueues: 1\nlink: [%s]\nstats-interval: 0s\n", strings.Join(links, ", "))
+		if err := os.WriteFile(cfg, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(p.LinkA, p.LinkB)
+	d := startBin(t, "run", "--config", cfg, "--control", ctl)
+	waitAttached(t, d, p, 10*time.Second)
+	waitSocket(t, d, ctl)
+	list := func() []string {
+		c, err := linkop.Dial(ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		l, err := c.ListLinks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, k := range l.Links {
+			names = append(names, k.Name)
+		}
+		return names
+	}
+	for i, links := range [][]string{{p.LinkA, p.LinkB, extra}, {p.LinkA, p.LinkB}} {
+		write(links...)
+		d.signal(syscall.SIGHUP)
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(d.stderr.String(), "config reloaded") < i+1 {
+			if time.Now().After(deadline) || d.exited() {
+				t.Fatalf("no reload logged after SIGHUP %d; stderr:\n%s", i+1, d.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := list(); !slices.Equal(got, links) {
+			t.Errorf("after reload %d: link list %q, want %q\n%s", i+1, got, links, d.stderr.String())
+		}
+	}
+	log := d.stderr.String()
+	if !strings.Contains(log, `applied="link=`) || !strings.Contains(log, `needs_restart=""`) {
+		t.Errorf("reload log: want the link change applied, no restart:\n%s", log)
+	}
 	d.interrupt()
 }
