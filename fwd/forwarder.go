@@ -363,7 +363,10 @@ func (f *Forwarder) finish() {
 // Stop asks the workers to drain and return; Run returns once they have.
 func (f *Forwarder) Stop() {
 	// Detaching the programs first stops new packets from arriving while
-	// the workers finish what is already in their rings.
+	// the workers finish what is already in their rings. The read lock:
+	// AddLink may be growing the slices.
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
 	for i, p := range f.progs {
 		if p != nil {
 			for q := range f.socks[i] {

@@ -216,8 +216,9 @@ func TestFakeLinkCycles(t *testing.T) {
 	}
 }
 
-// TestFakeLinkRemoveUnderLoad: while frames flow A→B without pause, two
-// links are added and removed 20 times; B receives every frame, in order.
+// TestFakeLinkRemoveUnderLoad: while frames flow A→B without pause, and
+// stats are read, two links are added and removed 20 times; B receives
+// every frame, in order.
 func TestFakeLinkRemoveUnderLoad(t *testing.T) {
 	r, _ := startSwitch(t, 4)
 	for _, n := range []string{"c", "d"} {
@@ -246,6 +247,19 @@ func TestFakeLinkRemoveUnderLoad(t *testing.T) {
 		}
 	}
 	collecting.Go(func() { collect(stop.Load) })
+	// Stats readers (a metrics scrape, the stats line) run throughout.
+	collecting.Go(func() {
+		for !stop.Load() {
+			for i := range r.f.Links() {
+				r.f.LinkStats(i)
+				r.f.QueueStats(i, 0)
+				r.f.XDPPassed(i)
+			}
+			r.f.Summary()
+			r.f.XPS()
+			r.f.Capture().Links()
+		}
+	})
 	const cycles = 20
 	for range cycles {
 		for _, n := range []string{"c", "d"} {
