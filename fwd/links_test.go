@@ -14,6 +14,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 	"github.com/xdpfwd/xdpfwd/modes"
+	"github.com/xdpfwd/xdpfwd/umem"
 )
 
 // Links added and removed while forwarding (links.go), on the fake
@@ -431,4 +432,35 @@ func TestFakeReconfigureLinks(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(rc.Restart, func(c fwd.Change) bool { return c.Field == "Links" }) {
 		t.Errorf("xconnect Reconfigure with another link: %v, restart %v; want Links needing a restart", err, rc.Restart)
 	}
+}
+
+// TestMaxLinksMemory: the UMEM of a switch of 2 links able to take 64
+// is that of a switch started with 64 (the links to come are set aside as
+// if they were there), and MaxLinks 0 leaves today's sizing alone.
+func TestMaxLinksMemory(t *testing.T) {
+	size := func(links, max int) (int, fwd.Plan) {
+		env := fwdtest.New()
+		var names []string
+		for i := range links {
+			names = append(names, fmt.Sprint("l", i))
+			env.AddLink(names[i], fwdtest.LinkOptions{})
+		}
+		f, err := fwd.New(fwd.Config{Links: names, Handler: modes.NewSwitch(links, 1024, 0), MaxLinks: max, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return f.Region().Size(), f.Plan()
+	}
+	two, p2 := size(2, 0)
+	reserved, pr := size(2, 64)
+	full, pf := size(64, 0)
+	if reserved != full || pr.RingSize != pf.RingSize {
+		t.Errorf("2 links of 64: UMEM %d MiB ring %d; 64 links at start: %d MiB ring %d; want the same", reserved>>20, pr.RingSize, full>>20, pf.RingSize)
+	}
+	if p2.MaxLinks != 2 || p2.RingSize != 2048 {
+		t.Errorf("MaxLinks 0: plan MaxLinks %d ring %d, want 2 and 2048 (as before)", p2.MaxLinks, p2.RingSize)
+	}
+	t.Logf("UMEM: 2 links %d MiB (ring %d); 2 of 64 %d MiB, 64 at start %d MiB (ring %d): %d KiB per link",
+		two>>20, p2.RingSize, reserved>>20, full>>20, pf.RingSize, (full-two)/62>>10)
 }
