@@ -36,17 +36,20 @@ type Forwarder struct {
 	cfg Plan
 	// env provides the links, programs and sockets (Config.Env);
 	// clock is its Now, the clock of the arrival stamps.
-	env     Env
-	clock   func() int64
-	links   []linkInfo
-	host    hostFacts // what cfg was resolved against, for Reconfigure
-	region  *umem.Region
-	progs   []Program
-	socks   [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
-	ports   [][]*port       // [link][queue], as socks
-	workers []*worker
-	policy  linearize.Policy
-	flows   *flowState // nil with one queue
+	env   Env
+	clock func() int64
+	links []linkInfo
+	host  hostFacts // what cfg was resolved against, for Reconfigure
+	// startLinks are the links cfg was resolved against (links changes
+	// with AddLink and RemoveLink), for Reconfigure.
+	startLinks []linkInfo
+	region     *umem.Region
+	progs      []Program
+	socks      [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
+	ports      [][]*port       // [link][queue], as socks
+	workers    []*worker
+	policy     linearize.Policy
+	flows      *flowState // nil with one queue
 	// handoffSize is the entries of each handoff ring (merge.go).
 	handoffSize int
 	health      []linkHealth
@@ -119,7 +122,7 @@ func New(config Config) (_ *Forwarder, err error) {
 		cfg.Logger.Log(context.Background(), d.Level, d.Msg, "reason", d.Reason)
 	}
 	n := len(links)
-	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, host: host, handler: cfg.Handler,
+	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(links), host: host, handler: cfg.Handler,
 		rewatch: make(chan struct{}, 1),
 		progs:   make([]Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
@@ -226,16 +229,17 @@ func New(config Config) (_ *Forwarder, err error) {
 
 func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 	for i := range f.links {
-		if err := f.openLink(i, zc); err != nil {
+		if err := f.openLink(i, zc, f.cfg.RingSize); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// openLink binds a socket on every RX queue of link i (New, AddLink): the
-// first socket of all registers the UMEM, the others share it.
-func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy) error {
+// openLink binds a socket on every RX queue of link i (New, AddLink), its
+// rings of ring entries: the first socket of all registers the UMEM, the
+// others share it.
+func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 	l := f.links[i]
 	var owner *xsk.Socket
 	if f.socks[0] != nil {
@@ -245,7 +249,7 @@ func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy) error {
 	for q := range l.rxQueues {
 		s, err := f.env.Open(f.region, xsk.Config{
 			Ifname: l.name, Ifindex: l.index, Queue: q,
-			RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
+			RingSize: ring, FillSize: fillSizeOf(ring, f.cfg.Queues, q),
 			Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
 			BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
 		})
@@ -562,9 +566,7 @@ func (f *Forwarder) ActiveQueues() int {
 // Change is "Links"; one that fails is in Failed.
 func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	var r Reconfiguration
-	live, names := f.liveLinks()
-	cur := f.cfg
-	cur.Links = names
+	_, names := f.liveLinks()
 	var add, del []string
 	if f.changeable("reload", "") == nil {
 		for _, n := range names {
@@ -577,18 +579,23 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 				add = append(add, n)
 			}
 		}
-		// The rest of next resolves against the links there are now,
-		// after a check of the new list alone.
+		// The rest of next resolves against the links New resolved
+		// its Config against (an auto ring size is theirs), after a
+		// check of the new list alone.
 		if err := next.check(f.host); err != nil {
 			return r, err
 		}
-		next.Links = names
+		next.Links = f.cfg.Links
 	}
-	np, err := resolve(liveSettings(next, &cur), live, f.host)
+	facts := f.startLinks
+	if facts == nil {
+		facts = f.links // a Forwarder not made by New (tests)
+	}
+	np, err := resolve(liveSettings(next, &f.cfg), facts, f.host)
 	if err != nil {
 		return r, err
 	}
-	r.Restart = restartChanges(&cur, &np)
+	r.Restart = restartChanges(&f.cfg, &np)
 	var errs []error
 	if len(add) > 0 || len(del) > 0 {
 		for _, n := range del {

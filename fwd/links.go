@@ -267,6 +267,8 @@ func (f *Forwarder) changeable(op, name string) error {
 		// The ordering across RX queues (merge.go) builds its handoff
 		// rings per link at start.
 		return fmt.Errorf("link %s %s: with %d workers the links are fixed at start (one worker, --queues 1, takes links while running): %w", op, name, f.cfg.Queues, linkop.ErrUnsupported)
+	case len(f.socks) == 0 || len(f.socks[0]) == 0 || f.socks[0][0] == nil:
+		return fmt.Errorf("link %s %s: the forwarder has no sockets: %w", op, name, linkop.ErrUnsupported)
 	case f.socks[0][0].ZeroCopy():
 		// In zero-copy mode a driver holds frames the rings do not show,
 		// which closing one socket would lose.
@@ -371,7 +373,7 @@ func (f *Forwarder) AddLink(name string) error {
 		undo()
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
-	if err := f.openLink(i, xsk.ZeroCopyOff); err != nil {
+	if err := f.openLink(i, xsk.ZeroCopyOff, f.cfg.AddedRingSize); err != nil {
 		undo()
 		if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
 			err = &InputError{err}

@@ -434,9 +434,11 @@ func TestFakeReconfigureLinks(t *testing.T) {
 	}
 }
 
-// TestMaxLinksMemory: the UMEM of a switch of 2 links able to take 64
-// is that of a switch started with 64 (the links to come are set aside as
-// if they were there), and MaxLinks 0 leaves today's sizing alone.
+// TestMaxLinksMemory: a switch of 2 links able to take 64 keeps the ring
+// size of 2 links; each link to come gets what it would have in a switch
+// started with 64 (that ring size, its frames, its lanes' frag blocks), so
+// the UMEM is that of 64 at start plus only what the 2 links' larger rings
+// take; MaxLinks 0 leaves the sizing of before alone.
 func TestMaxLinksMemory(t *testing.T) {
 	size := func(links, max int) (int, fwd.Plan) {
 		env := fwdtest.New()
@@ -455,12 +457,18 @@ func TestMaxLinksMemory(t *testing.T) {
 	two, p2 := size(2, 0)
 	reserved, pr := size(2, 64)
 	full, pf := size(64, 0)
-	if reserved != full || pr.RingSize != pf.RingSize {
-		t.Errorf("2 links of 64: UMEM %d MiB ring %d; 64 links at start: %d MiB ring %d; want the same", reserved>>20, pr.RingSize, full>>20, pf.RingSize)
+	if pr.RingSize != p2.RingSize || pr.AddedRingSize != pf.RingSize {
+		t.Errorf("2 links of 64: ring %d, added links' %d; want %d (2 links') and %d (64 links')", pr.RingSize, pr.AddedRingSize, p2.RingSize, pf.RingSize)
 	}
-	if p2.MaxLinks != 2 || p2.RingSize != 2048 {
-		t.Errorf("MaxLinks 0: plan MaxLinks %d ring %d, want 2 and 2048 (as before)", p2.MaxLinks, p2.RingSize)
+	// Per start link: a 2×ring fill ring and a ring in flight, of frames.
+	extra := 2 * 3 * int(pr.RingSize-pf.RingSize) * pr.FrameSize
+	// The zones are laid out in 2 MiB steps.
+	if d := reserved - full; d < extra || d > extra+2<<20 {
+		t.Errorf("2 links of 64: UMEM %d KiB, 64 at start %d KiB: %d KiB more, want %d (the 2 links' larger rings; up to 2 MiB of alignment)", reserved>>10, full>>10, d>>10, extra>>10)
 	}
-	t.Logf("UMEM: 2 links %d MiB (ring %d); 2 of 64 %d MiB, 64 at start %d MiB (ring %d): %d KiB per link",
-		two>>20, p2.RingSize, reserved>>20, full>>20, pf.RingSize, (full-two)/62>>10)
+	if p2.MaxLinks != 2 || p2.RingSize != 2048 || p2.AddedRingSize != 2048 {
+		t.Errorf("MaxLinks 0: plan MaxLinks %d ring %d added %d, want 2 and 2048 (as before)", p2.MaxLinks, p2.RingSize, p2.AddedRingSize)
+	}
+	t.Logf("UMEM: 2 links %d MiB (ring %d); 2 of 64 %d MiB (ring %d, added %d); 64 at start %d MiB (ring %d): %d KiB per link to come",
+		two>>20, p2.RingSize, reserved>>20, pr.RingSize, pr.AddedRingSize, full>>20, pf.RingSize, (reserved-two)/62>>10)
 }

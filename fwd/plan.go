@@ -42,7 +42,12 @@ type Plan struct {
 	// RingSize is the entries of each RX and TX ring; fill and completion
 	// rings of a TX lane's socket get twice as many (fillSize).
 	RingSize uint32
-	Batch    int
+	// AddedRingSize is the ring size of a link added while running
+	// (AddLink): RingSize when set by hand; with the ring size auto, the
+	// one MaxLinks links would get, so that the links given keep theirs
+	// and each one to come costs what it would at start.
+	AddedRingSize uint32
+	Batch         int
 	// FrameSize and ZeroCopy as package zcbuf fitted them to the drivers:
 	// ZeroCopyOff where a driver would cut MTU-sized frames.
 	FrameSize int
@@ -217,12 +222,14 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 			return Plan{}, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", p.Queues, l.name, l.rxQueues, l.txQueues)
 		}
 	}
-	// The links that may be added later count as links of one queue per
-	// worker: the rings, and so the UMEM, are those of MaxLinks links.
-	sized := reserveLinks(links, p.MaxLinks, p.Queues)
+	p.AddedRingSize = p.RingSize
 	if p.RingSize == 0 {
-		p.RingSize = autoRingSize(p.Queues, sized)
+		p.RingSize = autoRingSize(p.Queues, links)
 		p.Batch = min(p.Batch, int(p.RingSize))
+		// The links that may be added count as links of one queue per
+		// worker; an added link's rings are those MaxLinks links would
+		// have, never below a batch.
+		p.AddedRingSize = min(p.RingSize, max(autoRingSize(p.Queues, reserveLinks(links, p.MaxLinks, p.Queues)), pow2AtLeast(p.Batch)))
 	}
 	if len(p.CPUs) == 0 && !cfg.NoPin && p.Queues > 1 {
 		p.CPUs = slices.Clone(host.cpus)
@@ -233,7 +240,7 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	if err := p.resolveMultiBuffer(cfg.MultiBufferMode, links); err != nil {
 		return Plan{}, err
 	}
-	p.UMEM = umemConfig(&p, cfg.FragOrder, sized)
+	p.UMEM = umemConfig(&p, cfg.FragOrder, links)
 	p.FragOrder = p.UMEM.FragOrder
 	var err error
 	if p.HandoffSize, err = handoffRingSize(&p, links); err != nil {
@@ -242,10 +249,19 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	return p, nil
 }
 
+// pow2AtLeast is the smallest power of two n or more.
+func pow2AtLeast(n int) uint32 {
+	p := uint32(1)
+	for int(p) < n {
+		p <<= 1
+	}
+	return p
+}
+
 // reserveLinks is links with, up to max, links of queues RX and TX queues
-// standing for those Forwarder.AddLink may add: what the UMEM is sized
-// for. A link added later with more RX queues than that draws their fill
-// rings from the shared pool, beyond its reserve.
+// standing for those Forwarder.AddLink may add: what the ring size of an
+// added link is chosen for. A link added later with more RX queues than
+// that draws their fill rings from the shared pool, beyond its reserve.
 func reserveLinks(links []linkInfo, max, queues int) []linkInfo {
 	if max <= len(links) {
 		return links
@@ -388,11 +404,14 @@ func autoRingSize(workers int, links []linkInfo) uint32 {
 // TX lane's is twice the ring size, so a worker scheduled out for a while
 // loses nothing; an RX-only socket's is the ring size, and its frames
 // are not multiplied by the queues a link may have.
-func fillSize(p *Plan, q int) uint32 {
-	if q < p.Queues {
-		return 2 * p.RingSize
+func fillSize(p *Plan, q int) uint32 { return fillSizeOf(p.RingSize, p.Queues, q) }
+
+// fillSizeOf is fillSize for rings of ring entries and queues workers.
+func fillSizeOf(ring uint32, queues, q int) uint32 {
+	if q < queues {
+		return 2 * ring
 	}
-	return p.RingSize
+	return ring
 }
 
 // umemConfig sizes the UMEM from the rings in use: per socket a full fill
@@ -401,9 +420,14 @@ func fillSize(p *Plan, q int) uint32 {
 // the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
 // long each bind takes and how much kernel memory each socket costs.
 // fragOrder is Config.FragOrder.
+//
+// The links that may be added (Plan.MaxLinks) get as much set aside at
+// AddedRingSize, as links of one RX queue per worker: their fill rings
+// and TX in flight, and their lanes' share of the frag blocks.
 func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
-	lanes := len(links) * p.Queues
-	frames := lanes * int(p.RingSize) // TX in flight
+	spare := max(p.MaxLinks-len(links), 0)
+	lanes := (len(links) + spare) * p.Queues
+	frames := len(links) * p.Queues * int(p.RingSize) // TX in flight
 	for _, l := range links {
 		for q := range l.rxQueues {
 			frames += int(fillSize(p, q))
@@ -412,6 +436,7 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 			}
 		}
 	}
+	frames += spare * p.Queues * 3 * int(p.AddedRingSize) // fill ring 2×, TX 1×
 	ucfg := umem.DefaultConfig(lanes)
 	ucfg.FrameSize = p.FrameSize
 	ucfg.Frames = frames
