@@ -34,8 +34,21 @@ func NewHub(workers int, links []string) *Hub {
 	return h
 }
 
-// Links names the links, by index.
-func (h *Hub) Links() []string { return slices.Clone(h.links) }
+// Links names the links, by index ("" for an index a removed link left).
+func (h *Hub) Links() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.links)
+}
+
+// SetLinks names the links again, after links were added or removed while
+// forwarding: sessions opened from then on may select the new ones, and
+// sessions of every link see them already.
+func (h *Hub) SetLinks(links []string) {
+	h.mu.Lock()
+	h.links = slices.Clone(links)
+	h.mu.Unlock()
+}
 
 // Point is worker w's tap.
 func (h *Hub) Point(w int) *Point { return h.points[w] }
@@ -110,9 +123,10 @@ func (h *Hub) Open(spec Spec) (*Session, error) {
 		return nil, fmt.Errorf("capture: buffer of %d bytes, at most %d", spec.Buffer, MaxBuffer)
 	}
 	var links uint64
+	names := h.Links()
 	for _, l := range spec.Links {
-		if l < 0 || l >= len(h.links) || l >= 64 {
-			return nil, fmt.Errorf("capture: link %d of %d", l, len(h.links))
+		if l < 0 || l >= len(names) || l >= 64 || names[l] == "" {
+			return nil, fmt.Errorf("capture: link %d of %d", l, len(names))
 		}
 		links |= 1 << l
 	}

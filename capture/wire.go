@@ -209,10 +209,11 @@ func (h *Hub) spec(req Request) (Spec, error) {
 	if spec.Dirs, err = ParseDir(req.Direction); err != nil {
 		return spec, err
 	}
+	names := h.Links()
 	for _, name := range req.Links {
-		i := slices.Index(h.links, name)
-		if i < 0 {
-			return spec, fmt.Errorf("link %q: this xdpfwd forwards %q", name, h.links)
+		i := slices.Index(names, name)
+		if i < 0 || name == "" {
+			return spec, fmt.Errorf("link %q: this xdpfwd forwards %q", name, names)
 		}
 		spec.Links = append(spec.Links, i)
 	}

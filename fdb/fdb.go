@@ -327,6 +327,24 @@ type Entry struct {
 	Age time.Duration `json:"age_ns"`
 }
 
+// Forget removes every entry on link, learned or static, and returns how
+// many it removed: for a link taken out of a running switch, so that no
+// frame is sent towards it, nor towards a link given its index later. An
+// entry learned on link at the same instant by a worker still reading it
+// may stay: the caller forgets once nothing arrives on link any more.
+func (t *Table) Forget(link int) int {
+	n := 0
+	for i := range t.buckets {
+		for j := range t.buckets[i] {
+			s := &t.buckets[i][j]
+			if w := s.w.Load(); w != 0 && int(w&linkMask) == link && s.w.CompareAndSwap(w, 0) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // All yields the live entries at now, in table order. To spare an
 // allocation per entry, every Entry's MAC is the same buffer, overwritten
 // by the next: copy it to keep it.

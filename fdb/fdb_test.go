@@ -146,3 +146,28 @@ func BenchmarkLearnLookup(b *testing.B) {
 		tb.Lookup(keys[(i+7)&1023], int64(i))
 	}
 }
+
+// TestForget: Forget removes every entry on one link, learned and static,
+// and no other.
+func TestForget(t *testing.T) {
+	tb := New(1024, time.Minute)
+	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, byte(i >> 8), byte(i)} }
+	for i := range 300 {
+		tb.Learn(Key(mac(i), 0), i%3, 1)
+	}
+	if err := tb.AddStatic(mac(1000), 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := tb.Forget(1); n != 101 {
+		t.Errorf("Forget(1) removed %d entries, want 101 (100 learned, 1 static)", n)
+	}
+	for i := range 300 {
+		link, ok := tb.Lookup(Key(mac(i), 0), 2)
+		if want := i%3 != 1; ok != want || ok && link != i%3 {
+			t.Errorf("%s after Forget(1): link %d found %v, want found %v", mac(i), link, ok, want)
+		}
+	}
+	if _, ok := tb.Lookup(Key(mac(1000), 0), 2); ok {
+		t.Errorf("static entry on link 1 survived Forget(1)")
+	}
+}

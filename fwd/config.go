@@ -27,6 +27,13 @@ type Config struct {
 	// Links are the links to forward between: exactly two without a
 	// Handler (each packet leaves by the other), 1..MaxLinks with one.
 	Links []string
+	// MaxLinks is how many links the forwarder can hold at once with a
+	// Handler, Links and those added later (Forwarder.AddLink) together:
+	// the UMEM is sized for that many at start (each future link's fill
+	// rings and TX in flight set aside, as if it were there), since it is
+	// registered once. 0: the links given, nothing set aside; at most
+	// MaxLinks (64, a LinkSet's size). Without a Handler, 0 or 2.
+	MaxLinks int
 	// Handler decides each packet's way (handler.go); nil cross-connects
 	// the two links.
 	Handler Handler

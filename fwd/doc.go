@@ -39,8 +39,9 @@
 // for it with a note on who writes what it shares: the RX side and its
 // ports (rxside.go), the TX lanes (lane.go), the layout (layout.go), the
 // flow choice and the ordering (floworder.go, merge.go, handoff.go), a
-// Handler's batch (verdicts.go) and the counters (counters.go: one set,
-// which LinkStats, the summary, the stats line and the metrics read).
+// Handler's batch (verdicts.go), the counters (counters.go: one set,
+// which LinkStats, the summary, the stats line and the metrics read) and
+// the links changed while running (links.go).
 //
 // # Concurrency
 //
@@ -68,6 +69,12 @@
 //     live settings (SetQueues, SetXPS, SetInlineMax) may be called from any
 //     goroutine while Run runs; the readers also alongside Close, and
 //     return zero values (KernelStats an error) once it began.
+//   - AddLink and RemoveLink (links.go; a Handler, one worker, copy mode)
+//     attach and detach a link from any goroutine, before or while Run
+//     runs: the worker takes the change at a round boundary (one atomic
+//     load a round), the UMEM was sized at start for Config.MaxLinks, a
+//     removed link's index is a hole the next AddLink takes (Links
+//     reports ""), and a link the kernel deletes is removed the same way.
 //   - Capture returns the capture point (package capture): sessions opened
 //     on it from any goroutine see what the workers receive, send and drop
 //     from their next batch on; Run's end and Close end them.

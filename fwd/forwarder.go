@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,17 +36,20 @@ type Forwarder struct {
 	cfg Plan
 	// env provides the links, programs and sockets (Config.Env);
 	// clock is its Now, the clock of the arrival stamps.
-	env     Env
-	clock   func() int64
-	links   []linkInfo
-	host    hostFacts // what cfg was resolved against, for Reconfigure
-	region  *umem.Region
-	progs   []Program
-	socks   [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
-	ports   [][]*port       // [link][queue], as socks
-	workers []*worker
-	policy  linearize.Policy
-	flows   *flowState // nil with one queue
+	env   Env
+	clock func() int64
+	links []linkInfo
+	host  hostFacts // what cfg was resolved against, for Reconfigure
+	// startLinks are the links cfg was resolved against (links changes
+	// with AddLink and RemoveLink), for Reconfigure.
+	startLinks []linkInfo
+	region     *umem.Region
+	progs      []Program
+	socks      [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
+	ports      [][]*port       // [link][queue], as socks
+	workers    []*worker
+	policy     linearize.Policy
+	flows      *flowState // nil with one queue
 	// handoffSize is the entries of each handoff ring (merge.go).
 	handoffSize int
 	health      []linkHealth
@@ -63,6 +67,15 @@ type Forwarder struct {
 	// nil when off: released by Close, or by the kernel when the process
 	// dies.
 	promisc []io.Closer
+
+	// linkMu serialises AddLink, RemoveLink and the monitor's handling
+	// of a link event (links.go); removed holds the totals of the links
+	// removed, strandedRemoved the TX descriptors their sockets took
+	// with them; rewatch tells the monitor the links changed.
+	linkMu          sync.Mutex
+	removed         map[string]LinkStats
+	strandedRemoved int
+	rewatch         chan struct{}
 
 	stop       atomic.Bool
 	started    time.Time
@@ -109,8 +122,9 @@ func New(config Config) (_ *Forwarder, err error) {
 		cfg.Logger.Log(context.Background(), d.Level, d.Msg, "reason", d.Reason)
 	}
 	n := len(links)
-	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, host: host, handler: cfg.Handler,
-		progs: make([]Program, n), socks: make([][]*xsk.Socket, n),
+	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(links), host: host, handler: cfg.Handler,
+		rewatch: make(chan struct{}, 1),
+		progs:   make([]Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
 	defer func() {
 		if err != nil {
@@ -133,17 +147,9 @@ func New(config Config) (_ *Forwarder, err error) {
 
 	// Programs first: a link that is not ours to take is refused before
 	// any socket is bound to it.
-	for i, l := range links {
-		p, err := env.Attach(l.info(), cfg.XDPMode, cfg.Force)
-		if err != nil {
-			if errors.Is(err, xsk.ErrForeignProgram) {
-				return nil, &InputError{err}
-			}
+	for i := range links {
+		if err := f.attach(i); err != nil {
 			return nil, err
-		}
-		f.progs[i] = p
-		if err := p.NativeRefused(); err != nil {
-			cfg.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
 		}
 	}
 
@@ -165,20 +171,7 @@ func New(config Config) (_ *Forwarder, err error) {
 		f.flows = newFlowState(f.region, cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
 	}
 	for i := range f.socks {
-		for q, sk := range f.socks[i] {
-			p := &port{link: i, queue: q, sock: sk}
-			if f.progs[i].Mode() == "native" {
-				// One CPU at a time runs a queue's NAPI, so the queue's
-				// newest stamp only grows (merge.go's caughtUp relies on
-				// it); generic XDP may run one queue on several CPUs.
-				p.stamps = f.progs[i].LastStamps()
-			}
-			// TX lanes; with a Handler every socket, which may reflect.
-			if q < cfg.Queues || f.handler != nil {
-				p.tx = newLane(p)
-			}
-			f.ports[i] = append(f.ports[i], p)
-		}
+		f.ports[i] = f.newPorts(i)
 	}
 	f.capture = capture.NewHub(cfg.Queues, cfg.Links)
 	for q := range cfg.Queues {
@@ -213,10 +206,8 @@ func New(config Config) (_ *Forwarder, err error) {
 		}
 	}
 	for i := range links {
-		for q, s := range f.socks[i] {
-			if err := f.progs[i].Register(q, s); err != nil {
-				return nil, err
-			}
+		if err := f.register(i); err != nil {
+			return nil, err
 		}
 	}
 	// From here on a replaced foreign program stays replaced.
@@ -237,23 +228,84 @@ func New(config Config) (_ *Forwarder, err error) {
 }
 
 func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
+	for i := range f.links {
+		if err := f.openLink(i, zc, f.cfg.RingSize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openLink binds a socket on every RX queue of link i (New, AddLink), its
+// rings of ring entries: the first socket of all registers the UMEM, the
+// others share it.
+func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
+	l := f.links[i]
 	var owner *xsk.Socket
-	for i, l := range f.links {
-		f.socks[i] = make([]*xsk.Socket, l.rxQueues)
-		for q := range l.rxQueues {
-			s, err := f.env.Open(f.region, xsk.Config{
-				Ifname: l.name, Ifindex: l.index, Queue: q,
-				RingSize: f.cfg.RingSize, FillSize: fillSize(&f.cfg, q),
-				Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
-				BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
-			})
-			if err != nil {
-				return err
-			}
-			f.socks[i][q] = s
-			if owner == nil {
-				owner = s
-			}
+	if f.socks[0] != nil {
+		owner = f.socks[0][0]
+	}
+	f.socks[i] = make([]*xsk.Socket, l.rxQueues)
+	for q := range l.rxQueues {
+		s, err := f.env.Open(f.region, xsk.Config{
+			Ifname: l.name, Ifindex: l.index, Queue: q,
+			RingSize: ring, FillSize: fillSizeOf(ring, f.cfg.Queues, q),
+			Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
+			BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
+		})
+		if err != nil {
+			return err
+		}
+		f.socks[i][q] = s
+		if owner == nil {
+			owner = s
+		}
+	}
+	return nil
+}
+
+// attach puts the program on link i (New, AddLink).
+func (f *Forwarder) attach(i int) error {
+	l := f.links[i]
+	p, err := f.env.Attach(l.info(), f.cfg.XDPMode, f.cfg.Force)
+	if err != nil {
+		if errors.Is(err, xsk.ErrForeignProgram) {
+			return &InputError{err}
+		}
+		return err
+	}
+	f.progs[i] = p
+	if err := p.NativeRefused(); err != nil {
+		f.cfg.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
+	}
+	return nil
+}
+
+// newPorts makes the ports of link i's sockets (New, AddLink).
+func (f *Forwarder) newPorts(i int) []*port {
+	var ports []*port
+	for q, sk := range f.socks[i] {
+		p := &port{link: i, queue: q, sock: sk}
+		if f.progs[i].Mode() == "native" {
+			// One CPU at a time runs a queue's NAPI, so the queue's
+			// newest stamp only grows (merge.go's caughtUp relies on
+			// it); generic XDP may run one queue on several CPUs.
+			p.stamps = f.progs[i].LastStamps()
+		}
+		// TX lanes; with a Handler every socket, which may reflect.
+		if q < f.cfg.Queues || f.handler != nil {
+			p.tx = newLane(p)
+		}
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// register points link i's queues at its sockets (New, AddLink).
+func (f *Forwarder) register(i int) error {
+	for q, s := range f.socks[i] {
+		if err := f.progs[i].Register(q, s); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -315,7 +367,10 @@ func (f *Forwarder) finish() {
 // Stop asks the workers to drain and return; Run returns once they have.
 func (f *Forwarder) Stop() {
 	// Detaching the programs first stops new packets from arriving while
-	// the workers finish what is already in their rings.
+	// the workers finish what is already in their rings. The read lock:
+	// AddLink may be growing the slices.
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
 	for i, p := range f.progs {
 		if p != nil {
 			for q := range f.socks[i] {
@@ -350,12 +405,14 @@ func (f *Forwarder) Close() error {
 		}
 	}
 	for _, m := range f.promisc {
-		errs = append(errs, m.Close())
+		if m != nil { // nil: a removed link's (links.go)
+			errs = append(errs, m.Close())
+		}
 	}
 	f.promisc = nil
 	// Descriptors still on a TX ring (a link down or deleted: the kernel
 	// never completed them) are released by closing the sockets.
-	inflight := 0
+	inflight := f.strandedRemoved
 	for _, w := range f.workers {
 		inflight += int(w.inFlight())
 	}
@@ -425,10 +482,17 @@ func (f *Forwarder) Plan() Plan {
 }
 
 // LinkQueues is the number of RX queues of link i, each with a socket.
-func (f *Forwarder) LinkQueues(i int) int { return len(f.ports[i]) }
+func (f *Forwarder) LinkQueues(i int) int {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	return len(f.ports[i])
+}
 
-// Links returns the two link names.
+// Links returns the link names by index: "" where a removed link left a
+// hole (links.go).
 func (f *Forwarder) Links() []string {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
 	names := make([]string, len(f.links))
 	for i, l := range f.links {
 		names[i] = l.name
@@ -495,14 +559,59 @@ func (f *Forwarder) ActiveQueues() int {
 // differs is not applied and is listed in Restart. A live change that
 // fails stays as it was, in Failed (a later Reconfigure tries it again).
 // A Config that does not resolve changes nothing: the error says why.
+//
+// Where links may be added and removed while running (AddLink), a
+// changed Links is applied too: the links no longer listed are removed,
+// then the new ones added (each taking the lowest free index), and the
+// Change is "Links"; one that fails is in Failed.
 func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	var r Reconfiguration
-	np, err := resolve(liveSettings(next, &f.cfg), f.links, f.host)
+	_, names := f.liveLinks()
+	var add, del []string
+	if f.changeable("reload", "") == nil {
+		for _, n := range names {
+			if !slices.Contains(next.Links, n) {
+				del = append(del, n)
+			}
+		}
+		for _, n := range next.Links {
+			if !slices.Contains(names, n) {
+				add = append(add, n)
+			}
+		}
+		// The rest of next resolves against the links New resolved
+		// its Config against (an auto ring size is theirs), after a
+		// check of the new list alone.
+		if err := next.check(f.host); err != nil {
+			return r, err
+		}
+		next.Links = f.cfg.Links
+	}
+	facts := f.startLinks
+	if facts == nil {
+		facts = f.links // a Forwarder not made by New (tests)
+	}
+	np, err := resolve(liveSettings(next, &f.cfg), facts, f.host)
 	if err != nil {
 		return r, err
 	}
 	r.Restart = restartChanges(&f.cfg, &np)
 	var errs []error
+	if len(add) > 0 || len(del) > 0 {
+		for _, n := range del {
+			if err := f.RemoveLink(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, n := range add {
+			if err := f.AddLink(n); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, now := f.liveLinks(); !slices.Equal(now, names) {
+			r.Applied = append(r.Applied, Change{"Links", strings.Join(names, ","), strings.Join(now, ",")})
+		}
+	}
 	if n, err := inline.ResolveMax(next.InlineMax); err != nil {
 		errs = append(errs, &InputError{err})
 	} else if cur := f.InlineMax(); n != cur {
@@ -529,6 +638,22 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	}
 	r.Failed = errors.Join(errs...)
 	return r, nil
+}
+
+// liveLinks is the links there are, without the holes removed links
+// left, and their names.
+func (f *Forwarder) liveLinks() ([]linkInfo, []string) {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	var live []linkInfo
+	var names []string
+	for _, l := range f.links {
+		if l.name != "" {
+			live = append(live, l)
+			names = append(names, l.name)
+		}
+	}
+	return live, names
 }
 
 // Stopping reports whether the forwarder has been asked to stop.

@@ -185,8 +185,10 @@ func (l *lane) kicks() (n, errs uint64) { return l.ring.Kicks.Load(), l.ring.Kic
 // Concurrency: the worker alone; the lanes' rings are shared with the
 // kernel through txring.
 type txLanes struct {
-	tx  []*lane // tx[o]: its TX lane on link o (TX queue q)
-	own []*lane // every lane it writes and reaps: tx, and a Handler's reflections
+	tx []*lane // tx[o]: its TX lane on link o (TX queue q); nil for a removed link
+	// txAll is tx without the removed links' holes (links.go).
+	txAll []*lane
+	own   []*lane // every lane it writes and reaps: tx, and a Handler's reflections
 	// touched lists the lanes the current batch wrote (their counts in
 	// lane.bc); the batch's end publishes them.
 	touched []*lane

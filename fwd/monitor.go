@@ -33,23 +33,70 @@ type linkHealth struct {
 // monitor follows every link through the environment (netlink) until ctx
 // is done. A link that goes down and up is logged with the gap and counted
 // (forwarding resumes by itself: the sockets and programs stay bound); a
-// link that is deleted ends the run with ErrLinkGone, one whose queue
-// count changed with ErrQueuesChanged.
+// link that is deleted is removed when links may be (links.go: a Handler,
+// one worker, copy mode, not link 0), else it ends the run with
+// ErrLinkGone; one whose queue count changed ends it with
+// ErrQueuesChanged. When links are added or removed (rewatch) it follows
+// the links as they are then.
 func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc) {
-	infos := make([]LinkInfo, len(f.links))
-	for i, l := range f.links {
-		infos[i] = l.info()
+	for ctx.Err() == nil {
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			select {
+			case <-f.rewatch:
+				stop()
+			case <-wctx.Done():
+			}
+		}()
+		err := f.watch(wctx, ctx, cancel)
+		stop()
+		<-done
+		if err != nil && ctx.Err() == nil {
+			f.cfg.Logger.Warn("link monitor unavailable: link down/up, deletion and queue count changes will not be reported", "err", err)
+			select {
+			case <-f.rewatch:
+			case <-ctx.Done():
+			}
+		}
 	}
-	err := f.env.Watch(ctx, infos, func(ev LinkEvent) {
+}
+
+// watch is one Watch of the links there are now, until wctx is done.
+func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseFunc) error {
+	f.linkMu.Lock()
+	var infos []LinkInfo
+	var index []int // Watch's position → link index
+	for i, l := range f.links {
+		if l.name != "" {
+			infos = append(infos, l.info())
+			index = append(index, i)
+		}
+	}
+	f.linkMu.Unlock()
+	return f.env.Watch(wctx, infos, func(ev LinkEvent) {
 		if ev.Kind == LinkWatchError && ctx.Err() == nil {
 			f.cfg.Logger.Warn("link monitor", "err", ev.Err)
 		}
-		if ctx.Err() != nil || ev.Link < 0 || ev.Link >= len(f.links) {
+		if wctx.Err() != nil || ev.Link < 0 || ev.Link >= len(index) {
 			return
 		}
-		l := f.links[ev.Link]
+		f.linkMu.Lock()
+		defer f.linkMu.Unlock()
+		i := index[ev.Link]
+		if f.links[i].name != infos[ev.Link].Name {
+			return // removed (and its index maybe reused) since the watch began
+		}
+		l := f.links[i]
 		switch ev.Kind {
 		case LinkGone:
+			if i != 0 && f.changeable("del", l.name) == nil {
+				f.cfg.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
+				f.removeLink(i, true)
+				f.watchChanged()
+				return
+			}
 			f.cfg.Logger.Error("link deleted while forwarding", "link", l.name)
 			cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
 		case LinkQueues:
@@ -59,12 +106,9 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 				cancel(err)
 			}
 		case LinkState:
-			f.linkState(ev.Link, ev)
+			f.linkState(i, ev)
 		}
 	})
-	if err != nil && ctx.Err() == nil {
-		f.cfg.Logger.Warn("link monitor unavailable: link down/up, deletion and queue count changes will not be reported", "err", err)
-	}
 }
 
 // linkState records link i's operational state from a monitor's event.

@@ -132,7 +132,7 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 			in.blockedAt.Store(0)
 		}
 	}
-	lanes, self := w.tx, in.tx
+	lanes, self := w.txAll, in.tx
 	if whole {
 		o := int(v.out)
 		lanes, self = w.tx[o:o+1], nil
@@ -220,7 +220,7 @@ func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch, p *rxPkt) bool {
 func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 	switch v.v {
 	case VerdictForward:
-		if o := int(v.out); o >= 0 && o < len(w.tx) {
+		if o := int(v.out); w.chg.live.Has(o) { // in range, and not removed (links.go)
 			w.send(p, o, b)
 			return
 		}

@@ -32,6 +32,9 @@ type Plan struct {
 	Handler Handler // nil: the two links cross-connected
 	Logger  *slog.Logger
 
+	// MaxLinks is how many links the forwarder holds at most (Links and
+	// those added while running): Config.MaxLinks, or len(Links).
+	MaxLinks int
 	// Queues is the number of workers, each with TX queue w on every link.
 	Queues int
 	// LinkQueues is each link's RX queue count: every queue gets a socket.
@@ -39,7 +42,12 @@ type Plan struct {
 	// RingSize is the entries of each RX and TX ring; fill and completion
 	// rings of a TX lane's socket get twice as many (fillSize).
 	RingSize uint32
-	Batch    int
+	// AddedRingSize is the ring size of a link added while running
+	// (AddLink): RingSize when set by hand; with the ring size auto, the
+	// one MaxLinks links would get, so that the links given keep theirs
+	// and each one to come costs what it would at start.
+	AddedRingSize uint32
+	Batch         int
 	// FrameSize and ZeroCopy as package zcbuf fitted them to the drivers:
 	// ZeroCopyOff where a driver would cut MTU-sized frames.
 	FrameSize int
@@ -134,6 +142,10 @@ func (c *Config) check(host hostFacts) error {
 		return inputErr("need exactly two links without a Handler (two --link flags in xconnect mode), got %d", len(c.Links))
 	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
 		return inputErr("need 1..%d links (--link flags), got %d", MaxLinks, len(c.Links))
+	case c.MaxLinks < 0 || c.MaxLinks > MaxLinks || c.MaxLinks != 0 && c.MaxLinks < len(c.Links):
+		return inputErr("max links %d: want %d..%d (the links given up to a LinkSet's size), or 0 (the links given)", c.MaxLinks, len(c.Links), MaxLinks)
+	case c.Handler == nil && c.MaxLinks > 2:
+		return inputErr("max links %d: without a Handler (xconnect) the links are the two given", c.MaxLinks)
 	case repeated(c.Links) != "":
 		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
 	case c.FrameSize != 0 && c.FrameSize != 2048 && c.FrameSize != 4096:
@@ -168,6 +180,7 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 		Handler:       cfg.Handler,
 		Logger:        cfg.Logger,
 		Queues:        cfg.Queues,
+		MaxLinks:      max(cfg.MaxLinks, len(cfg.Links)),
 		RingSize:      cfg.RingSize,
 		Batch:         cmp0(cfg.Batch, defaultBatch),
 		XDPMode:       cfg.XDPMode,
@@ -209,9 +222,14 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 			return Plan{}, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", p.Queues, l.name, l.rxQueues, l.txQueues)
 		}
 	}
+	p.AddedRingSize = p.RingSize
 	if p.RingSize == 0 {
 		p.RingSize = autoRingSize(p.Queues, links)
 		p.Batch = min(p.Batch, int(p.RingSize))
+		// The links that may be added count as links of one queue per
+		// worker; an added link's rings are those MaxLinks links would
+		// have, never below a batch.
+		p.AddedRingSize = min(p.RingSize, max(autoRingSize(p.Queues, reserveLinks(links, p.MaxLinks, p.Queues)), pow2AtLeast(p.Batch)))
 	}
 	if len(p.CPUs) == 0 && !cfg.NoPin && p.Queues > 1 {
 		p.CPUs = slices.Clone(host.cpus)
@@ -229,6 +247,30 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 		return Plan{}, err
 	}
 	return p, nil
+}
+
+// pow2AtLeast is the smallest power of two n or more.
+func pow2AtLeast(n int) uint32 {
+	p := uint32(1)
+	for int(p) < n {
+		p <<= 1
+	}
+	return p
+}
+
+// reserveLinks is links with, up to max, links of queues RX and TX queues
+// standing for those Forwarder.AddLink may add: what the ring size of an
+// added link is chosen for. A link added later with more RX queues than
+// that draws their fill rings from the shared pool, beyond its reserve.
+func reserveLinks(links []linkInfo, max, queues int) []linkInfo {
+	if max <= len(links) {
+		return links
+	}
+	out := slices.Clone(links)
+	for len(out) < max {
+		out = append(out, linkInfo{rxQueues: queues, txQueues: queues})
+	}
+	return out
 }
 
 // cmp0 is v, or def when v is 0.
@@ -362,11 +404,14 @@ func autoRingSize(workers int, links []linkInfo) uint32 {
 // TX lane's is twice the ring size, so a worker scheduled out for a while
 // loses nothing; an RX-only socket's is the ring size, and its frames
 // are not multiplied by the queues a link may have.
-func fillSize(p *Plan, q int) uint32 {
-	if q < p.Queues {
-		return 2 * p.RingSize
+func fillSize(p *Plan, q int) uint32 { return fillSizeOf(p.RingSize, p.Queues, q) }
+
+// fillSizeOf is fillSize for rings of ring entries and queues workers.
+func fillSizeOf(ring uint32, queues, q int) uint32 {
+	if q < queues {
+		return 2 * ring
 	}
-	return p.RingSize
+	return ring
 }
 
 // umemConfig sizes the UMEM from the rings in use: per socket a full fill
@@ -375,9 +420,14 @@ func fillSize(p *Plan, q int) uint32 {
 // the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
 // long each bind takes and how much kernel memory each socket costs.
 // fragOrder is Config.FragOrder.
+//
+// The links that may be added (Plan.MaxLinks) get as much set aside at
+// AddedRingSize, as links of one RX queue per worker: their fill rings
+// and TX in flight, and their lanes' share of the frag blocks.
 func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
-	lanes := len(links) * p.Queues
-	frames := lanes * int(p.RingSize) // TX in flight
+	spare := max(p.MaxLinks-len(links), 0)
+	lanes := (len(links) + spare) * p.Queues
+	frames := len(links) * p.Queues * int(p.RingSize) // TX in flight
 	for _, l := range links {
 		for q := range l.rxQueues {
 			frames += int(fillSize(p, q))
@@ -386,6 +436,7 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 			}
 		}
 	}
+	frames += spare * p.Queues * 3 * int(p.AddedRingSize) // fill ring 2×, TX 1×
 	ucfg := umem.DefaultConfig(lanes)
 	ucfg.FrameSize = p.FrameSize
 	ucfg.Frames = frames
@@ -463,6 +514,7 @@ var restartFields = []struct {
 }{
 	{"Links", func(p *Plan) any { return p.Links }},
 	{"Handler", func(p *Plan) any { return fmt.Sprintf("%T", p.Handler) }},
+	{"MaxLinks", func(p *Plan) any { return p.MaxLinks }},
 	{"RingSize", func(p *Plan) any { return p.RingSize }},
 	{"Batch", func(p *Plan) any { return p.Batch }},
 	{"FrameSize", func(p *Plan) any { return p.FrameSize }},

@@ -550,8 +550,11 @@ func (f *Forwarder) xps() XPSSummary {
 	}
 	x := XPSSummary{Mode: "single-queue", Queues: f.cfg.Queues, TXQueuePackets: map[string][]uint64{}}
 	for i, l := range f.links {
+		if f.ports[i] == nil {
+			continue // removed, or being added (links.go)
+		}
 		for _, w := range f.workers {
-			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], w.tx[i].stats.load(cTXPackets))
+			x.TXQueuePackets[l.name] = append(x.TXQueuePackets[l.name], f.ports[i][w.q].stats.load(cTXPackets))
 		}
 	}
 	if f.flows == nil {
@@ -592,7 +595,13 @@ func (f *Forwarder) Summary() Summary {
 	}
 	var links []LinkStats
 	for i, l := range f.links {
+		if l.name == "" {
+			continue // a hole a removed link left (links.go)
+		}
 		ls := f.linkStats(i)
+		if r, ok := f.removed[l.name]; ok {
+			ls.add(r) // removed, then added again
+		}
 		links = append(links, ls)
 		s.Links[l.name] = ls
 		for k, v := range ls.TXPaths {
@@ -600,6 +609,12 @@ func (f *Forwarder) Summary() Summary {
 		}
 		s.TXDescriptors += ls.TXDescriptors
 		s.InlineFallbacks += ls.InlineFallbacks
+	}
+	for name, ls := range f.removed {
+		if _, ok := s.Links[name]; !ok {
+			s.Links[name] = ls
+			links = append(links, ls)
+		}
 	}
 	p4, p2 := f.PagesPer1K()
 	s.PagesPer1KDesc = map[string]float64{"4k": p4, "2m": p2}

@@ -91,7 +91,7 @@ func (w *worker) reflect(p *rxPkt, b *rxBatch) {
 // own, so no UMEM address goes to two TX rings.
 func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
 	set &^= LinkSet(0).Add(p.in.link)
-	set &= AllLinks(len(w.tx))
+	set &= w.chg.live // the links it has, not those removed (links.go)
 	if set == 0 {
 		w.abandon(lost{why: dropHandler, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
 		return

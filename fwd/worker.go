@@ -3,6 +3,7 @@ package fwd
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,8 @@ type worker struct {
 	verdicts
 	tap tapState // hands packets to xdpfwd capture (capture.go)
 	loopStats
+	// chg takes the links added and removed while running (links.go).
+	chg linkChanges
 
 	// wake lets other workers rouse this one from poll(2) when they hand
 	// it packets (handoff.go); written only while it sleeps.
@@ -100,6 +103,8 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		}
 	}
 	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
+	w.chg.live = AllLinks(len(f.ports))
+	w.txAll = slices.Clone(w.tx)
 	return w, nil
 }
 
@@ -129,10 +134,14 @@ func (w *worker) run(stop *atomic.Bool) {
 	// the default 50 µs timer slack later.
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 
+	w.setRunning(true)
 	idle := 0
 	spinning := false
 	var dry int64 // when the rings ran dry (monotonic ns), with coalesce
 	for !stop.Load() {
+		if w.chg.pending.Load() { // links added or removed (links.go)
+			w.takeChanges()
+		}
 		w.progress.rounds.Add(1)
 		n, held := w.round()
 		if n > 0 {
@@ -184,6 +193,7 @@ func (w *worker) run(stop *atomic.Bool) {
 		idle, spinning = 0, false
 		w.sleep(pollTimeout)
 	}
+	w.setRunning(false)
 	w.drain()
 }
 
@@ -234,7 +244,7 @@ func (w *worker) sleep(timeout time.Duration) {
 	// A socket in memory has no fd to wake the poll: its producer
 	// publishes, then wakes, so the same last look catches what it
 	// published before the worker announced the sleep.
-	if w.order != nil && w.order.pending() || w.memRX && w.rxPending() {
+	if w.order != nil && w.order.pending() || w.memRX && w.rxPending() || w.chg.pending.Load() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
 		w.flush()

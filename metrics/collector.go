@@ -262,6 +262,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // snapshot is one reading of the forwarder.
 type snapshot struct {
+	links   []string      // by index, "" for a removed link's
 	q       [][]queueSnap // [link][queue]
 	zones   []fwd.ZoneUsage
 	p4k     float64
@@ -296,10 +297,17 @@ func (c *Collector) safeRead() (s *snapshot) {
 
 func (c *Collector) read() *snapshot {
 	s := &snapshot{queuesN: c.queues, inlineMax: c.src.InlineMax()}
-	s.q = make([][]queueSnap, len(c.links))
-	for i := range c.links {
-		s.q[i] = make([]queueSnap, c.linkQueues[i])
-		for q := range c.linkQueues[i] {
+	// The links as they are now: links added while running are
+	// exported from their first scrape on, a removed one no more.
+	s.links = c.src.Links()
+	s.q = make([][]queueSnap, len(s.links))
+	for i, name := range s.links {
+		if name == "" {
+			continue // a removed link's index
+		}
+		n := c.src.LinkQueues(i)
+		s.q[i] = make([]queueSnap, n)
+		for q := range n {
 			qs := &s.q[i][q]
 			qs.s = c.src.QueueStats(i, q)
 			qs.k, qs.kErr = c.src.KernelStats(i, q)
@@ -318,9 +326,11 @@ func (c *Collector) read() *snapshot {
 	s.zones = c.src.Zones()
 	s.p4k, s.p2m = c.src.PagesPer1K()
 	s.viol = c.src.OwnershipViolations()
-	s.passed = make([]uint64, len(c.links))
-	for i := range c.links {
-		s.passed[i] = c.src.XDPPassed(i)
+	s.passed = make([]uint64, len(s.links))
+	for i, name := range s.links {
+		if name != "" {
+			s.passed[i] = c.src.XDPPassed(i)
+		}
 	}
 	s.workers = c.src.WorkerStats()
 	// Flow table: read the xps flow table's size and moves here (add
@@ -337,7 +347,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
 	}
 
-	for i, link := range c.links {
+	for i, link := range s.links {
+		if link == "" {
+			continue // removed: its series stop
+		}
 		// Counted by the XDP program per link: the queue label is empty.
 		counter(d.drops, s.passed[i], link, "", fwd.DropXDPPass)
 		for q, qs := range s.q[i] {
@@ -398,8 +411,15 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		mode = mixedMode
 	}
 	gauge(d.info, 1, c.info.Version, mode, c.info.BindMode, c.info.UMEMBacking)
-	for i, link := range c.links {
-		gauge(d.linkInfo, 1, link, c.info.XDPModes[i], c.info.BindMode)
+	for i, link := range s.links {
+		if link == "" {
+			continue
+		}
+		m := mode // a link added while running: the mode of the others
+		if i < len(c.info.XDPModes) && i < len(c.links) && c.links[i] == link {
+			m = c.info.XDPModes[i]
+		}
+		gauge(d.linkInfo, 1, link, m, c.info.BindMode)
 	}
 	gauge(d.queues, float64(s.queuesN))
 	gauge(d.inlineMax, float64(s.inlineMax))

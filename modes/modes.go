@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"sync/atomic"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fdb"
@@ -58,7 +59,10 @@ func (sink) Promiscuous() bool { return false }
 // is relearned there and counted (Stats().Moves: MAC flaps).
 type Switch struct {
 	Table *fdb.Table
-	links int
+	// links is how many links it floods to: as many as it was made
+	// for, more once links are added (LinkAdded). The forwarder leaves
+	// out of a flood the links it no longer has.
+	links atomic.Int32
 	now   func() int64
 }
 
@@ -72,8 +76,26 @@ func NewSwitch(links, size int, age time.Duration) *Switch {
 	if age <= 0 {
 		age = 300 * time.Second
 	}
-	return &Switch{Table: fdb.New(size, age), links: links, now: monotonic}
+	s := &Switch{Table: fdb.New(size, age), now: monotonic}
+	s.links.Store(int32(links))
+	return s
 }
+
+// LinkAdded implements fwd.LinkObserver: link i is flooded to.
+func (s *Switch) LinkAdded(i int) {
+	for {
+		n := s.links.Load()
+		if int(n) > i || s.links.CompareAndSwap(n, int32(i+1)) {
+			return
+		}
+	}
+}
+
+// LinkRemoved implements fwd.LinkObserver: the addresses learned (or
+// pinned) on link i are forgotten, so that frames for them are flooded
+// until they are learned again where they went, and none is sent to a
+// link given index i later.
+func (s *Switch) LinkRemoved(i int) { s.Table.Forget(i) }
 
 // Every link a frame arrives on fits in a table entry.
 var _ [fdb.MaxLinks - fwd.MaxLinks]struct{}
@@ -101,7 +123,7 @@ func (s *Switch) Stats() fdb.Stats { return s.Table.Stats() }
 // Handle implements fwd.Handler.
 func (s *Switch) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch
-	all := fwd.AllLinks(s.links)
+	all := fwd.AllLinks(int(s.links.Load()))
 	for i := range pkts {
 		p := &pkts[i]
 		f := p.Data

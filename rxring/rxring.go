@@ -288,3 +288,14 @@ func (r *Ring) Head() (d xsk.Desc, ok bool) {
 // Empty reports, from any goroutine, whether the RX ring holds anything
 // the owner has not released.
 func (r *Ring) Empty() bool { return r.rx.Empty() }
+
+// Lent appends to buf the frames the kernel still holds on the ring's
+// socket: on the fill ring, not taken yet, and on the RX ring, not read
+// yet (state umem.KernelRX). Call it once the socket is out of service
+// (its program no longer redirects to it) and before closing it: in copy
+// mode these are all the frames the socket holds, which closing it gives
+// back.
+func (r *Ring) Lent(buf []uint64) []uint64 {
+	buf = r.fill.Outstanding(buf, false)
+	return r.rx.Unread(buf, true)
+}

@@ -195,3 +195,9 @@ func (r *Ring) InFlight() uint64 { return r.submitted - r.completed }
 // Pending is the number of submitted descriptors the kernel has not yet
 // consumed from the TX ring.
 func (r *Ring) Pending() uint32 { return r.tx.Pending() }
+
+// Unsent appends to buf the addresses of the descriptors published on the
+// TX ring that the kernel has not taken (state umem.KernelTX): what a
+// socket taken out of service still holds once its completions are
+// reaped, given back when it is closed.
+func (r *Ring) Unsent(buf []uint64) []uint64 { return r.s.TX.Outstanding(buf, true) }

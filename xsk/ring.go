@@ -203,3 +203,30 @@ func (c *Consumer) Next() (Desc, bool) {
 func (c *ring) Empty() bool {
 	return c.producer.Load() == c.consumer.Load()
 }
+
+// Outstanding appends to buf the addresses of the entries submitted to
+// the kernel and not consumed by it yet, [consumer, producer): what a
+// socket taken out of service (no longer redirected to, no longer kicked)
+// still holds on this ring. desc: the ring holds descriptors (TX), not
+// addresses (fill).
+func (p *Producer) Outstanding(buf []uint64, desc bool) []uint64 {
+	return p.span(buf, p.consumer.Load(), p.producer.Load(), desc)
+}
+
+// Unread appends to buf the addresses of the entries the kernel produced
+// and the consumer has not consumed, [consumer, producer). desc: the ring
+// holds descriptors (RX), not addresses (completion).
+func (c *Consumer) Unread(buf []uint64, desc bool) []uint64 {
+	return c.span(buf, c.consumer.Load(), c.producer.Load(), desc)
+}
+
+func (r *ring) span(buf []uint64, from, to uint32, desc bool) []uint64 {
+	for i := from; i != to; i++ {
+		if desc {
+			buf = append(buf, (*Desc)(unsafe.Add(r.descs, uintptr(i&r.mask)*unsafe.Sizeof(Desc{}))).Addr)
+		} else {
+			buf = append(buf, *(*uint64)(unsafe.Add(r.descs, uintptr(i&r.mask)*8)))
+		}
+	}
+	return buf
+}

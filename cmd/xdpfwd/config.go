@@ -120,7 +120,7 @@ var configFlags = map[string]string{
 	"MaxTxFrags": "max-tx-frags", "MultiBufferMode": "multi-buffer", "XPS": "xps",
 	"XPSAsymmetric": "xps-asymmetric", "FlowTableSize": "flow-table-size", "CPUs": "cpus",
 	"NoPin": "cpus", "Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
-	"BusyPoll": "busy-poll", "Promisc": "promisc",
+	"BusyPoll": "busy-poll", "Promisc": "promisc", "MaxLinks": "max-links",
 }
 
 // flagOf is the flag of fwd.Config field name.

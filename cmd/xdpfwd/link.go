@@ -159,6 +159,9 @@ func (d daemonLinks) List() (linkop.List, error) {
 	}
 	l := linkop.List{Mode: d.cs.mode}
 	for i, name := range f.Links() {
+		if name == "" {
+			continue // a removed link's index
+		}
 		st := f.LinkStats(i)
 		l.Links = append(l.Links, linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets})
 	}
@@ -188,6 +191,9 @@ func (d daemonLinks) manager(op, name string) (linkop.LinkManager, error) {
 	}
 	if d.cs.mode == "xconnect" {
 		return nil, fmt.Errorf("link %s %s: xconnect mode forwards exactly its two links: %w", op, name, linkop.ErrUnsupported)
+	}
+	if !linksAtRuntime(d.cs.mode) {
+		return nil, fmt.Errorf("link %s %s: %s mode's links are fixed at start (switch, reflect and sink take links while running): %w", op, name, d.cs.mode, linkop.ErrUnsupported)
 	}
 	return linkManager(f, op, name)
 }

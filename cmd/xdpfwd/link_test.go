@@ -3,8 +3,13 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,52 +42,165 @@ func TestLinkBadInput(t *testing.T) {
 }
 
 // TestLinkListDaemon: a running switch answers `link list` on its
-// control socket with its links and mode, and refuses `link add` and
-// `link del` with an error naming the capability its forwarder lacks (no
-// success pretended); a capture still works on the same socket.
+// control socket with its links and mode; `link add` attaches a link
+// while it runs and `link del` detaches it (exit 0, the list follows),
+// a second add or del, or an unknown link, is a bad request (exit 2), a
+// del of the first link is refused (exit 1), each with the reason; a
+// capture still works on the same socket.
 func TestLinkListDaemon(t *testing.T) {
 	p := newPair(t, topo.Options{})
+	ns, err := topo.NewNS("lnk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	extra := fmt.Sprintf("xl%d", os.Getpid()%100000)
+	for _, args := range [][]string{
+		{"link", "add", extra, "type", "veth", "peer", "name", "p0", "netns", ns.Name},
+		{"link", "set", extra, "up"},
+		{"-n", ns.Name, "link", "set", "p0", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", extra).Run() })
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	d := startBin(t, "run", "--mode", "switch", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl)
 	waitAttached(t, d, p, 10*time.Second)
 	waitSocket(t, d, ctl)
 
-	r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
-	var got struct {
-		Mode  string        `json:"mode"`
-		Links []linkop.Link `json:"links"`
+	list := func() []string {
+		t.Helper()
+		r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
+		var got struct {
+			Mode  string        `json:"mode"`
+			Links []linkop.Link `json:"links"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
+			t.Fatalf("link list: exit %d, %v\nstdout %s\nstderr %s", r.code, err, r.stdout, r.stderr)
+		}
+		if got.Mode != "switch" {
+			t.Errorf("link list: mode %q, want switch", got.Mode)
+		}
+		var names []string
+		for _, l := range got.Links {
+			names = append(names, l.Name)
+		}
+		return names
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
-		t.Fatalf("link list: exit %d, %v\nstdout %s\nstderr %s", r.code, err, r.stdout, r.stderr)
+	if got := list(); !slices.Equal(got, []string{p.LinkA, p.LinkB}) {
+		t.Errorf("link list: %q; want %s, %s", got, p.LinkA, p.LinkB)
 	}
-	if got.Mode != "switch" || len(got.Links) != 2 || got.Links[0].Name != p.LinkA || got.Links[1].Name != p.LinkB {
-		t.Errorf("link list: %+v; want switch with %s, %s", got, p.LinkA, p.LinkB)
-	}
-	r = runBin(t, 10*time.Second, nil, "link", "list", "--control", ctl)
+	r := runBin(t, 10*time.Second, nil, "link", "list", "--control", ctl)
 	if r.code != 0 || !strings.Contains(r.stdout, p.LinkA) || !strings.Contains(r.stdout, "RX PACKETS") {
 		t.Errorf("link list (table): exit %d, stdout %q", r.code, r.stdout)
 	}
 
-	for _, op := range []string{"add", "del"} {
-		r = runBin(t, 10*time.Second, nil, "link", op, "vethnew0", "--control", ctl)
-		if r.code != exitFailure || !strings.Contains(r.stderr, "no AddLink/RemoveLink") {
-			t.Errorf("link %s: exit %d, stderr %q; want exit %d naming AddLink/RemoveLink", op, r.code, r.stderr, exitFailure)
+	for _, step := range []struct {
+		op, name string
+		code     int
+		stderr   string
+		after    []string
+	}{
+		{"add", extra, 0, "", []string{p.LinkA, p.LinkB, extra}},
+		{"add", extra, exitUsage, "already", []string{p.LinkA, p.LinkB, extra}},
+		{"add", "xlnope0", exitUsage, `unknown link "xlnope0"`, []string{p.LinkA, p.LinkB, extra}},
+		{"del", extra, 0, "", []string{p.LinkA, p.LinkB}},
+		{"del", extra, exitUsage, "does not forward", []string{p.LinkA, p.LinkB}},
+		{"del", p.LinkA, exitFailure, "UMEM", []string{p.LinkA, p.LinkB}},
+		{"add", extra, 0, "", []string{p.LinkA, p.LinkB, extra}},
+	} {
+		r := runBin(t, 10*time.Second, nil, "link", step.op, step.name, "--control", ctl)
+		if r.code != step.code || !strings.Contains(r.stderr, step.stderr) {
+			t.Errorf("link %s %s: exit %d, stderr %q; want exit %d and %q", step.op, step.name, r.code, r.stderr, step.code, step.stderr)
+		}
+		if got := list(); !slices.Equal(got, step.after) {
+			t.Errorf("after link %s %s: list %q, want %q", step.op, step.name, got, step.after)
 		}
 	}
+	// Through the client: the errors wrap the protocol's sentinels.
 	c, err := linkop.Dial(ctl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.AddLink("vethnew0"); !errors.Is(err, linkop.ErrUnsupported) {
-		t.Errorf("AddLink: %v; want ErrUnsupported", err)
-	}
-	if l, err := c.ListLinks(); err != nil || l.Has("vethnew0") {
-		t.Errorf("list after the refused add: %+v, %v", l, err)
+	if err := c.AddLink(extra); !errors.Is(err, linkop.ErrExists) {
+		t.Errorf("AddLink of a forwarded link: %v; want ErrExists", err)
 	}
 
 	file := filepath.Join(t.TempDir(), "c.pcapng")
 	cp := startCapture(t, "--control", ctl, "-w", file, "--count", "1")
 	cp.interrupt()
+	d.interrupt()
+}
+
+// TestReloadLinks: a SIGHUP whose config file lists another link adds it
+// to the running switch, and one that no longer lists it removes it, each
+// logged as applied (link=...), no restart asked for.
+func TestReloadLinks(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	ns, err := topo.NewNS("rlk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	extra := fmt.Sprintf("xr%d", os.Getpid()%100000)
+	for _, args := range [][]string{
+		{"link", "add", extra, "type", "veth", "peer", "name", "p0", "netns", ns.Name},
+		{"link", "set", extra, "up"},
+		{"-n", ns.Name, "link", "set", "p0", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("ip", "link", "del", extra).Run() })
+	dir := t.TempDir()
+	cfg, ctl := filepath.Join(dir, "xdpfwd.yaml"), filepath.Join(dir, "ctl.sock")
+	write := func(links ...string) {
+		s := fmt.Sprintf("mode: switch\nqueues: 1\nlink: [%s]\nstats-interval: 0s\n", strings.Join(links, ", "))
+		if err := os.WriteFile(cfg, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(p.LinkA, p.LinkB)
+	d := startBin(t, "run", "--config", cfg, "--control", ctl)
+	waitAttached(t, d, p, 10*time.Second)
+	waitSocket(t, d, ctl)
+	list := func() []string {
+		c, err := linkop.Dial(ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		l, err := c.ListLinks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, k := range l.Links {
+			names = append(names, k.Name)
+		}
+		return names
+	}
+	for i, links := range [][]string{{p.LinkA, p.LinkB, extra}, {p.LinkA, p.LinkB}} {
+		write(links...)
+		d.signal(syscall.SIGHUP)
+		deadline := time.Now().Add(10 * time.Second)
+		for strings.Count(d.stderr.String(), "config reloaded") < i+1 {
+			if time.Now().After(deadline) || d.exited() {
+				t.Fatalf("no reload logged after SIGHUP %d; stderr:\n%s", i+1, d.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if got := list(); !slices.Equal(got, links) {
+			t.Errorf("after reload %d: link list %q, want %q\n%s", i+1, got, links, d.stderr.String())
+		}
+	}
+	log := d.stderr.String()
+	if !strings.Contains(log, `applied="link=`) || !strings.Contains(log, `needs_restart=""`) {
+		t.Errorf("reload log: want the link change applied, no restart:\n%s", log)
+	}
 	d.interrupt()
 }

@@ -141,6 +141,7 @@ type fwdFlags struct {
 	maxTxFrags  int
 	multiBuffer multiBufferFlag
 	ringSize    int
+	maxLinks    int
 
 	xpsMode    string
 	spin       string
@@ -189,6 +190,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)")
 	ff.registerSwapMAC(fs)
 	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
+	fs.IntVar(&ff.maxLinks, "max-links", -1, fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. -1 (default): %d in those modes; 0: the --link links only", defaultMaxLinks))
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
 	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
 	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
@@ -263,7 +265,37 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 	if err := ff.handler(&cfg); err != nil {
 		return cfg, nil, bad(err)
 	}
+	if cfg.MaxLinks, err = ff.resolveMaxLinks(len(cfg.Links)); err != nil {
+		return cfg, nil, bad(err)
+	}
 	return cfg, logger, nil
+}
+
+// defaultMaxLinks is --max-links -1 in the modes that take links while
+// running: a node's containers.
+const defaultMaxLinks = 64
+
+// linksAtRuntime reports whether --mode takes links while running (xdpfwd
+// link add/del): a switch, a reflector and a sink, whose handlers need
+// nothing per link.
+func linksAtRuntime(mode string) bool {
+	return mode == "switch" || mode == "reflect" || mode == "sink"
+}
+
+// resolveMaxLinks is fwd.Config.MaxLinks for --max-links with n --link
+// flags.
+func (ff *fwdFlags) resolveMaxLinks(n int) (int, error) {
+	switch {
+	case ff.maxLinks == -1 && linksAtRuntime(ff.mode):
+		return max(defaultMaxLinks, n), nil
+	case ff.maxLinks == -1 || ff.maxLinks == 0:
+		return 0, nil
+	case !linksAtRuntime(ff.mode):
+		return 0, fmt.Errorf("--max-links is for --mode switch, reflect or sink (links added while running)")
+	case ff.maxLinks < n || ff.maxLinks > fwd.MaxLinks:
+		return 0, fmt.Errorf("--max-links %d: want %d..%d (the --link links up to %d), or 0 (the --link links only)", ff.maxLinks, n, fwd.MaxLinks, fwd.MaxLinks)
+	}
+	return ff.maxLinks, nil
 }
 
 // handler sets cfg.Handler for --mode, after checking the link count and
@@ -699,6 +731,12 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 					}
 				}
 			case now := <-t.C:
+				if cur := f.Links(); !slices.Equal(cur, names) {
+					// Links added or removed (xdpfwd link): rates start
+					// again from this reading, under the new names.
+					names, prev, prevW, prevQ, last = cur, allStats(f), f.WorkerStats(), queueRX(f), now
+					continue
+				}
 				cur := allStats(f)
 				curW := f.WorkerStats()
 				line := fwd.StatsLine(names, prev, cur, now.Sub(last)) + fwd.EfficiencyTail(prev, cur, prevW, curW)

@@ -1,0 +1,474 @@
+package fwd_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
+	"github.com/xdpfwd/xdpfwd/modes"
+	"github.com/xdpfwd/xdpfwd/umem"
+)
+
+// Links added and removed while forwarding (links.go), on the fake
+// environment.
+
+// startSwitch runs a switch over two links, A behind l0 and B behind l1,
+// able to hold max links, with A and B learned.
+func startSwitch(t *testing.T, max int) (*fakeRun, *modes.Switch) {
+	t.Helper()
+	sw := modes.NewSwitch(2, 1024, time.Minute)
+	r := startFake(t, fwd.Config{Handler: sw, MaxLinks: max, Queues: 1}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+	r.inject(0, 0, seqFrame(bcast, macA, 1, 0, 64), fwdtest.RX{})
+	r.received(0, 1)
+	r.links[1].CollectN(1, time.Second)
+	r.inject(1, 0, seqFrame(macA, macB, 1, 0, 64), fwdtest.RX{})
+	r.received(1, 1)
+	r.links[0].CollectN(1, time.Second)
+	return r, sw
+}
+
+// abTraffic sends n frames A→B (seq from first) and checks that l1 sent
+// every one, in order, and nothing else.
+func abTraffic(t *testing.T, r *fakeRun, first uint32, n int) {
+	t.Helper()
+	for i := range n {
+		r.inject(0, 0, seqFrame(macB, macA, 2, first+uint32(i), 64+i%500), fwdtest.RX{})
+	}
+	got := r.links[1].CollectN(n, 5*time.Second)
+	if len(got) != n {
+		t.Fatalf("A→B: %d of %d frames out of l1", len(got), n)
+	}
+	for i, g := range got {
+		if s := seqOf(g.Data); s != first+uint32(i) {
+			t.Fatalf("A→B: frame %d has seq %d, want %d", i, s, first+uint32(i))
+		}
+	}
+}
+
+// injectOn injects frame on l queue 0, retrying while it cannot take it.
+func injectOn(t *testing.T, l *fwdtest.Link, frame []byte) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !l.Inject(0, frame, fwdtest.RX{}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s took no frame for 5 s", l.Name())
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// TestFakeLinksAddRemove: sequences of adds and removes on a running
+// switch; after each step traffic between l0 and l1 loses nothing, a
+// broadcast floods to every link there is (an added one too) and to no
+// removed one, a removed link's index is a hole the next add takes, and a
+// removed link's addresses are forgotten.
+func TestFakeLinksAddRemove(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps []string // +NAME adds, -NAME removes
+		want  []string // Links() after
+	}{
+		{"add", []string{"+c"}, []string{"l0", "l1", "c"}},
+		{"add-remove", []string{"+c", "-c"}, []string{"l0", "l1", ""}},
+		{"add-two-remove-first", []string{"+c", "+d", "-c"}, []string{"l0", "l1", "", "d"}},
+		{"hole-reused", []string{"+c", "+d", "-c", "+e"}, []string{"l0", "l1", "e", "d"}},
+		{"remove-start-link", []string{"+c", "-l1", "+l1"}, []string{"l0", "l1", "c"}},
+		{"readd-same", []string{"+c", "-c", "+c", "-c", "+c"}, []string{"l0", "l1", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, sw := startSwitch(t, 8)
+			extra := map[string]*fwdtest.Link{}
+			seq := uint32(100)
+			for _, st := range tc.steps {
+				name := st[1:]
+				if st[0] == '+' {
+					if r.env.LinkNamed(name) == nil {
+						extra[name] = r.env.AddLink(name, fwdtest.LinkOptions{})
+					}
+					if err := r.f.AddLink(name); err != nil {
+						t.Fatalf("AddLink(%s): %v", name, err)
+					}
+				} else {
+					if err := r.f.RemoveLink(name); err != nil {
+						t.Fatalf("RemoveLink(%s): %v", name, err)
+					}
+				}
+				if slices.Contains(r.f.Links(), "l1") {
+					abTraffic(t, r, seq, 50)
+					seq += 50
+				}
+			}
+			if got := r.f.Links(); !slices.Equal(got, tc.want) {
+				t.Fatalf("Links() = %q, want %q", got, tc.want)
+			}
+			// A broadcast from A floods to every link there is (what
+			// unknown unicast flooded before is collected first).
+			for _, name := range tc.want {
+				if name != "" {
+					r.env.LinkNamed(name).Collect()
+				}
+			}
+			b := seqFrame(bcast, macA, 3, 7, 80)
+			r.inject(0, 0, b, fwdtest.RX{})
+			for _, name := range tc.want[1:] {
+				l := r.env.LinkNamed(name)
+				if name == "" {
+					continue
+				}
+				got := l.CollectN(1, 5*time.Second)
+				if len(got) != 1 || !bytes.Equal(got[0].Data, b) {
+					t.Errorf("broadcast: %s sent %d frames, want it once", name, len(got))
+				}
+			}
+			// A removed link is flooded to no more.
+			for name, l := range extra {
+				if !slices.Contains(tc.want, name) {
+					if got := l.Collect(); len(got) != 0 {
+						t.Errorf("removed link %s sent %d frames", name, len(got))
+					}
+				}
+			}
+			for e := range sw.All() {
+				if tc.want[e.Link] == "" {
+					t.Errorf("FDB entry %s on link %d, which was removed", e.MAC, e.Link)
+				}
+			}
+		})
+	}
+}
+
+// TestFakeLinkForwardsBothWays: an added link learns and is forwarded to
+// and from, byte for byte; its counters are its own, and its totals stay
+// in the summary once it is removed.
+func TestFakeLinkForwardsBothWays(t *testing.T) {
+	r, _ := startSwitch(t, 4)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatalf("AddLink: %v", err)
+	}
+	fc := seqFrame(macA, macC, 4, 1, 300)
+	injectOn(t, c, fc)
+	if got := r.links[0].CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, fc) {
+		t.Fatalf("C→A: %d frames out of l0, want the one sent", len(got))
+	}
+	fa := seqFrame(macC, macA, 4, 2, 200)
+	r.inject(0, 0, fa, fwdtest.RX{})
+	if got := c.CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, fa) {
+		t.Fatalf("A→C: %d frames out of c, want the one sent", len(got))
+	}
+	if got := r.links[1].Collect(); len(got) != 0 {
+		t.Errorf("A→C, C known: l1 sent %d frames, want none", len(got))
+	}
+	st := r.f.LinkStats(2)
+	if st.RXPackets != 1 || st.TXPackets != 1 {
+		t.Errorf("c: rx %d tx %d, want 1 and 1", st.RXPackets, st.TXPackets)
+	}
+	if err := r.f.RemoveLink("c"); err != nil {
+		t.Fatalf("RemoveLink: %v", err)
+	}
+	// C's address is forgotten: a frame for it floods (to l1 only now).
+	r.inject(0, 0, fa, fwdtest.RX{})
+	if got := r.links[1].CollectN(1, 5*time.Second); len(got) != 1 {
+		t.Errorf("A→C after C's removal: l1 sent %d frames, want the flood", len(got))
+	}
+	s := r.f.Summary()
+	if got := s.Links["c"]; got.RXPackets != 1 || got.TXPackets != 1 {
+		t.Errorf("summary of removed c: rx %d tx %d, want 1 and 1", got.RXPackets, got.TXPackets)
+	}
+}
+
+// TestFakeLinkCycles: 50 add/remove cycles, with traffic into and out of
+// the added link each time (frames left on its rings too), lose no UMEM
+// address: startFake's cleanup checks Leaked() == 0 and every zone free.
+func TestFakeLinkCycles(t *testing.T) {
+	r, _ := startSwitch(t, 3)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+	for i := range 50 {
+		if err := r.f.AddLink("c"); err != nil {
+			t.Fatalf("cycle %d: AddLink: %v", i, err)
+		}
+		injectOn(t, c, seqFrame(macA, macC, 5, uint32(i), 100))
+		r.inject(0, 0, seqFrame(macC, macA, 5, uint32(i), 1400), fwdtest.RX{})
+		// Half the cycles leave what c sent on its TX ring, and a frame
+		// on its RX ring.
+		if i%2 == 0 {
+			c.CollectN(1, 5*time.Second)
+			r.links[0].CollectN(1, 5*time.Second)
+		} else {
+			injectOn(t, c, seqFrame(bcast, macC, 5, uint32(i), 100))
+		}
+		if err := r.f.RemoveLink("c"); err != nil {
+			t.Fatalf("cycle %d: RemoveLink: %v", i, err)
+		}
+		r.links[0].Collect()
+		r.links[1].Collect()
+	}
+	abTraffic(t, r, 1000, 100)
+	if err := r.close(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestFakeLinkRemoveUnderLoad: while frames flow A→B without pause, and
+// stats are read, two links are added and removed 20 times; B receives
+// every frame, in order.
+func TestFakeLinkRemoveUnderLoad(t *testing.T) {
+	r, _ := startSwitch(t, 4)
+	for _, n := range []string{"c", "d"} {
+		r.env.AddLink(n, fwdtest.LinkOptions{})
+	}
+	var sent atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			for !r.links[0].Inject(0, seqFrame(macB, macA, 6, uint32(i), 64+i%200), fwdtest.RX{}) {
+				time.Sleep(20 * time.Microsecond)
+			}
+			sent.Add(1)
+		}
+	})
+	var got [][]byte
+	var collecting sync.WaitGroup
+	collect := func(until func() bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for !until() && time.Now().Before(deadline) {
+			for _, f := range r.links[1].Collect() {
+				got = append(got, f.Data)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	collecting.Go(func() { collect(stop.Load) })
+	// Stats readers (a metrics scrape, the stats line) run throughout.
+	collecting.Go(func() {
+		for !stop.Load() {
+			for i := range r.f.Links() {
+				r.f.LinkStats(i)
+				r.f.QueueStats(i, 0)
+				r.f.XDPPassed(i)
+			}
+			r.f.Summary()
+			r.f.XPS()
+			r.f.Capture().Links()
+		}
+	})
+	const cycles = 20
+	for range cycles {
+		for _, n := range []string{"c", "d"} {
+			if err := r.f.AddLink(n); err != nil {
+				t.Fatalf("AddLink(%s): %v", n, err)
+			}
+		}
+		for _, n := range []string{"d", "c"} {
+			if err := r.f.RemoveLink(n); err != nil {
+				t.Fatalf("RemoveLink(%s): %v", n, err)
+			}
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	collecting.Wait()
+	total := int(sent.Load())
+	collect(func() bool { return len(got) >= total })
+	if len(got) != total {
+		t.Fatalf("B received %d of %d frames during %d add/remove cycles; l0 drops %v", len(got), total, cycles, r.f.LinkStats(0).Drops)
+	}
+	for i, g := range got {
+		if seqOf(g) != uint32(i) {
+			t.Fatalf("frame %d has seq %d: out of order", i, seqOf(g))
+		}
+	}
+	t.Logf("%d frames during %d add/remove cycles of two links, none lost", total, cycles)
+}
+
+// TestFakeLinkDeleted: a link the kernel deletes is removed, and the
+// forwarder goes on: Run does not end, the others forward.
+func TestFakeLinkDeleted(t *testing.T) {
+	r, _ := startSwitch(t, 4)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatalf("AddLink: %v", err)
+	}
+	injectOn(t, c, seqFrame(bcast, macC, 7, 0, 100))
+	soon(t, "c's broadcast on l0", func() bool { return len(r.links[0].Collect()) > 0 })
+	r.links[1].CollectN(1, 5*time.Second)
+	c.Delete()
+	soon(t, "c removed", func() bool { return !slices.Contains(r.f.Links(), "c") })
+	r.links[1].SetUp(false) // a start link's deletion stays what it was: tested in TestFakeLinkEvents
+	r.links[1].SetUp(true)
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned %v after an added link was deleted", err)
+	default:
+	}
+	abTraffic(t, r, 10, 50)
+	// Deleted and made again (a new container): added again.
+	r.env.AddLink("c2", fwdtest.LinkOptions{})
+	if err := r.f.AddLink("c2"); err != nil {
+		t.Fatalf("AddLink after a deletion: %v", err)
+	}
+	if got := r.f.Links(); !slices.Equal(got, []string{"l0", "l1", "c2"}) {
+		t.Errorf("Links() = %q", got)
+	}
+}
+
+// TestFakeLinkErrors: what AddLink and RemoveLink refuse, and with which
+// error.
+func TestFakeLinkErrors(t *testing.T) {
+	t.Run("xconnect", func(t *testing.T) {
+		r := startFake(t, fwd.Config{}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+		r.env.AddLink("c", fwdtest.LinkOptions{})
+		for _, err := range []error{r.f.AddLink("c"), r.f.RemoveLink("l1")} {
+			if !errors.Is(err, linkop.ErrUnsupported) || !fwd.IsInputError(err) {
+				t.Errorf("xconnect: %v, want an input error wrapping linkop.ErrUnsupported", err)
+			}
+		}
+		if got := r.f.Links(); !slices.Equal(got, []string{"l0", "l1"}) {
+			t.Errorf("Links() = %q after refusals", got)
+		}
+	})
+	t.Run("switch", func(t *testing.T) {
+		r, _ := startSwitch(t, 3)
+		r.env.AddLink("c", fwdtest.LinkOptions{})
+		r.env.AddLink("d", fwdtest.LinkOptions{})
+		r.env.AddLink("big", fwdtest.LinkOptions{MTU: 9000})
+		for _, tc := range []struct {
+			name  string
+			do    func() error
+			want  error
+			input bool
+		}{
+			{"add existing", func() error { return r.f.AddLink("l1") }, linkop.ErrExists, false},
+			{"add missing", func() error { return r.f.AddLink("nope") }, linkop.ErrUnknownLink, true},
+			{"add missing (fwd)", func() error { return r.f.AddLink("nope") }, fwd.ErrUnknownLink, true},
+			{"remove unknown", func() error { return r.f.RemoveLink("nope") }, linkop.ErrUnknownLink, false},
+			{"remove owner", func() error { return r.f.RemoveLink("l0") }, linkop.ErrUnsupported, false},
+			{"add beyond max", func() error {
+				if err := r.f.AddLink("c"); err != nil {
+					return err
+				}
+				return r.f.AddLink("d")
+			}, nil, true},
+			{"mtu", func() error { r.f.RemoveLink("c"); return r.f.AddLink("big") }, nil, true},
+		} {
+			err := tc.do()
+			if err == nil || tc.want != nil && !errors.Is(err, tc.want) || tc.input != fwd.IsInputError(err) {
+				t.Errorf("%s: %v, want an error wrapping %v (input error: %v)", tc.name, err, tc.want, tc.input)
+			}
+		}
+		if got := r.f.Links(); !slices.Equal(got, []string{"l0", "l1", ""}) {
+			t.Errorf("Links() = %q after the refusals", got)
+		}
+		abTraffic(t, r, 0, 20)
+	})
+	t.Run("multi-queue", func(t *testing.T) {
+		r := startFake(t, fwd.Config{Handler: modes.Reflect, Queues: 2, MaxLinks: 3}, fwdtest.LinkOptions{Queues: 2})
+		r.env.AddLink("c", fwdtest.LinkOptions{Queues: 2})
+		if err := r.f.AddLink("c"); !errors.Is(err, linkop.ErrUnsupported) {
+			t.Errorf("two workers: %v, want linkop.ErrUnsupported", err)
+		}
+	})
+	for _, tc := range []struct {
+		max   int
+		links int
+		h     fwd.Handler
+	}{{65, 2, modes.Sink}, {1, 2, modes.Sink}, {-1, 2, modes.Sink}, {3, 2, nil}} {
+		t.Run(fmt.Sprint("config-", tc.max), func(t *testing.T) {
+			cfg := fwd.Config{Links: []string{"a", "b"}[:tc.links], Handler: tc.h, MaxLinks: tc.max}
+			if err := cfg.Check(); !fwd.IsInputError(err) {
+				t.Errorf("MaxLinks %d: Check() = %v, want an input error", tc.max, err)
+			}
+		})
+	}
+}
+
+// TestFakeReconfigureLinks: a reload whose link list changed adds and
+// removes the difference while forwarding (the removed first, so an added
+// link may take a removed one's index) and reports it as applied, not as
+// needing a restart; in xconnect it still needs a restart.
+func TestFakeReconfigureLinks(t *testing.T) {
+	r, sw := startSwitch(t, 4)
+	r.env.AddLink("c", fwdtest.LinkOptions{})
+	r.env.AddLink("d", fwdtest.LinkOptions{})
+	cfg := func(links ...string) fwd.Config {
+		return fwd.Config{Links: links, Handler: sw, MaxLinks: 4, Queues: 1, Env: r.env, HugePages: r.f.Plan().HugePages}
+	}
+	for _, tc := range []struct {
+		links []string
+		want  []string // Links() after
+	}{
+		{[]string{"l0", "l1", "c"}, []string{"l0", "l1", "c"}},
+		{[]string{"l0", "c", "d"}, []string{"l0", "d", "c"}},
+		{[]string{"l0", "d", "c"}, []string{"l0", "d", "c"}}, // the same set: nothing to do
+		{[]string{"l0", "l1"}, []string{"l0", "l1", ""}},
+	} {
+		before := r.f.Links()
+		rc, err := r.f.Reconfigure(cfg(tc.links...))
+		if err != nil || rc.Failed != nil || len(rc.Restart) != 0 {
+			t.Fatalf("Reconfigure(%q): %v, failed %v, restart %v", tc.links, err, rc.Failed, rc.Restart)
+		}
+		if got := r.f.Links(); !slices.Equal(got, tc.want) {
+			t.Errorf("Reconfigure(%q): Links() = %q, want %q", tc.links, got, tc.want)
+		}
+		changed := slices.ContainsFunc(rc.Applied, func(c fwd.Change) bool { return c.Field == "Links" })
+		if changed == slices.Equal(before, tc.want) {
+			t.Errorf("Reconfigure(%q): applied %v (links %q before)", tc.links, rc.Applied, before)
+		}
+	}
+	abTraffic(t, r, 0, 20)
+
+	x := startFake(t, fwd.Config{}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+	x.env.AddLink("c", fwdtest.LinkOptions{})
+	rc, err := x.f.Reconfigure(fwd.Config{Links: []string{"l0", "c"}, Env: x.env, HugePages: x.f.Plan().HugePages})
+	if err != nil || !slices.ContainsFunc(rc.Restart, func(c fwd.Change) bool { return c.Field == "Links" }) {
+		t.Errorf("xconnect Reconfigure with another link: %v, restart %v; want Links needing a restart", err, rc.Restart)
+	}
+}
+
+// TestMaxLinksMemory: a switch of 2 links able to take 64 keeps the ring
+// size of 2 links; each link to come gets what it would have in a switch
+// started with 64 (that ring size, its frames, its lanes' frag blocks), so
+// the UMEM is that of 64 at start plus only what the 2 links' larger rings
+// take; MaxLinks 0 leaves the sizing of before alone.
+func TestMaxLinksMemory(t *testing.T) {
+	size := func(links, max int) (int, fwd.Plan) {
+		env := fwdtest.New()
+		var names []string
+		for i := range links {
+			names = append(names, fmt.Sprint("l", i))
+			env.AddLink(names[i], fwdtest.LinkOptions{})
+		}
+		f, err := fwd.New(fwd.Config{Links: names, Handler: modes.NewSwitch(links, 1024, 0), MaxLinks: max, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		return f.Region().Size(), f.Plan()
+	}
+	two, p2 := size(2, 0)
+	reserved, pr := size(2, 64)
+	full, pf := size(64, 0)
+	if pr.RingSize != p2.RingSize || pr.AddedRingSize != pf.RingSize {
+		t.Errorf("2 links of 64: ring %d, added links' %d; want %d (2 links') and %d (64 links')", pr.RingSize, pr.AddedRingSize, p2.RingSize, pf.RingSize)
+	}
+	// Per start link: a 2×ring fill ring and a ring in flight, of frames.
+	extra := 2 * 3 * int(pr.RingSize-pf.RingSize) * pr.FrameSize
+	// The zones are laid out in 2 MiB steps.
+	if d := reserved - full; d < extra || d > extra+2<<20 {
+		t.Errorf("2 links of 64: UMEM %d KiB, 64 at start %d KiB: %d KiB more, want %d (the 2 links' larger rings; up to 2 MiB of alignment)", reserved>>10, full>>10, d>>10, extra>>10)
+	}
+	if p2.MaxLinks != 2 || p2.RingSize != 2048 || p2.AddedRingSize != 2048 {
+		t.Errorf("MaxLinks 0: plan MaxLinks %d ring %d added %d, want 2 and 2048 (as before)", p2.MaxLinks, p2.RingSize, p2.AddedRingSize)
+	}
+	t.Logf("UMEM: 2 links %d MiB (ring %d); 2 of 64 %d MiB (ring %d, added %d); 64 at start %d MiB (ring %d): %d KiB per link to come",
+		two>>20, p2.RingSize, reserved>>20, pr.RingSize, pr.AddedRingSize, full>>20, pf.RingSize, (reserved-two)/62>>10)
+}
