@@ -283,3 +283,7 @@ func (t *txLanes) kickInFlight() {
 		}
 	}
 }
+
+// unsent appends to buf the addresses still on l's TX ring, submitted
+// and not completed (a link being removed: RemoveLink takes them back).
+func (l *lane) unsent(buf []uint64) []uint64 { return l.ring.Unsent(buf) }

@@ -179,3 +179,17 @@ func (w *worker) freeTX(addr uint64) bool {
 	}
 	return w.build.Release(addr)
 }
+
+// releaseLent frees what a removed link's closed sockets held: rx, frames
+// lent to its fill and RX rings, and tx, what its TX rings never
+// completed (RemoveLink read both back before closing them).
+func (w *worker) releaseLent(rx, tx []uint64) {
+	for _, a := range rx {
+		w.frames.Free(xsk.Flat(a), umem.KernelRX)
+	}
+	for _, a := range tx {
+		w.freeTX(xsk.Flat(a))
+	}
+	w.frames.Publish()
+	w.build.Publish()
+}

@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
-	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -138,14 +137,7 @@ func (w *worker) apply(r *linkReq) {
 	case reqDrop:
 		w.dropLink(r)
 	case reqRelease:
-		for _, a := range r.rx {
-			w.frames.Free(xsk.Flat(a), umem.KernelRX)
-		}
-		for _, a := range r.tx {
-			w.freeTX(xsk.Flat(a))
-		}
-		w.frames.Publish()
-		w.build.Publish()
+		w.releaseLent(r.rx, r.tx)
 	}
 }
 
@@ -215,7 +207,7 @@ func (w *worker) dropLink(r *linkReq) {
 	}
 	for _, l := range lanes {
 		unsent := len(r.tx)
-		r.tx = l.ring.Unsent(r.tx)
+		r.tx = l.unsent(r.tx)
 		// Taken by the kernel, never completed: lost with the socket.
 		r.stranded += int(l.inFlight()) - (len(r.tx) - unsent)
 	}
