@@ -65,6 +65,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 		w.build = inline.NewBuilder(r, linearize.Policy{ChunkSize: 2048}, 64, 64)
 		w.flows = f.flows
 		w.txLanes = newTXLanes(2, 64)
+		w.chg.live = AllLinks(2) // as newWorker: both links may be sent to
 		for i := range f.ports {
 			w.tx[i] = f.ports[i][q].tx
 			for qq := q; qq < nq; qq += 2 {
