@@ -157,7 +157,7 @@ func (d daemonLinks) List() (linkop.List, error) {
 	if f == nil {
 		return linkop.List{}, errNoForwarder
 	}
-	l := linkop.List{Mode: d.cs.mode}
+	l := linkop.List{Mode: d.cs.mode, Queues: f.Plan().Queues}
 	for i, name := range f.Links() {
 		if name == "" {
 			continue // a removed link's index

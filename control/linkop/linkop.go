@@ -47,6 +47,10 @@ type Reply struct {
 	Code  string `json:"code,omitempty"`
 	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
 	Links []Link `json:"links,omitempty"` // list
+	// Queues (list) is how many RX and TX queues a link needs to be
+	// added: one per worker of the daemon. 0 from a daemon that does not
+	// say: one.
+	Queues int `json:"queues,omitempty"`
 }
 
 // Link is one link in a list reply.
@@ -60,6 +64,10 @@ type Link struct {
 type List struct {
 	Mode  string
 	Links []Link
+	// Queues is how many RX and TX queues a link must have for the
+	// daemon to add it (its workers); 0 means one. A CNI plugin creates
+	// its veths with as many.
+	Queues int
 }
 
 // Has reports whether the list names link.
@@ -171,7 +179,7 @@ func answer(req Request, m Manager) Reply {
 		if l.Links == nil {
 			l.Links = []Link{}
 		}
-		return Reply{OK: true, Mode: l.Mode, Links: l.Links}
+		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues}
 	case OpAdd, OpDel:
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
