@@ -50,9 +50,11 @@ type Forwarder struct {
 	workers    []*worker
 	policy     linearize.Policy
 	flows      *flowState // nil with one queue
-	// handoffSize is the entries of each handoff ring (merge.go).
-	handoffSize int
-	health      []linkHealth
+	// handoffSize is the entries of each handoff ring (merge.go);
+	// handoffBytes what all the rings' entries take (under linkMu once
+	// running).
+	handoffSize, handoffBytes int
+	health                    []linkHealth
 	// handler decides each packet's way (nil: cross-connect two links).
 	handler Handler
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
@@ -345,8 +347,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	cancel(nil)
 	wg.Wait()
 	// The captures go on until Close: what finish sends, and what Close
-	// drops at stop, is theirs to see.
+	// drops at stop, is theirs to see. A link change under way ends
+	// first: it may be the workers' hands (links.go).
+	f.linkMu.Lock()
 	f.finish()
+	f.linkMu.Unlock()
 	f.stopped = time.Now()
 	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) || errors.Is(err, ErrQueuesChanged) {
 		return err
