@@ -2,6 +2,7 @@ package fwd_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -18,16 +19,23 @@ import (
 // pings host 1 without pause: every ping is answered, an added host is
 // reached through the switch, and everything comes back at Close. The
 // ping RTT's p50 and p99 during the cycles and without them (the same run)
-// are logged.
+// are logged. With one worker, and with two on veths of two queues (the
+// links' handoff rings then join both workers).
 func TestVethLinksWhileForwarding(t *testing.T) {
 	topo.RequireRoot(t)
-	h, err := topo.NewHosts(4, topo.Options{})
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d-workers", workers), func(t *testing.T) { vethLinksWhileForwarding(t, workers) })
+	}
+}
+
+func vethLinksWhileForwarding(t *testing.T, workers int) {
+	h, err := topo.NewHosts(4, topo.Options{Queues: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
 	sw := modes.NewSwitch(2, 1024, time.Minute)
-	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: sw, MaxLinks: 4, Queues: 1, HugePages: umem.HugePagesOff})
+	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: sw, MaxLinks: 4, Queues: workers, NoPin: true, HugePages: umem.HugePagesOff})
 	if err != nil {
 		t.Fatalf("fwd.New: %v", err)
 	}
