@@ -265,9 +265,9 @@ func (f *Forwarder) changeable(op, name string) error {
 	switch {
 	case f.handler == nil:
 		return &InputError{fmt.Errorf("link %s %s: without a Handler (xconnect) the links are the two given: %w", op, name, linkop.ErrUnsupported)}
-	case len(f.socks) == 0 || len(f.socks[0]) == 0 || f.socks[0][0] == nil:
+	case f.umemOwner() == nil:
 		return fmt.Errorf("link %s %s: the forwarder has no sockets: %w", op, name, linkop.ErrUnsupported)
-	case f.socks[0][0].ZeroCopy():
+	case f.umemOwner().ZeroCopy():
 		// The kernel binds a socket sharing a zero-copy UMEM in zero-copy
 		// mode too (xp_assign_dev_shared), which a veth cannot take; and
 		// a driver holds frames the rings do not show, which closing one
@@ -437,7 +437,7 @@ func (f *Forwarder) AddLink(name string) error {
 // hold and stops using it, its sockets close and every frame they held
 // comes back; the Handler hears of it (LinkObserver: the switch forgets
 // its addresses); its totals stay in the Summary, and its index is free
-// for a later AddLink. Link 0 holds the UMEM registration and stays.
+// for a later AddLink. The last link stays (an InputError).
 // Errors wrap ErrUnknownLink and linkop.ErrUnknownLink (it is not
 // forwarded) or linkop.ErrUnsupported.
 func (f *Forwarder) RemoveLink(name string) error {
@@ -450,8 +450,10 @@ func (f *Forwarder) RemoveLink(name string) error {
 	if i < 0 || name == "" {
 		return fmt.Errorf("link del %s: %w %q (%w)", name, ErrUnknownLink, name, linkop.ErrUnknownLink)
 	}
-	if i == 0 {
-		return fmt.Errorf("link del %s: the first link's socket registered the UMEM, which every other socket shares: %w", name, linkop.ErrUnsupported)
+	if len(f.linksBut(i)) == 0 {
+		// Its sockets hold the UMEM's registration; a forwarder keeps a
+		// link, as it starts with one.
+		return inputErr("link del %s: the forwarder's last link stays (stop xdpfwd instead)", name)
 	}
 	f.removeLink(i, false)
 	f.watchChanged()
@@ -504,7 +506,8 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	f.strandedRemoved += d.stranded
 	f.statsMu.Unlock()
 	f.capture.SetLinks(f.Links())
-	// Sharing sockets, so the owner (link 0) is never among them.
+	// The UMEM outlives the socket that registered it: the kernel holds
+	// it for every socket bound to it, and AddLink binds to another.
 	for q := len(socks) - 1; q >= 0; q-- {
 		socks[q].Close()
 	}

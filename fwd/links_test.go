@@ -397,6 +397,49 @@ func testFakeLinkDeleted(t *testing.T, workers int) {
 	}
 }
 
+// TestFakeLinkRemoveFirst: the first link, whose socket registered the
+// UMEM, is removed and added back like any other; the last link left
+// stays.
+func TestFakeLinkRemoveFirst(t *testing.T) { forWorkers(t, testFakeLinkRemoveFirst) }
+
+func testFakeLinkRemoveFirst(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 4, workers)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: workers})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatalf("AddLink(c): %v", err)
+	}
+	if err := r.f.RemoveLink("l0"); err != nil {
+		t.Fatalf("RemoveLink(l0): %v", err)
+	}
+	// c's sockets were bound sharing l0's: C still reaches B.
+	fc := seqFrame(macB, macC, 8, 1, 300)
+	injectOn(t, c, fc)
+	if got := r.links[1].CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, fc) {
+		t.Fatalf("C→B without l0: %d frames out of l1, want the one sent", len(got))
+	}
+	// l0 back, at its index, bound sharing the UMEM with another socket.
+	if err := r.f.AddLink("l0"); err != nil {
+		t.Fatalf("AddLink(l0) again: %v", err)
+	}
+	if got := r.f.Links(); !slices.Equal(got, []string{"l0", "l1", "c"}) {
+		t.Fatalf("Links() = %q", got)
+	}
+	r.inject(1, 0, seqFrame(macA, macB, 8, 2, 64), fwdtest.RX{}) // B again, so the switch floods to l0 or knows
+	r.links[0].CollectN(1, 5*time.Second)
+	r.inject(0, 0, seqFrame(bcast, macA, 8, 3, 64), fwdtest.RX{}) // A learned behind the new l0
+	r.links[1].CollectN(1, 5*time.Second)
+	c.CollectN(1, 5*time.Second)
+	abTraffic(t, r, 0, 50)
+	for _, n := range []string{"l1", "c"} {
+		if err := r.f.RemoveLink(n); err != nil {
+			t.Fatalf("RemoveLink(%s): %v", n, err)
+		}
+	}
+	if err := r.f.RemoveLink("l0"); err == nil || !fwd.IsInputError(err) {
+		t.Errorf("RemoveLink of the last link: %v, want an input error", err)
+	}
+}
+
 // TestFakeLinkErrors: what AddLink and RemoveLink refuse, and with which
 // error.
 func TestFakeLinkErrors(t *testing.T) {
@@ -427,7 +470,6 @@ func TestFakeLinkErrors(t *testing.T) {
 			{"add missing", func() error { return r.f.AddLink("nope") }, linkop.ErrUnknownLink, true},
 			{"add missing (fwd)", func() error { return r.f.AddLink("nope") }, fwd.ErrUnknownLink, true},
 			{"remove unknown", func() error { return r.f.RemoveLink("nope") }, linkop.ErrUnknownLink, false},
-			{"remove owner", func() error { return r.f.RemoveLink("l0") }, linkop.ErrUnsupported, false},
 			{"add beyond max", func() error {
 				if err := r.f.AddLink("c"); err != nil {
 					return err

@@ -116,6 +116,58 @@ func vethLinksWhileForwarding(t *testing.T, workers int) {
 		pct(base, 50), pct(base, 99), len(base), pct(during, 50), pct(during, 99), len(during))
 }
 
+// TestVethRemoveFirstLink: on the kernel's veths, the link whose first
+// socket registered the UMEM is removed; the UMEM lives on in the other
+// sockets (the kernel holds it for each), a link added then binds sharing
+// one of them, and the first link comes back: pings cross the switch at
+// each step, and every frame comes back at Close.
+func TestVethRemoveFirstLink(t *testing.T) {
+	topo.RequireRoot(t)
+	h, err := topo.NewHosts(3, topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: modes.NewSwitch(2, 1024, time.Minute), MaxLinks: 3, Queues: 1, HugePages: umem.HugePagesOff})
+	if err != nil {
+		t.Fatalf("fwd.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if n := f.Leaked(); n != 0 {
+			t.Errorf("Leaked() = %d, want 0", n)
+		}
+	}()
+	ping := func(from, to int) {
+		t.Helper()
+		if res, err := topo.Ping(h.NS[from], h.V4[to], 3, 5*time.Second); err != nil || res.Received != 3 {
+			t.Fatalf("ping %d → %d, links %q: %+v %v", from, to, f.Links(), res, err)
+		}
+	}
+	ping(0, 1)
+	if err := f.RemoveLink(h.Links[0]); err != nil {
+		t.Fatalf("RemoveLink(first): %v", err)
+	}
+	if err := f.AddLink(h.Links[2]); err != nil {
+		t.Fatalf("AddLink after the first link's removal: %v", err)
+	}
+	ping(2, 1)
+	if err := f.AddLink(h.Links[0]); err != nil {
+		t.Fatalf("AddLink(first) again: %v", err)
+	}
+	ping(0, 1)
+	ping(0, 2)
+}
+
 // pct is the p-th percentile of d.
 func pct(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
