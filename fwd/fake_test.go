@@ -837,3 +837,37 @@ func TestFakeHandlerArrival(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeStopWakesWorkers: Stop rouses every sleeping worker through its
+// eventfd, so that Run returns at once instead of after each worker's
+// poll timeout (a daemon's shutdown, a reload's rebuild).
+func TestFakeStopWakesWorkers(t *testing.T) {
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d-workers", workers), func(t *testing.T) {
+			o := fwdtest.LinkOptions{Queues: workers}
+			r := startFake(t, fwd.Config{Queues: workers}, o, o)
+			// Idle: each worker sleeps in poll(2), its timeouts counted.
+			soon(t, "every worker asleep", func() bool {
+				for _, w := range r.f.WorkerStats() {
+					if w.PollTimeouts == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			before := r.f.WorkerStats()
+			r.cancel()
+			if err := <-r.done; err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			r.done <- nil // for close
+			// Its last sleep ended by Stop's wake-up, not by its timeout
+			// (or Stop came before it slept: then neither moved).
+			for i, w := range r.f.WorkerStats() {
+				if w.PollEventfd == before[i].PollEventfd && w.PollTimeouts > before[i].PollTimeouts {
+					t.Errorf("worker %d: poll timeouts %d → %d, eventfd wake-ups %d → %d over Stop; want its sleep ended by the wake-up", i, before[i].PollTimeouts, w.PollTimeouts, before[i].PollEventfd, w.PollEventfd)
+				}
+			}
+		})
+	}
+}

@@ -395,6 +395,10 @@ func (f *Forwarder) Stop() {
 		}
 	}
 	f.stop.Store(true)
+	// A sleeping worker would see the flag only at its poll timeout.
+	for _, w := range f.workers {
+		w.wake.wake()
+	}
 }
 
 // Close detaches the programs, closes the sockets, reclaims what the kernel

@@ -62,6 +62,8 @@ type worker struct {
 	coalesce int64
 	// busyPoll: each empty round runs the RX links' NAPI (recvfrom).
 	busyPoll bool
+	// stopping is run's stop flag (Forwarder.stop), for sleep's last look.
+	stopping *atomic.Bool
 
 	// txLayout comes last: its page meter is some 100 KiB, and the fields
 	// every packet reads (flows, tx, the RX side) stay in the worker's
@@ -134,6 +136,7 @@ func (w *worker) run(stop *atomic.Bool) {
 	// the default 50 µs timer slack later.
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 
+	w.stopping = stop
 	w.setRunning(true)
 	idle := 0
 	spinning := false
@@ -246,7 +249,9 @@ func (w *worker) sleep(timeout time.Duration) {
 	// A socket in memory has no fd to wake the poll: its producer
 	// publishes, then wakes, so the same last look catches what it
 	// published before the worker announced the sleep.
-	if w.order != nil && w.order.pending() || w.memRX && w.rxPending() || w.chg.pending.Load() {
+	// Stop sets its flag, then wakes a worker that sleeps: the flag is
+	// part of the same last look.
+	if w.order != nil && w.order.pending() || w.memRX && w.rxPending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
 		w.flush()
