@@ -62,12 +62,13 @@ type bridgeDaemon struct {
 	mu     sync.Mutex
 	links  []string
 	refuse string // a name whose add is refused
+	queues int    // what link list says an added link needs
 }
 
 func (d *bridgeDaemon) List() (linkop.List, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := linkop.List{Mode: "switch"}
+	l := linkop.List{Mode: "switch", Queues: d.queues}
 	for _, n := range d.links {
 		l.Links = append(l.Links, linkop.Link{Name: n})
 	}
@@ -501,6 +502,42 @@ func TestCNIRuntime(t *testing.T) {
 	r.del(r.pods[4])
 	r.gone(r.pods[4], addrs[4])
 	r.del(r.pods[5])
+}
+
+// TestCNIVethQueues: ADD makes both ends of the veth with as many RX and
+// TX queues as the daemon's link list says an added link needs (one per
+// worker; 0, a daemon that does not say, is one).
+func TestCNIVethQueues(t *testing.T) {
+	r := newRig(t, 1)
+	p := r.pods[0]
+	for _, tc := range []struct{ daemon, want int }{{0, 1}, {1, 1}, {2, 2}, {4, 4}} {
+		r.daemon.mu.Lock()
+		r.daemon.queues = tc.daemon
+		r.daemon.mu.Unlock()
+		a := r.add(p)
+		var got []string
+		for _, side := range []struct {
+			ns   *topo.NS
+			name string
+		}{{r.node, r.hostName(p)}, {p, "eth0"}} {
+			side.ns.Do(func() error {
+				l, err := netlink.LinkByName(side.name)
+				if err != nil {
+					t.Errorf("daemon queues %d: %s: %v", tc.daemon, side.name, err)
+					return nil
+				}
+				if l.Attrs().NumRxQueues != tc.want || l.Attrs().NumTxQueues != tc.want {
+					got = append(got, fmt.Sprintf("%s %d RX/%d TX", side.name, l.Attrs().NumRxQueues, l.Attrs().NumTxQueues))
+				}
+				return nil
+			})
+		}
+		if len(got) > 0 {
+			t.Errorf("daemon says %d queues: %s; want %d RX and %d TX on both ends", tc.daemon, strings.Join(got, ", "), tc.want, tc.want)
+		}
+		r.del(p)
+		r.gone(p, a)
+	}
 }
 
 // TestCNIAddUndo: an ADD the daemon refuses leaves nothing behind (veth,
