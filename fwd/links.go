@@ -290,7 +290,7 @@ func (f *Forwarder) indexOf(name string) int {
 // stocked from the frames set aside for it (Config.MaxLinks), its ports
 // handed to the worker. It takes the lowest free index (a removed link's,
 // else the next): Links()[i] == name. Errors wrap linkop.ErrExists (it is
-// forwarded already), ErrUnknownLink and linkop.ErrUnknownLink (there is
+// forwarded already), ErrUnknownLink and linkop.ErrNoSuchLink (there is
 // no such link) or linkop.ErrUnsupported (xconnect, several workers,
 // zero-copy); MaxLinks reached is an InputError.
 func (f *Forwarder) AddLink(name string) error {
@@ -312,7 +312,7 @@ func (f *Forwarder) AddLink(name string) error {
 	found, err := lookupLinks(f.env, []string{name})
 	if err != nil {
 		if errors.Is(err, ErrUnknownLink) {
-			return fmt.Errorf("link add %s: %w (%w)", name, err, linkop.ErrUnknownLink)
+			return fmt.Errorf("link add %s: %w (%w)", name, err, linkop.ErrNoSuchLink)
 		}
 		return fmt.Errorf("link add %s: %w", name, err)
 	}

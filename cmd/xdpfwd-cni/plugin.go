@@ -37,7 +37,7 @@ func cniErr(code uint, msg string, err error) *types.Error {
 func daemonErr(what string, err error) *types.Error {
 	var re *linkop.RequestError
 	if errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
-		errors.Is(err, linkop.ErrUnknownLink) || errors.As(err, &re) {
+		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re) {
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to "+what, err.Error())
 	}
 	return types.NewError(types.ErrTryAgainLater, "xdpfwd did not answer to "+what, err.Error())
