@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -233,6 +234,9 @@ func TestCNIContainerd(t *testing.T) {
 	need(t, "ctr")
 	need(t, "runc", "/usr/sbin/runc")
 	busybox := need(t, "busybox", "/bin/busybox")
+	if f, err := elf.Open(busybox); err != nil || slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) {
+		t.Fatalf("%s: not a static executable (%v): the image has no libc; install busybox-static", busybox, err)
+	}
 	r.daemon.srv.Close(time.Second) // the stand-in makes way for xdpfwd
 	for _, up := range []string{"up0", "up1"} {
 		ipIn(t, r.node, []string{"link", "add", up, "type", "veth", "peer", "name", up + "p"},
