@@ -593,9 +593,11 @@ func TestCNIAddUndo(t *testing.T) {
 type streamResult struct {
 	Sent, Got int64 // bytes written, and received as written
 	// Retrans is the sender's retransmitted segments (TCP_INFO): each a
-	// segment lost, or feared lost, on the way.
-	Retrans uint32
-	Err     error // the first error of either side: a reset, a mismatch
+	// segment lost, or feared lost, on the way; DSACKed those the receiver
+	// said it had already (spurious: a late ACK, not a loss); OutOfOrder
+	// the segments the receiver got after a gap (a loss, or reordering).
+	Retrans, DSACKed, OutOfOrder uint32
+	Err                          error // the first error of either side: a reset, a mismatch
 }
 
 // startStream opens a TCP connection from a to addrB in b and writes to it
@@ -630,25 +632,27 @@ func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() str
 		err error
 	}
 	rd := make(chan result, 1)
+	var ooo uint32
 	go func() {
 		defer srv.Close()
+		send := func(r result) { ooo = tcpInfo(srv).Rcv_ooopack; rd <- r }
 		var n int64
 		buf := make([]byte, 64<<10)
 		for {
 			k, err := srv.Read(buf)
 			for _, x := range buf[:k] {
 				if x != byte(n%251) {
-					rd <- result{n, fmt.Errorf("byte %d: %d, want %d", n, x, n%251)}
+					send(result{n, fmt.Errorf("byte %d: %d, want %d", n, x, n%251)})
 					return
 				}
 				n++
 			}
 			if err == io.EOF {
-				rd <- result{n, nil}
+				send(result{n, nil})
 				return
 			}
 			if err != nil {
-				rd <- result{n, err}
+				send(result{n, err})
 				return
 			}
 		}
@@ -684,22 +688,29 @@ func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() str
 		close(done)
 		w := <-wr
 		var rr result
+		var outOfOrder uint32
 		select {
 		case rr = <-rd:
+			outOfOrder = ooo
 		case <-time.After(10 * time.Second):
 			rr.err = errors.New("the receiver did not see the end of the stream")
 		}
-		var retrans uint32
-		if raw, err := c.(*net.TCPConn).SyscallConn(); err == nil {
-			raw.Control(func(fd uintptr) {
-				if ti, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-					retrans = ti.Total_retrans
-				}
-			})
-		}
+		ti := tcpInfo(c)
 		c.Close()
-		return streamResult{w.n, rr.n, retrans, errors.Join(w.err, rr.err)}
+		return streamResult{w.n, rr.n, ti.Total_retrans, ti.Dsack_dups, outOfOrder, errors.Join(w.err, rr.err)}
 	}
+}
+
+// tcpInfo is c's TCP_INFO, zero if it cannot be had.
+func tcpInfo(c net.Conn) (ti unix.TCPInfo) {
+	if raw, err := c.(*net.TCPConn).SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if i, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+				ti = *i
+			}
+		})
+	}
+	return ti
 }
 
 func median(d []time.Duration) time.Duration {
