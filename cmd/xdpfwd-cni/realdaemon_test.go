@@ -307,9 +307,12 @@ func testRealDaemon(t *testing.T, queues int) {
 			t.Errorf("re-added: %v; xdpfwd's drops on %s and %s: %v", err, r.pods[j].Name, r.pods[i].Name,
 				drops(t, r.node, []string{r.hostName(r.pods[j]), r.hostName(r.pods[i])}))
 			for _, p := range []*topo.NS{r.pods[j], r.pods[i]} {
-				out, _ := exec.Command("ip", "-n", p.Name, "neigh").CombinedOutput()
-				t.Logf("%s neighbours: %s", p.Name, out)
+				out, _ := exec.Command("ip", "-n", p.Name, "-s", "neigh").CombinedOutput()
+				link, _ := exec.Command("ip", "-n", p.Name, "-s", "link", "show", "eth0").CombinedOutput()
+				t.Logf("%s neighbours: %s\n%s", p.Name, out, link)
 			}
+			pr, err := topo.Ping(r.pods[j], addrs[i], 3, 5*time.Second)
+			t.Logf("pinged again: %+v, %v", pr, err)
 		}
 	}
 	if out, err := r.cnitoolRun("check", r.pods[0]); err != nil {
