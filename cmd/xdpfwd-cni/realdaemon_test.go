@@ -174,6 +174,18 @@ func drops(t *testing.T, node *topo.NS, links []string) map[string]float64 {
 	return out
 }
 
+// grown lists the counters of after above their value in before.
+func grown(before, after map[string]float64) []string {
+	var out []string
+	for k, v := range after {
+		if v > before[k] {
+			out = append(out, fmt.Sprintf("%s %.0f", k, v-before[k]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ipIn runs ip commands in ns.
 func ipIn(t *testing.T, ns *topo.NS, cmds ...[]string) {
 	t.Helper()
@@ -280,13 +292,7 @@ func testRealDaemon(t *testing.T, queues int) {
 	churn := time.Since(start)
 	st := stopStream()
 	dropsAfter := drops(t, r.node, streamLinks)
-	var lost []string
-	for k, v := range dropsAfter {
-		if v > dropsBefore[k] {
-			lost = append(lost, fmt.Sprintf("%s %.0f", k, v-dropsBefore[k]))
-		}
-	}
-	slices.Sort(lost)
+	lost := grown(dropsBefore, dropsAfter)
 	// No loss: the receiver got no segment after a gap, and xdpfwd dropped
 	// nothing on the stream's links. Retransmissions are told, not failed
 	// on: on two shared cores most runs retransmit a few segments, all
@@ -303,9 +309,10 @@ func testRealDaemon(t *testing.T, queues int) {
 		if err := r.reach(r.pods[i], r.pods[j], addrs[j], 1<<20); err != nil {
 			t.Errorf("re-added: %v", err)
 		}
+		pair := []string{r.hostName(r.pods[j]), r.hostName(r.pods[i])}
+		before := drops(t, r.node, pair)
 		if err := r.reach(r.pods[j], r.pods[i], addrs[i], 0); err != nil {
-			t.Errorf("re-added: %v; xdpfwd's drops on %s and %s: %v", err, r.pods[j].Name, r.pods[i].Name,
-				drops(t, r.node, []string{r.hostName(r.pods[j]), r.hostName(r.pods[i])}))
+			t.Errorf("re-added: %v; xdpfwd's drops on %s and %s meanwhile: %v", err, r.pods[j].Name, r.pods[i].Name, grown(before, drops(t, r.node, pair)))
 			for _, p := range []*topo.NS{r.pods[j], r.pods[i]} {
 				out, _ := exec.Command("ip", "-n", p.Name, "-s", "neigh").CombinedOutput()
 				link, _ := exec.Command("ip", "-n", p.Name, "-s", "link", "show", "eth0").CombinedOutput()
