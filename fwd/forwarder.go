@@ -45,14 +45,17 @@ type Forwarder struct {
 	startLinks []linkInfo
 	region     *umem.Region
 	progs      []Program
-	socks      [][]*xsk.Socket // [link][queue]; socks[0][0] owns the UMEM
+	socks      [][]*xsk.Socket // [link][queue]; nil for a removed link
+	torn       bool            // Close closed the sockets (under statsMu)
 	ports      [][]*port       // [link][queue], as socks
 	workers    []*worker
 	policy     linearize.Policy
 	flows      *flowState // nil with one queue
-	// handoffSize is the entries of each handoff ring (merge.go).
-	handoffSize int
-	health      []linkHealth
+	// handoffSize is the entries of each handoff ring (merge.go);
+	// handoffBytes what all the rings' entries take (under linkMu once
+	// running).
+	handoffSize, handoffBytes int
+	health                    []linkHealth
 	// handler decides each packet's way (nil: cross-connect two links).
 	handler Handler
 	// inlineMax is the live inline limit (SetInlineMax); workers copy it
@@ -241,10 +244,7 @@ func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
 // others share it.
 func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 	l := f.links[i]
-	var owner *xsk.Socket
-	if f.socks[0] != nil {
-		owner = f.socks[0][0]
-	}
+	owner := f.umemOwner()
 	f.socks[i] = make([]*xsk.Socket, l.rxQueues)
 	for q := range l.rxQueues {
 		s, err := f.env.Open(f.region, xsk.Config{
@@ -259,6 +259,19 @@ func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 		f.socks[i][q] = s
 		if owner == nil {
 			owner = s
+		}
+	}
+	return nil
+}
+
+// umemOwner is a socket bound to the UMEM, for another to share it: the
+// first of the first link there is (nil before any). Any will do: the
+// kernel keeps the UMEM for each socket bound to it, the one that
+// registered it or not.
+func (f *Forwarder) umemOwner() *xsk.Socket {
+	for _, ss := range f.socks {
+		if len(ss) > 0 && ss[0] != nil {
+			return ss[0]
 		}
 	}
 	return nil
@@ -345,8 +358,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	cancel(nil)
 	wg.Wait()
 	// The captures go on until Close: what finish sends, and what Close
-	// drops at stop, is theirs to see.
+	// drops at stop, is theirs to see. A link change under way ends
+	// first: it may be the workers' hands (links.go).
+	f.linkMu.Lock()
 	f.finish()
+	f.linkMu.Unlock()
 	f.stopped = time.Now()
 	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) || errors.Is(err, ErrQueuesChanged) {
 		return err
@@ -417,6 +433,7 @@ func (f *Forwarder) Close() error {
 		inflight += int(w.inFlight())
 	}
 	errs = append(errs, f.closeSockets())
+	f.torn = true
 	if f.region != nil {
 		for _, w := range f.workers {
 			w.dropHandoffs()

@@ -32,6 +32,9 @@ type handoff struct {
 	mask       uint32
 	// to is the consumer's waker: publish rouses it if it sleeps.
 	to *waker
+	// from is the RX port whose packets the ring carries; read by the
+	// consumer when a link is removed (links.go).
+	from *port
 }
 
 // handoffEntry is one TX descriptor, with the arrival time of its packet

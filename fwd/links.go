@@ -26,16 +26,22 @@ import (
 // old link and the Handler was told (LinkObserver), so nothing stale (an
 // FDB entry) points at the new one.
 //
-// A worker picks changes up at a round boundary (linkChanges): the caller
-// queues a request, wakes the worker and waits; the worker checks one
-// atomic flag per round, so forwarding pays nothing per packet.
+// A change is made with every worker parked at a round boundary
+// (parked): the caller asks each worker to stop, wakes it and waits; a
+// worker checks one atomic flag per round, so forwarding pays nothing per
+// packet. While they are parked the caller is, for each of them, the
+// worker: it hands them the new link's ports and lanes, wires the handoff
+// rings of the ordering across RX queues (merge.go) to and from the link,
+// or takes them apart, since with several workers those rings join every
+// worker to every other.
 //
-// Concurrency: linkMu serialises AddLink and RemoveLink. The forwarder's
-// per-link slices (links, socks, ports, progs, health, promisc) are
-// written under statsMu held exclusively, so stats readers see a link
-// whole or not at all; a worker's own lists (rx, tx, own, pfds, live) are
-// written only by the worker, or by the caller while the worker is not
-// running (linkChanges.running false, under linkChanges.mu).
+// Concurrency: linkMu serialises AddLink, RemoveLink and the monitor's
+// removals, and Run's finish. The forwarder's per-link slices (links,
+// socks, ports, progs, health, promisc) are written under statsMu held
+// exclusively, so stats readers see a link whole or not at all; what a
+// worker owns (rx, tx, own, pfds, live, its ordering) is written only by
+// the worker, or by the caller while the worker is parked or not running
+// (linkChanges).
 
 // LinkObserver is what a Handler may implement to hear of the links added
 // and removed while it runs: LinkAdded(i) before any packet from or to
@@ -47,79 +53,62 @@ type LinkObserver interface {
 	LinkRemoved(i int)
 }
 
-// linkRemoveDrain bounds how long a worker waits, while removing a link,
-// for the kernel to complete what the link's TX rings hold (a link that is
-// down or deleted never does: what is left is taken back from the ring).
+// linkRemoveDrain bounds how long the workers wait, while a link is
+// removed, for the kernel to complete what the link's TX rings hold (a
+// link that is down or deleted never does: what is left is taken back
+// from the ring).
 const linkRemoveDrain = 50 * time.Millisecond
 
 // linkChanges is a worker's part that takes link changes.
 type linkChanges struct {
-	pending atomic.Bool // reqs is not empty
+	pending atomic.Bool // park is set
 	mu      sync.Mutex
-	running bool // run's loop takes requests; else the caller applies them
-	reqs    []*linkReq
+	running bool     // run's loop takes requests; else the caller holds mu
+	park    *parking // the caller's request to hold the worker
 	// live is the set of links the worker may send to (a Handler's
 	// verdicts naming another are dropped, handler_drops).
 	live LinkSet
 }
 
-// linkReq is one change for a worker: adopt link's ports (add), or stop
-// using them (drop), or give back the frames the dropped link's closed
-// sockets held (release).
-type linkReq struct {
-	kind  int
-	link  int
-	ports []*port // add: the link's ports this worker reads
-	lane  *lane   // add: its TX lane on the link
-	addrs []uint64
-	done  chan struct{}
-	// drop's results: the frames the kernel still held on the link's
-	// sockets (rx: umem.KernelRX, tx: umem.KernelTX), and TX descriptors
-	// neither completed nor on the ring (stranded).
-	rx, tx   []uint64
-	stranded int
-}
+// parking holds a worker: it closes parked when it stops at a round
+// boundary and goes on when resume is closed.
+type parking struct{ parked, resume chan struct{} }
 
-const (
-	reqAdd = iota
-	reqDrop
-	reqRelease
-)
-
-// submit has w carry out r: at its next round boundary if it runs, here
-// and now if it does not.
-func (w *worker) submit(r *linkReq) {
+// park stops w at its next round boundary and returns once it has, with
+// the function that lets it go on. A worker that is not running is held
+// by its mutex instead: it cannot start (setRunning) until resumed.
+func (w *worker) park() (resume func()) {
 	c := &w.chg
 	c.mu.Lock()
 	if !c.running {
-		w.apply(r)
-		c.mu.Unlock()
-		return
+		return c.mu.Unlock
 	}
-	r.done = make(chan struct{})
-	c.reqs = append(c.reqs, r)
+	p := &parking{parked: make(chan struct{}), resume: make(chan struct{})}
+	c.park = p
 	c.pending.Store(true)
 	c.mu.Unlock()
 	w.wake.wake()
-	<-r.done
+	<-p.parked
+	return func() { close(p.resume) }
 }
 
-// takeChanges carries out the queued requests; the worker's loop calls it
-// at a round boundary when pending is set.
+// takeChanges holds the worker while a caller changes its links; the
+// worker's loop calls it at a round boundary when pending is set.
 func (w *worker) takeChanges() {
 	c := &w.chg
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, r := range c.reqs {
-		w.apply(r)
-		close(r.done)
-	}
-	c.reqs = c.reqs[:0]
+	p := c.park
+	c.park = nil
 	c.pending.Store(false)
+	c.mu.Unlock()
+	if p != nil {
+		close(p.parked)
+		<-p.resume
+	}
 }
 
-// setRunning records whether run's loop takes requests; when it stops,
-// what is queued is carried out at once.
+// setRunning records whether run's loop takes requests; when it stops, a
+// request made meanwhile is taken at once.
 func (w *worker) setRunning(on bool) {
 	c := &w.chg
 	c.mu.Lock()
@@ -130,25 +119,29 @@ func (w *worker) setRunning(on bool) {
 	}
 }
 
-func (w *worker) apply(r *linkReq) {
-	switch r.kind {
-	case reqAdd:
-		w.adopt(r)
-	case reqDrop:
-		w.dropLink(r)
-	case reqRelease:
-		w.releaseLent(r.rx, r.tx)
+// parked runs fn while every worker is parked.
+func (f *Forwarder) parked(fn func()) {
+	resume := make([]func(), 0, len(f.workers))
+	for _, w := range f.workers {
+		resume = append(resume, w.park())
 	}
+	defer func() {
+		for _, r := range resume {
+			r()
+		}
+	}()
+	fn()
 }
 
-// adopt makes the worker read r's ports and send on its lane; their fill
-// rings go full before the caller points the program at them.
-func (w *worker) adopt(r *linkReq) {
-	for len(w.tx) <= r.link {
+// adopt makes the worker read ports (those of a new link it owns) and
+// send on lane, link's TX queue w.q; their fill rings go full before the
+// caller points the program at them.
+func (w *worker) adopt(link int, ports []*port, l *lane) {
+	for len(w.tx) <= link {
 		w.tx = append(w.tx, nil)
 	}
-	w.tx[r.link] = r.lane
-	for _, p := range r.ports {
+	w.tx[link] = l
+	for _, p := range ports {
 		w.add(p, w)
 		if p.tx != nil {
 			w.own = append(w.own, p.tx)
@@ -156,41 +149,51 @@ func (w *worker) adopt(r *linkReq) {
 		p.rx.Refill(w.batch)
 	}
 	w.frames.Publish()
-	w.chg.live = w.chg.live.Add(r.link)
-	w.txAll = append(w.txAll, r.lane)
+	w.chg.live = w.chg.live.Add(link)
+	w.txAll = append(w.txAll, l)
 	w.pollSet()
 }
 
-// dropLink stops the worker using link r.link: nothing more is sent to it,
-// what its RX rings hold is forwarded, what its TX rings hold is given
-// time to complete, and the frames the kernel still holds on its sockets
-// are listed (r.rx, r.tx) for the caller, who closes the sockets and then
-// has them released. The caller unregistered the sockets first.
-func (w *worker) dropLink(r *linkReq) {
-	w.chg.live &^= LinkSet(0).Add(r.link)
-	var ports []*port
-	for _, p := range w.rx {
-		if p.link == r.link {
-			ports = append(ports, p)
-		}
-	}
-	// What arrived before the program let go of the sockets is forwarded.
+// unlive stops the worker sending to link: Handler verdicts naming it are
+// dropped from now on.
+func (w *worker) unlive(link int) { w.chg.live &^= LinkSet(0).Add(link) }
+
+// forwardLink forwards what the worker's RX rings of link hold: what
+// arrived before the program let go of the sockets.
+func (w *worker) forwardLink(link int) {
 	for range maxBatches {
 		n := 0
-		for _, p := range ports {
-			n += w.forward(p)
+		for _, p := range w.rx {
+			if p.link == link {
+				n += w.forward(p)
+			}
 		}
 		if n == 0 {
-			break
+			return
 		}
 	}
+}
+
+// dropped is what the workers give back of a removed link: the frames the
+// kernel still held on its sockets (rx: umem.KernelRX, tx:
+// umem.KernelTX), for the caller to free once the sockets are closed, and
+// the TX descriptors neither completed nor on a ring (stranded).
+type dropped struct {
+	rx, tx   []uint64
+	stranded int
+}
+
+// dropLink stops the worker using link once nothing is sent to it any
+// more and nothing is held for it: what its TX rings hold is given time
+// to complete (until deadline), and the frames the kernel still holds on
+// its sockets are listed in d. The caller unregistered the sockets first.
+func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 	var lanes []*lane
 	for _, l := range w.own {
-		if l.link == r.link {
+		if l.link == link {
 			lanes = append(lanes, l)
 		}
 	}
-	deadline := time.Now().Add(linkRemoveDrain)
 	for {
 		var inFlight uint64
 		for _, l := range lanes {
@@ -206,20 +209,27 @@ func (w *worker) dropLink(r *linkReq) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	for _, l := range lanes {
-		unsent := len(r.tx)
-		r.tx = l.unsent(r.tx)
+		unsent := len(d.tx)
+		d.tx = l.unsent(d.tx)
+		if w.flows != nil {
+			// Off the flow table's count of what is in flight on the
+			// queue, as a completion would take them.
+			w.flows.completedAddrs(d.tx[unsent:], l.queue)
+		}
 		// Taken by the kernel, never completed: lost with the socket.
-		r.stranded += int(l.inFlight()) - (len(r.tx) - unsent)
+		d.stranded += int(l.inFlight()) - (len(d.tx) - unsent)
 	}
-	for _, p := range ports {
-		r.rx = p.rx.Lent(r.rx)
+	for _, p := range w.rx {
+		if p.link == link {
+			d.rx = p.rx.Lent(d.rx)
+		}
 	}
-	w.rx = removeLinkOf(w.rx, r.link, func(p *port) int { return p.link })
-	w.own = removeLinkOf(w.own, r.link, func(l *lane) int { return l.link })
-	if r.link < len(w.tx) {
-		w.tx[r.link] = nil
+	w.rx = removeLinkOf(w.rx, link, func(p *port) int { return p.link })
+	w.own = removeLinkOf(w.own, link, func(l *lane) int { return l.link })
+	if link < len(w.tx) {
+		w.tx[link] = nil
 	}
-	w.txAll = removeLinkOf(w.txAll, r.link, func(l *lane) int { return l.link })
+	w.txAll = removeLinkOf(w.txAll, link, func(l *lane) int { return l.link })
 	w.reapAll()
 	w.frames.Publish()
 	w.build.Publish()
@@ -255,16 +265,14 @@ func (f *Forwarder) changeable(op, name string) error {
 	switch {
 	case f.handler == nil:
 		return &InputError{fmt.Errorf("link %s %s: without a Handler (xconnect) the links are the two given: %w", op, name, linkop.ErrUnsupported)}
-	case f.cfg.Queues > 1:
-		// The ordering across RX queues (merge.go) builds its handoff
-		// rings per link at start.
-		return fmt.Errorf("link %s %s: with %d workers the links are fixed at start (one worker, --queues 1, takes links while running): %w", op, name, f.cfg.Queues, linkop.ErrUnsupported)
-	case len(f.socks) == 0 || len(f.socks[0]) == 0 || f.socks[0][0] == nil:
+	case f.umemOwner() == nil:
 		return fmt.Errorf("link %s %s: the forwarder has no sockets: %w", op, name, linkop.ErrUnsupported)
-	case f.socks[0][0].ZeroCopy():
-		// In zero-copy mode a driver holds frames the rings do not show,
-		// which closing one socket would lose.
-		return fmt.Errorf("link %s %s: the sockets run in zero-copy mode, where a removed socket's frames cannot be told apart (--zero-copy off takes links while running): %w", op, name, linkop.ErrUnsupported)
+	case f.umemOwner().ZeroCopy():
+		// The kernel binds a socket sharing a zero-copy UMEM in zero-copy
+		// mode too (xp_assign_dev_shared), which a veth cannot take; and
+		// a driver holds frames the rings do not show, which closing one
+		// socket would lose.
+		return fmt.Errorf("link %s %s: the UMEM is registered in zero-copy mode, and the kernel binds every socket sharing it in zero-copy mode too, which a veth cannot take (--zero-copy off takes links while running): %w", op, name, linkop.ErrUnsupported)
 	}
 	f.mu.Lock()
 	closed := f.closed
@@ -288,11 +296,12 @@ func (f *Forwarder) indexOf(name string) int {
 // AddLink attaches link name while the forwarder runs (or before Run):
 // its program, a socket on every RX queue sharing the UMEM, its fill rings
 // stocked from the frames set aside for it (Config.MaxLinks), its ports
-// handed to the worker. It takes the lowest free index (a removed link's,
-// else the next): Links()[i] == name. Errors wrap linkop.ErrExists (it is
-// forwarded already), ErrUnknownLink and linkop.ErrNoSuchLink (there is
-// no such link) or linkop.ErrUnsupported (xconnect, several workers,
-// zero-copy); MaxLinks reached is an InputError.
+// handed to the workers as at start. It takes the lowest free index (a
+// removed link's, else the next): Links()[i] == name. Errors wrap
+// linkop.ErrExists (it is forwarded already), ErrUnknownLink and
+// linkop.ErrNoSuchLink (there is no such link) or linkop.ErrUnsupported
+// (xconnect, zero-copy); MaxLinks reached, a link with fewer queues than
+// the workers, or handoff rings beyond their bound, is an InputError.
 func (f *Forwarder) AddLink(name string) error {
 	f.linkMu.Lock()
 	defer f.linkMu.Unlock()
@@ -381,16 +390,34 @@ func (f *Forwarder) AddLink(name string) error {
 		f.promisc[i] = m
 	}
 	ports := f.newPorts(i)
+	if err := f.handoffRoom(i, len(ports)); err != nil {
+		undo()
+		return fmt.Errorf("link add %s: %w", name, err)
+	}
 	f.statsMu.Unlock()
 	locked = false
 	if o, ok := f.handler.(LinkObserver); ok {
 		o.LinkAdded(i)
 	}
-	w := f.workers[0] // one worker (changeable)
+	// Worker q reads RX queues q, q+W, … and sends on TX queue q, as at
+	// start (newWorker).
+	W := len(f.workers)
 	for _, p := range ports {
-		f.env.Notify(p.sock, w.wake.wake)
+		f.env.Notify(p.sock, f.workers[p.queue%W].wake.wake)
 	}
-	w.submit(&linkReq{kind: reqAdd, link: i, ports: ports, lane: ports[0].tx})
+	rings := f.newHandoffs(i, ports)
+	f.parked(func() {
+		for q, w := range f.workers {
+			var own []*port
+			for _, p := range ports {
+				if p.queue%W == q {
+					own = append(own, p)
+				}
+			}
+			w.adopt(i, own, ports[q].tx)
+		}
+		f.orderLink(i, rings)
+	})
 	f.statsMu.Lock()
 	f.ports[i] = ports
 	f.statsMu.Unlock()
@@ -410,7 +437,7 @@ func (f *Forwarder) AddLink(name string) error {
 // hold and stops using it, its sockets close and every frame they held
 // comes back; the Handler hears of it (LinkObserver: the switch forgets
 // its addresses); its totals stay in the Summary, and its index is free
-// for a later AddLink. Link 0 holds the UMEM registration and stays.
+// for a later AddLink. The last link stays (an InputError).
 // Errors wrap ErrUnknownLink and linkop.ErrUnknownLink (it is not
 // forwarded) or linkop.ErrUnsupported.
 func (f *Forwarder) RemoveLink(name string) error {
@@ -423,8 +450,10 @@ func (f *Forwarder) RemoveLink(name string) error {
 	if i < 0 || name == "" {
 		return fmt.Errorf("link del %s: %w %q (%w)", name, ErrUnknownLink, name, linkop.ErrUnknownLink)
 	}
-	if i == 0 {
-		return fmt.Errorf("link del %s: the first link's socket registered the UMEM, which every other socket shares: %w", name, linkop.ErrUnsupported)
+	if len(f.linksBut(i)) == 0 {
+		// Its sockets hold the UMEM's registration; a forwarder keeps a
+		// link, as it starts with one.
+		return inputErr("link del %s: the forwarder's last link stays (stop xdpfwd instead)", name)
 	}
 	f.removeLink(i, false)
 	f.watchChanged()
@@ -439,9 +468,20 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	for q := range f.socks[i] {
 		f.progs[i].Unregister(q)
 	}
-	w := f.workers[0]
-	drop := &linkReq{kind: reqDrop, link: i}
-	w.submit(drop)
+	var d dropped
+	f.parked(func() {
+		for _, w := range f.workers {
+			w.unlive(i)
+		}
+		for _, w := range f.workers {
+			w.forwardLink(i)
+		}
+		f.unorderLink(i)
+		deadline := time.Now().Add(linkRemoveDrain)
+		for _, w := range f.workers {
+			w.dropLink(i, deadline, &d)
+		}
+	})
 	// Its totals, read while its sockets are open, go to the summary.
 	name := f.links[i].name
 	st := f.LinkStats(i)
@@ -463,10 +503,11 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	if f.cfg.Promiscuous && i < len(f.promisc) {
 		prom, f.promisc[i] = f.promisc[i], nil
 	}
-	f.strandedRemoved += drop.stranded
+	f.strandedRemoved += d.stranded
 	f.statsMu.Unlock()
 	f.capture.SetLinks(f.Links())
-	// Sharing sockets, so the owner (link 0) is never among them.
+	// The UMEM outlives the socket that registered it: the kernel holds
+	// it for every socket bound to it, and AddLink binds to another.
 	for q := len(socks) - 1; q >= 0; q-- {
 		socks[q].Close()
 	}
@@ -474,7 +515,7 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	if prom != nil {
 		prom.Close()
 	}
-	w.submit(&linkReq{kind: reqRelease, link: i, rx: drop.rx, tx: drop.tx})
+	f.parked(func() { f.workers[0].releaseLent(d.rx, d.tx) })
 	if o, ok := f.handler.(LinkObserver); ok {
 		o.LinkRemoved(i)
 	}

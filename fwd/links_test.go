@@ -21,11 +21,22 @@ import (
 // environment.
 
 // startSwitch runs a switch over two links, A behind l0 and B behind l1,
-// able to hold max links, with A and B learned.
+// able to hold max links, with A and B learned; one worker.
 func startSwitch(t *testing.T, max int) (*fakeRun, *modes.Switch) {
 	t.Helper()
+	return startSwitchOn(t, max, 1)
+}
+
+// startSwitchOn is startSwitch with workers workers, each link of as many
+// queues: packets then go through the ordering's handoff rings.
+func startSwitchOn(t *testing.T, max, workers int) (*fakeRun, *modes.Switch) {
+	t.Helper()
 	sw := modes.NewSwitch(2, 1024, time.Minute)
-	r := startFake(t, fwd.Config{Handler: sw, MaxLinks: max, Queues: 1}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+	o := fwdtest.LinkOptions{Queues: workers}
+	r := startFake(t, fwd.Config{Handler: sw, MaxLinks: max, Queues: workers}, o, o)
+	if workers > 1 {
+		runClock(t, r.env)
+	}
 	r.inject(0, 0, seqFrame(bcast, macA, 1, 0, 64), fwdtest.RX{})
 	r.received(0, 1)
 	r.links[1].CollectN(1, time.Second)
@@ -35,12 +46,13 @@ func startSwitch(t *testing.T, max int) (*fakeRun, *modes.Switch) {
 	return r, sw
 }
 
-// abTraffic sends n frames A→B (seq from first) and checks that l1 sent
-// every one, in order, and nothing else.
+// abTraffic sends n frames A→B (seq from first), over every RX queue in
+// turn, and checks that l1 sent every one, in order, and nothing else.
 func abTraffic(t *testing.T, r *fakeRun, first uint32, n int) {
 	t.Helper()
+	queues := r.f.Plan().Queues
 	for i := range n {
-		r.inject(0, 0, seqFrame(macB, macA, 2, first+uint32(i), 64+i%500), fwdtest.RX{})
+		r.inject(0, i%queues, seqFrame(macB, macA, 2, first+uint32(i), 64+i%500), rxInOrder(r.env, i))
 	}
 	got := r.links[1].CollectN(n, 5*time.Second)
 	if len(got) != n {
@@ -50,6 +62,46 @@ func abTraffic(t *testing.T, r *fakeRun, first uint32, n int) {
 		if s := seqOf(g.Data); s != first+uint32(i) {
 			t.Fatalf("A→B: frame %d has seq %d, want %d", i, s, first+uint32(i))
 		}
+	}
+}
+
+// runClock has env's clock follow the real one until the test ends: the
+// merge of several workers waits on the stamps' clock (held packets go at
+// the watermark slack, or maxHold, past their stamp).
+func runClock(t *testing.T, env *fwdtest.Env) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Microsecond):
+			}
+			now := time.Now()
+			env.Advance(now.Sub(last))
+			last = now
+		}
+	})
+	// Registered after startFake's: runs first, but the forwarder's
+	// drain does not wait on the clock (draining sends what is held).
+	t.Cleanup(func() { close(done); wg.Wait() })
+}
+
+// rxInOrder stamps the i-th frame of a sequence after the one before:
+// the fake clock moves in steps, and two frames of one stamp on two RX
+// queues arrived at once, in no order the merge could know.
+func rxInOrder(env *fwdtest.Env, i int) fwdtest.RX {
+	return fwdtest.RX{Stamp: env.Now() + int64(i)}
+}
+
+// forWorkers runs test with one worker and with two (each link then of
+// two queues: what crosses workers goes through the ordering's handoff
+// rings, which an added link joins and a removed one leaves).
+func forWorkers(t *testing.T, test func(t *testing.T, workers int)) {
+	for _, w := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d-workers", w), func(t *testing.T) { test(t, w) })
 	}
 }
 
@@ -70,7 +122,9 @@ func injectOn(t *testing.T, l *fwdtest.Link, frame []byte) {
 // broadcast floods to every link there is (an added one too) and to no
 // removed one, a removed link's index is a hole the next add takes, and a
 // removed link's addresses are forgotten.
-func TestFakeLinksAddRemove(t *testing.T) {
+func TestFakeLinksAddRemove(t *testing.T) { forWorkers(t, testFakeLinksAddRemove) }
+
+func testFakeLinksAddRemove(t *testing.T, workers int) {
 	for _, tc := range []struct {
 		name  string
 		steps []string // +NAME adds, -NAME removes
@@ -84,14 +138,14 @@ func TestFakeLinksAddRemove(t *testing.T) {
 		{"readd-same", []string{"+c", "-c", "+c", "-c", "+c"}, []string{"l0", "l1", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, sw := startSwitch(t, 8)
+			r, sw := startSwitchOn(t, 8, workers)
 			extra := map[string]*fwdtest.Link{}
 			seq := uint32(100)
 			for _, st := range tc.steps {
 				name := st[1:]
 				if st[0] == '+' {
 					if r.env.LinkNamed(name) == nil {
-						extra[name] = r.env.AddLink(name, fwdtest.LinkOptions{})
+						extra[name] = r.env.AddLink(name, fwdtest.LinkOptions{Queues: workers})
 					}
 					if err := r.f.AddLink(name); err != nil {
 						t.Fatalf("AddLink(%s): %v", name, err)
@@ -148,9 +202,11 @@ func TestFakeLinksAddRemove(t *testing.T) {
 // TestFakeLinkForwardsBothWays: an added link learns and is forwarded to
 // and from, byte for byte; its counters are its own, and its totals stay
 // in the summary once it is removed.
-func TestFakeLinkForwardsBothWays(t *testing.T) {
-	r, _ := startSwitch(t, 4)
-	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+func TestFakeLinkForwardsBothWays(t *testing.T) { forWorkers(t, testFakeLinkForwardsBothWays) }
+
+func testFakeLinkForwardsBothWays(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 4, workers)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: workers})
 	if err := r.f.AddLink("c"); err != nil {
 		t.Fatalf("AddLink: %v", err)
 	}
@@ -188,9 +244,11 @@ func TestFakeLinkForwardsBothWays(t *testing.T) {
 // TestFakeLinkCycles: 50 add/remove cycles, with traffic into and out of
 // the added link each time (frames left on its rings too), lose no UMEM
 // address: startFake's cleanup checks Leaked() == 0 and every zone free.
-func TestFakeLinkCycles(t *testing.T) {
-	r, _ := startSwitch(t, 3)
-	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+func TestFakeLinkCycles(t *testing.T) { forWorkers(t, testFakeLinkCycles) }
+
+func testFakeLinkCycles(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 3, workers)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: workers})
 	for i := range 50 {
 		if err := r.f.AddLink("c"); err != nil {
 			t.Fatalf("cycle %d: AddLink: %v", i, err)
@@ -220,17 +278,19 @@ func TestFakeLinkCycles(t *testing.T) {
 // TestFakeLinkRemoveUnderLoad: while frames flow A→B without pause, and
 // stats are read, two links are added and removed 20 times; B receives
 // every frame, in order.
-func TestFakeLinkRemoveUnderLoad(t *testing.T) {
-	r, _ := startSwitch(t, 4)
+func TestFakeLinkRemoveUnderLoad(t *testing.T) { forWorkers(t, testFakeLinkRemoveUnderLoad) }
+
+func testFakeLinkRemoveUnderLoad(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 4, workers)
 	for _, n := range []string{"c", "d"} {
-		r.env.AddLink(n, fwdtest.LinkOptions{})
+		r.env.AddLink(n, fwdtest.LinkOptions{Queues: workers})
 	}
 	var sent atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; !stop.Load(); i++ {
-			for !r.links[0].Inject(0, seqFrame(macB, macA, 6, uint32(i), 64+i%200), fwdtest.RX{}) {
+			for !r.links[0].Inject(i%workers, seqFrame(macB, macA, 6, uint32(i), 64+i%200), rxInOrder(r.env, i)) {
 				time.Sleep(20 * time.Microsecond)
 			}
 			sent.Add(1)
@@ -282,19 +342,35 @@ func TestFakeLinkRemoveUnderLoad(t *testing.T) {
 	if len(got) != total {
 		t.Fatalf("B received %d of %d frames during %d add/remove cycles; l0 drops %v", len(got), total, cycles, r.f.LinkStats(0).Drops)
 	}
+	// Every frame once; in order, but for the frames the merge of
+	// several workers sent before their turn, each counted
+	// (order_hold_timeouts: a worker starved of CPU past the hold bound).
+	seen := make([]bool, total)
+	late := 0
 	for i, g := range got {
-		if seqOf(g) != uint32(i) {
-			t.Fatalf("frame %d has seq %d: out of order", i, seqOf(g))
+		s := seqOf(g)
+		if int(s) >= total || seen[s] {
+			t.Fatalf("frame %d has seq %d: not one of the %d sent, or twice", i, s, total)
+		}
+		seen[s] = true
+		if i > 0 && s < seqOf(got[i-1]) {
+			late++
 		}
 	}
-	t.Logf("%d frames during %d add/remove cycles of two links, none lost", total, cycles)
+	timeouts := r.f.LinkStats(1).OrderHoldTimeouts
+	if late > 0 && uint64(late) > timeouts {
+		t.Fatalf("%d frames out of order, %d sent past their turn counted (order_hold_timeouts)", late, timeouts)
+	}
+	t.Logf("%d frames during %d add/remove cycles of two links, none lost; %d out of order, %d order_hold_timeouts", total, cycles, late, timeouts)
 }
 
 // TestFakeLinkDeleted: a link the kernel deletes is removed, and the
 // forwarder goes on: Run does not end, the others forward.
-func TestFakeLinkDeleted(t *testing.T) {
-	r, _ := startSwitch(t, 4)
-	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+func TestFakeLinkDeleted(t *testing.T) { forWorkers(t, testFakeLinkDeleted) }
+
+func testFakeLinkDeleted(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 4, workers)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: workers})
 	if err := r.f.AddLink("c"); err != nil {
 		t.Fatalf("AddLink: %v", err)
 	}
@@ -312,12 +388,55 @@ func TestFakeLinkDeleted(t *testing.T) {
 	}
 	abTraffic(t, r, 10, 50)
 	// Deleted and made again (a new container): added again.
-	r.env.AddLink("c2", fwdtest.LinkOptions{})
+	r.env.AddLink("c2", fwdtest.LinkOptions{Queues: workers})
 	if err := r.f.AddLink("c2"); err != nil {
 		t.Fatalf("AddLink after a deletion: %v", err)
 	}
 	if got := r.f.Links(); !slices.Equal(got, []string{"l0", "l1", "c2"}) {
 		t.Errorf("Links() = %q", got)
+	}
+}
+
+// TestFakeLinkRemoveFirst: the first link, whose socket registered the
+// UMEM, is removed and added back like any other; the last link left
+// stays.
+func TestFakeLinkRemoveFirst(t *testing.T) { forWorkers(t, testFakeLinkRemoveFirst) }
+
+func testFakeLinkRemoveFirst(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 4, workers)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: workers})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatalf("AddLink(c): %v", err)
+	}
+	if err := r.f.RemoveLink("l0"); err != nil {
+		t.Fatalf("RemoveLink(l0): %v", err)
+	}
+	// c's sockets were bound sharing l0's: C still reaches B.
+	fc := seqFrame(macB, macC, 8, 1, 300)
+	injectOn(t, c, fc)
+	if got := r.links[1].CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, fc) {
+		t.Fatalf("C→B without l0: %d frames out of l1, want the one sent", len(got))
+	}
+	// l0 back, at its index, bound sharing the UMEM with another socket.
+	if err := r.f.AddLink("l0"); err != nil {
+		t.Fatalf("AddLink(l0) again: %v", err)
+	}
+	if got := r.f.Links(); !slices.Equal(got, []string{"l0", "l1", "c"}) {
+		t.Fatalf("Links() = %q", got)
+	}
+	r.inject(1, 0, seqFrame(macA, macB, 8, 2, 64), fwdtest.RX{}) // B again, so the switch floods to l0 or knows
+	r.links[0].CollectN(1, 5*time.Second)
+	r.inject(0, 0, seqFrame(bcast, macA, 8, 3, 64), fwdtest.RX{}) // A learned behind the new l0
+	r.links[1].CollectN(1, 5*time.Second)
+	c.CollectN(1, 5*time.Second)
+	abTraffic(t, r, 0, 50)
+	for _, n := range []string{"l1", "c"} {
+		if err := r.f.RemoveLink(n); err != nil {
+			t.Fatalf("RemoveLink(%s): %v", n, err)
+		}
+	}
+	if err := r.f.RemoveLink("l0"); err == nil || !fwd.IsInputError(err) {
+		t.Errorf("RemoveLink of the last link: %v, want an input error", err)
 	}
 }
 
@@ -351,7 +470,6 @@ func TestFakeLinkErrors(t *testing.T) {
 			{"add missing", func() error { return r.f.AddLink("nope") }, linkop.ErrNoSuchLink, true},
 			{"add missing (fwd)", func() error { return r.f.AddLink("nope") }, fwd.ErrUnknownLink, true},
 			{"remove unknown", func() error { return r.f.RemoveLink("nope") }, linkop.ErrUnknownLink, false},
-			{"remove owner", func() error { return r.f.RemoveLink("l0") }, linkop.ErrUnsupported, false},
 			{"add beyond max", func() error {
 				if err := r.f.AddLink("c"); err != nil {
 					return err
@@ -370,11 +488,19 @@ func TestFakeLinkErrors(t *testing.T) {
 		}
 		abTraffic(t, r, 0, 20)
 	})
-	t.Run("multi-queue", func(t *testing.T) {
+	t.Run("fewer-queues-than-workers", func(t *testing.T) {
+		// Each worker sends on a TX queue of its own on every link.
 		r := startFake(t, fwd.Config{Handler: modes.Reflect, Queues: 2, MaxLinks: 3}, fwdtest.LinkOptions{Queues: 2})
-		r.env.AddLink("c", fwdtest.LinkOptions{Queues: 2})
-		if err := r.f.AddLink("c"); !errors.Is(err, linkop.ErrUnsupported) {
-			t.Errorf("two workers: %v, want linkop.ErrUnsupported", err)
+		r.env.AddLink("c", fwdtest.LinkOptions{Queues: 1})
+		if err := r.f.AddLink("c"); err == nil || !fwd.IsInputError(err) {
+			t.Errorf("a link of 1 queue to 2 workers: %v, want an input error", err)
+		}
+		r.env.AddLink("d", fwdtest.LinkOptions{Queues: 2})
+		if err := r.f.AddLink("d"); err != nil {
+			t.Errorf("a link of 2 queues to 2 workers: %v", err)
+		}
+		if got := r.f.Links(); !slices.Equal(got, []string{"l0", "d"}) {
+			t.Errorf("Links() = %q, want l0 and d", got)
 		}
 	})
 	for _, tc := range []struct {

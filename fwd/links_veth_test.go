@@ -2,6 +2,7 @@ package fwd_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -18,16 +19,23 @@ import (
 // pings host 1 without pause: every ping is answered, an added host is
 // reached through the switch, and everything comes back at Close. The
 // ping RTT's p50 and p99 during the cycles and without them (the same run)
-// are logged.
+// are logged. With one worker, and with two on veths of two queues (the
+// links' handoff rings then join both workers).
 func TestVethLinksWhileForwarding(t *testing.T) {
 	topo.RequireRoot(t)
-	h, err := topo.NewHosts(4, topo.Options{})
+	for _, workers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d-workers", workers), func(t *testing.T) { vethLinksWhileForwarding(t, workers) })
+	}
+}
+
+func vethLinksWhileForwarding(t *testing.T, workers int) {
+	h, err := topo.NewHosts(4, topo.Options{Queues: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
 	sw := modes.NewSwitch(2, 1024, time.Minute)
-	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: sw, MaxLinks: 4, Queues: 1, HugePages: umem.HugePagesOff})
+	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: sw, MaxLinks: 4, Queues: workers, NoPin: true, HugePages: umem.HugePagesOff})
 	if err != nil {
 		t.Fatalf("fwd.New: %v", err)
 	}
@@ -106,6 +114,58 @@ func TestVethLinksWhileForwarding(t *testing.T) {
 	}
 	t.Logf("ping RTT without changes: p50 %v p99 %v (%d pings); during 20 add/remove cycles of two links: p50 %v p99 %v (%d pings)",
 		pct(base, 50), pct(base, 99), len(base), pct(during, 50), pct(during, 99), len(during))
+}
+
+// TestVethRemoveFirstLink: on the kernel's veths, the link whose first
+// socket registered the UMEM is removed; the UMEM lives on in the other
+// sockets (the kernel holds it for each), a link added then binds sharing
+// one of them, and the first link comes back: pings cross the switch at
+// each step, and every frame comes back at Close.
+func TestVethRemoveFirstLink(t *testing.T) {
+	topo.RequireRoot(t)
+	h, err := topo.NewHosts(3, topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: modes.NewSwitch(2, 1024, time.Minute), MaxLinks: 3, Queues: 1, HugePages: umem.HugePagesOff})
+	if err != nil {
+		t.Fatalf("fwd.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if n := f.Leaked(); n != 0 {
+			t.Errorf("Leaked() = %d, want 0", n)
+		}
+	}()
+	ping := func(from, to int) {
+		t.Helper()
+		if res, err := topo.Ping(h.NS[from], h.V4[to], 3, 5*time.Second); err != nil || res.Received != 3 {
+			t.Fatalf("ping %d → %d, links %q: %+v %v", from, to, f.Links(), res, err)
+		}
+	}
+	ping(0, 1)
+	if err := f.RemoveLink(h.Links[0]); err != nil {
+		t.Fatalf("RemoveLink(first): %v", err)
+	}
+	if err := f.AddLink(h.Links[2]); err != nil {
+		t.Fatalf("AddLink after the first link's removal: %v", err)
+	}
+	ping(2, 1)
+	if err := f.AddLink(h.Links[0]); err != nil {
+		t.Fatalf("AddLink(first) again: %v", err)
+	}
+	ping(0, 1)
+	ping(0, 2)
 }
 
 // pct is the p-th percentile of d.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -175,20 +176,181 @@ func setupOrdering(f *Forwarder, ringSize int) {
 				if f.handler == nil && o == i {
 					continue
 				}
-				p.out[o] = make([]*handoff, len(f.workers))
-				for tq, w := range f.workers {
-					h := newHandoff(ringSize, w.wake)
-					p.out[o][tq] = h
-					w.order.in[o] = append(w.order.in[o], h)
-					if tq == 0 {
-						for _, x := range f.workers {
-							x.order.src[o] = append(x.order.src[o], p)
-						}
-					}
-				}
+				f.connect(p, o, f.handoffsTo(ringSize))
 			}
 		}
 	}
+}
+
+// handoffsTo makes a handoff ring of size entries to each worker, by TX
+// queue.
+func (f *Forwarder) handoffsTo(size int) []*handoff {
+	hs := make([]*handoff, len(f.workers))
+	for tq, w := range f.workers {
+		hs[tq] = newHandoff(size, w.wake)
+		f.handoffBytes += size * int(unsafe.Sizeof(handoffEntry{}))
+	}
+	return hs
+}
+
+// connect makes hs, one ring to each worker, carry p's packets bound for
+// link o: the producer's side on p, the consumers' in each worker's
+// ordering, and p among the ports whose watermarks bound the merge of o.
+func (f *Forwarder) connect(p *port, o int, hs []*handoff) {
+	for len(p.out) <= o {
+		p.out = append(p.out, nil)
+	}
+	p.out[o] = hs
+	for tq, w := range f.workers {
+		ord := w.order
+		for len(ord.in) <= o {
+			ord.in = append(ord.in, nil)
+			ord.src = append(ord.src, nil)
+		}
+		hs[tq].from = p
+		ord.in[o] = append(ord.in[o], hs[tq])
+		ord.src[o] = append(ord.src[o], p)
+	}
+}
+
+// addedLink is the handoff rings AddLink makes for link i, before it
+// parks the workers: from each of the link's ports to every link
+// (itself included), and from every other port to it.
+type addedLink struct {
+	ports  []*port
+	outs   [][]int        // outs[j]: the links ports[j]'s rings go to
+	from   [][][]*handoff // from[j][k]: ports[j]'s rings to outs[j][k]
+	others []*port        // every other link's ports
+	to     [][]*handoff   // to[j]: others[j]'s rings to link i
+}
+
+// linksBut is every link the forwarder has but i (a removed link's hole
+// is not one).
+func (f *Forwarder) linksBut(i int) []int {
+	var live []int
+	for o := range f.links {
+		if o != i && f.links[o].name != "" && f.ports[o] != nil {
+			live = append(live, o)
+		}
+	}
+	return live
+}
+
+// newHandoffs makes the rings of link i's ports (nil with one worker).
+func (f *Forwarder) newHandoffs(i int, ports []*port) *addedLink {
+	if f.workers[0].order == nil {
+		return nil
+	}
+	size := f.cfg.AddedHandoffSize
+	live := f.linksBut(i)
+	a := &addedLink{ports: ports}
+	for range ports {
+		outs := append(slices.Clone(live), i)
+		var from [][]*handoff
+		for range outs {
+			from = append(from, f.handoffsTo(size))
+		}
+		a.outs, a.from = append(a.outs, outs), append(a.from, from)
+	}
+	for _, o := range live {
+		for _, p := range f.ports[o] {
+			a.others = append(a.others, p)
+			a.to = append(a.to, f.handoffsTo(size))
+		}
+	}
+	return a
+}
+
+// handoffRoom refuses a link of ports RX queues whose handoff rings would
+// take the forwarder's beyond handoffBudget.
+func (f *Forwarder) handoffRoom(i, ports int) error {
+	if f.workers[0].order == nil {
+		return nil
+	}
+	others := 0
+	live := f.linksBut(i)
+	for _, o := range live {
+		others += len(f.ports[o])
+	}
+	rings := (ports*(len(live)+1) + others) * len(f.workers)
+	need := rings * f.cfg.AddedHandoffSize * int(unsafe.Sizeof(handoffEntry{}))
+	if f.handoffBytes+need > handoffBudget {
+		return inputErr("%d more handoff rings of %d entries would take the ordering's to %d MiB, beyond the %d MiB bound; use fewer workers (--queues) or fewer RX queues (ethtool -L)",
+			rings, f.cfg.AddedHandoffSize, (f.handoffBytes+need)>>20, handoffBudget>>20)
+	}
+	return nil
+}
+
+// orderLink wires a's rings in: link i's ports hand off to every link,
+// every other port to link i. The workers are parked.
+func (f *Forwarder) orderLink(i int, a *addedLink) {
+	if a == nil {
+		return
+	}
+	for j, p := range a.ports {
+		for k, o := range a.outs[j] {
+			f.connect(p, o, a.from[j][k])
+		}
+	}
+	for j, p := range a.others {
+		f.connect(p, i, a.to[j])
+	}
+}
+
+// unorderLink takes link i out of the ordering, once no worker sends to
+// it and its RX rings are forwarded: what its ports handed off, and what
+// was handed off towards it, is sent now, oldest first (i is going, so
+// nothing newer of its flows can come), and what finds no room is
+// dropped, counted; then the rings go. The workers are parked.
+func (f *Forwarder) unorderLink(i int) {
+	if f.workers[0].order == nil {
+		return
+	}
+	for _, w := range f.workers {
+		ord := w.order
+		for o := range ord.in {
+			var mine, rest []*handoff
+			for _, h := range ord.in[o] {
+				if o == i || h.from.link == i {
+					mine = append(mine, h)
+					f.handoffBytes -= len(h.ents) * int(unsafe.Sizeof(handoffEntry{}))
+				} else {
+					rest = append(rest, h)
+				}
+			}
+			if len(mine) == 0 {
+				continue
+			}
+			w.flushRings(o, mine)
+			ord.in[o] = rest
+			ord.src[o] = removeLinkOf(ord.src[o], i, func(p *port) int { return p.link })
+			if o == i {
+				ord.src[o] = nil
+			}
+		}
+	}
+	for _, ports := range f.ports {
+		for _, p := range ports {
+			if p.link != i && i < len(p.out) {
+				p.out[i] = nil
+			}
+		}
+	}
+}
+
+// flushRings sends what rings hold for link o, oldest first and without
+// waiting on any watermark, for a few rounds of the lane's completions;
+// what is left is dropped (dropped_at_stop).
+func (w *worker) flushRings(o int, rings []*handoff) {
+	out := w.tx[o]
+	for range maxBatches {
+		if _, held := w.mergeRings(o, rings, nil); held == 0 || out == nil {
+			break
+		}
+		out.kick()
+		w.reap(out)
+	}
+	w.dropRings(o, rings)
 }
 
 // clock: bpf_ktime_get_ns is CLOCK_MONOTONIC, which is also what Go's
@@ -320,6 +482,12 @@ func (w *worker) merge() (sent, held int) {
 }
 
 func (w *worker) mergeLink(o int) (sent, held int) {
+	return w.mergeRings(o, w.order.in[o], w.order.src[o])
+}
+
+// mergeRings sends, towards link o, what rings hold whose turn has come
+// by the watermarks of the ports src; with src nil, everything there is.
+func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held int) {
 	ord := w.order
 	// bound: what may be sent in order; strict also counts blocked ports,
 	// so a packet sent past it is counted.
@@ -328,7 +496,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 	// quiet.
 	turn := int64(exactSlack)
 	if ord.merging() && !w.draining {
-		for _, p := range ord.src[o] {
+		for _, p := range src {
 			if p.stamps == nil {
 				turn = int64(watermarkSlack)
 			}
@@ -340,7 +508,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 		}
 	}
 	late := w.now - int64(maxHold)
-	for _, h := range ord.in[o] {
+	for _, h := range rings {
 		h.sync()
 	}
 	out := w.tx[o]
@@ -348,7 +516,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 	var timeouts uint64
 	for {
 		best, bestTS, oldest := -1, int64(math.MaxInt64), int64(math.MaxInt64)
-		for q, h := range ord.in[o] {
+		for q, h := range rings {
 			if n, idx := h.peek(1); n > 0 {
 				e := h.at(idx)
 				if e.stamp < bestTS {
@@ -367,7 +535,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 			w.holdDue = min(w.holdDue, bestTS+turn, oldest+int64(maxHold))
 			break
 		}
-		h := ord.in[o][best]
+		h := rings[best]
 		n, idx := h.peek(linearize.MaxDescs)
 		k := uint32(1)
 		for k <= n && h.at(idx+k-1).desc.Options&xsk.PktContd != 0 {
@@ -408,7 +576,7 @@ func (w *worker) mergeLink(o int) (sent, held int) {
 	if c.n[cTXPackets]|c.n[cDrops+count(dropTXFull)]|timeouts != 0 {
 		publish(out.stats, &c)
 	}
-	for _, h := range ord.in[o] {
+	for _, h := range rings {
 		n, _ := h.peek(^uint32(0))
 		held += int(n)
 	}
@@ -428,22 +596,30 @@ func (w *worker) dropHandoffs() {
 		defer w.tapEnd()
 	}
 	for o := range w.order.in {
-		var c batchCounts
-		for _, h := range w.order.in[o] {
-			// peek re-reads the tail only when what it saw is used up:
-			// entries published after the last look must go too.
-			h.sync()
-			n, idx := h.peek(^uint32(0))
-			first := uint32(0) // of the packet the entries belong to
-			for j := range n {
-				if j+1 == n || h.at(idx+j).desc.Options&xsk.PktContd == 0 {
-					// A packet's last entry (or the last there is:
-					// packets are published whole).
-					w.abandon(lost{why: dropAtStop, at: atHandoff, h: h, idx: idx + first, k: j - first + 1, link: o, queue: w.q}, &c)
-					first = j + 1
-				}
+		w.dropRings(o, w.order.in[o])
+	}
+}
+
+// dropRings releases what rings hold for link o, counted as dropped at
+// stop on the worker's TX lane of o.
+func (w *worker) dropRings(o int, rings []*handoff) {
+	var c batchCounts
+	for _, h := range rings {
+		// peek re-reads the tail only when what it saw is used up:
+		// entries published after the last look must go too.
+		h.sync()
+		n, idx := h.peek(^uint32(0))
+		first := uint32(0) // of the packet the entries belong to
+		for j := range n {
+			if j+1 == n || h.at(idx+j).desc.Options&xsk.PktContd == 0 {
+				// A packet's last entry (or the last there is:
+				// packets are published whole).
+				w.abandon(lost{why: dropAtStop, at: atHandoff, h: h, idx: idx + first, k: j - first + 1, link: o, queue: w.q}, &c)
+				first = j + 1
 			}
 		}
+	}
+	if o < len(w.tx) && w.tx[o] != nil {
 		publish(w.tx[o].stats, &c)
 	}
 }
@@ -489,4 +665,24 @@ func handoffRingSize(c *Plan, links []linkInfo) (int, error) {
 			n, sockets, c.Queues, rings, size, need>>20, handoffBudget>>20)
 	}
 	return size, nil
+}
+
+// addedHandoffSize is Plan.AddedHandoffSize: the ring size of the shape
+// with every link MaxLinks allows, the links to come of one RX queue per
+// worker; the smallest ring when even that shape exceeds the bound
+// (AddLink then refuses a link the bound cannot take).
+func addedHandoffSize(p *Plan, links []linkInfo) int {
+	spare := p.MaxLinks - len(links)
+	if p.HandoffSize == 0 || spare <= 0 {
+		return p.HandoffSize
+	}
+	all := slices.Clone(links)
+	for range spare {
+		all = append(all, linkInfo{rxQueues: p.Queues, txQueues: p.Queues})
+	}
+	size, err := handoffRingSize(p, all)
+	if err != nil {
+		return handoffMinRing
+	}
+	return min(size, p.HandoffSize)
 }

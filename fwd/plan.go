@@ -80,7 +80,10 @@ type Plan struct {
 	// blocks (umemConfig).
 	UMEM umem.Config
 	// HandoffSize is the entries of each handoff ring; 0 with one worker.
-	HandoffSize int
+	// AddedHandoffSize is that of the rings to and from a link added
+	// while running: the size MaxLinks links would get (never above
+	// HandoffSize).
+	HandoffSize, AddedHandoffSize int
 
 	// Decisions are the choices resolve made that a user should hear of
 	// (New logs them): a frame size raised, zero-copy given up, multi-buffer
@@ -246,6 +249,7 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	if p.HandoffSize, err = handoffRingSize(&p, links); err != nil {
 		return Plan{}, err
 	}
+	p.AddedHandoffSize = addedHandoffSize(&p, links)
 	return p, nil
 }
 

@@ -163,9 +163,9 @@ func (f *Forwarder) XDPPassed(i int) uint64 {
 }
 
 // closedLocked reports, under statsMu, whether Close has torn the
-// forwarder down: Close clears the sockets holding statsMu (f.closed is
+// forwarder down: Close closes the sockets holding statsMu (f.closed is
 // written before that, so it cannot be read under statsMu alone).
-func (f *Forwarder) closedLocked() bool { return f.socks[0] == nil }
+func (f *Forwarder) closedLocked() bool { return f.torn }
 
 func (f *Forwarder) linkStats(i int) LinkStats {
 	l := newLinkStats()

@@ -193,8 +193,10 @@ func (w *worker) run(stop *atomic.Bool) {
 		idle, spinning = 0, false
 		w.sleep(pollTimeout)
 	}
-	w.setRunning(false)
+	// Drained while still taking link changes: a caller parks it only
+	// at a round boundary, never mid-drain.
 	w.drain()
+	w.setRunning(false)
 }
 
 // round is one pass over the worker's rings: refill, forward, merge, reap.

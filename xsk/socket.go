@@ -49,8 +49,8 @@ type Config struct {
 	// twice RingSize, so a worker that is scheduled out for a while loses
 	// packets to a full RX ring, not to an empty fill ring.
 	FillSize uint32
-	// Shared is the socket that registered the UMEM; nil makes this socket
-	// register it. Shared sockets take their fill and completion rings of
+	// Shared is a socket bound to the UMEM (the one that registered it,
+	// or one sharing it); nil makes this socket register it. Shared sockets take their fill and completion rings of
 	// their own (one per link-queue, as the kernel requires) and inherit
 	// the owner's bind mode.
 	Shared   *Socket

@@ -615,11 +615,13 @@ func (ks *sock) receive(frame []byte, o RX, prog *Program) bool {
 }
 
 // transmit takes what the TX ring holds, copies each packet out into
-// sent and completes its descriptors; ks.mu is held.
+// sent and completes its descriptors; ks.mu is held. As the kernel does,
+// it takes no more than the completion ring has room for: the rest stays
+// on the TX ring until the owner reaps.
 func (ks *sock) transmit() {
 	tx, comp := ks.rings.TX, ks.rings.Comp
 	for {
-		n := tx.TakeInto(ks.descs[:])
+		n := tx.TakeInto(ks.descs[:min(len(ks.descs), comp.Room())])
 		for _, d := range ks.descs[:n] {
 			a := xsk.Flat(d.Addr)
 			ks.pkt = append(ks.pkt, ks.mem[a:a+uint64(d.Len)]...)
@@ -632,7 +634,7 @@ func (ks *sock) transmit() {
 			}
 		}
 		comp.Publish()
-		if n < len(ks.descs) {
+		if n == 0 || n < len(ks.descs) {
 			return
 		}
 	}

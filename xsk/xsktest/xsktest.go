@@ -114,6 +114,9 @@ func (r *Ring) SetNeedWakeup(on bool) {
 // consumer is done with the entries before its index).
 func (r *Ring) room() uint32 { return r.size - (r.prod - r.ConsumerIndex()) }
 
+// Room is how many entries the producer may still write.
+func (r *Ring) Room() int { return int(r.room()) }
+
 // Produce writes descriptors (an RX ring) after those already produced,
 // as many as there is room for, and returns how many; they stay invisible
 // to the consumer until Publish.
