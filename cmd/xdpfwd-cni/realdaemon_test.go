@@ -208,9 +208,9 @@ func ipIn(t *testing.T, ns *topo.NS, cmds ...[]string) {
 // stopped (code 50), and DEL then still cleans up; xdpfwd's summary says
 // no UMEM frame leaked. It logs the ADD times.
 func TestCNIRealDaemon(t *testing.T) {
-	// --queues 1: with more workers this xdpfwd's links are fixed at
-	// start (fwd.Forwarder.changeable), until its multi-worker AddLink.
-	for _, queues := range []int{1} {
+	// One worker, and two: then ADD makes the veths with two queues (the
+	// daemon's link list says so), each worker sending on its own.
+	for _, queues := range []int{1, 2} {
 		t.Run("queues="+strconv.Itoa(queues), func(t *testing.T) { testRealDaemon(t, queues) })
 	}
 }
