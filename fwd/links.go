@@ -299,7 +299,7 @@ func (f *Forwarder) indexOf(name string) int {
 // handed to the workers as at start. It takes the lowest free index (a
 // removed link's, else the next): Links()[i] == name. Errors wrap
 // linkop.ErrExists (it is forwarded already), ErrUnknownLink and
-// linkop.ErrUnknownLink (there is no such link) or linkop.ErrUnsupported
+// linkop.ErrNoSuchLink (there is no such link) or linkop.ErrUnsupported
 // (xconnect, zero-copy); MaxLinks reached, a link with fewer queues than
 // the workers, or handoff rings beyond their bound, is an InputError.
 func (f *Forwarder) AddLink(name string) error {
@@ -321,7 +321,7 @@ func (f *Forwarder) AddLink(name string) error {
 	found, err := lookupLinks(f.env, []string{name})
 	if err != nil {
 		if errors.Is(err, ErrUnknownLink) {
-			return fmt.Errorf("link add %s: %w (%w)", name, err, linkop.ErrUnknownLink)
+			return fmt.Errorf("link add %s: %w (%w)", name, err, linkop.ErrNoSuchLink)
 		}
 		return fmt.Errorf("link add %s: %w", name, err)
 	}

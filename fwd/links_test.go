@@ -467,7 +467,7 @@ func TestFakeLinkErrors(t *testing.T) {
 			input bool
 		}{
 			{"add existing", func() error { return r.f.AddLink("l1") }, linkop.ErrExists, false},
-			{"add missing", func() error { return r.f.AddLink("nope") }, linkop.ErrUnknownLink, true},
+			{"add missing", func() error { return r.f.AddLink("nope") }, linkop.ErrNoSuchLink, true},
 			{"add missing (fwd)", func() error { return r.f.AddLink("nope") }, fwd.ErrUnknownLink, true},
 			{"remove unknown", func() error { return r.f.RemoveLink("nope") }, linkop.ErrUnknownLink, false},
 			{"add beyond max", func() error {

@@ -23,6 +23,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/control/linkop"
@@ -62,12 +63,13 @@ type bridgeDaemon struct {
 	mu     sync.Mutex
 	links  []string
 	refuse string // a name whose add is refused
+	queues int    // what link list says an added link needs
 }
 
 func (d *bridgeDaemon) List() (linkop.List, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := linkop.List{Mode: "switch"}
+	l := linkop.List{Mode: "switch", Queues: d.queues}
 	for _, n := range d.links {
 		l.Links = append(l.Links, linkop.Link{Name: n})
 	}
@@ -146,6 +148,9 @@ type rig struct {
 	ctl      string
 	pods     []*topo.NS
 	netName  string
+	// forwards reports whether the daemon forwards a link: the stand-in's
+	// list, or xdpfwd's link list.
+	forwards func(name string) bool
 }
 
 const testMTU = 1400
@@ -203,6 +208,7 @@ func newRig(t *testing.T, pods int) *rig {
 		}
 	}
 	r.daemon = &bridgeDaemon{t: t, node: r.node, bridge: "br0"}
+	r.forwards = r.daemon.has
 	r.daemon.serve(r.ctl)
 	t.Cleanup(func() { r.daemon.srv.Close(time.Second) })
 	for i := range pods {
@@ -293,12 +299,14 @@ func (r *rig) gone(p *topo.NS, addr netip.Addr) {
 	r.t.Helper()
 	h := r.hostName(p)
 	deadline := time.Now().Add(5 * time.Second)
-	for r.hostLink(h) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // a namespace's links go with it, a little later
+	for (r.hostLink(h) || r.forwards(h)) && time.Now().Before(deadline) {
+		// A namespace's links go with it, a little later; and the daemon
+		// hears of it after that.
+		time.Sleep(20 * time.Millisecond)
 	}
-	if r.hostLink(h) || r.daemon.has(h) || slices.Contains(r.leases(), addr.String()) {
+	if r.hostLink(h) || r.forwards(h) || slices.Contains(r.leases(), addr.String()) {
 		r.t.Errorf("%s after DEL: host veth %s there %v, daemon has it %v, lease %s held %v",
-			p.Name, h, r.hostLink(h), r.daemon.has(h), addr, slices.Contains(r.leases(), addr.String()))
+			p.Name, h, r.hostLink(h), r.forwards(h), addr, slices.Contains(r.leases(), addr.String()))
 	}
 	if _, err := os.Stat(filepath.Join(r.stateDir, r.netName, h+".json")); !errors.Is(err, os.ErrNotExist) {
 		r.t.Errorf("%s after DEL: state record %v", p.Name, err)
@@ -310,8 +318,8 @@ func (r *rig) gone(p *topo.NS, addr netip.Addr) {
 func (r *rig) attached(p *topo.NS, addr netip.Addr) {
 	r.t.Helper()
 	h := r.hostName(p)
-	if !r.hostLink(h) || !r.daemon.has(h) || !slices.Contains(r.leases(), addr.String()) {
-		r.t.Errorf("%s: host veth %v, daemon has %s %v, lease %s %v", p.Name, r.hostLink(h), h, r.daemon.has(h), addr, slices.Contains(r.leases(), addr.String()))
+	if !r.hostLink(h) || !r.forwards(h) || !slices.Contains(r.leases(), addr.String()) {
+		r.t.Errorf("%s: host veth %v, daemon has %s %v, lease %s %v", p.Name, r.hostLink(h), h, r.forwards(h), addr, slices.Contains(r.leases(), addr.String()))
 	}
 	err := p.Do(func() error {
 		l, err := netlink.LinkByName("eth0")
@@ -422,11 +430,11 @@ func TestCNIRuntime(t *testing.T) {
 		addrs[i] = r.add(r.pods[i])
 		r.attached(r.pods[i], addrs[i])
 	}
-	sent, got, err := stopStream()
-	if err != nil || got != sent || sent == 0 {
-		t.Errorf("TCP stream %s → %s during the deletes and adds: %d bytes sent, %d received in order, %v", r.pods[pods-1].Name, r.pods[pods-2].Name, sent, got, err)
+	st := stopStream()
+	if st.Err != nil || st.Got != st.Sent || st.Sent == 0 {
+		t.Errorf("TCP stream %s → %s during the deletes and adds: %d bytes sent, %d received in order, %v", r.pods[pods-1].Name, r.pods[pods-2].Name, st.Sent, st.Got, st.Err)
 	}
-	t.Logf("TCP stream during 4 DELs and 4 ADDs: %d bytes, all received in order", got)
+	t.Logf("TCP stream during 4 DELs and 4 ADDs: %d bytes, all received in order, %d retransmitted segments", st.Got, st.Retrans)
 	for i := range pods / 2 {
 		j := i + pods/2
 		if err := r.reach(r.pods[i], r.pods[j], addrs[j], 1<<20); err != nil {
@@ -490,7 +498,7 @@ func TestCNIRuntime(t *testing.T) {
 	if out, err := r.cnitoolRun("status", r.pods[4]); err == nil {
 		t.Errorf("cnitool status with the daemon stopped: succeeded\n%s", out)
 	}
-	err = r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
+	err := r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
 		return c.GetStatusNetworkList(context.Background(), list)
 	})
 	var te *types.Error
@@ -501,6 +509,42 @@ func TestCNIRuntime(t *testing.T) {
 	r.del(r.pods[4])
 	r.gone(r.pods[4], addrs[4])
 	r.del(r.pods[5])
+}
+
+// TestCNIVethQueues: ADD makes both ends of the veth with as many RX and
+// TX queues as the daemon's link list says an added link needs (one per
+// worker; 0, a daemon that does not say, is one).
+func TestCNIVethQueues(t *testing.T) {
+	r := newRig(t, 1)
+	p := r.pods[0]
+	for _, tc := range []struct{ daemon, want int }{{0, 1}, {1, 1}, {2, 2}, {4, 4}} {
+		r.daemon.mu.Lock()
+		r.daemon.queues = tc.daemon
+		r.daemon.mu.Unlock()
+		a := r.add(p)
+		var got []string
+		for _, side := range []struct {
+			ns   *topo.NS
+			name string
+		}{{r.node, r.hostName(p)}, {p, "eth0"}} {
+			side.ns.Do(func() error {
+				l, err := netlink.LinkByName(side.name)
+				if err != nil {
+					t.Errorf("daemon queues %d: %s: %v", tc.daemon, side.name, err)
+					return nil
+				}
+				if l.Attrs().NumRxQueues != tc.want || l.Attrs().NumTxQueues != tc.want {
+					got = append(got, fmt.Sprintf("%s %d RX/%d TX", side.name, l.Attrs().NumRxQueues, l.Attrs().NumTxQueues))
+				}
+				return nil
+			})
+		}
+		if len(got) > 0 {
+			t.Errorf("daemon says %d queues: %s; want %d RX and %d TX on both ends", tc.daemon, strings.Join(got, ", "), tc.want, tc.want)
+		}
+		r.del(p)
+		r.gone(p, a)
+	}
 }
 
 // TestCNIAddUndo: an ADD the daemon refuses leaves nothing behind (veth,
@@ -545,11 +589,22 @@ func TestCNIAddUndo(t *testing.T) {
 	}
 }
 
+// streamResult is what a stream from startStream did.
+type streamResult struct {
+	Sent, Got int64 // bytes written, and received as written
+	// Retrans is the sender's retransmitted segments (TCP_INFO): each a
+	// segment lost, or feared lost, on the way; DSACKed those the receiver
+	// said it had already (spurious: a late ACK, not a loss); OutOfOrder
+	// the segments the receiver got after a gap (a loss, or reordering).
+	Retrans, DSACKed, OutOfOrder uint32
+	Err                          error // the first error of either side: a reset, a mismatch
+}
+
 // startStream opens a TCP connection from a to addrB in b and writes to it
 // every millisecond until stop, which then returns the bytes sent, the
-// bytes received as sent (a counter pattern, checked byte for byte), and
-// the first error of either side (a reset, a mismatch).
-func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() (sent, got int64, err error)) {
+// bytes received as sent (a counter pattern, checked byte for byte), the
+// sender's retransmissions and the first error of either side.
+func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() streamResult) {
 	t.Helper()
 	var ln net.Listener
 	if err := b.Do(func() (err error) {
@@ -577,25 +632,27 @@ func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() (se
 		err error
 	}
 	rd := make(chan result, 1)
+	var ooo uint32
 	go func() {
 		defer srv.Close()
+		send := func(r result) { ooo = tcpInfo(srv).Rcv_ooopack; rd <- r }
 		var n int64
 		buf := make([]byte, 64<<10)
 		for {
 			k, err := srv.Read(buf)
 			for _, x := range buf[:k] {
 				if x != byte(n%251) {
-					rd <- result{n, fmt.Errorf("byte %d: %d, want %d", n, x, n%251)}
+					send(result{n, fmt.Errorf("byte %d: %d, want %d", n, x, n%251)})
 					return
 				}
 				n++
 			}
 			if err == io.EOF {
-				rd <- result{n, nil}
+				send(result{n, nil})
 				return
 			}
 			if err != nil {
-				rd <- result{n, err}
+				send(result{n, err})
 				return
 			}
 		}
@@ -627,131 +684,39 @@ func startStream(t *testing.T, a, b *topo.NS, addrB netip.Addr) (stop func() (se
 			}
 		}
 	}()
-	return func() (int64, int64, error) {
+	return func() streamResult {
 		close(done)
 		w := <-wr
 		var rr result
+		var outOfOrder uint32
 		select {
 		case rr = <-rd:
+			outOfOrder = ooo
 		case <-time.After(10 * time.Second):
 			rr.err = errors.New("the receiver did not see the end of the stream")
 		}
+		ti := tcpInfo(c)
 		c.Close()
-		return w.n, rr.n, errors.Join(w.err, rr.err)
+		return streamResult{w.n, rr.n, ti.Total_retrans, ti.Dsack_dups, outOfOrder, errors.Join(w.err, rr.err)}
 	}
+}
+
+// tcpInfo is c's TCP_INFO, zero if it cannot be had.
+func tcpInfo(c net.Conn) (ti unix.TCPInfo) {
+	if raw, err := c.(*net.TCPConn).SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			if i, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+				ti = *i
+			}
+		})
+	}
+	return ti
 }
 
 func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// TestCNIRealDaemon: the plugin end to end against xdpfwd itself, a
-// switch running in the node namespace (two uplink veths of its own): ADD
-// attaches each pod's host veth to the running switch (xdpfwd link add),
-// the two pods ping and carry a byte-checked TCP stream through it, DEL
-// detaches them (xdpfwd link del) and releases everything; the switch
-// runs on throughout.
-func TestCNIRealDaemon(t *testing.T) {
-	r := newRig(t, 2)
-	r.daemon.srv.Close(time.Second) // the stand-in makes way for xdpfwd
-	for _, args := range [][]string{
-		{"link", "add", "up0", "type", "veth", "peer", "name", "up0p"},
-		{"link", "add", "up1", "type", "veth", "peer", "name", "up1p"},
-		{"link", "set", "up0", "up"}, {"link", "set", "up0p", "up"},
-		{"link", "set", "up1", "up"}, {"link", "set", "up1p", "up"},
-	} {
-		if out, err := exec.Command("ip", append([]string{"-n", r.node.Name}, args...)...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	bin := filepath.Join(r.dir, "xdpfwd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../xdpfwd").CombinedOutput(); err != nil {
-		t.Fatalf("build xdpfwd: %v\n%s", err, out)
-	}
-	var stderr lockedBuilder
-	d := exec.Command("ip", "netns", "exec", r.node.Name, bin, "run", "--mode", "switch", "--link", "up0", "--link", "up1", "--stats-interval", "0", "--control", r.ctl)
-	d.Stderr = &stderr
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- d.Wait() }()
-	t.Cleanup(func() {
-		d.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			d.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if fi, err := os.Stat(r.ctl); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("xdpfwd exited: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no control socket %s\n%s", r.ctl, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	listed := func() []string {
-		c, err := linkop.Dial(r.ctl)
-		if err != nil {
-			t.Fatalf("dial xdpfwd: %v", err)
-		}
-		defer c.Close()
-		l, err := c.ListLinks()
-		if err != nil {
-			t.Fatalf("link list: %v", err)
-		}
-		var names []string
-		for _, k := range l.Links {
-			names = append(names, k.Name)
-		}
-		return names
-	}
-
-	if out, err := r.cnitoolRun("status", r.pods[0]); err != nil {
-		t.Errorf("cnitool status against xdpfwd: %v\n%s", err, out)
-	}
-	start := time.Now()
-	a0 := r.add(r.pods[0])
-	a1 := r.add(r.pods[1])
-	t.Logf("two ADDs against xdpfwd: %v", time.Since(start))
-	if got, want := listed(), []string{"up0", "up1", r.hostName(r.pods[0]), r.hostName(r.pods[1])}; !slices.Equal(got, want) {
-		t.Fatalf("xdpfwd link list after two ADDs: %q, want %q\n%s", got, want, stderr.String())
-	}
-	if err := r.reach(r.pods[0], r.pods[1], a1, 1<<20); err != nil {
-		t.Errorf("through xdpfwd: %v\n%s", err, stderr.String())
-	}
-	if err := r.reach(r.pods[1], r.pods[0], a0, 0); err != nil {
-		t.Errorf("through xdpfwd: %v", err)
-	}
-	for i, p := range r.pods {
-		r.del(p)
-		if slices.Contains(listed(), r.hostName(p)) {
-			t.Errorf("DEL %s: xdpfwd still forwards %s", p.Name, r.hostName(p))
-		}
-		if r.hostLink(r.hostName(p)) || slices.Contains(r.leases(), []netip.Addr{a0, a1}[i].String()) {
-			t.Errorf("DEL %s: host veth %v, lease held %v", p.Name, r.hostLink(r.hostName(p)), r.leases())
-		}
-	}
-	if got := listed(); !slices.Equal(got, []string{"up0", "up1"}) {
-		t.Errorf("xdpfwd link list after the DELs: %q", got)
-	}
-	select {
-	case err := <-exited:
-		t.Fatalf("xdpfwd exited during the test: %v\n%s", err, stderr.String())
-	default:
-	}
 }
 
 // lockedBuilder is a strings.Builder a process writes while the test

@@ -16,7 +16,9 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ipam"
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
@@ -35,7 +37,7 @@ func cniErr(code uint, msg string, err error) *types.Error {
 func daemonErr(what string, err error) *types.Error {
 	var re *linkop.RequestError
 	if errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
-		errors.Is(err, linkop.ErrUnknownLink) || errors.As(err, &re) {
+		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re) {
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to "+what, err.Error())
 	}
 	return types.NewError(types.ErrTryAgainLater, "xdpfwd did not answer to "+what, err.Error())
@@ -74,13 +76,80 @@ func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
 
 // reachable: the daemon answers link list.
 func reachable(conf *NetConf) error {
+	_, err := daemonQueues(conf)
+	return err
+}
+
+// maxQueues bounds the queues a daemon may ask of a veth: the kernel's
+// limit for a net device's queues (4096).
+const maxQueues = 4096
+
+// daemonQueues asks the daemon (link list) how many RX and TX queues an
+// added link needs: one per worker, 1 from a daemon that does not say.
+func daemonQueues(conf *NetConf) (int, error) {
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer d.Close()
-	_, err = d.ListLinks()
-	return err
+	l, err := d.ListLinks()
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case l.Queues <= 0:
+		return 1, nil
+	case l.Queues > maxQueues:
+		return 0, fmt.Errorf("control socket %s: the daemon asks for %d queues per link, more than a device has (%d)", conf.Control, l.Queues, maxQueues)
+	}
+	return l.Queues, nil
+}
+
+// setupVeth makes the veth pair from inside the container's namespace
+// (as ip.SetupVethWithName does, which cannot set queues): contName here,
+// hostName in hostNS and up, both ends with queues RX and TX queues, the
+// MTU and the container end's MAC (nil: the kernel's). It returns the
+// host end and the container end.
+func setupVeth(contName, hostName string, mtu int, mac net.HardwareAddr, queues int, hostNS ns.NetNS) (net.Interface, net.Interface, error) {
+	la := netlink.NewLinkAttrs()
+	la.Name = contName
+	la.MTU = mtu
+	la.NumTxQueues = queues
+	la.NumRxQueues = queues
+	la.HardwareAddr = mac
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: hostName, PeerNamespace: netlink.NsFd(int(hostNS.Fd()))}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return net.Interface{}, net.Interface{}, fmt.Errorf("make veth pair: %w", err)
+	}
+	cont, err := netlinksafe.LinkByName(contName)
+	if err != nil {
+		netlink.LinkDel(veth)
+		return net.Interface{}, net.Interface{}, err
+	}
+	var host netlink.Link
+	err = hostNS.Do(func(ns.NetNS) error {
+		var err error
+		if host, err = netlinksafe.LinkByName(hostName); err != nil {
+			return fmt.Errorf("%s in %s: %w", hostName, hostNS.Path(), err)
+		}
+		if err := netlink.LinkSetUp(host); err != nil {
+			return fmt.Errorf("set %s up: %w", hostName, err)
+		}
+		// The host end carries no addresses of its own: no router
+		// advertisements either (as ip.SetupVethWithName does).
+		sysctl.Sysctl(fmt.Sprintf("net/ipv6/conf/%s/accept_ra", hostName), "0")
+		return nil
+	})
+	if err != nil {
+		netlink.LinkDel(cont)
+		return net.Interface{}, net.Interface{}, err
+	}
+	return iface(host), iface(cont), nil
+}
+
+func iface(l netlink.Link) net.Interface {
+	a := l.Attrs()
+	return net.Interface{Index: a.Index, MTU: a.MTU, Name: a.Name, HardwareAddr: a.HardwareAddr, Flags: a.Flags}
 }
 
 func cmdAdd(args *skel.CmdArgs) (err error) {
@@ -89,10 +158,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return err
 	}
 	host := HostName(args.ContainerID, args.IfName)
-	// The daemon first: with none to hand the link to, build nothing.
-	// (Asked again at the end: the IPAM plugin, a DHCP client say, may
-	// take longer than the daemon waits on an idle connection.)
-	if err := reachable(conf); err != nil {
+	// The daemon first: with none to hand the link to, build nothing;
+	// and it says how many queues the veth needs (its workers). (Asked
+	// again at the end: the IPAM plugin, a DHCP client say, may take
+	// longer than the daemon waits on an idle connection.)
+	queues, err := daemonQueues(conf)
+	if err != nil {
 		return daemonErr("add "+host, err)
 	}
 	netns, err := ns.GetNS(args.Netns)
@@ -119,13 +190,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		netlink.LinkDel(l)
 	}
 	var hostIf, contIf net.Interface
-	mac := ""
-	if conf.mac != nil {
-		mac = conf.mac.String()
-	}
 	err = netns.Do(func(hostNS ns.NetNS) error {
 		var err error
-		hostIf, contIf, err = ip.SetupVethWithName(args.IfName, host, conf.MTU, mac, hostNS)
+		hostIf, contIf, err = setupVeth(args.IfName, host, conf.MTU, conf.mac, queues, hostNS)
 		return err
 	})
 	if err != nil {

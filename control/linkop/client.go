@@ -44,7 +44,8 @@ func (c *Client) ListLinks() (List, error) {
 }
 
 // AddLink asks the daemon to forward the link name too. An error wraps
-// ErrExists, ErrUnsupported or a *RequestError where they apply.
+// ErrExists, ErrNoSuchLink, ErrUnsupported or a *RequestError where they
+// apply.
 func (c *Client) AddLink(name string) error {
 	if err := CheckName(name); err != nil {
 		return &RequestError{"link add: " + err.Error()}
@@ -95,6 +96,8 @@ func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
 	switch rep.Code {
 	case CodeUnknownLink:
 		base = ErrUnknownLink
+	case CodeNoSuchLink:
+		base = ErrNoSuchLink
 	case CodeExists:
 		base = ErrExists
 	case CodeUnsupported:

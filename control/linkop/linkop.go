@@ -43,7 +43,7 @@ type Reply struct {
 	// BadRequest: the request's fault (the CLI exits 2).
 	BadRequest bool `json:"bad_request,omitempty"`
 	// Code tells a client's program what went wrong: CodeUnknownLink,
-	// CodeExists, CodeUnsupported, or empty.
+	// CodeNoSuchLink, CodeExists, CodeUnsupported, or empty.
 	Code  string `json:"code,omitempty"`
 	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
 	Links []Link `json:"links,omitempty"` // list
@@ -84,6 +84,7 @@ func (l List) Has(name string) bool {
 // gets back for them.
 const (
 	CodeUnknownLink = "unknown_link"
+	CodeNoSuchLink  = "no_such_link"
 	CodeExists      = "exists"
 	CodeUnsupported = "unsupported"
 )
@@ -91,6 +92,9 @@ const (
 var (
 	// ErrUnknownLink: del of a link the daemon does not forward.
 	ErrUnknownLink = errors.New("the daemon does not forward this link")
+	// ErrNoSuchLink: add of a link the daemon's host (its network
+	// namespace) does not have.
+	ErrNoSuchLink = errors.New("the host has no such link: none by that name in the daemon's network namespace")
 	// ErrExists: add of a link the daemon forwards already.
 	ErrExists = errors.New("the daemon forwards this link already")
 	// ErrUnsupported: the daemon cannot change its links while it runs.
@@ -201,6 +205,8 @@ func answer(req Request, m Manager) Reply {
 func failure(err error) Reply {
 	rep := Reply{Error: err.Error()}
 	switch {
+	case errors.Is(err, ErrNoSuchLink):
+		rep.Code, rep.BadRequest = CodeNoSuchLink, true
 	case errors.Is(err, ErrUnknownLink):
 		rep.Code, rep.BadRequest = CodeUnknownLink, true
 	case errors.Is(err, ErrExists):

@@ -42,6 +42,9 @@ func (m *fakeManager) Add(name string) error {
 	if name == "nope" {
 		return fmt.Errorf("link %s: %w", name, linkop.ErrUnsupported)
 	}
+	if name == "absent" {
+		return fmt.Errorf("link %s: %w", name, linkop.ErrNoSuchLink)
+	}
 	m.links = append(m.links, name)
 	return nil
 }
@@ -111,6 +114,7 @@ func TestOps(t *testing.T) {
 	}{
 		{"add twice", c.AddLink("veth1"), linkop.ErrExists, true},
 		{"del unknown", c.DelLink("veth9"), linkop.ErrUnknownLink, true},
+		{"add absent", c.AddLink("absent"), linkop.ErrNoSuchLink, true},
 		{"add unsupported", c.AddLink("nope"), linkop.ErrUnsupported, false},
 		{"add bad name", c.AddLink("a/b"), nil, true},
 		{"add too long", c.AddLink("0123456789abcdef"), nil, true},
