@@ -432,8 +432,9 @@ func TestBadInput(t *testing.T) {
 			want: []string{"two --link", "got 1"}},
 		{name: "three --link", args: func(p *topo.Pair) []string { return links(p, "--link", p.LinkA+"x") },
 			want: []string{"two --link", "got 3"}},
-		{name: "switch with one --link", args: func(p *topo.Pair) []string { return []string{"run", "--mode", "switch", "--link", p.LinkA} },
-			want: []string{"--mode switch takes 2..64 --link flags, got 1"}},
+		{name: "switch with one --link, none to come", args: func(p *topo.Pair) []string {
+			return []string{"run", "--mode", "switch", "--link", p.LinkA, "--max-links", "0"}
+		}, want: []string{"--mode switch takes 2..64 --link flags, got 1", "--max-links above 1"}},
 		{name: "bad mode", args: func(p *topo.Pair) []string { return links(p, "--mode", "router") },
 			want: []string{`mode "router"`, "xconnect, switch, reflect, sink, 5tswap, mac or txonly"}},
 		{name: "txonly frame too small", args: func(p *topo.Pair) []string {

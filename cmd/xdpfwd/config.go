@@ -91,7 +91,7 @@ func parseRun(args []string, stderr io.Writer) (*runSettings, error) {
 	if s.cfg, s.logger, err = s.ff.config(stderr); err != nil {
 		return nil, err
 	}
-	if err := s.ff.checkLinks(len(s.cfg.Links)); err != nil {
+	if err := s.ff.checkLinks(len(s.cfg.Links), s.cfg.MaxLinks); err != nil {
 		return nil, err
 	}
 	// Refused before run acts on anything (the summary file, waiting for

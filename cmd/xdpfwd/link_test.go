@@ -216,3 +216,25 @@ func TestReloadLinks(t *testing.T) {
 	}
 	d.interrupt()
 }
+
+// TestSwitchOneUplink: a switch starts on one link (a node's uplink,
+// before its first pod) when links may be added, and forwards once one
+// is: a host behind the added link pings the host behind the uplink.
+func TestSwitchOneUplink(t *testing.T) {
+	topo.RequireRoot(t)
+	h, err := topo.NewHosts(2, topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "switch", "--link", h.Links[0], "--stats-interval", "0", "--control", ctl)
+	waitSocket(t, d, ctl)
+	if r := runBin(t, 10*time.Second, nil, "link", "add", h.Links[1], "--control", ctl); r.code != 0 {
+		t.Fatalf("link add %s: exit %d, stderr %q", h.Links[1], r.code, r.stderr)
+	}
+	res, err := topo.Ping(h.NS[1], h.V4[0], 5, 10*time.Second)
+	if err != nil || res.Received != 5 {
+		t.Fatalf("ping from the added link's host to the uplink's: %+v %v\n%s", res, err, d.stderr.String())
+	}
+}

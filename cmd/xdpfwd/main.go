@@ -165,7 +165,7 @@ type fwdFlags struct {
 
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	if withLinks {
-		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch, 1..64 for reflect, sink, 5tswap, mac and txonly)")
+		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch (1 with --max-links), 1..64 for reflect, sink, 5tswap, mac and txonly)")
 		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
 	}
 	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)")
@@ -347,14 +347,23 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 
 // checkLinks checks the number of --link flags against what --mode needs
 // beyond what fwd.New checks (two links without a Handler, 1..MaxLinks
-// with one): a switch needs two.
-func (ff *fwdFlags) checkLinks(n int) error {
+// with one): a switch needs two, or one (a node's uplink) when links may
+// be added while running (maxLinks, fwd.Config.MaxLinks, above n).
+func (ff *fwdFlags) checkLinks(n, maxLinks int) error {
 	m, err := modes.ParseMode(ff.mode)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	if lo, hi := m.Links(); m != modes.XConnect && n >= 1 && n <= fwd.MaxLinks && (n < lo || n > hi) {
-		return usageError{fmt.Sprintf("--mode %s takes %d..%d --link flags, got %d", m, lo, hi, n)}
+	lo, hi := m.Links()
+	if m == modes.SwitchMode && maxLinks > n {
+		lo = 1
+	}
+	if m != modes.XConnect && n >= 1 && n <= fwd.MaxLinks && (n < lo || n > hi) {
+		msg := fmt.Sprintf("--mode %s takes %d..%d --link flags, got %d", m, lo, hi, n)
+		if m == modes.SwitchMode {
+			msg += " (one takes links added while running: --max-links above 1)"
+		}
+		return usageError{msg}
 	}
 	return nil
 }
