@@ -39,13 +39,18 @@ type Plan struct {
 	Queues int
 	// LinkQueues is each link's RX queue count: every queue gets a socket.
 	LinkQueues []int
-	// RingSize is the entries of each RX and TX ring; fill and completion
-	// rings of a TX lane's socket get twice as many (fillSize).
+	// RingSize is the entries of each RX and TX ring of the links given;
+	// fill and completion rings of a TX lane's socket get twice as many
+	// (fillSize). With the ring size auto and MaxLinks above the links
+	// given, it is the size they would have alone only as far as the UMEM
+	// stays within 1/16 of what it would be at AddedRingSize
+	// (givenRingSize), never below AddedRingSize.
 	RingSize uint32
 	// AddedRingSize is the ring size of a link added while running
 	// (AddLink): RingSize when set by hand; with the ring size auto, the
-	// one MaxLinks links would get, so that the links given keep theirs
-	// and each one to come costs what it would at start.
+	// one MaxLinks links would get, so that each one to come costs what it
+	// would at start, and the UMEM of a forwarder that took them is within
+	// 10 % of one started with all of them.
 	AddedRingSize uint32
 	Batch         int
 	// FrameSize and ZeroCopy as package zcbuf fitted them to the drivers:
