@@ -438,7 +438,7 @@ func TestFakeReconfigureLinks(t *testing.T) {
 // 10 % of the UMEM of one started with 64 (issue 21): each link to come
 // gets what it would have in a switch started with 64 (that ring size, its
 // frames, its lanes' frag blocks), and the 2 links' rings grow above that
-// only while the UMEM stays within 1/16 of it (givenRingSize). A ring size
+// only while the UMEM stays within 10 % of it (givenRingSize). A ring size
 // set by hand is every link's; MaxLinks 0 leaves the sizing of before
 // alone (2048-entry rings, 32 frag blocks a lane).
 func TestMaxLinksMemory(t *testing.T) {

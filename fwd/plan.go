@@ -43,7 +43,7 @@ type Plan struct {
 	// fill and completion rings of a TX lane's socket get twice as many
 	// (fillSize). With the ring size auto and MaxLinks above the links
 	// given, it is the size they would have alone only as far as the UMEM
-	// stays within 1/16 of what it would be at AddedRingSize
+	// stays within 10 % of what it would be at AddedRingSize
 	// (givenRingSize), never below AddedRingSize.
 	RingSize uint32
 	// AddedRingSize is the ring size of a link added while running
@@ -497,13 +497,13 @@ func fragBlocks(ring uint32, chunk, block int) int {
 
 // givenRingSize is the auto ring size of the links given when more may be
 // added (MaxLinks above them): as large as they would have alone
-// (p.RingSize), but only as far as the UMEM stays within 1/16 (6.25 %) of
-// what it would be with every link at AddedRingSize, the size of MaxLinks
-// links at start. So a forwarder started with 2 links that takes 62 more
-// maps about what one started with 64 does (within 10 %, with the 2 MiB
-// steps the zones are laid out in), where the 2 links' 2048-entry rings
-// alone would take more than the 62 others. The links given keep at least
-// AddedRingSize.
+// (p.RingSize), but only as far as the UMEM, laid out (umem.Config.Size),
+// stays within 10 % of what it is with every link at AddedRingSize: the
+// UMEM of MaxLinks links at start. So a forwarder started with 2 links
+// that takes 62 more maps within 10 % of one started with 64, where the 2
+// links' 2048-entry rings alone would take more than the 62 others; and
+// the links given keep the largest rings that allows (an uplink alone of
+// 64: 512 entries), at least AddedRingSize.
 func givenRingSize(p *Plan, fragOrder int, links []linkInfo) uint32 {
 	q := *p
 	q.RingSize = p.AddedRingSize
@@ -511,7 +511,7 @@ func givenRingSize(p *Plan, fragOrder int, links []linkInfo) uint32 {
 	ring := p.RingSize
 	for ; ring > p.AddedRingSize; ring /= 2 {
 		q.RingSize = ring
-		if umemConfig(&q, fragOrder, links).Size()-base <= base/16 {
+		if umemConfig(&q, fragOrder, links).Size()-base <= base/10 {
 			break
 		}
 	}
