@@ -482,10 +482,10 @@ const maxLaneFragBlocks = 32
 // fragBlocks is the frag blocks set aside for a TX lane of ring entries,
 // frames of chunk bytes, blocks of block bytes. A lane has at most a TX
 // ring of descriptors in flight, and a copy in a block (a flood copy, a
-// repacked multi-buffer packet) takes at most a chunk per descriptor
-// (packets start on a chunk boundary at most, and no descriptor is longer
-// than a chunk), so a ring's worth of chunks fills every block the lane
-// can hold; 2 more cover the block its worker's packer is filling and one
+// repacked multi-buffer packet) takes at most a chunk per descriptor (it
+// starts on a boundary of a chunk at most, and no descriptor holds more
+// than a chunk), so a ring's worth of chunks is all the lane can hold in
+// blocks; 2 more cover the block its worker's packer is filling and one
 // that a last straggling descriptor keeps from the pool. More would lie
 // idle: a 64-entry lane needs 4 blocks of 64 KiB, not 32. When a worker
 // finds none, a copy goes to free frames instead (layOutCopy) and a
