@@ -31,8 +31,11 @@ type Config struct {
 	// Handler, Links and those added later (Forwarder.AddLink) together:
 	// the UMEM is sized for that many at start (each future link's fill
 	// rings and TX in flight set aside, as if it were there), since it is
-	// registered once. 0: the links given, nothing set aside; at most
-	// MaxLinks (64, a LinkSet's size). Without a Handler, 0 or 2.
+	// registered once. With RingSize auto the links given then keep
+	// smaller rings (Plan.RingSize), so that MaxLinks links added later
+	// take within 10 % of the memory of MaxLinks given at start. 0: the
+	// links given, nothing set aside; at most MaxLinks (64, a LinkSet's
+	// size). Without a Handler, 0 or 2.
 	MaxLinks int
 	// Handler decides each packet's way (handler.go); nil cross-connects
 	// the two links.

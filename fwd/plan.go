@@ -39,13 +39,18 @@ type Plan struct {
 	Queues int
 	// LinkQueues is each link's RX queue count: every queue gets a socket.
 	LinkQueues []int
-	// RingSize is the entries of each RX and TX ring; fill and completion
-	// rings of a TX lane's socket get twice as many (fillSize).
+	// RingSize is the entries of each RX and TX ring of the links given;
+	// fill and completion rings of a TX lane's socket get twice as many
+	// (fillSize). With the ring size auto and MaxLinks above the links
+	// given, it is the size they would have alone only as far as the UMEM
+	// stays within 10 % of what it would be at AddedRingSize
+	// (givenRingSize), never below AddedRingSize.
 	RingSize uint32
 	// AddedRingSize is the ring size of a link added while running
 	// (AddLink): RingSize when set by hand; with the ring size auto, the
-	// one MaxLinks links would get, so that the links given keep theirs
-	// and each one to come costs what it would at start.
+	// one MaxLinks links would get, so that each one to come costs what it
+	// would at start, and the UMEM of a forwarder that took them is within
+	// 10 % of one started with all of them.
 	AddedRingSize uint32
 	Batch         int
 	// FrameSize and ZeroCopy as package zcbuf fitted them to the drivers:
@@ -243,6 +248,10 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	if err := p.resolveMultiBuffer(cfg.MultiBufferMode, links); err != nil {
 		return Plan{}, err
 	}
+	if cfg.RingSize == 0 && p.MaxLinks > len(links) {
+		// Weighed on the frame size and frag zone just settled.
+		p.RingSize = givenRingSize(&p, cfg.FragOrder, links)
+	}
 	p.UMEM = umemConfig(&p, cfg.FragOrder, links)
 	p.FragOrder = p.UMEM.FragOrder
 	var err error
@@ -420,10 +429,10 @@ func fillSizeOf(ring uint32, queues, q int) uint32 {
 
 // umemConfig sizes the UMEM from the rings in use: per socket a full fill
 // ring lent to the kernel, per TX lane a TX ring's worth in flight, and
-// frag blocks per TX lane, not per socket. Every socket's buffer pool in
-// the kernel has an entry per UMEM chunk, so the UMEM's size also sets how
-// long each bind takes and how much kernel memory each socket costs.
-// fragOrder is Config.FragOrder.
+// frag blocks per TX lane (fragBlocks), not per socket. Every socket's
+// buffer pool in the kernel has an entry per UMEM chunk, so the UMEM's
+// size also sets how long each bind takes and how much kernel memory each
+// socket costs. fragOrder is Config.FragOrder.
 //
 // The links that may be added (Plan.MaxLinks) get as much set aside at
 // AddedRingSize, as links of one RX queue per worker: their fill rings
@@ -459,10 +468,58 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 		// and every socket's bind pays per UMEM chunk.
 		ucfg.FragOrder = 0
 	}
+	ucfg.FragBlocks = 0
+	if ucfg.FragOrder != 0 {
+		ucfg.FragBlocks = len(links)*p.Queues*fragBlocks(p.RingSize, p.FrameSize, ucfg.FragBlockSize()) +
+			spare*p.Queues*fragBlocks(p.AddedRingSize, p.FrameSize, ucfg.FragBlockSize())
+	}
 	if p.InlineMax == 0 {
 		ucfg.InlineSlots = 0
 	}
 	return ucfg
+}
+
+// maxLaneFragBlocks is the most frag blocks a TX lane gets (2 MiB of
+// 64 KiB blocks), what every lane had before they were sized by its ring.
+const maxLaneFragBlocks = 32
+
+// fragBlocks is the frag blocks set aside for a TX lane of ring entries,
+// frames of chunk bytes, blocks of block bytes. A lane has at most a TX
+// ring of descriptors in flight, and a copy in a block (a flood copy, a
+// repacked multi-buffer packet) takes at most a chunk per descriptor (it
+// starts on a boundary of a chunk at most, and no descriptor holds more
+// than a chunk), so a ring's worth of chunks is all the lane can hold in
+// blocks; 2 more cover the block its worker's packer is filling and one
+// that a last straggling descriptor keeps from the pool. More would lie
+// idle: a 64-entry lane needs 4 blocks of 64 KiB, not 32. When a worker
+// finds none, a copy goes to free frames instead (layOutCopy) and a
+// repack leaves as the packet's own chain, so a lane's share is no hard
+// limit either.
+func fragBlocks(ring uint32, chunk, block int) int {
+	return min((int(ring)*chunk+block-1)/block+2, maxLaneFragBlocks)
+}
+
+// givenRingSize is the auto ring size of the links given when more may be
+// added (MaxLinks above them): as large as they would have alone
+// (p.RingSize), but only as far as the UMEM, laid out (umem.Config.Size),
+// stays within 10 % of what it is with every link at AddedRingSize: the
+// UMEM of MaxLinks links at start. So a forwarder started with 2 links
+// that takes 62 more maps within 10 % of one started with 64, where the 2
+// links' 2048-entry rings alone would take more than the 62 others; and
+// the links given keep the largest rings that allows (an uplink alone of
+// 64: 512 entries), at least AddedRingSize.
+func givenRingSize(p *Plan, fragOrder int, links []linkInfo) uint32 {
+	q := *p
+	q.RingSize = p.AddedRingSize
+	base := umemConfig(&q, fragOrder, links).Size()
+	ring := p.RingSize
+	for ; ring > p.AddedRingSize; ring /= 2 {
+		q.RingSize = ring
+		if umemConfig(&q, fragOrder, links).Size()-base <= base/10 {
+			break
+		}
+	}
+	return ring
 }
 
 // allowed reports whether every CPU of cpus is one of set.

@@ -125,17 +125,10 @@ func New(cfg Config) (*Region, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("umem: %w", err)
 	}
-	var off uint64
-	inlineOff := off
-	off += uint64(cfg.InlineSlots) * InlineSlotSize
-	fragOff := alignUp(off, uint64(max(cfg.FragBlockSize(), smallPage)))
 	if cfg.FragOrder == 0 {
 		cfg.FragBlocks = 0
 	}
-	off = fragOff + uint64(cfg.FragBlocks)*uint64(cfg.FragBlockSize())
-	frameOff := alignUp(off, uint64(cfg.FrameSize))
-	off = frameOff + uint64(cfg.Frames)*uint64(cfg.FrameSize)
-	size := alignUp(off, hugePage)
+	inlineOff, fragOff, frameOff, size := cfg.layout()
 
 	mem, backing, err := mapRegion(int(size), cfg.HugePages)
 	if err != nil {
@@ -148,6 +141,29 @@ func New(cfg Config) (*Region, error) {
 	r.Frames = newZone("frames", frameOff, uint64(cfg.FrameSize), cfg.Frames)
 	r.zones = []*Zone{r.Inline, r.Frags, r.Frames}
 	return r, nil
+}
+
+// layout is where each zone starts and the region's size: inline first,
+// frag blocks aligned to their size, frames to theirs, the whole a
+// multiple of a huge page.
+func (c Config) layout() (inlineOff, fragOff, frameOff, size uint64) {
+	off := uint64(c.InlineSlots) * InlineSlotSize
+	fragOff = alignUp(off, uint64(max(c.FragBlockSize(), smallPage)))
+	if c.FragOrder != 0 {
+		off = fragOff + uint64(c.FragBlocks)*uint64(c.FragBlockSize())
+	} else {
+		off = fragOff
+	}
+	frameOff = alignUp(off, uint64(c.FrameSize))
+	off = frameOff + uint64(c.Frames)*uint64(c.FrameSize)
+	return 0, fragOff, frameOff, alignUp(off, hugePage)
+}
+
+// Size is the bytes a region of c maps (Region.Size once New made it):
+// what a caller sizing its zones can weigh before mapping anything.
+func (c Config) Size() int {
+	_, _, _, size := c.layout()
+	return int(size)
 }
 
 func alignUp(v, a uint64) uint64 { return (v + a - 1) / a * a }

@@ -29,6 +29,9 @@ func TestLayout(t *testing.T) {
 			if r.Size()%hugePage != 0 {
 				t.Errorf("size %d not a multiple of 2 MiB", r.Size())
 			}
+			if r.Size() != tc.cfg.Size() {
+				t.Errorf("region of %d bytes, Config.Size %d", r.Size(), tc.cfg.Size())
+			}
 			var end uint64
 			for _, z := range r.Zones() {
 				if z.Len() == 0 {

@@ -219,8 +219,11 @@ func (r *reloader) restore(interval time.Duration) time.Duration {
 		return interval
 	}
 	// r.last has the command line's flags as at start: only the
-	// file's settings differ.
-	rc, err := r.f.Reconfigure(r.last.cfg)
+	// file's settings differ. Its links were applied to the forwarder
+	// before, and the rebuilt one has what that one had (keptLinks).
+	next := r.last.cfg
+	next.Links = slices.DeleteFunc(r.f.Links(), func(s string) bool { return s == "" })
+	rc, err := r.f.Reconfigure(next)
 	err = errors.Join(err, rc.Failed)
 	if applied := r.applied(rc, r.last); len(applied) > 0 {
 		r.logger.Info("reloaded settings applied to the rebuilt forwarder", "file", r.last.config, "applied", strings.Join(applied, " "))

@@ -551,12 +551,17 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if ff.mode == "txonly" {
 		return runTxOnly(ctx, ff, &st.gf, cfg, logger, *interval, *summary, stderr)
 	}
+	var kept keptLinks
 	for {
-		f, err := fwd.New(cfg)
+		// A rebuilt forwarder starts with the Config's links it still
+		// had, and takes those added while running after (kept.restore).
+		start := cfg
+		start.Links = kept.start(cfg.Links)
+		f, err := fwd.New(start)
 		if err != nil {
 			if *waitLinks && errors.Is(err, fwd.ErrUnknownLink) {
 				logger.Warn("waiting for the links to exist", "err", err)
-				if !waitForLinks(ctx, cfg.Links, hup, logger) {
+				if !waitForLinks(ctx, start.Links, hup, logger) {
 					return nil
 				}
 				continue
@@ -567,6 +572,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 			f.Close()
 			return err
 		}
+		kept.restore(f, start.Links, logger)
 		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
@@ -592,6 +598,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
 		stopSink()
 		stopMetrics()
+		kept.record(f)
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)
 		logSink(logger, ff.sink)
@@ -608,7 +615,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		if *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil {
 			logger.Warn("a link is gone; waiting for both to return (--wait-for-links)", "err", err)
-			if !waitForLinks(ctx, cfg.Links, hup, logger) {
+			if !waitForLinks(ctx, kept.start(cfg.Links), hup, logger) {
 				return nil
 			}
 			continue
