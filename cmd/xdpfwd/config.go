@@ -234,6 +234,26 @@ func (r *reloader) restore(interval time.Duration) time.Duration {
 	return r.last.interval
 }
 
+// reloadLinks is the link list a reload asks the forwarder for: the links
+// it has (live, holes "" included), less those the file listed before
+// (was) and no longer does (now), plus those it lists now. A link added
+// over the control socket (a pod's, by the CNI plugin) is no link of the
+// file's: a reload keeps it.
+func reloadLinks(live, was, now []string) []string {
+	var out []string
+	for _, n := range live {
+		if n != "" && (slices.Contains(now, n) || !slices.Contains(was, n)) {
+			out = append(out, n)
+		}
+	}
+	for _, n := range now {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // applied names the live changes of rc as flag=value, spelled as next's
 // flags spell them.
 func (r *reloader) applied(rc fwd.Reconfiguration, next *runSettings) []string {
@@ -254,7 +274,13 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 	if err != nil {
 		return interval, err
 	}
-	rc, err := r.f.Reconfigure(next.cfg)
+	prev := r.start
+	if r.last != nil {
+		prev = r.last
+	}
+	cfg := next.cfg
+	cfg.Links = reloadLinks(r.f.Links(), prev.cfg.Links, next.cfg.Links)
+	rc, err := r.f.Reconfigure(cfg)
 	if err != nil {
 		return interval, err
 	}

@@ -196,7 +196,8 @@ func TestReloadLinks(t *testing.T) {
 		}
 		return names
 	}
-	for i, links := range [][]string{{p.LinkA, p.LinkB, extra}, {p.LinkA, p.LinkB}} {
+	reload := func(i int, links []string, want []string) {
+		t.Helper()
 		write(links...)
 		d.signal(syscall.SIGHUP)
 		deadline := time.Now().Add(10 * time.Second)
@@ -206,10 +207,20 @@ func TestReloadLinks(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if got := list(); !slices.Equal(got, links) {
-			t.Errorf("after reload %d: link list %q, want %q\n%s", i+1, got, links, d.stderr.String())
+		if got := list(); !slices.Equal(got, want) {
+			t.Errorf("after reload %d: link list %q, want %q\n%s", i+1, got, want, d.stderr.String())
 		}
 	}
+	reload(0, []string{p.LinkA, p.LinkB, extra}, []string{p.LinkA, p.LinkB, extra})
+	reload(1, []string{p.LinkA, p.LinkB}, []string{p.LinkA, p.LinkB})
+	// A link added over the control socket (a pod's, by the CNI plugin)
+	// is not the file's: a reload that leaves the file's list alone
+	// leaves it too, and one that drops a file's link drops only that.
+	if r := runBin(t, 10*time.Second, nil, "link", "add", extra, "--control", ctl); r.code != 0 {
+		t.Fatalf("link add %s: exit %d, %s", extra, r.code, r.stderr)
+	}
+	reload(2, []string{p.LinkA, p.LinkB}, []string{p.LinkA, p.LinkB, extra})
+	reload(3, []string{p.LinkA}, []string{p.LinkA, extra})
 	log := d.stderr.String()
 	if !strings.Contains(log, `applied="link=`) || !strings.Contains(log, `needs_restart=""`) {
 		t.Errorf("reload log: want the link change applied, no restart:\n%s", log)
