@@ -29,31 +29,7 @@ func TestVethLinksWhileForwarding(t *testing.T) {
 }
 
 func vethLinksWhileForwarding(t *testing.T, workers int) {
-	h, err := topo.NewHosts(4, topo.Options{Queues: workers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	sw := modes.NewSwitch(2, 1024, time.Minute)
-	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: sw, MaxLinks: 4, Queues: workers, NoPin: true, HugePages: umem.HugePagesOff})
-	if err != nil {
-		t.Fatalf("fwd.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		if err := f.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if n := f.Leaked(); n != 0 {
-			t.Errorf("Leaked() = %d after 20 add/remove cycles, want 0", n)
-		}
-	}()
+	h, f := runVethSwitch(t, 4, workers)
 	if res, err := topo.Ping(h.NS[0], h.V4[1], 3, 5*time.Second); err != nil || res.Received == 0 {
 		t.Fatalf("ping 0 → 1 before any change: %+v %v", res, err)
 	}
@@ -123,30 +99,7 @@ func vethLinksWhileForwarding(t *testing.T, workers int) {
 // each step, and every frame comes back at Close.
 func TestVethRemoveFirstLink(t *testing.T) {
 	topo.RequireRoot(t)
-	h, err := topo.NewHosts(3, topo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: modes.NewSwitch(2, 1024, time.Minute), MaxLinks: 3, Queues: 1, HugePages: umem.HugePagesOff})
-	if err != nil {
-		t.Fatalf("fwd.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		if err := f.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if n := f.Leaked(); n != 0 {
-			t.Errorf("Leaked() = %d, want 0", n)
-		}
-	}()
+	h, f := runVethSwitch(t, 3, 1)
 	ping := func(from, to int) {
 		t.Helper()
 		if res, err := topo.Ping(h.NS[from], h.V4[to], 3, 5*time.Second); err != nil || res.Received != 3 {
@@ -166,6 +119,40 @@ func TestVethRemoveFirstLink(t *testing.T) {
 	}
 	ping(0, 1)
 	ping(0, 2)
+}
+
+// runVethSwitch runs a switch between the first two of n hosts on veths
+// (of workers queues, as many workers), able to take the others; at the
+// test's end Run must have returned nil, Close too, and every UMEM
+// address come back.
+func runVethSwitch(t *testing.T, n, workers int) (*topo.Hosts, *fwd.Forwarder) {
+	t.Helper()
+	h, err := topo.NewHosts(n, topo.Options{Queues: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	f, err := fwd.New(fwd.Config{Links: h.Links[:2], Handler: modes.NewSwitch(2, 1024, time.Minute), MaxLinks: n, Queues: workers, NoPin: true, HugePages: umem.HugePagesOff})
+	if err != nil {
+		t.Fatalf("fwd.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	// Before the hosts' cleanup (registered earlier, run later).
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if n := f.Leaked(); n != 0 {
+			t.Errorf("Leaked() = %d after the links' adds and removes, want 0", n)
+		}
+	})
+	return h, f
 }
 
 // pct is the p-th percentile of d.
