@@ -70,6 +70,7 @@ func scenarios() []scenario {
 		{"link-down-up", testLinkDownUp},
 		{"flows-sticky", testFlowsSticky},
 		{"jumbo", testJumbo},
+		{"runtime-link", testRuntimeLink},
 	}
 }
 
@@ -195,6 +196,55 @@ func testZeroCopyRefused(t *testing.T, vm *VM) {
 			t.Logf("refused: %s", lastLine(out))
 		})
 	}
+}
+
+// testRuntimeLink: a veth joins the NICs' switch while it runs, as a
+// pod's does (`xdpfwd link add`, of two queues: as many as the workers at
+// most), in copy mode: both hosts ping the guest's address behind it; it
+// leaves (`link del`) and the NICs still forward, nothing leaked. In
+// zero-copy mode the add is refused, saying why.
+func testRuntimeLink(t *testing.T, vm *VM) {
+	addrC := netip.MustParseAddr("198.18.7.3")
+	vm.Run(t, "agent veth rl0 rl1 2 && ip link set rl0 up && ip link set rl1 up && ip addr add "+addrC.String()+"/24 dev rl1", 10*time.Second)
+	defer vm.Run(t, "ip link del rl0", 10*time.Second)
+	const ctl = "/tmp/rl.sock"
+	link := func(op string) (int, string) {
+		rc, out, err := vm.Exec("xdpfwd link "+op+" rl0 --control "+ctl, 60*time.Second)
+		if err != nil {
+			t.Fatalf("guest: xdpfwd link %s: %v", op, err)
+		}
+		return rc, out
+	}
+	t.Run("copy", func(t *testing.T) {
+		d := vm.StartXdpfwd(t, "--mode", "switch", "--link", NIC0, "--link", NIC1, "--zerocopy", "off", "--control", ctl)
+		vm.WaitCarrier(t)
+		pingBoth(t, vm, 3)
+		t.Logf("guest: %s", d.Ready)
+		if rc, out := link("add"); rc != 0 {
+			t.Fatalf("xdpfwd link add rl0: exit %d\n%s\n%s", rc, out, d.Log(t))
+		}
+		for _, from := range []*topo.NS{vm.A, vm.B} {
+			if r, err := topo.Ping(from, addrC, 5, 60*time.Second); err != nil || r.Received != 5 {
+				t.Fatalf("ping %s (behind the added veth) from %s: %+v %v\n%s", addrC, from.Name, r, err, d.Log(t))
+			}
+		}
+		if rc, out := link("del"); rc != 0 {
+			t.Fatalf("xdpfwd link del rl0: exit %d\n%s", rc, out)
+		}
+		pingBoth(t, vm, 5)
+		s := d.Stop(t)
+		checkSummary(t, s)
+		if l := s.Links["rl0"]; l.RXPackets == 0 || l.TXPackets == 0 {
+			t.Errorf("summary of the removed rl0: rx %d tx %d, want both above 0", l.RXPackets, l.TXPackets)
+		}
+	})
+	t.Run("zerocopy", func(t *testing.T) {
+		d := vm.StartXdpfwd(t, "--mode", "switch", "--link", NIC0, "--link", NIC1, "--zerocopy", "on", "--control", ctl)
+		if rc, out := link("add"); rc == 0 || !strings.Contains(out, "zero-copy") {
+			t.Errorf("xdpfwd link add rl0 in zero-copy mode: exit %d, want a refusal naming zero-copy:\n%s", rc, out)
+		}
+		checkSummary(t, d.Stop(t))
+	})
 }
 
 // testPromiscOff: --promisc off leaves the links alone, so unicast frames

@@ -37,9 +37,18 @@ func main() {
 	if len(os.Args) == 3 && os.Args[1] == "link" {
 		os.Exit(showLink(os.Args[2]))
 	}
-	if len(os.Args) == 4 && os.Args[1] == "veth" {
-		// busybox's ip cannot make a veth pair.
-		err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: os.Args[2]}, PeerName: os.Args[3]})
+	if (len(os.Args) == 4 || len(os.Args) == 5) && os.Args[1] == "veth" {
+		// busybox's ip cannot make a veth pair. An optional count gives
+		// both ends as many RX and TX queues.
+		q := 1
+		if len(os.Args) == 5 {
+			if _, err := fmt.Sscan(os.Args[4], &q); err != nil || q < 1 {
+				fmt.Fprintln(os.Stderr, "agent: veth: queues", os.Args[4])
+				os.Exit(2)
+			}
+		}
+		la := netlink.LinkAttrs{Name: os.Args[2], NumTxQueues: q, NumRxQueues: q}
+		err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: os.Args[3], PeerNumTxQueues: uint32(q), PeerNumRxQueues: uint32(q)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "agent: veth:", err)
 			os.Exit(1)
