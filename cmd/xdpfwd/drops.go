@@ -82,7 +82,16 @@ func dropReasons(l fwd.LinkStats) string {
 // logTotals logs, after the "stopped" line, each link's totals of the run:
 // packets and bytes each way and the drops by reason.
 func logTotals(logger *slog.Logger, sum fwd.Summary, links []string) {
-	for _, name := range links {
+	// The --link links in their order, then those added while running
+	// (the summary has every link the forwarder had), by name.
+	var added []string
+	for name := range sum.Links {
+		if !slices.Contains(links, name) {
+			added = append(added, name)
+		}
+	}
+	slices.Sort(added)
+	for _, name := range append(slices.Clone(links), added...) {
 		l, ok := sum.Links[name]
 		if !ok {
 			continue

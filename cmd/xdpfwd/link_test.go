@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -247,5 +248,15 @@ func TestSwitchOneUplink(t *testing.T) {
 	res, err := topo.Ping(h.NS[1], h.V4[0], 5, 10*time.Second)
 	if err != nil || res.Received != 5 {
 		t.Fatalf("ping from the added link's host to the uplink's: %+v %v\n%s", res, err, d.stderr.String())
+	}
+	// At stop the added link's totals are logged beside the uplink's.
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(20 * time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, d.stderr.String())
+	}
+	for _, l := range h.Links {
+		if !regexp.MustCompile(`msg="link totals" link=` + l + ` rx_packets=[1-9]`).MatchString(d.stderr.String()) {
+			t.Errorf("no link totals with packets for %s at stop:\n%s", l, d.stderr.String())
+		}
 	}
 }
