@@ -288,9 +288,15 @@ func testFakeLinkRemoveUnderLoad(t *testing.T, workers int) {
 	var sent atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
+	var stuck atomic.Bool // l0 took no frame for 10 s
 	wg.Go(func() {
 		for i := 0; !stop.Load(); i++ {
+			deadline := time.Now().Add(10 * time.Second)
 			for !r.links[0].Inject(i%workers, seqFrame(macB, macA, 6, uint32(i), 64+i%200), rxInOrder(r.env, i)) {
+				if stop.Load() && i > 0 || time.Now().After(deadline) {
+					stuck.Store(!stop.Load())
+					return
+				}
 				time.Sleep(20 * time.Microsecond)
 			}
 			sent.Add(1)
@@ -337,6 +343,9 @@ func testFakeLinkRemoveUnderLoad(t *testing.T, workers int) {
 	stop.Store(true)
 	wg.Wait()
 	collecting.Wait()
+	if stuck.Load() {
+		t.Fatalf("l0 took no frame for 10 s after %d: %+v; l0 %+v", sent.Load(), r.links[0].Counters(), r.f.LinkStats(0))
+	}
 	total := int(sent.Load())
 	collect(func() bool { return len(got) >= total })
 	if len(got) != total {
