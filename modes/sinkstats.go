@@ -81,6 +81,7 @@ func (*CountingSink) Promiscuous() bool { return false }
 func (s *CountingSink) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch
 	var other, untracked, batchClk uint64
+	var latSum int64
 	for i := range pkts {
 		pkts[i].Drop()
 		p, ok := gen.Parse(pkts[i].Data)
@@ -99,7 +100,11 @@ func (s *CountingSink) Handle(pkts []fwd.Packet) {
 			at = now
 			batchClk++
 		}
-		s.hist.Add(at - tx)
+		s.hist.add(at - tx)
+		latSum += max(at-tx, 0)
+	}
+	if latSum != 0 {
+		s.hist.sum.Add(latSum)
 	}
 	if batchClk > 0 {
 		s.batchClk.Add(batchClk)
@@ -256,6 +261,7 @@ type LatencyReport struct {
 	P99     int64    `json:"p99"`
 	P999    int64    `json:"p999"`
 	Max     int64    `json:"max"`
+	Sum     int64    `json:"sum"` // of every value
 	Buckets []Bucket `json:"buckets,omitempty"`
 }
 
@@ -287,6 +293,7 @@ func (s *CountingSink) Report() SinkReport {
 type Histogram struct {
 	counts [histBuckets]atomic.Uint64
 	max    atomic.Int64
+	sum    atomic.Int64 // of the values counted, for a Prometheus histogram's _sum
 }
 
 const (
@@ -317,6 +324,12 @@ func bucketTop(i int) int64 {
 
 // Add counts one value (a negative one as 0).
 func (h *Histogram) Add(v int64) {
+	h.add(v)
+	h.sum.Add(max(v, 0))
+}
+
+// add is Add but for the sum, which the caller adds (once per batch).
+func (h *Histogram) add(v int64) {
 	h.counts[bucketOf(v)].Add(1)
 	for m := h.max.Load(); v > m && !h.max.CompareAndSwap(m, v); m = h.max.Load() {
 	}
@@ -340,7 +353,7 @@ func (h *Histogram) Report() LatencyReport {
 			r.Buckets = append(r.Buckets, Bucket{UpTo: bucketTop(i), Count: c[i]})
 		}
 	}
-	r.Max = h.max.Load()
+	r.Max, r.Sum = h.max.Load(), h.sum.Load()
 	if r.Count == 0 {
 		return r
 	}

@@ -54,7 +54,7 @@ func TestCountingSinkSequences(t *testing.T) {
 		{"late-beyond-window", cat(span(0, 0, 1500), span(0, 1501, 4000), seqs(0, 1500)), 4000, 0, 1, 0},
 		{"duplicates", seqs(0, 0, 1, 1, 2, 0, 3, 3), 7, 0, 0, 3},
 		{"two-flows", cat(seqs(1, 0, 1, 3), seqs(2, 0, 2, 1, 1)), 7, 1, 1, 1},
-		{"wrap", seqs(0, 1<<32-2, 1<<32-1, 0, 2), 4, 1<<32 - 2 + 1, 0, 0},                                                 // the head before 2^32-2 is lost too
+		{"wrap", seqs(0, 1<<32-2, 1<<32-1, 0, 2), 4, 1<<32 - 2 + 1, 0, 0}, // the head before 2^32-2 is lost too
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := modes.NewSink(func() int64 { return 5000 })
