@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
@@ -77,6 +78,9 @@ type Config struct {
 	ZeroCopy xsk.ZeroCopy
 	// HugePages backs the region; the zero value is umem's auto.
 	HugePages umem.HugePages
+	// CPUs, if set, pins socket k's thread to CPUs[k%len(CPUs)]: a
+	// benchmark keeps the generator off the CPUs of what it measures.
+	CPUs []int
 }
 
 // Generator is a running txonly generator.
@@ -371,7 +375,16 @@ func (g *Generator) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+			if c := g.cfg.CPUs; len(c) == 0 {
+				defer runtime.UnlockOSThread()
+			} else { // the pinned thread ends with the goroutine, locked
+				var set unix.CPUSet
+				set.Set(c[i%len(c)])
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					errs[i] = fmt.Errorf("txonly: pin queue %d to CPU %d: %w", i, c[i%len(c)], err)
+					return
+				}
+			}
 			errs[i] = q.run(start, end, &stop)
 		}()
 	}

@@ -149,3 +149,38 @@ func TestBenchBridge(t *testing.T) {
 		t.Fatalf("no latency table:\n%s", r.stdout)
 	}
 }
+
+// TestVerify: an NDR found by majority, or by one lucky trial, is
+// confirmed by n trials in a row, lowered by a step per failure until
+// they all pass; a rate that passes stays (its slowest trial's offered
+// rate), and one that never passes within the steps is reported
+// unverified.
+func TestVerify(t *testing.T) {
+	const capacity = 200e3
+	for _, tc := range []struct {
+		name     string
+		found    float64 // the search's NDR
+		steps    int
+		want     float64
+		verified bool
+		trials   int
+	}{
+		{"holds", 190e3, 4, 190e3, true, 3},
+		{"lucky-high", 215e3, 8, 200e3, true, 6}, // 215, 210, 205 fail at once; 200 passes 3
+		{"too-few-steps", 260e3, 2, 250e3, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			// Every trial above capacity+1 pps loses.
+			trial := fakeDUT(capacity+1, 1e6, &n)
+			res, err := Verify(trial, SearchResult{Rate: tc.found}, 0, 3, 5e3, tc.steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantTrials := tc.trials
+			if res.Rate != tc.want || res.Verified != tc.verified || len(res.VerifyTrials) != wantTrials {
+				t.Fatalf("rate %.0f verified %v in %d trials; want %.0f, %v, %d", res.Rate, res.Verified, len(res.VerifyTrials), tc.want, tc.verified, wantTrials)
+			}
+		})
+	}
+}
