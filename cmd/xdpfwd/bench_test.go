@@ -184,3 +184,32 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchUnderrun: a trial whose generator fell short of its target
+// (Underrun, lossless or not) fails its rate: above 150 kpps the generator
+// here never reaches the target, so neither the search nor the
+// verification reports a rate above it, though the DUT loses nothing up to
+// 200 kpps.
+func TestSearchUnderrun(t *testing.T) {
+	n := 0
+	clean := fakeDUT(200e3, 1e6, &n)
+	trial := func(rate float64) (TrialResult, error) {
+		r, err := clean(rate)
+		r.Underrun = rate > 150e3
+		return r, err
+	}
+	r, err := Search(trial, 0, 300e3, 0, SearchParams{MaxTrials: 20, Precision: 0.01, Repeats: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rate > 150e3 || r.Rate < 145e3 {
+		t.Fatalf("NDR %.0f, want 145k..150k (the generator's reach)", r.Rate)
+	}
+	v, err := Verify(trial, SearchResult{Rate: 160e3}, 0, 3, 5e3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Verified || v.Rate != 150e3 {
+		t.Fatalf("verified %v at %.0f, want 150k", v.Verified, v.Rate)
+	}
+}
