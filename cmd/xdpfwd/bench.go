@@ -51,7 +51,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	maxRate := fs.String("max-rate", "0", "upper bound of the search, packets/s (0: what the generator sends unpaced, measured first)")
 	flows := fs.Int("flows", 1, "generator flows")
 	warmup := fs.Duration("warmup", time.Second, "an unpaced trial before each DUT's search, not counted, so caches, rings and CPU clocks are warm (0: none)")
-	verify := fs.Int("verify", 3, "trials at the NDR found that must all lose nothing; a failure lowers the rate by --precision of the top and verifies again (0: none)")
+	verify := fs.Int("verify", 3, "trials at the NDR found that must all lose nothing; a failure lowers the rate by --precision of it and verifies again (0: none)")
 	pin := fs.String("pin", "off", "on: with 2+ CPUs the generator on CPU 0, an xdpfwd DUT's worker on CPU 1 and the sink on CPU 0 (the kernel DUTs run in the generator's softirq: the sink on CPU 1), for a machine of its own; off: the scheduler places them, better when other loads share the CPUs")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -437,7 +437,9 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 	}
 	// The NDR is a maximum over trials that passed by majority, or one
 	// lucky PDR trial: verify it, lower until every trial at it passes.
-	if res.NDR, err = Verify(trial, res.NDR, 0, r.verify, sp.Precision*hi, 8); err != nil {
+	// Steps of --precision of the NDR itself: the search's top (the
+	// unpaced rate) may be several times the NDR.
+	if res.NDR, err = Verify(trial, res.NDR, 0, r.verify, sp.Precision*res.NDR.Rate, 8); err != nil {
 		return res, err
 	}
 	for _, f := range []float64{0.1, 0.5, 0.9} {
