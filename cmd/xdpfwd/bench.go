@@ -330,8 +330,9 @@ type benchResult struct {
 	Warmup *TrialResult `json:"warmup,omitempty"`
 }
 
-// A trial whose generator offered less than underrunShare of its target
-// is made again, up to underrunTries in all.
+// A trial whose generator offered less than underrunShare of its target,
+// or whose sink dropped frames itself, is made again, up to underrunTries
+// in all.
 const (
 	underrunShare = 0.95
 	underrunTries = 3
@@ -392,7 +393,8 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 		var err error
 		// A trial whose generator fell short of the target (it was
 		// descheduled) measured a lower rate than the search asks
-		// about: again, up to underrunTries times, then it fails.
+		// about, and one whose sink dropped measured the sink: again,
+		// up to underrunTries times, then it stands (and fails).
 		for try := 1; ; try++ {
 			if t, err = r.run(rate, sizes, r.trial); err != nil {
 				return t, err
@@ -400,7 +402,7 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 			t.Underrun = rate > 0 && t.Offered < underrunShare*rate
 			fmt.Fprintf(r.log, "bench: %s %s target %s: offered %.0f pps, loss %.3f %% (%d of %d, %d in the sink)%s\n", dut, res.Size, rateName(rate), t.Offered, 100*t.Loss, t.Sent-t.Received, t.Sent, t.SinkDrops,
 				map[bool]string{true: ", generator short of the target"}[t.Underrun])
-			if !t.Underrun || try == underrunTries {
+			if !t.Underrun && t.SinkDrops == 0 || try == underrunTries {
 				return t, nil
 			}
 		}
