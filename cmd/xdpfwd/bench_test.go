@@ -132,7 +132,7 @@ func TestBenchBridge(t *testing.T) {
 	t.Logf("%s", r.stdout)
 	var row []string
 	for _, ln := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(ln); len(f) == 9 && f[0] == "bridge" && f[1] == "64" {
+		if f := strings.Fields(ln); len(f) == 10 && f[0] == "bridge" && f[1] == "64" {
 			row = f
 			break
 		}
@@ -141,9 +141,12 @@ func TestBenchBridge(t *testing.T) {
 		t.Fatalf("no result row for bridge 64 in:\n%s", r.stdout)
 	}
 	ndr, err1 := strconv.ParseFloat(row[4], 64)
-	pdr, err2 := strconv.ParseFloat(row[5], 64)
+	pdr, err2 := strconv.ParseFloat(row[6], 64)
 	if err1 != nil || err2 != nil || ndr <= 0 || ndr > 50e3*1.05 || pdr < ndr || math.IsNaN(ndr) {
-		t.Fatalf("NDR %q PDR %q: want 0 < NDR ≤ 50k ≤ ... PDR ≥ NDR\n%s", row[4], row[5], r.stdout)
+		t.Fatalf("NDR %q PDR %q: want 0 < NDR ≤ 50k ≤ ... PDR ≥ NDR\n%s", row[4], row[6], r.stdout)
+	}
+	if row[5] != "yes" && row[5] != "no" {
+		t.Fatalf("verified %q: want yes or no (--verify 3 by default)\n%s", row[5], r.stdout)
 	}
 	if !strings.Contains(r.stdout, "latency at 10/50/90 % of NDR") {
 		t.Fatalf("no latency table:\n%s", r.stdout)
