@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
@@ -32,6 +33,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
@@ -68,13 +70,17 @@ type Config struct {
 	Flows int
 	// Template gives the frames' addresses; a nil SrcMAC is each link's
 	// own address, a nil DstMAC broadcast, a zero SrcIP 198.18.0.1, a zero
-	// DstIP 198.18.0.2, a zero SrcPort 1024, a zero DstPort 9 (discard).
+	// DstIP 198.18.0.2, a zero SrcPort 1024, a zero DstPort 9 (discard),
+	// a zero Run a random one.
 	Template Template
 	RingSize uint32 // TX ring entries and buffers per socket; 0: 2048
 	Batch    int    // most packets per round; 0: 64
 	ZeroCopy xsk.ZeroCopy
 	// HugePages backs the region; the zero value is umem's auto.
 	HugePages umem.HugePages
+	// CPUs, if set, pins socket k's thread to CPUs[k%len(CPUs)]: a
+	// benchmark keeps the generator off the CPUs of what it measures.
+	CPUs []int
 }
 
 // Generator is a running txonly generator.
@@ -339,6 +345,9 @@ func (c *Config) defaults() error {
 	if t.DstPort == 0 {
 		t.DstPort = 9
 	}
+	for t.Run == 0 { // a run id of its own, so a sink tells this run from the last
+		t.Run = rand.Uint32()
+	}
 	if !t.ByIP && int(t.SrcPort)+c.Flows > 65536 {
 		return bad("flows %d from source port %d run past port 65535", c.Flows, t.SrcPort)
 	}
@@ -366,7 +375,16 @@ func (g *Generator) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+			if c := g.cfg.CPUs; len(c) == 0 {
+				defer runtime.UnlockOSThread()
+			} else { // the pinned thread ends with the goroutine, locked
+				var set unix.CPUSet
+				set.Set(c[i%len(c)])
+				if err := unix.SchedSetaffinity(0, &set); err != nil {
+					errs[i] = fmt.Errorf("txonly: pin queue %d to CPU %d: %w", i, c[i%len(c)], err)
+					return
+				}
+			}
 			errs[i] = q.run(start, end, &stop)
 		}()
 	}
@@ -503,11 +521,12 @@ type Summary struct {
 	Flows     int          `json:"flows"`
 	Sizes     []int        `json:"sizes"`
 	Rate      float64      `json:"target_pps"`
+	Run       uint32       `json:"run_id"`
 }
 
 // Stats reads every socket's counters, from any goroutine.
 func (g *Generator) Stats() Summary {
-	s := Summary{Flows: g.cfg.Flows, Sizes: g.cfg.Sizes, Rate: g.cfg.Rate}
+	s := Summary{Flows: g.cfg.Flows, Sizes: g.cfg.Sizes, Rate: g.cfg.Rate, Run: g.cfg.Template.Run}
 	for _, q := range g.queues {
 		qs := QueueStats{
 			Link: q.link, Queue: q.q, Sent: q.sent.Load(), Completed: q.completed.Load(),

@@ -7,32 +7,66 @@ import (
 	"net/netip"
 )
 
-// The generator's payload, right after the UDP header, in network order:
+// The generator's payload, right after the UDP header, in network order
+// (version 2, magic "XH"):
 //
-//	0  magic, 2 bytes (Magic)
-//	2  flow id, 2 bytes
-//	4  sequence number in the flow, low 32 bits
-//	8  TX time, CLOCK_MONOTONIC ns (Now), 8 bytes
+//	0   magic, 2 bytes (Magic)
+//	2   flow id, 2 bytes
+//	4   sequence number in the flow, low 32 bits
+//	8   TX time, CLOCK_MONOTONIC ns (Now), its low 48 bits
+//	14  run id, 4 bytes: random, nonzero, one per generator run
 //
-// 16 bytes, so that a 64-byte frame (60 without the FCS) carries it with
-// IPv4 and UDP headers. Every field starts on an even offset from the
-// UDP header, so rewriting the sequence and the stamp updates the UDP
-// checksum incrementally, word by word (RFC 1624).
+// 18 bytes: what a 64-byte frame (60 without the FCS) holds after IPv4 and
+// UDP headers. The run id lets a sink tell a new run on the same flow id
+// from late or lost frames; to make room for it the stamp keeps 48 bits
+// (3.2 days), which a receiver on the same clock restores from its own
+// reading (Payload.TXTime). Every field starts on an even offset from the
+// UDP header, so rewriting the sequence and the stamp (bytes 4..14)
+// updates the UDP checksum incrementally, word by word (RFC 1624).
+//
+// Version 1 (magic "XG", 16 bytes: the stamp whole at 8, no run id) is
+// still parsed, with run id 0.
 const (
-	Magic      = 0x5847 // "XG"
-	PayloadLen = 16
+	Magic      = 0x5848 // "XH"
+	MagicV1    = 0x5847 // "XG"
+	PayloadLen = 18
 
-	offMagic = 0
-	offFlow  = 2
-	offSeq   = 4
-	offStamp = 8
+	payloadLenV1 = 16
+	offMagic     = 0
+	offFlow      = 2
+	offSeq       = 4
+	offStamp     = 8
+	offRun       = 14
+	stampBits    = 48
 )
 
 // Payload is what a received frame's payload says.
 type Payload struct {
-	Flow  uint16
-	Seq   uint32
+	Flow uint16
+	Seq  uint32
+	// Stamp is the TX time as sent: its low 48 bits in a version 2
+	// payload (TXTime restores it), whole in a version 1 one.
 	Stamp int64
+	// Run is the generator run's id; 0 in a version 1 payload.
+	Run uint32
+	v1  bool
+}
+
+// TXTime is the frame's TX time on the clock of ref, a CLOCK_MONOTONIC
+// reading within 2^47 ns (1.6 days) of it, such as the arrival time.
+func (p Payload) TXTime(ref int64) int64 {
+	if p.v1 {
+		return p.Stamp
+	}
+	const span, mask = int64(1) << stampBits, int64(1)<<stampBits - 1
+	t := ref&^mask | p.Stamp
+	switch {
+	case t-ref > span/2:
+		t -= span
+	case ref-t > span/2:
+		t += span
+	}
+	return t
 }
 
 // FCS is the Ethernet frame check sequence the link adds: frame sizes are
@@ -68,6 +102,8 @@ type Template struct {
 	// ByIP varies the source address by flow (SrcIP+f) instead of the
 	// source port.
 	ByIP bool
+	// Run is the run id every frame carries (Payload.Run).
+	Run uint32
 }
 
 // Layout is where the payload's rewritten fields sit in a frame.
@@ -129,6 +165,7 @@ func (t Template) Frame(b []byte, size int, flow uint16) (int, Layout) {
 	p := udp[udpLen:]
 	binary.BigEndian.PutUint16(p[offMagic:], Magic)
 	binary.BigEndian.PutUint16(p[offFlow:], flow)
+	binary.BigEndian.PutUint32(p[offRun:], t.Run)
 	// Pseudo-header: addresses, protocol, UDP length.
 	ph := sum(ip[12:20], uint64(17)+uint64(len(udp)))
 	c := ^fold(sum(udp, ph))
@@ -141,18 +178,19 @@ func (t Template) Frame(b []byte, size int, flow uint16) (int, Layout) {
 }
 
 // Stamp rewrites the sequence number and the TX stamp of a frame written by
-// Frame and updates its UDP checksum for the change: 12 bytes written and
-// two read, whatever the frame's size.
+// Frame and updates its UDP checksum for the change: 10 bytes written and
+// two read, whatever the frame's size. The stamp keeps its low 48 bits.
 func Stamp(f []byte, l Layout, seq uint32, stamp int64) {
 	p := f[l.Payload : l.Payload+PayloadLen]
 	// RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m') over every changed word.
 	s := uint64(^binary.BigEndian.Uint16(f[l.UDPSum:]))
-	for i := offSeq; i < PayloadLen; i += 2 {
+	for i := offSeq; i < offRun; i += 2 {
 		s += uint64(^binary.BigEndian.Uint16(p[i:]))
 	}
 	binary.BigEndian.PutUint32(p[offSeq:], seq)
-	binary.BigEndian.PutUint64(p[offStamp:], uint64(stamp))
-	for i := offSeq; i < PayloadLen; i += 2 {
+	binary.BigEndian.PutUint16(p[offStamp:], uint16(stamp>>32))
+	binary.BigEndian.PutUint32(p[offStamp+2:], uint32(stamp))
+	for i := offSeq; i < offRun; i += 2 {
 		s += uint64(binary.BigEndian.Uint16(p[i:]))
 	}
 	c := ^fold(s)
@@ -164,10 +202,10 @@ func Stamp(f []byte, l Layout, seq uint32, stamp int64) {
 
 // Parse finds the generator's payload in an Ethernet frame: IPv4 (no
 // options needed, any allowed) over UDP, untagged or with one 802.1Q or
-// 802.1ad tag, the payload starting with Magic. It reads no more than the
-// headers and the payload, and allocates nothing.
+// 802.1ad tag, the payload starting with Magic (or MagicV1). It reads no
+// more than the headers and the payload, and allocates nothing.
 func Parse(f []byte) (Payload, bool) {
-	if len(f) < ethLen+ipLen+udpLen+PayloadLen {
+	if len(f) < ethLen+ipLen+udpLen+payloadLenV1 {
 		return Payload{}, false
 	}
 	off := 12
@@ -183,21 +221,34 @@ func Parse(f []byte) (Payload, bool) {
 		return Payload{}, false
 	}
 	off += int(f[off]&0xf) * 4
-	if len(f) < off+udpLen+PayloadLen {
+	if len(f) < off+udpLen+payloadLenV1 {
 		return Payload{}, false
 	}
-	if binary.BigEndian.Uint16(f[off+4:]) < udpLen+PayloadLen {
-		return Payload{}, false
-	}
+	ulen := int(binary.BigEndian.Uint16(f[off+4:]))
 	p := f[off+udpLen:]
-	if binary.BigEndian.Uint16(p[offMagic:]) != Magic {
-		return Payload{}, false
+	switch binary.BigEndian.Uint16(p[offMagic:]) {
+	case Magic:
+		if ulen < udpLen+PayloadLen || len(p) < PayloadLen {
+			return Payload{}, false
+		}
+		return Payload{
+			Flow:  binary.BigEndian.Uint16(p[offFlow:]),
+			Seq:   binary.BigEndian.Uint32(p[offSeq:]),
+			Stamp: int64(binary.BigEndian.Uint16(p[offStamp:]))<<32 | int64(binary.BigEndian.Uint32(p[offStamp+2:])),
+			Run:   binary.BigEndian.Uint32(p[offRun:]),
+		}, true
+	case MagicV1:
+		if ulen < udpLen+payloadLenV1 {
+			return Payload{}, false
+		}
+		return Payload{
+			Flow:  binary.BigEndian.Uint16(p[offFlow:]),
+			Seq:   binary.BigEndian.Uint32(p[offSeq:]),
+			Stamp: int64(binary.BigEndian.Uint64(p[offStamp:])),
+			v1:    true,
+		}, true
 	}
-	return Payload{
-		Flow:  binary.BigEndian.Uint16(p[offFlow:]),
-		Seq:   binary.BigEndian.Uint32(p[offSeq:]),
-		Stamp: int64(binary.BigEndian.Uint64(p[offStamp:])),
-	}, true
+	return Payload{}, false
 }
 
 // sum adds b as big-endian 16-bit words to initial, unfolded.

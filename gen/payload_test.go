@@ -52,14 +52,14 @@ func TestFrameAndStamp(t *testing.T) {
 	}{
 		{"64", 0, false, 64},
 		{"65-odd", 0, false, 65},
-		{"vlan-66", 100, false, 66},
+		{"vlan-68", 100, false, 68},
 		{"byip-512", 0, true, 512},
 		{"1518", 0, false, 1518},
 		{"vlan-1522", 4094, true, 1522},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tp := testTemplate
-			tp.VLAN, tp.ByIP = tc.vlan, tc.byIP
+			tp.VLAN, tp.ByIP, tp.Run = tc.vlan, tc.byIP, 0xdeadbeef
 			buf := make([]byte, 2048)
 			const flow = 77
 			n, lay := tp.Frame(buf, tc.size, flow)
@@ -89,8 +89,9 @@ func TestFrameAndStamp(t *testing.T) {
 				Stamp(f, lay, seq, stamp)
 				checksumsOK(t, f)
 				p, ok := Parse(f)
-				if !ok || p != (Payload{Flow: flow, Seq: seq, Stamp: stamp}) {
-					t.Fatalf("Parse = %+v, %v; want flow %d seq %d stamp %d", p, ok, flow, seq, stamp)
+				at := stamp + rng.Int64N(1<<40) // the arrival, up to 18 minutes later
+				if !ok || p.Flow != flow || p.Seq != seq || p.Run != 0xdeadbeef || p.TXTime(at) != stamp {
+					t.Fatalf("Parse = %+v (TX time %d), %v; want flow %d seq %d run 0xdeadbeef stamp %d", p, p.TXTime(at), ok, flow, seq, stamp)
 				}
 			}
 		})
@@ -142,8 +143,8 @@ func TestStampAllocs(t *testing.T) {
 
 // TestMinSize: the payload fits the smallest size, tag or not.
 func TestMinSize(t *testing.T) {
-	if MinSize(false) != 64 || MinSize(true) != 66 {
-		t.Fatalf("MinSize = %d untagged, %d tagged; want 64 and 66", MinSize(false), MinSize(true))
+	if MinSize(false) != 64 || MinSize(true) != 68 {
+		t.Fatalf("MinSize = %d untagged, %d tagged; want 64 and 68", MinSize(false), MinSize(true))
 	}
 }
 
@@ -152,5 +153,35 @@ func BenchmarkStamp(b *testing.B) {
 	n, lay := testTemplate.Frame(buf, 64, 1)
 	for i := range b.N {
 		Stamp(buf[:n], lay, uint32(i), int64(i))
+	}
+}
+
+// TestParseV1: a version 1 payload (magic "XG", the stamp whole, no run
+// id), as earlier generators sent, still parses, with run id 0.
+func TestParseV1(t *testing.T) {
+	buf := make([]byte, 2048)
+	n, lay := testTemplate.Frame(buf, 64, 9)
+	f := buf[:n]
+	p := f[lay.Payload:]
+	binary.BigEndian.PutUint16(p[0:], MagicV1)
+	binary.BigEndian.PutUint32(p[4:], 12345)
+	binary.BigEndian.PutUint64(p[8:], 1<<60+7)
+	got, ok := Parse(f)
+	if !ok || got.Flow != 9 || got.Seq != 12345 || got.Run != 0 || got.TXTime(5) != 1<<60+7 {
+		t.Fatalf("Parse = %+v, %v; want flow 9 seq 12345 run 0 stamp %d", got, ok, int64(1<<60+7))
+	}
+}
+
+// TestTXTimeUnwrap: the 48-bit stamp is restored from any reference within
+// 2^47 ns, on either side of a 2^48 boundary.
+func TestTXTimeUnwrap(t *testing.T) {
+	const span = int64(1) << 48
+	for _, tc := range []struct{ tx, ref int64 }{
+		{1000, 5000}, {span - 10, span + 10}, {span + 10, span - 10}, {5 * span, 5*span + span/2 - 1}, {3*span + 1, 3*span - span/2 + 2},
+	} {
+		p := Payload{Stamp: tc.tx & (span - 1)}
+		if got := p.TXTime(tc.ref); got != tc.tx {
+			t.Errorf("stamp %#x with reference %#x: TX time %#x, want %#x", p.Stamp, tc.ref, got, tc.tx)
+		}
 	}
 }

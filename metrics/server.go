@@ -42,6 +42,10 @@ type Options struct {
 	Logger *slog.Logger
 	// FDB, in switch mode, is served on /fdb and counted (xdpfwd_fdb_*).
 	FDB FDB
+	// Sink, in sink mode, is served as xdpfwd_sink_*.
+	Sink Sink
+	// Swap, in 5tswap mode, is served as xdpfwd_5tswap_*.
+	Swap Swap
 }
 
 // Server serves a forwarder's metrics on /metrics and its health on
@@ -94,6 +98,16 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 	if opts.FDB != nil {
 		if err := s.reg.Register(newFDBCollector(opts.FDB)); err != nil {
 			return nil, fmt.Errorf("metrics: register fdb collector: %w", err)
+		}
+	}
+	if opts.Sink != nil {
+		if err := s.reg.Register(newSinkCollector(opts.Sink)); err != nil {
+			return nil, fmt.Errorf("metrics: register sink collector: %w", err)
+		}
+	}
+	if opts.Swap != nil {
+		if err := s.reg.Register(newSwapCollector(opts.Swap)); err != nil {
+			return nil, fmt.Errorf("metrics: register 5tswap collector: %w", err)
 		}
 	}
 	s.mux = http.NewServeMux()

@@ -21,9 +21,12 @@ import (
 // a plausible one (0, before the frame's TX stamp, or after the clock read
 // at the start of the batch) takes that clock reading instead (counted apart: SinkReport.BatchClock).
 //
-// A sequence number under 1024 that arrives more than 1024 below a flow's
-// highest starts the flow again (a new generator run on the same flow id,
-// counted in Restarts), rather than counting as reordered.
+// A flow's counts are kept per generator run, by the run id in the
+// payload (gen.Payload.Run): a frame with a run id the flow has not seen
+// starts a new epoch (counted in Restarts), sequence numbers from 0 again.
+// The previous epoch stays open for frames of its run that arrive late,
+// which count as reordered and are not lost; a third run closes it. A
+// version 1 payload has no run id (0): its flow is one run.
 //
 // Frames without the payload are counted (Other) and dropped like the
 // rest. Several workers may call Handle at once: each flow's state has a
@@ -46,12 +49,20 @@ const seqWindow = 1024
 type flowState struct {
 	mu   sync.Mutex
 	seen bool
+	// cur is the newest run's epoch, prev the one before (if restarts >
+	// 0), open for its late frames.
+	cur, prev                 epoch
+	received, reordered, dups uint64
+	lostBefore, restarts      uint64 // lostBefore: what runs before prev lost
+}
+
+// epoch is one generator run on a flow.
+type epoch struct {
+	run  uint32
 	high int64 // highest sequence number received, unwrapped
-	// unique counts distinct sequence numbers received since the flow
-	// (re)started; lostBefore what earlier runs lost.
-	received, unique, reordered, dups uint64
-	lostBefore, restarts              uint64
-	win                               [seqWindow / 64]uint64
+	// unique counts distinct sequence numbers received.
+	unique uint64
+	win    [seqWindow / 64]uint64
 }
 
 // NewSink returns a counting sink. now, if not nil, replaces gen.Now (for
@@ -70,6 +81,7 @@ func (*CountingSink) Promiscuous() bool { return false }
 func (s *CountingSink) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch
 	var other, untracked, batchClk uint64
+	var latSum int64
 	for i := range pkts {
 		pkts[i].Drop()
 		p, ok := gen.Parse(pkts[i].Data)
@@ -81,13 +93,18 @@ func (s *CountingSink) Handle(pkts []fwd.Packet) {
 			untracked++
 			continue
 		}
-		s.flows[p.Flow].record(p.Seq)
+		s.flows[p.Flow].record(p.Seq, p.Run)
+		tx := p.TXTime(now)
 		at := pkts[i].Arrival
-		if at < p.Stamp || at > now { // none, stale (older than the frame), or unknown clock
+		if at < tx || at > now { // none, stale (older than the frame), or unknown clock
 			at = now
 			batchClk++
 		}
-		s.hist.Add(at - p.Stamp)
+		s.hist.add(at - tx)
+		latSum += max(at-tx, 0)
+	}
+	if latSum != 0 {
+		s.hist.sum.Add(latSum)
 	}
 	if batchClk > 0 {
 		s.batchClk.Add(batchClk)
@@ -101,66 +118,107 @@ func (s *CountingSink) Handle(pkts []fwd.Packet) {
 }
 
 // record counts sequence number seq (the low 32 bits: unwrapped against the
-// highest seen).
-func (f *flowState) record(seq uint32) {
+// highest seen) of run.
+func (f *flowState) record(seq, run uint32) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.received++
-	if !f.seen {
-		f.seen = true
-		f.high = int64(seq)
-		f.unique++
-		f.set(f.high)
-		return
-	}
-	s := f.high + int64(int32(seq-uint32(f.high)))
 	switch {
-	case s > f.high:
+	case !f.seen:
+		f.seen = true
+		f.cur.start(run, seq)
+	case run == f.cur.run:
+		f.count(f.cur.record(seq))
+	case f.restarts > 0 && run == f.prev.run:
+		// The previous run's frame, after the next run's: late.
+		if f.prev.record(seq) == dup {
+			f.dups++
+		} else {
+			f.reordered++
+		}
+	default:
+		if f.restarts > 0 {
+			f.lostBefore += f.prev.lost()
+		}
+		f.restarts++
+		f.prev = f.cur
+		f.cur.start(run, seq)
+	}
+}
+
+func (f *flowState) count(k arrival) {
+	switch k {
+	case late:
+		f.reordered++
+	case dup:
+		f.dups++
+	}
+}
+
+// arrival is what a sequence number was to its epoch.
+type arrival int
+
+const (
+	inOrder arrival = iota
+	late            // after a higher one
+	dup
+)
+
+func (e *epoch) start(run, seq uint32) {
+	*e = epoch{run: run, high: int64(seq), unique: 1}
+	e.set(e.high)
+}
+
+func (e *epoch) record(seq uint32) arrival {
+	s := e.high + int64(int32(seq-uint32(e.high)))
+	switch {
+	case s > e.high:
 		// Forget what the window slides past: every sequence number
 		// from high+1 to s is unseen until it comes.
-		if s-f.high >= seqWindow {
-			clear(f.win[:])
+		if s-e.high >= seqWindow {
+			clear(e.win[:])
 		} else {
-			for k := f.high + 1; k < s; k++ {
-				f.clearBit(k)
+			for k := e.high + 1; k < s; k++ {
+				e.clearBit(k)
 			}
 		}
-		f.high = s
-		f.set(s)
-		f.unique++
-	case s < seqWindow && f.high-s >= seqWindow:
-		// A sequence number from the start of a flow that is long past
-		// it: a new generator run on the same flow id, not a frame
-		// late by thousands.
-		f.lostBefore += f.lost()
-		f.restarts++
-		f.high, f.unique = s, 1
-		clear(f.win[:])
-		f.set(s)
-	case f.high-s >= seqWindow || s < 0:
-		f.reordered++ // too late to tell from a duplicate
-		f.unique++
-	case f.has(s):
-		f.dups++
+		e.high = s
+		e.set(s)
+		e.unique++
+		return inOrder
+	case e.high-s >= seqWindow || s < 0:
+		e.unique++ // too late to tell from a duplicate
+		return late
+	case e.has(s):
+		return dup
 	default:
-		f.set(s)
-		f.unique++
-		f.reordered++
+		e.set(s)
+		e.unique++
+		return late
 	}
 }
 
 // lost is how many sequence numbers up to the highest this run never
 // received.
-func (f *flowState) lost() uint64 {
-	if exp := uint64(f.high + 1); exp > f.unique {
-		return exp - f.unique
+func (e *epoch) lost() uint64 {
+	if exp := uint64(e.high + 1); exp > e.unique {
+		return exp - e.unique
 	}
 	return 0
 }
 
-func (f *flowState) set(s int64)      { f.win[s/64%(seqWindow/64)] |= 1 << (s % 64) }
-func (f *flowState) clearBit(s int64) { f.win[s/64%(seqWindow/64)] &^= 1 << (s % 64) }
-func (f *flowState) has(s int64) bool { return f.win[s/64%(seqWindow/64)]&(1<<(s%64)) != 0 }
+// lost is every epoch's.
+func (f *flowState) lost() uint64 {
+	n := f.lostBefore + f.cur.lost()
+	if f.restarts > 0 {
+		n += f.prev.lost()
+	}
+	return n
+}
+
+func (e *epoch) set(s int64)      { e.win[s/64%(seqWindow/64)] |= 1 << (s % 64) }
+func (e *epoch) clearBit(s int64) { e.win[s/64%(seqWindow/64)] &^= 1 << (s % 64) }
+func (e *epoch) has(s int64) bool { return e.win[s/64%(seqWindow/64)]&(1<<(s%64)) != 0 }
 
 // FlowReport is one flow's counts.
 type FlowReport struct {
@@ -169,9 +227,9 @@ type FlowReport struct {
 	Lost      uint64 `json:"lost"` // sequence numbers up to the highest never received
 	Reordered uint64 `json:"reordered"`
 	Dups      uint64 `json:"duplicates"`
-	Highest   int64  `json:"highest_seq"`
-	// Restarts are generator runs after the first on this flow id: a
-	// sequence number under 1024 after one more than 1024 above it.
+	Highest   int64  `json:"highest_seq"` // in the newest run
+	// Restarts are generator runs after the first on this flow id: frames
+	// with a run id (gen.Payload.Run) the flow had not had.
 	Restarts uint64 `json:"restarts"`
 }
 
@@ -203,6 +261,7 @@ type LatencyReport struct {
 	P99     int64    `json:"p99"`
 	P999    int64    `json:"p999"`
 	Max     int64    `json:"max"`
+	Sum     int64    `json:"sum"` // of every value
 	Buckets []Bucket `json:"buckets,omitempty"`
 }
 
@@ -213,8 +272,8 @@ func (s *CountingSink) Report() SinkReport {
 		f := &s.flows[i]
 		f.mu.Lock()
 		if f.seen {
-			fr := FlowReport{Flow: i, Received: f.received, Lost: f.lostBefore + f.lost(), Reordered: f.reordered,
-				Dups: f.dups, Highest: f.high, Restarts: f.restarts}
+			fr := FlowReport{Flow: i, Received: f.received, Lost: f.lost(), Reordered: f.reordered,
+				Dups: f.dups, Highest: f.cur.high, Restarts: f.restarts}
 			r.Flows = append(r.Flows, fr)
 			r.Received += fr.Received
 			r.Lost += fr.Lost
@@ -234,6 +293,7 @@ func (s *CountingSink) Report() SinkReport {
 type Histogram struct {
 	counts [histBuckets]atomic.Uint64
 	max    atomic.Int64
+	sum    atomic.Int64 // of the values counted, for a Prometheus histogram's _sum
 }
 
 const (
@@ -264,6 +324,12 @@ func bucketTop(i int) int64 {
 
 // Add counts one value (a negative one as 0).
 func (h *Histogram) Add(v int64) {
+	h.add(v)
+	h.sum.Add(max(v, 0))
+}
+
+// add is Add but for the sum, which the caller adds (once per batch).
+func (h *Histogram) add(v int64) {
 	h.counts[bucketOf(v)].Add(1)
 	for m := h.max.Load(); v > m && !h.max.CompareAndSwap(m, v); m = h.max.Load() {
 	}
@@ -287,7 +353,7 @@ func (h *Histogram) Report() LatencyReport {
 			r.Buckets = append(r.Buckets, Bucket{UpTo: bucketTop(i), Count: c[i]})
 		}
 	}
-	r.Max = h.max.Load()
+	r.Max, r.Sum = h.max.Load(), h.sum.Load()
 	if r.Count == 0 {
 		return r
 	}

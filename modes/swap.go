@@ -26,15 +26,21 @@ import (
 // as truncated. It receives frames for other MACs, like Reflect:
 // promiscuous under --promisc auto.
 type FiveTupleSwap struct {
-	truncated, malformed atomic.Uint64
+	counts [len(swapResultNames)]atomic.Uint64 // by SwapResult
+	short  atomic.Uint64                       // under 14 bytes: dropped
 }
 
 // NewFiveTupleSwap returns a 5tswap handler with its counters at zero.
 func NewFiveTupleSwap() *FiveTupleSwap { return new(FiveTupleSwap) }
 
-// SwapStats are a FiveTupleSwap's counters of frames it swapped at L2 only
-// because of what they claimed.
+// SwapStats are a FiveTupleSwap's counters: frames by what was swapped
+// (SwapResult), and those swapped at L2 only because of what they claimed.
 type SwapStats struct {
+	// L2, L3 and L4 are frames swapped as SwapL2 (not IP), SwapL3 (IP
+	// without ports) and SwapL4 (TCP or UDP) say.
+	L2, L3, L4 uint64
+	// Dropped: under 14 bytes (counted in Truncated too).
+	Dropped uint64
 	// Truncated: the frame (its first segment, for the headers; its
 	// length, for the IP total or payload length) ends before what its
 	// headers claim. Those under 14 bytes were dropped, the others
@@ -49,32 +55,35 @@ type SwapStats struct {
 
 // Stats returns the counters.
 func (s *FiveTupleSwap) Stats() SwapStats {
-	return SwapStats{Truncated: s.truncated.Load(), Malformed: s.malformed.Load()}
+	return SwapStats{
+		L2: s.counts[SwapL2].Load(), L3: s.counts[SwapL3].Load(), L4: s.counts[SwapL4].Load(),
+		Truncated: s.counts[SwapTruncated].Load(), Malformed: s.counts[SwapMalformed].Load(),
+		Dropped: s.short.Load(),
+	}
 }
 
 // Handle implements fwd.Handler.
 func (s *FiveTupleSwap) Handle(pkts []fwd.Packet) {
 	// Counted per batch: the counters are shared by every worker.
-	var truncated, malformed uint64
+	var n [len(swapResultNames)]uint64
+	var short uint64
 	for i := range pkts {
 		p := &pkts[i]
-		switch SwapFiveTuple(p.Data, p.Len) {
-		case SwapTruncated:
-			truncated++
-		case SwapMalformed:
-			malformed++
-		}
+		n[SwapFiveTuple(p.Data, p.Len)]++
 		if len(p.Data) < ethHeaderLen {
 			p.Drop()
+			short++
 			continue
 		}
 		p.Reflect()
 	}
-	if truncated != 0 {
-		s.truncated.Add(truncated)
+	for r, c := range n {
+		if c != 0 {
+			s.counts[r].Add(c)
+		}
 	}
-	if malformed != 0 {
-		s.malformed.Add(malformed)
+	if short != 0 {
+		s.short.Add(short)
 	}
 }
 

@@ -388,12 +388,13 @@ func TestSwapFiveTuple(t *testing.T) {
 }
 
 // TestFiveTupleSwapHandler: the handler reflects every frame of 14 bytes
-// or more, drops shorter ones, and counts the truncated and malformed
-// ones exactly.
+// or more, drops shorter ones, and counts every frame by what was swapped
+// (L2, L3, L4, truncated, malformed) exactly.
 func TestFiveTupleSwapHandler(t *testing.T) {
 	h := modes.NewFiveTupleSwap()
 	var pkts []fwd.Packet
-	var wantTrunc, wantBad uint64
+	var wantTrunc, wantBad, wantDropped uint64
+	wantBy := map[modes.SwapResult]uint64{}
 	for _, c := range swapCases() {
 		b := append([]byte{}, c.s.b...)
 		n := len(b)
@@ -407,8 +408,13 @@ func TestFiveTupleSwapHandler(t *testing.T) {
 		switch c.want {
 		case modes.SwapTruncated:
 			wantTrunc++
+			if len(b) < 14 {
+				wantDropped++
+			}
 		case modes.SwapMalformed:
 			wantBad++
+		default:
+			wantBy[c.want]++
 		}
 	}
 	h.Handle(pkts)
@@ -422,8 +428,9 @@ func TestFiveTupleSwapHandler(t *testing.T) {
 			t.Errorf("packet %d (%d bytes): verdict %v, want %v", i, len(p.Data), v, want)
 		}
 	}
-	if s := h.Stats(); s.Truncated != wantTrunc || s.Malformed != wantBad {
-		t.Errorf("stats %+v, want %d truncated, %d malformed", s, wantTrunc, wantBad)
+	if s := h.Stats(); s.Truncated != wantTrunc || s.Malformed != wantBad || s.Dropped != wantDropped ||
+		s.L2 != wantBy[modes.SwapL2] || s.L3 != wantBy[modes.SwapL3] || s.L4 != wantBy[modes.SwapL4] {
+		t.Errorf("stats %+v, want %d truncated (%d dropped), %d malformed, l2/l3/l4 %v", s, wantTrunc, wantDropped, wantBad, wantBy)
 	}
 	if _, ok := any(h).(fwd.PromiscHandler); ok {
 		t.Errorf("5tswap opts out of promiscuous mode: it must get frames for other MACs, as reflect does")

@@ -288,7 +288,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	res.Settings = Settings{
 		Quick: o.Quick, Rounds: o.Rounds, DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(),
 		CostRatePPS: o.CostRate, FwdCPU: o.FwdCPU, LoadCPUs: o.LoadCPUs, Queues: o.Queues,
-		GOMAXPROCS: runtime.GOMAXPROCS(0),
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Source: o.Source,
 	}
 	for _, w := range ws {
 		res.Workloads = append(res.Workloads, workloadInfo(w, o))

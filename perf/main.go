@@ -99,6 +99,7 @@ type Options struct {
 	Duration   time.Duration // measured window of each sample
 	Warmup     time.Duration // traffic before each window, not measured
 	CostRate   int           // offered packets/s of the CPU-cost workload
+	Source     string        // the UDP workloads' sender: txonly or sendmmsg
 	FwdCPU     int           // CPU of the forwarder processes
 	LoadCPUs   []int         // CPUs of perf's generators and receivers; empty: all others
 	Queues     int           // queues of every veth (0: 1)
@@ -134,6 +135,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.DurationVar(&o.Duration, "duration", 0, "measured window of each sample (0: 250ms with --quick, else 1s)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "unmeasured traffic before each window (0: 100ms with --quick, else 300ms)")
 	fs.IntVar(&o.CostRate, "cost-rate", 0, "offered packets/s of the CPU-cost workload (0: 100000)")
+	fs.StringVar(&o.Source, "source", "txonly", "sender of the udp, cost and switch UDP workloads: txonly (xdpfwd's AF_XDP generator, cheap per packet) or sendmmsg (a UDP socket); the gencost workloads compare them with trafgen")
 	fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "CPU the forwarder processes are pinned to")
 	fs.StringVar(&loadCPUs, "load-cpus", "", "CPUs perf's generators and receivers are pinned to, e.g. 1 or 1-3 (default: all but --fwd-cpu)")
 	fs.IntVar(&o.Queues, "queues", 1, "RX/TX queues of every veth (multi-queue topology)")
@@ -171,6 +173,8 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 		return o, errors.New("--rounds, --duration, --warmup and --cost-rate must not be negative")
 	case o.Queues < 1:
 		return o, errors.New("--queues must be at least 1")
+	case o.Source != "txonly" && o.Source != "sendmmsg":
+		return o, fmt.Errorf("--source %q: want txonly or sendmmsg", o.Source)
 	}
 	if _, err := selectWithRefs(o.Only, o.RefSrc); err != nil {
 		return o, err

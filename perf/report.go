@@ -129,9 +129,10 @@ func (r *Results) Markdown() string {
 
 	if ws := r.workloads("udp"); len(ws) > 0 && len(r.ranContenders("udp", false)) > 0 {
 		b.WriteString("### UDP, one way: delivered packets/s at maximum offered load\n\n")
-		b.WriteString("Size is the IP packet length (the frame on the veth is 14 bytes more). One thread in the source namespace sends with sendmmsg as fast as it can; one thread in the destination counts with recvmmsg. " +
+		fmt.Fprintf(&b, "Size is the IP packet length (the frame on the veth is 14 bytes more). %s; one thread in the destination counts with recvmmsg. ", sourceText(r.Settings.Source))
+		b.WriteString(
 			"The kernel contenders forward on the load CPU, inside the sender's and receiver's system calls, while the user-space forwarders add the forwarder CPU: " +
-			"this table shows what one load CPU pushes through each path, not each forwarder's own limit. The CPU-cost table below is the like-for-like comparison.\n\n")
+				"this table shows what one load CPU pushes through each path, not each forwarder's own limit. The CPU-cost table below is the like-for-like comparison.\n\n")
 		t := mdTable{head: []string{"contender"}}
 		for _, w := range ws {
 			t.head = append(t.head, strings.TrimPrefix(w.Title, "UDP "))
@@ -620,4 +621,13 @@ func (r *Results) Brief(dir string) string {
 	}
 	tw.Flush()
 	return b.String()
+}
+
+// sourceText says how the UDP workloads' traffic was sent (--source; a
+// run before the flag used sendmmsg).
+func sourceText(src string) string {
+	if src == "sendmmsg" || src == "" {
+		return "One thread in the source namespace sends with sendmmsg as fast as it can"
+	}
+	return "xdpfwd's txonly generator (AF_XDP, copy mode, one socket on the source namespace's eth0) sends as fast as the veth takes its frames (`--source sendmmsg`: perf's UDP socket sender)"
 }

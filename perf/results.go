@@ -43,6 +43,7 @@ type Settings struct {
 	DurationS   float64 `json:"duration_s"`
 	WarmupS     float64 `json:"warmup_s"`
 	CostRatePPS int     `json:"cost_rate_pps"`
+	Source      string  `json:"source,omitempty"` // the UDP workloads' sender (--source)
 	FwdCPU      int     `json:"fwd_cpu"`
 	LoadCPUs    []int   `json:"load_cpus"`
 	Queues      int     `json:"queues"`

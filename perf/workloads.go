@@ -248,7 +248,7 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		}
 		dst = netip.AddrPortFrom(p.V4B, uint16(rx.port))
 	}
-	tx, err := newUDPSender(p.A, p.V4A, dst, w.Size, rate, deadline)
+	tx, err := newSource(e.o.Source, p, dst, w.Size, rate, deadline)
 	if err != nil {
 		if rx != nil {
 			rx.close()
@@ -260,7 +260,7 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		if w.Paced && !c.Baseline {
 			costs = append(costs, e.readFwdCost(ctx))
 		}
-		n := [3]float64{float64(tx.sent.Load())}
+		n := [3]float64{float64(tx.packets())}
 		if rx != nil {
 			n[1], n[2] = float64(rx.packets.Load()), float64(rx.outOfOrder.Load())
 		}

@@ -132,7 +132,7 @@ func TestBenchBridge(t *testing.T) {
 	t.Logf("%s", r.stdout)
 	var row []string
 	for _, ln := range strings.Split(r.stdout, "\n") {
-		if f := strings.Fields(ln); len(f) == 9 && f[0] == "bridge" && f[1] == "64" {
+		if f := strings.Fields(ln); len(f) == 10 && f[0] == "bridge" && f[1] == "64" {
 			row = f
 			break
 		}
@@ -141,11 +141,78 @@ func TestBenchBridge(t *testing.T) {
 		t.Fatalf("no result row for bridge 64 in:\n%s", r.stdout)
 	}
 	ndr, err1 := strconv.ParseFloat(row[4], 64)
-	pdr, err2 := strconv.ParseFloat(row[5], 64)
+	pdr, err2 := strconv.ParseFloat(row[6], 64)
 	if err1 != nil || err2 != nil || ndr <= 0 || ndr > 50e3*1.05 || pdr < ndr || math.IsNaN(ndr) {
-		t.Fatalf("NDR %q PDR %q: want 0 < NDR ≤ 50k ≤ ... PDR ≥ NDR\n%s", row[4], row[5], r.stdout)
+		t.Fatalf("NDR %q PDR %q: want 0 < NDR ≤ 50k ≤ ... PDR ≥ NDR\n%s", row[4], row[6], r.stdout)
+	}
+	if row[5] != "yes" && row[5] != "no" {
+		t.Fatalf("verified %q: want yes or no (--verify 3 by default)\n%s", row[5], r.stdout)
 	}
 	if !strings.Contains(r.stdout, "latency at 10/50/90 % of NDR") {
 		t.Fatalf("no latency table:\n%s", r.stdout)
+	}
+}
+
+// TestVerify: an NDR found by majority, or by one lucky trial, is
+// confirmed by n trials in a row, lowered by a step per failure until
+// they all pass; a rate that passes stays (its slowest trial's offered
+// rate), and one that never passes within the steps is reported
+// unverified.
+func TestVerify(t *testing.T) {
+	const capacity = 200e3
+	for _, tc := range []struct {
+		name     string
+		found    float64 // the search's NDR
+		steps    int
+		want     float64
+		verified bool
+		trials   int
+	}{
+		{"holds", 190e3, 4, 190e3, true, 3},
+		{"lucky-high", 215e3, 8, 200e3, true, 6}, // 215, 210, 205 fail at once; 200 passes 3
+		{"too-few-steps", 260e3, 2, 250e3, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			// Every trial above capacity+1 pps loses.
+			trial := fakeDUT(capacity+1, 1e6, &n)
+			res, err := Verify(trial, SearchResult{Rate: tc.found}, 0, 3, 5e3, tc.steps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantTrials := tc.trials
+			if res.Rate != tc.want || res.Verified != tc.verified || len(res.VerifyTrials) != wantTrials {
+				t.Fatalf("rate %.0f verified %v in %d trials; want %.0f, %v, %d", res.Rate, res.Verified, len(res.VerifyTrials), tc.want, tc.verified, wantTrials)
+			}
+		})
+	}
+}
+
+// TestSearchUnderrun: a trial whose generator fell short of its target
+// (Underrun, lossless or not) fails its rate: above 150 kpps the generator
+// here never reaches the target, so neither the search nor the
+// verification reports a rate above it, though the DUT loses nothing up to
+// 200 kpps.
+func TestSearchUnderrun(t *testing.T) {
+	n := 0
+	clean := fakeDUT(200e3, 1e6, &n)
+	trial := func(rate float64) (TrialResult, error) {
+		r, err := clean(rate)
+		r.Underrun = rate > 150e3
+		return r, err
+	}
+	r, err := Search(trial, 0, 300e3, 0, SearchParams{MaxTrials: 20, Precision: 0.01, Repeats: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rate > 150e3 || r.Rate < 145e3 {
+		t.Fatalf("NDR %.0f, want 145k..150k (the generator's reach)", r.Rate)
+	}
+	v, err := Verify(trial, SearchResult{Rate: 160e3}, 0, 3, 5e3, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.Verified || v.Rate != 150e3 {
+		t.Fatalf("verified %v at %.0f, want 150k", v.Verified, v.Rate)
 	}
 }

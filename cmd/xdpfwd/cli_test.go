@@ -442,7 +442,7 @@ func TestBadInput(t *testing.T) {
 		}, want: []string{"frame size 40", "64..2052"}},
 		{name: "txonly 64 B with a VLAN tag", args: func(p *topo.Pair) []string {
 			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--vlan", "7"}
-		}, want: []string{"frame size 64", "66..", "VLAN"}},
+		}, want: []string{"frame size 64", "68..", "VLAN"}},
 		{name: "txonly frame over the MTU", args: func(p *topo.Pair) []string {
 			return []string{"run", "--mode", "txonly", "--link", p.LinkA, "--size", "1600"}
 		}, want: []string{"--size 1600", "MTU 1500"}},

@@ -91,7 +91,7 @@ func demoXconnect(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slo
 	}
 	stopMetrics := func() {}
 	if metricsAddr != "" {
-		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, fdbOf(ff.sw)); err != nil {
+		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, ff.metricsOf()); err != nil {
 			f.Close()
 			return err
 		}
@@ -307,7 +307,7 @@ func demoSwitch(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.
 	}
 	stopMetrics := func() {}
 	if metricsAddr != "" {
-		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, fdbOf(ff.sw)); err != nil {
+		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, ff.metricsOf()); err != nil {
 			f.Close()
 			return err
 		}

@@ -589,7 +589,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		stopMetrics := func() {}
 		if *metricsAddr != "" {
-			if stopMetrics, err = serveMetrics(*metricsAddr, f, logger, fdbOf(ff.sw)); err != nil {
+			if stopMetrics, err = serveMetrics(*metricsAddr, f, logger, ff.metricsOf()); err != nil {
 				f.Close()
 				return err
 			}

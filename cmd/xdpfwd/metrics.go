@@ -58,11 +58,34 @@ var defaultHTTPLimits = httpLimits{
 // worker is stalled (fwd.Forwarder.Stalled); scrapes that overlap its
 // Close are safe (fwd guards its stats readers), and after stop the last
 // values read are served.
-func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger, fdb metrics.FDB) (stop func(), err error) {
-	return serveMetricsWith(addr, f, logger, defaultHTTPLimits, fdb)
+func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger, mm *modeMetrics) (stop func(), err error) {
+	return serveMetricsWith(addr, f, logger, defaultHTTPLimits, mm)
 }
 
-func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, fdb metrics.FDB) (stop func(), err error) {
+// modeMetrics are what a mode's handler exports beside the forwarder's
+// metrics: nil fields (and a nil *modeMetrics) export nothing.
+type modeMetrics struct {
+	fdb  metrics.FDB
+	sink metrics.Sink
+	swap metrics.Swap
+}
+
+// metricsOf is the handler's metrics, once handler built it.
+func (ff *fwdFlags) metricsOf() *modeMetrics {
+	mm := &modeMetrics{fdb: fdbOf(ff.sw)}
+	if ff.sink != nil {
+		mm.sink = ff.sink
+	}
+	if ff.swap != nil {
+		mm.swap = ff.swap
+	}
+	return mm
+}
+
+func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, mm *modeMetrics) (stop func(), err error) {
+	if mm == nil {
+		mm = &modeMetrics{}
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -73,7 +96,9 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 	srv, err := metrics.NewServer(f, metrics.Options{
 		Version: version,
 		Logger:  logger,
-		FDB:     fdb,
+		FDB:     mm.fdb,
+		Sink:    mm.sink,
+		Swap:    mm.swap,
 		Health: func() error {
 			if f.Stopping() {
 				return errors.New("stopping")

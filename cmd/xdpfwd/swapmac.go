@@ -101,12 +101,11 @@ func (sf *swapMACFlags) setLinkAddrs(links []string) error {
 	return sf.mac.SetLinkAddrs(addrs)
 }
 
-// logSwapStats logs what 5tswap swapped at L2 only because of what the
-// frames claimed.
+// logSwapStats logs what 5tswap swapped (xdpfwd_5tswap_frames_total).
 func (sf *swapMACFlags) logSwapStats(logger *slog.Logger) {
 	if sf.swap == nil {
 		return
 	}
 	s := sf.swap.Stats()
-	logger.Info("5tswap: frames swapped at L2 only", "truncated", s.Truncated, "malformed", s.Malformed)
+	logger.Info("5tswap", "l2", s.L2, "l3", s.L3, "l4", s.L4, "truncated", s.Truncated, "malformed", s.Malformed, "dropped", s.Dropped)
 }

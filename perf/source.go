@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/gen"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+)
+
+// The UDP throughput and cost workloads' traffic source (--source): by
+// default xdpfwd's txonly generator (package gen), an AF_XDP socket on A's
+// eth0 that costs about half what the sendmmsg sender does per packet
+// (gencost), so less of the machine goes to making the traffic and more
+// of a forwarder's limit shows; --source sendmmsg keeps perf's UDP socket
+// sender (udpSender). Both send one flow of w.Size-byte IP packets with a
+// sequence number first in the payload (txonly's is gen.Payload: magic,
+// flow id, then the sequence, so the receiver's 64-bit in-order check
+// holds for the one flow), to the receiver's port in B.
+type source interface {
+	packets() uint64 // sent so far
+	close() error
+}
+
+func (s *udpSender) packets() uint64 { return s.sent.Load() }
+
+// txSource is a running txonly generator.
+type txSource struct {
+	g      *gen.Generator
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (s *txSource) packets() uint64 { return s.g.Stats().Sent }
+
+func (s *txSource) close() error {
+	s.cancel()
+	return errors.Join(<-s.done, s.g.Close())
+}
+
+// newSource starts kind ("txonly" or "sendmmsg") on p's A end towards dst
+// until deadline.
+func newSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time) (source, error) {
+	if kind == "sendmmsg" {
+		return newUDPSender(p.A, p.V4A, dst, size, rate, deadline)
+	}
+	macB, err := p.B.HardwareAddr(p.PeerB)
+	if err != nil {
+		return nil, fmt.Errorf("txonly: %w", err)
+	}
+	cfg := gen.Config{Links: []string{p.PeerA}, Sizes: []int{size + 14 + gen.FCS}, Rate: rate, Duration: time.Until(deadline),
+		Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B, DstPort: dst.Port()}}
+	var g *gen.Generator
+	if err := p.A.Do(func() (err error) { g, err = gen.New(cfg); return err }); err != nil {
+		return nil, fmt.Errorf("txonly: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &txSource{g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- g.Run(ctx) }()
+	return s, nil
+}
