@@ -22,7 +22,10 @@ var (
 // opened on it see what the workers receive, send and drop. A packet
 // handed to another worker's TX queue is seen by what becomes of it there:
 // sent (TX) when that worker's merge puts it on the TX ring, or dropped
-// (tx_full, dropped_at_stop). Close ends the sessions (Session.Done).
+// (tx_full, dropped_at_stop). Each worker takes a session up and lets it
+// go at its own batch boundary, so a packet in a handoff ring as a session
+// starts may be recorded only as sent, and one as it ends only as
+// received. Close ends the sessions (Session.Done).
 func (f *Forwarder) Capture() *capture.Hub { return f.capture }
 
 // tapState is a worker's side of package capture. A batch starts with

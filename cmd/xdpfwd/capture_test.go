@@ -599,8 +599,12 @@ func TestCaptureConcurrent(t *testing.T) {
 		return per
 	}
 	per := check("all.pcapng", all, p.LinkA+"/1", p.LinkB+"/2")
-	if per[p.LinkA+"/1"] != per[p.LinkB+"/2"] {
-		t.Errorf("all.pcapng: %d received on %s, %d sent on %s: want as many", per[p.LinkA+"/1"], p.LinkA, per[p.LinkB+"/2"], p.LinkB)
+	// As many received as sent, but for the packets in the handoff rings
+	// between the two workers as each took the capture up and let it go,
+	// at its own batch boundary (fwd.Forwarder.Capture): a batch's worth
+	// at each end at most.
+	if rx, tx := per[p.LinkA+"/1"], per[p.LinkB+"/2"]; rx-tx > 64 || tx-rx > 64 {
+		t.Errorf("all.pcapng: %d received on %s, %d sent on %s: want as many, give or take the packets handed between workers as the capture started and ended", rx, p.LinkA, tx, p.LinkB)
 	}
 	for i := range 3 {
 		name := fmt.Sprintf("short%d.pcapng", i)
