@@ -573,7 +573,7 @@ func TestFakeReconfigureLinks(t *testing.T) {
 // 10 % of the UMEM of one started with 64 (issue 21): each link to come
 // gets what it would have in a switch started with 64 (that ring size, its
 // frames, its lanes' frag blocks), and the 2 links' rings grow above that
-// only while the UMEM stays within 10 % of it (givenRingSize). A ring size
+// only while the UMEM stays within a sixteenth of it (givenRingSize). A ring size
 // set by hand is every link's; MaxLinks 0 leaves the sizing of before
 // alone (2048-entry rings, 32 frag blocks a lane).
 func TestMaxLinksMemory(t *testing.T) {
@@ -593,6 +593,7 @@ func TestMaxLinksMemory(t *testing.T) {
 		return f.Region().Size(), f.Plan()
 	}
 	two, p2 := size(2, 0, 0)
+	_, p1 := size(1, 64, 0)
 	reserved, pr := size(2, 64, 0)
 	full, pf := size(64, 0, 0)
 	if pr.AddedRingSize != pf.RingSize || pr.RingSize < pr.AddedRingSize || pr.RingSize > p2.RingSize {
@@ -608,6 +609,7 @@ func TestMaxLinksMemory(t *testing.T) {
 	if _, ph := size(2, 64, 1024); ph.RingSize != 1024 || ph.AddedRingSize != 1024 {
 		t.Errorf("--ring-size 1024, 2 links of 64: ring %d, added %d; want 1024 for both", ph.RingSize, ph.AddedRingSize)
 	}
+	t.Logf("an uplink alone of 64: ring %d", p1.RingSize)
 	t.Logf("UMEM: 2 links %d MiB (ring %d); 2 of 64 %d MiB (ring %d, added %d); 64 at start %d MiB (ring %d): %+.1f %%, %d KiB per link to come",
 		two>>20, p2.RingSize, reserved>>20, pr.RingSize, pr.AddedRingSize, full>>20, pf.RingSize,
 		100*float64(reserved-full)/float64(full), (reserved-two)/62>>10)

