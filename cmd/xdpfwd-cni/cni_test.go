@@ -355,6 +355,27 @@ func (r *rig) reach(a, b *topo.NS, addrB netip.Addr, n int64) error {
 
 // libcni is a runtime's library against the rig's directories, run in
 // the node namespace (a process inherits its forking thread's).
+// gcKeeping runs GC with pods keep (by index) the valid attachments, and
+// checks that the pods drop are gone and those kept still attached.
+func (r *rig) gcKeeping(addrs []netip.Addr, keep, drop []int) {
+	r.t.Helper()
+	var valid []types.GCAttachment
+	for _, i := range keep {
+		valid = append(valid, types.GCAttachment{ContainerID: r.containerID(r.pods[i]), IfName: "eth0"})
+	}
+	if err := r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
+		return c.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: valid})
+	}); err != nil {
+		r.t.Fatalf("GC: %v", err)
+	}
+	for _, i := range drop {
+		r.gone(r.pods[i], addrs[i])
+	}
+	for _, i := range keep {
+		r.attached(r.pods[i], addrs[i])
+	}
+}
+
 func (r *rig) libcni(fn func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error) error {
 	list, err := libcni.LoadNetworkConf(r.netDir, r.netName)
 	if err != nil {
@@ -466,20 +487,7 @@ func TestCNIRuntime(t *testing.T) {
 	r.gone(r.pods[2], addrs[2])
 
 	// GC: pods 4 and 5 are valid; 1, 3, 6 and 7 are not (0 and 2 are gone).
-	valid := []types.GCAttachment{
-		{ContainerID: r.containerID(r.pods[4]), IfName: "eth0"},
-		{ContainerID: r.containerID(r.pods[5]), IfName: "eth0"},
-	}
-	if err := r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
-		return c.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: valid})
-	}); err != nil {
-		t.Fatalf("GC: %v", err)
-	}
-	for _, i := range []int{1, 3, 6, 7} {
-		r.gone(r.pods[i], addrs[i])
-	}
-	r.attached(r.pods[4], addrs[4])
-	r.attached(r.pods[5], addrs[5])
+	r.gcKeeping(addrs, []int{4, 5}, []int{1, 3, 6, 7})
 	if err := r.reach(r.pods[4], r.pods[5], addrs[5], 1<<20); err != nil {
 		t.Errorf("valid attachments after GC: %v", err)
 	}

@@ -355,20 +355,7 @@ func testRealDaemon(t *testing.T, queues int) {
 	d.running()
 
 	// GC: 4 and 5 valid; 1, 3, 6 and 7 not (0 and 2 are gone).
-	valid := []types.GCAttachment{
-		{ContainerID: r.containerID(r.pods[4]), IfName: "eth0"},
-		{ContainerID: r.containerID(r.pods[5]), IfName: "eth0"},
-	}
-	if err := r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
-		return c.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: valid})
-	}); err != nil {
-		t.Fatalf("GC: %v", err)
-	}
-	for _, i := range []int{1, 3, 6, 7} {
-		r.gone(r.pods[i], addrs[i])
-	}
-	r.attached(r.pods[4], addrs[4])
-	r.attached(r.pods[5], addrs[5])
+	r.gcKeeping(addrs, []int{4, 5}, []int{1, 3, 6, 7})
 	if got, want := d.links(), []string{"up0", "up1", r.hostName(r.pods[4]), r.hostName(r.pods[5])}; !slices.Equal(sorted(got), sorted(want)) {
 		t.Errorf("xdpfwd link list after GC: %q, want %q", got, want)
 	}
