@@ -60,10 +60,24 @@ type Config struct {
 	// RingSize is the entries of each RX and TX ring (fill and completion
 	// rings get twice as many): a power of two, MinRingSize..MaxRingSize.
 	// 0: auto, 2048 while a worker has one socket per link, halved as it
-	// reads more (never below 64).
+	// reads more (never below 64). It is the links given's: a link added
+	// later gets AddedRingSize.
 	RingSize uint32
-	Batch    int // descriptors per ring operation, 18..RingSize; 0: 64
-	Logger   *slog.Logger
+	// AddedRingSize is the entries of each ring of a link added while
+	// running (Forwarder.AddLink), whose memory the UMEM sets aside at
+	// start for each of the MaxLinks links that may come: a power of two,
+	// MinRingSize..MaxRingSize, at most RingSize when that is set. 0:
+	// auto, the ring size MaxLinks links would have at start (64 entries
+	// at 64 links), never above RingSize: a RingSize raised for the links
+	// given does not multiply what every link to come pins.
+	AddedRingSize uint32
+	// MaxUMEM bounds the bytes of packet memory the forwarder pins (the
+	// UMEM, links given and those set aside for links to come): New
+	// refuses a Config whose plan needs more, naming what takes it. 0:
+	// DefaultMaxUMEM.
+	MaxUMEM int64
+	Batch   int // descriptors per ring operation, 18..RingSize; 0: 64
+	Logger  *slog.Logger
 
 	// InlineMax is the largest packet, in bytes, copied whole into a
 	// 256-byte inline slot: 1..256; 0: the default, 256; InlineOff: the
@@ -271,11 +285,17 @@ func (m MultiBufferMode) String() string {
 	return fmt.Sprintf("MultiBufferMode(%d)", int(m))
 }
 
-// Ring sizes New accepts (Config.RingSize).
+// Ring sizes New accepts (Config.RingSize, Config.AddedRingSize).
 const (
 	MinRingSize = 64
 	MaxRingSize = 16384
 )
+
+// DefaultMaxUMEM is the packet memory a forwarder pins at most when
+// Config.MaxUMEM is 0: 1 GiB, about 8 times what the largest automatic
+// plan takes (64 links of one queue, 2048-entry rings given, jumbo frames),
+// and far below what a ring size set by hand times MaxLinks could ask.
+const DefaultMaxUMEM = 1 << 30
 
 // InputError marks an error caused by the user's input or environment
 // (bad flag, unknown link, missing capability, foreign program): the

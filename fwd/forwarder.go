@@ -226,7 +226,8 @@ func New(config Config) (_ *Forwarder, err error) {
 		"links", cfg.Links, "workers", cfg.Queues,
 		"rx_queues", rxq, "ring_size", cfg.RingSize, "xdp_mode", modes,
 		"bind_mode", f.socks[0][0].BindMode(), "promiscuous", cfg.Promiscuous,
-		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size())
+		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size(),
+		"max_links", cfg.MaxLinks, "added_ring_size", cfg.AddedRingSize, "umem_reserved_bytes", cfg.UMEMReserved)
 	return f, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -606,11 +607,71 @@ func TestMaxLinksMemory(t *testing.T) {
 		t.Errorf("MaxLinks 0: plan MaxLinks %d ring %d added %d, %d frag blocks, %d frames; want 2, 2048, 2048, 64 and %d (as before)",
 			p2.MaxLinks, p2.RingSize, p2.AddedRingSize, p2.UMEM.FragBlocks, p2.UMEM.Frames, 2*3*2048)
 	}
-	if _, ph := size(2, 64, 1024); ph.RingSize != 1024 || ph.AddedRingSize != 1024 {
-		t.Errorf("--ring-size 1024, 2 links of 64: ring %d, added %d; want 1024 for both", ph.RingSize, ph.AddedRingSize)
+	if _, ph := size(2, 64, 1024); ph.RingSize != 1024 || ph.AddedRingSize != pf.RingSize {
+		t.Errorf("--ring-size 1024, 2 links of 64: ring %d, added %d; want 1024 for the 2 given, %d (64 links') for those added", ph.RingSize, ph.AddedRingSize, pf.RingSize)
 	}
 	t.Logf("an uplink alone of 64: ring %d", p1.RingSize)
 	t.Logf("UMEM: 2 links %d MiB (ring %d); 2 of 64 %d MiB (ring %d, added %d); 64 at start %d MiB (ring %d): %+.1f %%, %d KiB per link to come",
 		two>>20, p2.RingSize, reserved>>20, pr.RingSize, pr.AddedRingSize, full>>20, pf.RingSize,
 		100*float64(reserved-full)/float64(full), (reserved-two)/62>>10)
+}
+
+// TestUMEMPlanBounded: the memory a forwarder pins is proportional to
+// what it serves (issue 27). A ring size set by hand is the links given's:
+// the MaxLinks-1 links that may come keep the rings MaxLinks links would
+// have, so a sink of one link at --ring-size 4096 pins tens of MiB (it
+// pinned 1.7 GB: 63 links to come × 3 × 4096 frames of 2 KiB). A plan
+// above Config.MaxUMEM is refused, naming the flags that lower it.
+func TestUMEMPlanBounded(t *testing.T) {
+	plan := func(mode string, ring uint32, maxUMEM int64) (fwd.Plan, error) {
+		t.Helper()
+		env := fwdtest.New()
+		cfg := fwd.Config{RingSize: ring, Queues: 1, Env: env, HugePages: umem.HugePagesOff, MaxUMEM: maxUMEM}
+		switch mode {
+		case "sink":
+			cfg.Links, cfg.Handler, cfg.MaxLinks = []string{"a"}, modes.NewSink(nil), 64
+		case "switch":
+			cfg.Links, cfg.Handler, cfg.MaxLinks = []string{"a", "b"}, modes.NewSwitch(64, 1024, 0), 64
+		case "xconnect":
+			cfg.Links = []string{"a", "b"}
+		}
+		for _, l := range cfg.Links {
+			env.AddLink(l, fwdtest.LinkOptions{Veth: true})
+		}
+		f, err := fwd.New(cfg)
+		if err != nil {
+			return fwd.Plan{}, err
+		}
+		defer f.Close()
+		if got := f.Region().Size(); got != f.Plan().UMEM.Size() {
+			t.Errorf("%s ring %d: region %d bytes, plan %d", mode, ring, got, f.Plan().UMEM.Size())
+		}
+		return f.Plan(), nil
+	}
+	for _, mode := range []string{"sink", "switch", "xconnect"} {
+		var line []string
+		for _, ring := range []uint32{0, 256, 1024, 4096} {
+			p, err := plan(mode, ring, 0)
+			if err != nil {
+				t.Fatalf("%s ring %d: %v", mode, ring, err)
+			}
+			mib := p.UMEM.Size() >> 20
+			line = append(line, fmt.Sprintf("ring %d: %d MiB (%d reserved, added rings %d)", ring, mib, p.UMEMReserved>>20, p.AddedRingSize))
+			// Per link given at 4096: a fill ring of 2×4096 and a TX
+			// ring's worth of 2 KiB frames, 24 MiB, plus frag blocks
+			// and inline slots; per link to come ~0.6 MiB.
+			if want := 64 + 40*len(p.Links)*int(max(ring, 2048))/4096; mib > want {
+				t.Errorf("%s, ring %d: UMEM %d MiB, want at most %d", mode, ring, mib, want)
+			}
+			if mode != "xconnect" && p.AddedRingSize > 64 {
+				t.Errorf("%s, ring %d: links added get %d-entry rings, want those of 64 links (64)", mode, ring, p.AddedRingSize)
+			}
+		}
+		t.Logf("%s: %s", mode, strings.Join(line, "; "))
+	}
+	_, err := plan("switch", 4096, 32<<20)
+	var ie *fwd.InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "--max-umem 32 MiB") || !strings.Contains(err.Error(), "--max-links 64") {
+		t.Errorf("switch at --ring-size 4096 with --max-umem 32 MiB: %v; want an InputError naming --max-umem and --max-links", err)
+	}
 }

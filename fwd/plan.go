@@ -1,6 +1,7 @@
 package fwd
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -47,12 +48,14 @@ type Plan struct {
 	// (givenRingSize), never below AddedRingSize.
 	RingSize uint32
 	// AddedRingSize is the ring size of a link added while running
-	// (AddLink): RingSize when set by hand; with the ring size auto, the
-	// one MaxLinks links would get, so that each one to come costs what it
-	// would at start, and the UMEM of a forwarder that took them is within
-	// 10 % of one started with all of them.
+	// (AddLink): Config.AddedRingSize when set; auto, the one MaxLinks
+	// links would get (never above RingSize), so that each one to come
+	// costs what it would at start, and the UMEM of a forwarder that took
+	// them is within 10 % of one started with all of them.
 	AddedRingSize uint32
-	Batch         int
+	// MaxUMEM is the bound the UMEM was held to (Config.MaxUMEM, resolved).
+	MaxUMEM int64
+	Batch   int
 	// FrameSize and ZeroCopy as package zcbuf fitted them to the drivers:
 	// ZeroCopyOff where a driver would cut MTU-sized frames.
 	FrameSize int
@@ -82,8 +85,11 @@ type Plan struct {
 	FlowTableSize int
 
 	// UMEM is the region's layout: its frames, inline slots and frag
-	// blocks (umemConfig).
-	UMEM umem.Config
+	// blocks (umemConfig). UMEMReserved is the bytes of it set aside for
+	// the links that may be added (MaxLinks above Links), at
+	// AddedRingSize; the rest is the links given's.
+	UMEM         umem.Config
+	UMEMReserved int
 	// HandoffSize is the entries of each handoff ring; 0 with one worker.
 	// AddedHandoffSize is that of the rings to and from a link added
 	// while running: the size MaxLinks links would get (never above
@@ -162,6 +168,12 @@ func (c *Config) check(host hostFacts) error {
 		return inputErr("--queues %d: want 0 (auto: the CPUs, at most the links' queue counts) or a count of 1..the links' queue count", c.Queues)
 	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < MinRingSize || c.RingSize > MaxRingSize):
 		return inputErr("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", c.RingSize, MinRingSize, MaxRingSize)
+	case c.AddedRingSize != 0 && (c.AddedRingSize&(c.AddedRingSize-1) != 0 || c.AddedRingSize < MinRingSize || c.AddedRingSize > MaxRingSize):
+		return inputErr("--added-ring-size %d: want a power of two, %d..%d, or 0 (auto)", c.AddedRingSize, MinRingSize, MaxRingSize)
+	case c.AddedRingSize != 0 && c.RingSize != 0 && c.AddedRingSize > c.RingSize:
+		return inputErr("--added-ring-size %d: want at most --ring-size %d", c.AddedRingSize, c.RingSize)
+	case c.MaxUMEM < 0:
+		return inputErr("--max-umem %d: want a size in bytes, or 0 (%d MiB)", c.MaxUMEM, DefaultMaxUMEM>>20)
 	case batch < linearize.MaxDescs || c.RingSize != 0 && uint32(batch) > c.RingSize:
 		return inputErr("batch %d: want %d..ring size, or 0 (%d)", c.Batch, linearize.MaxDescs, defaultBatch)
 	case c.FragOrder > 0 && c.FragOrder != 3 && c.FragOrder != 4:
@@ -230,15 +242,11 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 			return Plan{}, inputErr("--queues %d: each worker transmits on a queue of its own, and link %q has %d RX and %d TX queues", p.Queues, l.name, l.rxQueues, l.txQueues)
 		}
 	}
-	p.AddedRingSize = p.RingSize
 	if p.RingSize == 0 {
 		p.RingSize = autoRingSize(p.Queues, links)
 		p.Batch = min(p.Batch, int(p.RingSize))
-		// The links that may be added count as links of one queue per
-		// worker; an added link's rings are those MaxLinks links would
-		// have, never below a batch.
-		p.AddedRingSize = min(p.RingSize, max(autoRingSize(p.Queues, reserveLinks(links, p.MaxLinks, p.Queues)), pow2AtLeast(p.Batch)))
 	}
+	p.AddedRingSize = addedRingSize(cfg.AddedRingSize, &p, links)
 	if len(p.CPUs) == 0 && !cfg.NoPin && p.Queues > 1 {
 		p.CPUs = slices.Clone(host.cpus)
 	}
@@ -254,12 +262,56 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	}
 	p.UMEM = umemConfig(&p, cfg.FragOrder, links)
 	p.FragOrder = p.UMEM.FragOrder
+	p.UMEMReserved = umemReserved(&p, cfg.FragOrder, links)
+	if err := p.boundUMEM(cfg, links); err != nil {
+		return Plan{}, err
+	}
 	var err error
 	if p.HandoffSize, err = handoffRingSize(&p, links); err != nil {
 		return Plan{}, err
 	}
 	p.AddedHandoffSize = addedHandoffSize(&p, links)
 	return p, nil
+}
+
+// addedRingSize is Plan.AddedRingSize: set, the ring size asked (check
+// held it to RingSize); auto, the one MaxLinks links would get at start,
+// the links that may be added counting as links of one queue per worker,
+// never below a batch nor above the links given's. It never follows a
+// RingSize set by hand up: MaxLinks-len(links) links to come at the given
+// links' 4096 entries would set aside over a GiB.
+func addedRingSize(set uint32, p *Plan, links []linkInfo) uint32 {
+	if set != 0 {
+		return set
+	}
+	if p.MaxLinks <= len(links) {
+		return p.RingSize // none to come: what a rebuild would give them
+	}
+	auto := max(autoRingSize(p.Queues, reserveLinks(links, p.MaxLinks, p.Queues)), pow2AtLeast(p.Batch))
+	return min(p.RingSize, auto)
+}
+
+// boundUMEM refuses a plan whose UMEM is above Config.MaxUMEM, naming how
+// much the links given and those to come take and what lowers each.
+func (p *Plan) boundUMEM(cfg Config, links []linkInfo) error {
+	limit := cmp.Or(cfg.MaxUMEM, DefaultMaxUMEM)
+	p.MaxUMEM = limit
+	size := int64(p.UMEM.Size())
+	if size <= limit {
+		return nil
+	}
+	reserved := int64(p.UMEMReserved)
+	return inputErr("the UMEM would pin %d MiB, above --max-umem %d MiB: %d MiB for the %d links given (--ring-size %d) and %d MiB set aside for %d links to come (--max-links %d, --added-ring-size %d); lower those or raise --max-umem",
+		size>>20, limit>>20, (size-reserved)>>20, len(links), p.RingSize, reserved>>20, max(p.MaxLinks-len(links), 0), p.MaxLinks, p.AddedRingSize)
+}
+
+// umemReserved is the bytes of p's UMEM set aside for the links that may
+// be added (MaxLinks above the links given): its size less that of the
+// same plan without them.
+func umemReserved(p *Plan, fragOrder int, links []linkInfo) int {
+	q := *p
+	q.MaxLinks = len(links)
+	return p.UMEM.Size() - umemConfig(&q, fragOrder, links).Size()
 }
 
 // pow2AtLeast is the smallest power of two n or more.
@@ -579,6 +631,8 @@ var restartFields = []struct {
 	{"Handler", func(p *Plan) any { return fmt.Sprintf("%T", p.Handler) }},
 	{"MaxLinks", func(p *Plan) any { return p.MaxLinks }},
 	{"RingSize", func(p *Plan) any { return p.RingSize }},
+	{"AddedRingSize", func(p *Plan) any { return p.AddedRingSize }},
+	{"MaxUMEM", func(p *Plan) any { return p.MaxUMEM }},
 	{"Batch", func(p *Plan) any { return p.Batch }},
 	{"FrameSize", func(p *Plan) any { return p.FrameSize }},
 	{"ZeroCopy", func(p *Plan) any { return p.ZeroCopy }},

@@ -121,6 +121,7 @@ var configFlags = map[string]string{
 	"XPSAsymmetric": "xps-asymmetric", "FlowTableSize": "flow-table-size", "CPUs": "cpus",
 	"NoPin": "cpus", "Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
 	"BusyPoll": "busy-poll", "Promisc": "promisc", "MaxLinks": "max-links",
+	"AddedRingSize": "added-ring-size", "MaxUMEM": "max-umem",
 }
 
 // flagOf is the flag of fwd.Config field name.

@@ -141,6 +141,8 @@ type fwdFlags struct {
 	maxTxFrags  int
 	multiBuffer multiBufferFlag
 	ringSize    int
+	addedRing   int
+	maxUMEM     sizeFlag
 	maxLinks    int
 
 	xpsMode    string
@@ -179,6 +181,8 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 0, "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4")
 	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
 	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
+	fs.IntVar(&ff.addedRing, "added-ring-size", 0, fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize))
+	fs.Var(&ff.maxUMEM, "max-umem", fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20))
 	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
 	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
 	fs.StringVar(&ff.spin, "spin", "auto", "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing), N (every time), or off (sleep at once)")
@@ -240,6 +244,11 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(fmt.Errorf("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.ringSize, fwd.MinRingSize, fwd.MaxRingSize))
 	}
 	cfg.RingSize = uint32(ff.ringSize) // fwd.New checks the range
+	if ff.addedRing < 0 || ff.addedRing > math.MaxUint32 {
+		return cfg, nil, bad(fmt.Errorf("--added-ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.addedRing, fwd.MinRingSize, fwd.MaxRingSize))
+	}
+	cfg.AddedRingSize = uint32(ff.addedRing)
+	cfg.MaxUMEM = int64(ff.maxUMEM)
 	if cfg.XPS, err = xps.ParseMode(ff.xpsMode); err != nil {
 		return cfg, nil, bad(err)
 	}
@@ -269,6 +278,33 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(err)
 	}
 	return cfg, logger, nil
+}
+
+// sizeFlag is a byte count: a number with an optional binary suffix (K,
+// KiB, M, MiB, G, GiB), as --max-umem takes it.
+type sizeFlag int64
+
+func (s *sizeFlag) String() string {
+	switch v := int64(*s); {
+	case v != 0 && v%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", v>>30)
+	case v != 0 && v%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", v>>20)
+	default:
+		return strconv.FormatInt(v, 10)
+	}
+}
+
+func (s *sizeFlag) Set(v string) error {
+	num := strings.TrimRight(v, "KMGiB")
+	unit := strings.TrimSuffix(v[len(num):], "iB")
+	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("%q: want bytes, e.g. 268435456, 256MiB or 2GiB", v)
+	}
+	*s = sizeFlag(n << shift)
+	return nil
 }
 
 // defaultMaxLinks is --max-links -1 in the modes that take links while
