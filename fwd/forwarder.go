@@ -75,8 +75,13 @@ type Forwarder struct {
 	// of a link event (links.go); removed holds the totals of the links
 	// removed, strandedRemoved the TX descriptors their sockets took
 	// with them; rewatch tells the monitor the links changed.
+	// zeroCopy: the UMEM was registered in zero-copy mode at New.
+	// vanished: the links the kernel deleted, until added again
+	// (Vanished); under linkMu.
+	zeroCopy        bool
+	vanished        map[string]bool
 	linkMu          sync.Mutex
-	removed         map[string]LinkStats
+	removed         removedTotals
 	strandedRemoved int
 	rewatch         chan struct{}
 
@@ -170,6 +175,9 @@ func New(config Config) (_ *Forwarder, err error) {
 		return nil, err
 	}
 
+	// Links may come and go only in copy mode (changeable); with none
+	// left there is no socket to ask.
+	f.zeroCopy = f.socks[0][0].ZeroCopy()
 	if cfg.Queues > 1 {
 		f.flows = newFlowState(f.region, cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
 	}
@@ -488,7 +496,10 @@ func (f *Forwarder) Queues() int { return f.cfg.Queues }
 // SetQueues: what it resolved to at start (the CPUs the process may use,
 // at most the links' queue count), and at most Queues (workers cannot be
 // added while running).
-func (f *Forwarder) DefaultQueues() int { return min(defaultQueues(f.links, f.host), f.cfg.Queues) }
+func (f *Forwarder) DefaultQueues() int {
+	live, _ := f.liveLinks() // not the holes removed links left: they have 0 queues
+	return min(defaultQueues(live, f.host), f.cfg.Queues)
+}
 
 // Plan returns the settings the forwarder runs with, as New resolved its
 // Config: a copy, which the caller may keep. What changed live since
@@ -520,6 +531,21 @@ func (f *Forwarder) Links() []string {
 		names[i] = l.name
 	}
 	return names
+}
+
+// LiveLinks is the number of links forwarded now: those of Links but the
+// holes. 0 when every link left (a Handler's forwarder runs on with none,
+// and takes links again with AddLink).
+func (f *Forwarder) LiveLinks() int {
+	f.statsMu.RLock()
+	defer f.statsMu.RUnlock()
+	n := 0
+	for _, l := range f.links {
+		if l.name != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // SetQueues changes, while running, how many TX queues flows are spread

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +16,13 @@ import (
 )
 
 // Links attached and detached while forwarding (AddLink, RemoveLink), in
-// the modes with a Handler.
+// the modes with a Handler, in copy mode. The rule is one for every link:
+// any may be added, removed, or deleted by the kernel (the monitor removes
+// it), those given to New as those added, the first and the last too; a
+// link whose queue count changes is removed and added back on its new
+// queues. Nothing a link does ends Run. Without a Handler (xconnect) and
+// in zero-copy mode the links are those given, and Run ends when one goes
+// (ErrLinkGone, ErrQueuesChanged): the daemon builds the forwarder again.
 //
 // The UMEM is registered once, sized at start for Plan.MaxLinks links
 // (reserveLinks): an added link's fill rings are stocked from frames set
@@ -265,9 +272,7 @@ func (f *Forwarder) changeable(op, name string) error {
 	switch {
 	case f.handler == nil:
 		return &InputError{fmt.Errorf("link %s %s: without a Handler (xconnect) the links are the two given: %w", op, name, linkop.ErrUnsupported)}
-	case f.umemOwner() == nil:
-		return fmt.Errorf("link %s %s: the forwarder has no sockets: %w", op, name, linkop.ErrUnsupported)
-	case f.umemOwner().ZeroCopy():
+	case f.zeroCopy:
 		// The kernel binds a socket sharing a zero-copy UMEM in zero-copy
 		// mode too (xp_assign_dev_shared), which a veth cannot take; and
 		// a driver holds frames the rings do not show, which closing one
@@ -305,6 +310,11 @@ func (f *Forwarder) indexOf(name string) int {
 func (f *Forwarder) AddLink(name string) error {
 	f.linkMu.Lock()
 	defer f.linkMu.Unlock()
+	return f.addLink(name)
+}
+
+// addLink is AddLink with linkMu held.
+func (f *Forwarder) addLink(name string) error {
 	if err := f.changeable("add", name); err != nil {
 		return err
 	}
@@ -427,6 +437,7 @@ func (f *Forwarder) AddLink(name string) error {
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
 	f.progs[i].Commit()
+	delete(f.vanished, name)
 	f.watchChanged()
 	f.cfg.Logger.Info("link added", "link", name, "index", i, "rx_queues", l.rxQueues, "xdp_mode", f.progs[i].Mode())
 	return nil
@@ -437,8 +448,9 @@ func (f *Forwarder) AddLink(name string) error {
 // hold and stops using it, its sockets close and every frame they held
 // comes back; the Handler hears of it (LinkObserver: the switch forgets
 // its addresses); its totals stay in the Summary, and its index is free
-// for a later AddLink. The last link stays (an InputError).
-// Errors wrap ErrUnknownLink and linkop.ErrUnknownLink (it is not
+// for a later AddLink. Any link may go, the first and the last
+// included: with none left the forwarder runs on, forwarding nothing, and
+// the next AddLink's sockets register the UMEM again. Errors wrap ErrUnknownLink and linkop.ErrUnknownLink (it is not
 // forwarded) or linkop.ErrUnsupported.
 func (f *Forwarder) RemoveLink(name string) error {
 	f.linkMu.Lock()
@@ -449,11 +461,6 @@ func (f *Forwarder) RemoveLink(name string) error {
 	i := f.indexOf(name)
 	if i < 0 || name == "" {
 		return fmt.Errorf("link del %s: %w %q (%w)", name, ErrUnknownLink, name, linkop.ErrUnknownLink)
-	}
-	if len(f.linksBut(i)) == 0 {
-		// Its sockets hold the UMEM's registration; a forwarder keeps a
-		// link, as it starts with one.
-		return inputErr("link del %s: the forwarder's last link stays (stop xdpfwd instead)", name)
 	}
 	f.removeLink(i, false)
 	f.watchChanged()
@@ -486,14 +493,7 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	name := f.links[i].name
 	st := f.LinkStats(i)
 	f.statsMu.Lock()
-	if prev, ok := f.removed[name]; ok {
-		prev.add(st)
-		st = prev
-	}
-	if f.removed == nil {
-		f.removed = map[string]LinkStats{}
-	}
-	f.removed[name] = st
+	f.removed.add(name, st)
 	socks, prog := f.socks[i], f.progs[i]
 	f.links[i], f.socks[i], f.ports[i], f.progs[i] = linkInfo{}, nil, nil, nil
 	f.health[i].downs.Store(0)
@@ -507,7 +507,9 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	f.statsMu.Unlock()
 	f.capture.SetLinks(f.Links())
 	// The UMEM outlives the socket that registered it: the kernel holds
-	// it for every socket bound to it, and AddLink binds to another.
+	// it for every socket bound to it, and AddLink binds to another; when
+	// these were the last, the kernel lets it go with them, and the next
+	// AddLink's first socket registers the region again (openLink).
 	for q := len(socks) - 1; q >= 0; q-- {
 		socks[q].Close()
 	}
@@ -521,14 +523,28 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	}
 }
 
-// RemovedLinks is the totals of the links removed while running, by name
-// (a name removed twice: both summed); the Summary lists them with the
-// others.
+// Vanished is the links the kernel deleted while they were forwarded
+// (the monitor removed them) and that were not added again since: what a
+// daemon that waits for its links adds back when they exist again.
+func (f *Forwarder) Vanished() []string {
+	f.linkMu.Lock()
+	defer f.linkMu.Unlock()
+	out := make([]string, 0, len(f.vanished))
+	for n := range f.vanished {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// RemovedLinks is the totals of the last 64 links removed while running,
+// by name (a name removed twice: both summed); the Summary lists them
+// with the others, and sums the older ones (Summary.RemovedOlder).
 func (f *Forwarder) RemovedLinks() map[string]LinkStats {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
-	out := make(map[string]LinkStats, len(f.removed))
-	for k, v := range f.removed {
+	out := make(map[string]LinkStats, len(f.removed.byName))
+	for k, v := range f.removed.byName {
 		out[k] = v
 	}
 	return out

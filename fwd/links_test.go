@@ -408,8 +408,7 @@ func testFakeLinkDeleted(t *testing.T, workers int) {
 }
 
 // TestFakeLinkRemoveFirst: the first link, whose socket registered the
-// UMEM, is removed and added back like any other; the last link left
-// stays.
+// UMEM, is removed and added back like any other.
 func TestFakeLinkRemoveFirst(t *testing.T) { forWorkers(t, testFakeLinkRemoveFirst) }
 
 func testFakeLinkRemoveFirst(t *testing.T, workers int) {
@@ -440,14 +439,86 @@ func testFakeLinkRemoveFirst(t *testing.T, workers int) {
 	r.links[1].CollectN(1, 5*time.Second)
 	c.CollectN(1, 5*time.Second)
 	abTraffic(t, r, 0, 50)
-	for _, n := range []string{"l1", "c"} {
-		if err := r.f.RemoveLink(n); err != nil {
-			t.Fatalf("RemoveLink(%s): %v", n, err)
+}
+
+// TestFakeLinkEveryOneLeaves: every link may leave, the first (the
+// uplink, whose socket registered the UMEM) and the last included, by
+// RemoveLink or by the kernel deleting it, and the forwarder runs on with
+// none, saying so (LiveLinks 0), until links are added again: their
+// sockets register the UMEM anew (issue 27: after the uplink's removal,
+// the next pod's deletion ended the daemon, or left it refusing every add
+// with "the forwarder has no sockets").
+func TestFakeLinkEveryOneLeaves(t *testing.T) { forWorkers(t, testFakeLinkEveryOneLeaves) }
+
+func testFakeLinkEveryOneLeaves(t *testing.T, workers int) {
+	r, _ := startSwitchOn(t, 4, workers)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: workers})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatalf("AddLink(c): %v", err)
+	}
+	if err := r.f.RemoveLink("l0"); err != nil {
+		t.Fatalf("RemoveLink(l0), the uplink: %v", err)
+	}
+	r.links[1].Delete() // the kernel deletes a link given at start
+	soon(t, "l1 removed", func() bool { return !slices.Contains(r.f.Links(), "l1") })
+	c.Delete() // and the last one
+	soon(t, "c removed", func() bool { return r.f.LiveLinks() == 0 })
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned %v when its last link left", err)
+	default:
+	}
+	// Links again, their sockets registering the UMEM anew.
+	d := r.env.AddLink("d", fwdtest.LinkOptions{Queues: workers})
+	e := r.env.AddLink("e", fwdtest.LinkOptions{Queues: workers})
+	for _, n := range []string{"d", "e"} {
+		if err := r.f.AddLink(n); err != nil {
+			t.Fatalf("AddLink(%s) with no link left: %v", n, err)
 		}
 	}
-	if err := r.f.RemoveLink("l0"); err == nil || !fwd.IsInputError(err) {
-		t.Errorf("RemoveLink of the last link: %v, want an input error", err)
+	if got := r.f.LiveLinks(); got != 2 {
+		t.Fatalf("LiveLinks() = %d after two adds, want 2", got)
 	}
+	fd := seqFrame(bcast, macC, 9, 1, 200)
+	injectOn(t, d, fd)
+	if got := e.CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, fd) {
+		t.Fatalf("d→e after every link left: %d frames out of e, want the one sent", len(got))
+	}
+	fe := seqFrame(macC, macB, 9, 2, 1000)
+	injectOn(t, e, fe)
+	if got := d.CollectN(1, 5*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, fe) {
+		t.Fatalf("e→d: %d frames out of d, want the one sent", len(got))
+	}
+}
+
+// TestFakeLinkQueuesChange: in a mode that takes links while running, a
+// link whose queue count changes (ethtool -L) is taken out and added back
+// on its new queues; the forwarder and its other links run on (the
+// forwarder was rebuilt, and a rebuild that found the uplink gone ended
+// the daemon). A link whose new queues are fewer than the workers stays
+// out, and the rest run on.
+func TestFakeLinkQueuesChange(t *testing.T) {
+	r, _ := startSwitchOn(t, 4, 1)
+	c := r.env.AddLink("c", fwdtest.LinkOptions{Queues: 1})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatalf("AddLink(c): %v", err)
+	}
+	r.links[0].SetQueues(4, 4)
+	soon(t, "l0 on 4 queues", func() bool { return slices.Contains(r.f.Links(), "l0") && r.f.LinkQueues(0) == 4 })
+	c.SetQueues(2, 2)
+	soon(t, "c on 2 queues", func() bool { return slices.Contains(r.f.Links(), "c") && r.f.LinkQueues(2) == 2 })
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned %v after a queue count change", err)
+	default:
+	}
+	r.inject(1, 0, seqFrame(bcast, macB, 8, 2, 64), fwdtest.RX{}) // B again: the switch forgot l0's A
+	r.links[0].CollectN(1, 5*time.Second)
+	c.CollectN(1, 5*time.Second)
+	r.inject(0, 3, seqFrame(bcast, macA, 8, 3, 64), fwdtest.RX{}) // A, on a queue l0 did not have
+	r.links[1].CollectN(1, 5*time.Second)
+	c.CollectN(1, 5*time.Second)
+	abTraffic(t, r, 0, 50)
 }
 
 // TestFakeLinkErrors: what AddLink and RemoveLink refuse, and with which
@@ -673,5 +744,96 @@ func TestUMEMPlanBounded(t *testing.T) {
 	var ie *fwd.InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "--max-umem 32 MiB") || !strings.Contains(err.Error(), "--max-links 64") {
 		t.Errorf("switch at --ring-size 4096 with --max-umem 32 MiB: %v; want an InputError naming --max-umem and --max-links", err)
+	}
+}
+
+// TestFakeReconfigureAfterRemoval: a reload with the queues auto while a
+// removed link has left a hole in the link table (issue 27: "queues 0:
+// want 1..1", the hole's 0 queues taken for a link's), and DefaultQueues
+// read while links come and go (a data race on the link table; run with
+// -race).
+func TestFakeReconfigureAfterRemoval(t *testing.T) {
+	r, sw := startSwitch(t, 4)
+	r.env.AddLink("c", fwdtest.LinkOptions{})
+	r.env.AddLink("d", fwdtest.LinkOptions{})
+	if err := r.f.AddLink("c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.f.RemoveLink("l1"); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := r.f.Reconfigure(fwd.Config{Links: []string{"l0", "c"}, Handler: sw, MaxLinks: 4, Env: r.env, HugePages: r.f.Plan().HugePages})
+	if err != nil || rc.Failed != nil {
+		t.Fatalf("Reconfigure with --queues auto after a removal: %v, failed %v", err, rc.Failed)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(done)
+		for range 50 {
+			if err := r.f.AddLink("d"); err != nil {
+				t.Errorf("AddLink(d): %v", err)
+				return
+			}
+			if err := r.f.RemoveLink("d"); err != nil {
+				t.Errorf("RemoveLink(d): %v", err)
+				return
+			}
+		}
+	})
+	for reads := 0; ; reads++ {
+		select {
+		case <-done:
+			wg.Wait()
+			t.Logf("%d DefaultQueues reads during 50 add/remove cycles", reads)
+			return
+		default:
+		}
+		if q := r.f.DefaultQueues(); q != 1 {
+			t.Fatalf("DefaultQueues() = %d while links change, want 1", q)
+		}
+	}
+}
+
+// TestFakeRemovedLinksBounded: the totals of links removed while running
+// are kept by name for the last 64 only, the older summed into one
+// (issue 27, item 10: they were kept per name until exit, ~1.7 KB per pod
+// ever attached, and listed one by one in the stop log and the summary),
+// and every packet is still counted once.
+func TestFakeRemovedLinksBounded(t *testing.T) {
+	r, _ := startSwitch(t, 4)
+	const pods = 200
+	for i := range pods {
+		name := fmt.Sprintf("pod%d", i)
+		c := r.env.AddLink(name, fwdtest.LinkOptions{})
+		if err := r.f.AddLink(name); err != nil {
+			t.Fatal(err)
+		}
+		injectOn(t, c, seqFrame(bcast, macC, 7, uint32(i), 100))
+		soon(t, name+"'s broadcast received", func() bool {
+			idx := slices.Index(r.f.Links(), name)
+			return r.f.LinkStats(idx).RXPackets == 1
+		})
+		if err := r.f.RemoveLink(name); err != nil {
+			t.Fatal(err)
+		}
+		c.Delete()
+	}
+	s := r.f.Summary()
+	named, rx := 0, uint64(0)
+	for name, ls := range s.Links {
+		if strings.HasPrefix(name, "pod") {
+			named++
+			rx += ls.RXPackets
+		}
+	}
+	if s.RemovedOlder == nil || named != 64 || s.RemovedOlder.Links != pods-64 {
+		t.Fatalf("summary after %d pods: %d named, older %+v; want 64 named and %d older", pods, named, s.RemovedOlder, pods-64)
+	}
+	if rx+s.RemovedOlder.Totals.RXPackets != pods {
+		t.Errorf("pods' rx packets: %d named + %d older, want %d", rx, s.RemovedOlder.Totals.RXPackets, pods)
+	}
+	if got := len(r.f.RemovedLinks()); got != 64 {
+		t.Errorf("RemovedLinks: %d names, want 64", got)
 	}
 }

@@ -33,10 +33,10 @@ type linkHealth struct {
 // monitor follows every link through the environment (netlink) until ctx
 // is done. A link that goes down and up is logged with the gap and counted
 // (forwarding resumes by itself: the sockets and programs stay bound); a
-// link that is deleted is removed when links may be (links.go: a Handler,
-// one worker, copy mode, not link 0), else it ends the run with
-// ErrLinkGone; one whose queue count changed ends it with
-// ErrQueuesChanged. When links are added or removed (rewatch) it follows
+// link that is deleted is removed, and one whose queue count changed is
+// added again on its new queues, when links may change (links.go: a
+// Handler, copy mode); else the first ends the run with ErrLinkGone, the
+// second with ErrQueuesChanged. When links are added or removed (rewatch) it follows
 // the links as they are then.
 func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc) {
 	for ctx.Err() == nil {
@@ -91,24 +91,47 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 		l := f.links[i]
 		switch ev.Kind {
 		case LinkGone:
-			if i != 0 && f.changeable("del", l.name) == nil {
+			if f.changeable("del", l.name) == nil {
 				f.cfg.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
 				f.removeLink(i, true)
+				if f.vanished == nil {
+					f.vanished = map[string]bool{}
+				}
+				f.vanished[l.name] = true
 				f.watchChanged()
 				return
 			}
 			f.cfg.Logger.Error("link deleted while forwarding", "link", l.name)
 			cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
 		case LinkQueues:
-			if ev.RXQueues != l.rxQueues || ev.TXQueues != l.txQueues {
-				err := fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, ev.RXQueues, ev.TXQueues, l.rxQueues, l.txQueues)
-				f.cfg.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
-				cancel(err)
+			if ev.RXQueues == l.rxQueues && ev.TXQueues == l.txQueues {
+				return
 			}
+			err := fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, ev.RXQueues, ev.TXQueues, l.rxQueues, l.txQueues)
+			if f.changeable("del", l.name) == nil {
+				f.readdLink(i, err)
+				return
+			}
+			f.cfg.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
+			cancel(err)
 		case LinkState:
 			f.linkState(i, ev)
 		}
 	})
+}
+
+// readdLink takes link i out and adds it back, on the queues it has now
+// (why says what changed): its sockets must cover every RX queue. The
+// other links and the workers run on; a link that cannot be added back
+// (fewer queues than the workers) stays out, logged. linkMu is held.
+func (f *Forwarder) readdLink(i int, why error) {
+	name := f.links[i].name
+	f.cfg.Logger.Warn("link queue count changed while forwarding: adding it again on its new queues", "link", name, "err", why)
+	f.removeLink(i, false)
+	if err := f.addLink(name); err != nil {
+		f.cfg.Logger.Error("link queue count changed: not added back, its traffic goes to the kernel's stack", "link", name, "err", err)
+	}
+	f.watchChanged()
 }
 
 // linkState records link i's operational state from a monitor's event.

@@ -385,9 +385,12 @@ func (f *Forwarder) OwnershipViolations() uint64 {
 // Summary is the --summary JSON document. Later versions add fields and
 // never rename these.
 type Summary struct {
-	Links     map[string]LinkStats `json:"links"`
-	UMEM      UMEMSummary          `json:"umem"`
-	DurationS float64              `json:"duration_s"`
+	// Links are the links by name: those forwarded, and the last 64
+	// removed while running; RemovedOlder sums the ones removed before.
+	Links        map[string]LinkStats `json:"links"`
+	RemovedOlder *RemovedSummary      `json:"removed_older,omitempty"`
+	UMEM         UMEMSummary          `json:"umem"`
+	DurationS    float64              `json:"duration_s"`
 
 	// Totals over every link of the TX layout accounting.
 	TXPaths         map[string]uint64 `json:"tx_paths"`
@@ -599,7 +602,7 @@ func (f *Forwarder) Summary() Summary {
 			continue // a hole a removed link left (links.go)
 		}
 		ls := f.linkStats(i)
-		if r, ok := f.removed[l.name]; ok {
+		if r, ok := f.removed.byName[l.name]; ok {
 			ls.add(r) // removed, then added again
 		}
 		links = append(links, ls)
@@ -610,11 +613,15 @@ func (f *Forwarder) Summary() Summary {
 		s.TXDescriptors += ls.TXDescriptors
 		s.InlineFallbacks += ls.InlineFallbacks
 	}
-	for name, ls := range f.removed {
+	for name, ls := range f.removed.byName {
 		if _, ok := s.Links[name]; !ok {
 			s.Links[name] = ls
 			links = append(links, ls)
 		}
+	}
+	if r := &f.removed; r.olderLinks > 0 {
+		s.RemovedOlder = &RemovedSummary{Links: r.olderLinks, Totals: r.older}
+		links = append(links, r.older)
 	}
 	p4, p2 := f.PagesPer1K()
 	s.PagesPer1KDesc = map[string]float64{"4k": p4, "2m": p2}

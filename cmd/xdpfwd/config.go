@@ -220,8 +220,8 @@ func (r *reloader) restore(interval time.Duration) time.Duration {
 		return interval
 	}
 	// r.last has the command line's flags as at start: only the
-	// file's settings differ. Its links were applied to the forwarder
-	// before, and the rebuilt one has what that one had (keptLinks).
+	// file's settings differ. Its links are fixed (a rebuilt forwarder's
+	// links cannot change: fwd's links.go), as the last one's were.
 	next := r.last.cfg
 	next.Links = slices.DeleteFunc(r.f.Links(), func(s string) bool { return s == "" })
 	rc, err := r.f.Reconfigure(next)
@@ -317,8 +317,18 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 	if len(restart) > 0 {
 		r.logger.Warn("config changes that need a restart were not applied", "keys", strings.Join(restart, " "), "changes", rc.RestartError())
 	}
-	return interval, rc.Failed
+	if rc.Failed != nil {
+		return interval, failedChanges{rc.Failed}
+	}
+	return interval, nil
 }
+
+// failedChanges is reload's error when the file was read and applied but
+// for some of its changes (a link that could not be added): the others,
+// logged as applied, are in force.
+type failedChanges struct{ error }
+
+func (f failedChanges) Unwrap() error { return f.error }
 
 func appendNew(s []string, v string) []string {
 	if slices.Contains(s, v) {

@@ -101,4 +101,11 @@ func logTotals(logger *slog.Logger, sum fwd.Summary, links []string) {
 			"tx_packets", l.TXPackets, "tx_bytes", l.TXBytes,
 			"drops", l.TotalDrops(), "drops_by_reason", dropReasons(l))
 	}
+	if r := sum.RemovedOlder; r != nil {
+		l := r.Totals
+		logger.Info("link totals of older removed links", "links", r.Links,
+			"rx_packets", l.RXPackets, "rx_bytes", l.RXBytes,
+			"tx_packets", l.TXPackets, "tx_bytes", l.TXBytes,
+			"drops", l.TotalDrops(), "drops_by_reason", dropReasons(l))
+	}
 }

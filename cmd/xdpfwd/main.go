@@ -587,17 +587,15 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if ff.mode == "txonly" {
 		return runTxOnly(ctx, ff, &st.gf, cfg, logger, *interval, *summary, stderr)
 	}
-	var kept keptLinks
 	for {
-		// A rebuilt forwarder starts with the Config's links it still
-		// had, and takes those added while running after (kept.restore).
-		start := cfg
-		start.Links = kept.start(cfg.Links)
-		f, err := fwd.New(start)
+		// A forwarder is rebuilt only where its links are fixed
+		// (xconnect, zero-copy: fwd's links.go), so the Config's links
+		// are the last one's.
+		f, err := fwd.New(cfg)
 		if err != nil {
 			if *waitLinks && errors.Is(err, fwd.ErrUnknownLink) {
 				logger.Warn("waiting for the links to exist", "err", err)
-				if !waitForLinks(ctx, start.Links, hup, logger) {
+				if !waitForLinks(ctx, cfg.Links, hup, logger) {
 					return nil
 				}
 				continue
@@ -608,7 +606,6 @@ func cmdRun(args []string, stderr io.Writer) error {
 			f.Close()
 			return err
 		}
-		kept.restore(f, start.Links, logger)
 		iv := *interval
 		if rl != nil {
 			rl.f, rl.logger = f, logger
@@ -631,10 +628,14 @@ func cmdRun(args []string, stderr io.Writer) error {
 			}
 		}
 		stopSink := sinkLines(ff.sink, iv, stderr)
+		stopReturns := func() {}
+		if *waitLinks && linksAtRuntime(ff.mode) {
+			stopReturns = addBackReturning(f, cfg.Links, logger)
+		}
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
+		stopReturns()
 		stopSink()
 		stopMetrics()
-		kept.record(f)
 		logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 		logTotals(logger, sum, cfg.Links)
 		logSink(logger, ff.sink)
@@ -651,7 +652,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		if *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil {
 			logger.Warn("a link is gone; waiting for both to return (--wait-for-links)", "err", err)
-			if !waitForLinks(ctx, kept.start(cfg.Links), hup, logger) {
+			if !waitForLinks(ctx, cfg.Links, hup, logger) {
 				return nil
 			}
 			continue
@@ -772,7 +773,11 @@ func forward(ctx context.Context, f *fwd.Forwarder, interval time.Duration, stde
 					continue
 				}
 				next, err := rl.reload(interval)
-				if err != nil {
+				var failed failedChanges
+				switch {
+				case errors.As(err, &failed):
+					logger.Error("config reload: some changes failed, the others applied", "err", failed.error)
+				case err != nil:
 					logger.Error("config reload: not applied", "err", err)
 				}
 				if next != interval {

@@ -54,8 +54,8 @@ var defaultHTTPLimits = httpLimits{
 // serveMetrics serves Prometheus metrics and /healthz for f on addr until
 // the returned stop function is called. Call it after fwd.New and before
 // Run. It fails at once, with a usage error, if it cannot listen on addr.
-// /healthz turns 503 once the forwarder is stopping (for good) or while a
-// worker is stalled (fwd.Forwarder.Stalled); scrapes that overlap its
+// /healthz turns 503 once the forwarder is stopping (for good), while a
+// worker is stalled (fwd.Forwarder.Stalled) or while it has no link; scrapes that overlap its
 // Close are safe (fwd guards its stats readers), and after stop the last
 // values read are served.
 func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger, mm *modeMetrics) (stop func(), err error) {
@@ -108,6 +108,11 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 		Check: func() error {
 			if s := f.Stalled(stallAfter); len(s) > 0 {
 				return fmt.Errorf("stalled: %s", strings.Join(s, "; "))
+			}
+			if f.LiveLinks() == 0 {
+				// Every link left (a node's uplink and pods): the daemon
+				// runs, takes links, and forwards nothing until then.
+				return errors.New("no links: forwarding nothing until a link is added (xdpfwd link add)")
 			}
 			return nil
 		},

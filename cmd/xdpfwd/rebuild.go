@@ -1,66 +1,56 @@
 package main
 
 import (
-	"errors"
 	"log/slog"
+	"net"
 	"slices"
+	"time"
 
-	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
 )
 
-// keptLinks carries a forwarder's links over to the one cmdRun builds
-// after it stopped (a link's queue count changed; a link came back with
-// --wait-for-links): the rebuilt forwarder forwards the links the last
-// one did, not those of the start-up Config. Links added while running
-// (`xdpfwd link add`, the CNI plugin, a reload) are added again, those
-// removed (`link del`, a reload, deleted by the kernel) stay removed, and
-// an added one that no longer exists is forgotten, with a log line.
-type keptLinks struct {
-	// had is the links of the last forwarder as it stopped, in index
-	// order; nil before the first was built.
-	had []string
-}
+// returnPoll is how often a daemon waiting for its links (--wait-for-links)
+// looks for the links the kernel deleted under it.
+const returnPoll = 250 * time.Millisecond
 
-// record notes the links f forwards, as it stopped.
-func (k *keptLinks) record(f *fwd.Forwarder) {
-	k.had = slices.DeleteFunc(f.Links(), func(s string) bool { return s == "" })
-	if k.had == nil {
-		k.had = []string{}
-	}
-}
-
-// start is the links to build the next forwarder with: links (the
-// Config's) but those the last forwarder no longer had. The first link
-// cannot be removed, so it is always there.
-func (k *keptLinks) start(links []string) []string {
-	if k.had == nil {
-		return links
-	}
-	return slices.DeleteFunc(slices.Clone(links), func(s string) bool { return !slices.Contains(k.had, s) })
-}
-
-// restore adds to f, built from start(links), the links the last
-// forwarder had beyond them, in the order they had, and logs each that
-// is forgotten: gone from the system, or refused.
-func (k *keptLinks) restore(f *fwd.Forwarder, links []string, logger *slog.Logger) {
-	var kept []string
-	for _, name := range k.had {
-		if slices.Contains(links, name) {
-			kept = append(kept, name)
-			continue
+// addBackReturning adds back to f, in a mode whose links come and go, each
+// of given (the --link links) that the kernel deleted while forwarded
+// (fwd.Forwarder.Vanished) once it exists again: an uplink deleted and
+// made again (a bond rebuilt, a driver reloaded) is forwarded again with
+// --wait-for-links, as a link missing at start is waited for. A link
+// removed on purpose (link del, a reload) is not vanished, and stays out;
+// a pod's link is not given, and its CNI plugin adds it. It returns the
+// function that stops it.
+func addBackReturning(f *fwd.Forwarder, given []string, logger *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(returnPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			for _, name := range f.Vanished() {
+				if !slices.Contains(given, name) {
+					continue
+				}
+				if _, err := net.InterfaceByName(name); err != nil {
+					continue // not back yet
+				}
+				if err := f.AddLink(name); err != nil {
+					logger.Error("link back, not added again: retrying", "link", name, "err", err)
+					continue
+				}
+				logger.Info("link back: added again (--wait-for-links)", "link", name)
+			}
 		}
-		switch err := f.AddLink(name); {
-		case err == nil, errors.Is(err, linkop.ErrExists):
-			kept = append(kept, name)
-			logger.Info("link added while running kept by the rebuilt forwarder", "link", name)
-		case errors.Is(err, fwd.ErrUnknownLink):
-			logger.Warn("link added while running is gone: forgotten by the rebuilt forwarder", "link", name)
-		default:
-			logger.Error("link added while running not added to the rebuilt forwarder: forgotten", "link", name, "err", err)
-		}
-	}
-	if k.had != nil {
-		k.had = kept
+	}()
+	return func() {
+		close(done)
+		<-stopped
 	}
 }
