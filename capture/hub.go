@@ -69,7 +69,9 @@ func (h *Hub) SetLinks(links []string) {
 type LinkGoneError struct{ Link string }
 
 func (e *LinkGoneError) Error() string {
-	return fmt.Sprintf("link %s was removed from the forwarder (xdpfwd link del, or its interface was deleted)", e.Link)
+	// The forwarder follows a link by its name: one renamed is taken
+	// for deleted.
+	return fmt.Sprintf("link %s was removed from the forwarder (xdpfwd link del, or no interface of that name any more: deleted, or renamed)", e.Link)
 }
 
 // errTooManyLinks ends a session of every link that has numbered as many

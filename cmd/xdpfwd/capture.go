@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +40,9 @@ the file, from its first packet. With --link it ends when one of its links
 is removed (link del, or its interface deleted), as tcpdump does when its
 interface disappears: what was captured until then is written, and it exits
 1 ("link NAME was removed"). Links are named as xdpfwd knows them, by the
-name they were given (--link, link add), even if renamed since.
+name they were given (--link, link add): a link renamed since keeps its old
+name here, and xdpfwd, which follows links by name, may later take it for
+deleted (then its capture ends as above).
 
 Exit status: 0 at --count, a signal, or the daemon stopping; 1 when a link
 asked for was removed, or on another failure; 2 for bad input.
@@ -156,7 +159,8 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	}
 	// As tcpdump does; tests wait for it: from here on, every batch the
 	// workers read is offered to this capture.
-	on := c.Hello.Links
+	// The links there are now ("" is an index a removed link left).
+	on := slices.DeleteFunc(slices.Clone(c.Hello.Links), func(l string) bool { return l == "" })
 	if len(links) > 0 {
 		on = links
 	}
@@ -173,7 +177,7 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	case err == nil && t.LinkGone != "":
 		// As tcpdump on an interface that disappeared: an error. The
 		// link's index may serve another link now: not followed.
-		return fmt.Errorf("capture ended: link %s was removed from the forwarder (xdpfwd link del, or its interface was deleted)", t.LinkGone)
+		return fmt.Errorf("capture ended: %w", &capture.LinkGoneError{Link: t.LinkGone})
 	case err == nil && t.Error != "":
 		fmt.Fprintf(stderr, "capture ended: %s\n", t.Error)
 	}

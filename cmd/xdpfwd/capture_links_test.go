@@ -2,10 +2,12 @@ package main
 
 import (
 	be "encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +229,105 @@ func slicesContainsBytes(s [][]byte, b []byte) bool {
 		}
 	}
 	return false
+}
+
+// linkNames is what xdpfwd link list says the daemon forwards.
+func linkNames(t *testing.T, ctl string) []string {
+	t.Helper()
+	r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
+	var got struct {
+		Links []struct {
+			Name string `json:"name"`
+		} `json:"links"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
+		t.Fatalf("link list: exit %d, %v\nstdout %s\nstderr %s", r.code, err, r.stdout, r.stderr)
+	}
+	var names []string
+	for _, l := range got.Links {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+// TestCaptureRenamedLink: a link renamed while captured (ip link set A
+// name A2) is recorded under the name xdpfwd forwards it by, as link list
+// says; and its capture runs exactly as long as xdpfwd forwards it: if
+// the daemon, which follows links by name, takes it for deleted at the
+// next link change, the capture of it ends saying so (exit 1, the rename
+// named as a cause), not records nothing (or another link) under its name.
+func TestCaptureRenamedLink(t *testing.T) {
+	h := newHosts(t, 3)
+	d, ctl := switchOn(t, h)
+	linkOp(t, ctl, "add", h.Links[1])
+	fileAll := filepath.Join(t.TempDir(), "all.pcapng")
+	fileOne := filepath.Join(t.TempDir(), "one.pcapng")
+	all := startCapture(t, "--control", ctl, "-w", fileAll, "--direction", "rx", "udp port 7303")
+	one := startCapture(t, "--control", ctl, "-w", fileOne, "--link", h.Links[1], "udp port 7303")
+
+	renamed := h.Links[1] + "r"
+	t.Cleanup(func() { exec.Command("ip", "link", "del", renamed).Run() })
+	for _, args := range [][]string{
+		{"link", "set", h.Links[1], "down"}, // a rename takes a link that is down
+		{"link", "set", h.Links[1], "name", renamed},
+		{"link", "set", renamed, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	// Sent until the renamed link is up again and forwarding.
+	from1 := hostFrames(t, h, 1, 0, 7303, 200)
+	sent := 0
+	for deadline := time.Now().Add(10 * time.Second); pcapngPackets(fileOne) == 0 && time.Now().Before(deadline); sent++ {
+		if sent == len(from1) {
+			t.Fatalf("%d frames sent on the renamed link, none captured", sent)
+		}
+		if err := topo.SendRaw(h.NS[1], from1[sent:sent+1], 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	known := linkNames(t, ctl)
+	t.Logf("after the rename, xdpfwd forwards %q", known)
+	if !slices.Contains(known, h.Links[1]) {
+		t.Fatalf("link list %q: the renamed link's packets were captured, but not under a name xdpfwd forwards", known)
+	}
+
+	// A later link change: the daemon looks at its links again.
+	linkOp(t, ctl, "add", h.Links[2])
+	known = linkNames(t, ctl)
+	t.Logf("after a link add, xdpfwd forwards %q", known)
+	stillForwarded := slices.Contains(known, h.Links[1])
+	deadline := time.Now().Add(5 * time.Second)
+	for !stillForwarded && !one.exited() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if stillForwarded == one.exited() {
+		t.Errorf("xdpfwd forwards %s: %v; its capture ended: %v (want it to run as long as the link is forwarded)\nstderr:\n%s", h.Links[1], stillForwarded, one.exited(), one.stderr.String())
+	}
+	if !stillForwarded {
+		code := one.wait(10 * time.Second)
+		if msg := fmt.Sprintf("link %s was removed", h.Links[1]); code != exitFailure || !strings.Contains(one.stderr.String(), msg) || !strings.Contains(one.stderr.String(), "renamed") {
+			t.Errorf("capture of the renamed link: exit %d, stderr:\n%s\nwant exit %d, %q and the rename as a cause", code, one.stderr.String(), exitFailure, msg)
+		}
+	} else {
+		endCapture(t, one)
+	}
+	endCapture(t, all)
+	for _, f := range []string{fileAll, fileOne} {
+		n := 0
+		for _, p := range readCapture(t, f) {
+			if slicesContainsBytes(from1[:sent], p.data) {
+				n++
+				if p.iface != h.Links[1] {
+					t.Errorf("%s: a frame of the renamed link recorded on %q, want %q (its name in xdpfwd)", filepath.Base(f), p.iface, h.Links[1])
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: none of the %d frames sent on the renamed link", filepath.Base(f), sent)
+		}
+	}
+	d.interrupt()
 }
