@@ -26,7 +26,7 @@ func Example() {
 	// The reader.
 	s.Read(100, func(b []byte) bool {
 		r, _ := capture.Parse(b)
-		fmt.Printf("%s %s %q of %d bytes\n", hub.Links()[r.Link], r.Dir, r.Data, r.OrigLen)
+		fmt.Printf("%s %s %q of %d bytes\n", s.Links()[r.Link], r.Dir, r.Data, r.OrigLen)
 		return true
 	})
 	fmt.Println("lost:", s.Lost())

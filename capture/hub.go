@@ -42,12 +42,118 @@ func (h *Hub) Links() []string {
 }
 
 // SetLinks names the links again, after links were added or removed while
-// forwarding: sessions opened from then on may select the new ones, and
-// sessions of every link see them already.
+// forwarding ("" at a removed link's index). Call it after a removed
+// link's last packet was offered and before an added link's first, so
+// that an index reused by another link is never recorded under the
+// former one's name:
+//
+//   - a session of every link numbers an added link (Session.Links) and
+//     keeps its packets from then on; it stops keeping a removed one's;
+//   - a session of chosen links ends when one of them goes (Done, and Err
+//     is a *LinkGoneError): as tcpdump ends when its interface
+//     disappears, rather than go on without it or with another link at
+//     its index;
+//   - sessions opened from then on may select the added links.
 func (h *Hub) SetLinks(links []string) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.links
 	h.links = slices.Clone(links)
-	h.mu.Unlock()
+	for _, s := range h.sessions {
+		s.relinkLocked(old, h.links)
+	}
+}
+
+// LinkGoneError ends a session of chosen links when one of them is
+// removed from the forwarder.
+type LinkGoneError struct{ Link string }
+
+func (e *LinkGoneError) Error() string {
+	// The forwarder follows a link by its name: one renamed is taken
+	// for deleted.
+	return fmt.Sprintf("link %s was removed from the forwarder (xdpfwd link del, or no interface of that name any more: deleted, or renamed)", e.Link)
+}
+
+// errTooManyLinks ends a session of every link that has numbered as many
+// links as a record can name.
+var errTooManyLinks = fmt.Errorf("capture: %d links came and went while it ran: start another capture", noLink)
+
+// mapLinksLocked numbers the links s keeps at its start: each by its
+// index, the numbers Hub.Links gives.
+func (s *Session) mapLinksLocked(links []string) error {
+	m := *noLinks
+	if len(s.spec.Links) == 0 {
+		for i, name := range links[:min(len(links), maxLinks)] {
+			if name != "" {
+				m[i] = uint16(i)
+			}
+		}
+	}
+	for _, l := range s.spec.Links {
+		if l < 0 || l >= len(links) || l >= maxLinks || links[l] == "" {
+			return fmt.Errorf("capture: link %d of %d", l, len(links))
+		}
+		m[l] = uint16(l)
+	}
+	s.names = slices.Clone(links)
+	s.setLinks(&m)
+	return nil
+}
+
+// relinkLocked follows a change of the forwarder's links from old to cur.
+func (s *Session) relinkLocked(old, cur []string) {
+	if s.stopped {
+		return
+	}
+	m := *s.links
+	for i := range min(max(len(old), len(cur)), maxLinks) {
+		was, now := at(old, i), at(cur, i)
+		if was == now {
+			continue
+		}
+		if m[i] != noLink {
+			if len(s.spec.Links) > 0 {
+				s.stopLocked(&LinkGoneError{Link: was})
+				return
+			}
+			m[i] = noLink
+		}
+		if now != "" && len(s.spec.Links) == 0 {
+			if len(s.names) >= int(noLink) {
+				s.stopLocked(errTooManyLinks)
+				return
+			}
+			m[i] = uint16(len(s.names))
+			s.names = append(s.names, now)
+		}
+	}
+	if m != *s.links {
+		s.setLinks(&m)
+	}
+}
+
+func at(links []string, i int) string {
+	if i < len(links) {
+		return links[i]
+	}
+	return ""
+}
+
+// setLinks gives the workers a new map (whole: a batch under way reads
+// either).
+func (s *Session) setLinks(m *linkMap) {
+	s.links = m
+	for _, r := range s.rings {
+		r.links.Store(m)
+	}
+}
+
+// stopLocked ends s with err: it keeps nothing more; its reader reads
+// what is left and closes it.
+func (s *Session) stopLocked(err error) {
+	s.stopped = true
+	s.setLinks(noLinks)
+	s.finish(err)
 }
 
 // Point is worker w's tap.
@@ -75,7 +181,8 @@ var ErrClosed = errors.New("capture: the forwarder is stopping")
 
 // Spec selects what a session keeps.
 type Spec struct {
-	// Links are link indexes (Hub.Links); none: every link.
+	// Links are link indexes (Hub.Links); none: every link, those added
+	// later included (SetLinks).
 	Links []int
 	// Dirs: what to keep (0: All).
 	Dirs Dir
@@ -122,16 +229,11 @@ func (h *Hub) Open(spec Spec) (*Session, error) {
 	if spec.Buffer > MaxBuffer {
 		return nil, fmt.Errorf("capture: buffer of %d bytes, at most %d", spec.Buffer, MaxBuffer)
 	}
-	var links uint64
 	names := h.Links()
 	for _, l := range spec.Links {
-		if l < 0 || l >= len(names) || l >= 64 || names[l] == "" {
+		if l < 0 || l >= len(names) || l >= maxLinks || names[l] == "" {
 			return nil, fmt.Errorf("capture: link %d of %d", l, len(names))
 		}
-		links |= 1 << l
-	}
-	if len(spec.Links) == 0 {
-		links = ^uint64(0)
 	}
 	if spec.Filter != nil && len(spec.Filter.Instructions()) > MaxFilter {
 		return nil, fmt.Errorf("capture: a filter of %d instructions, at most %d", len(spec.Filter.Instructions()), MaxFilter)
@@ -159,7 +261,7 @@ func (h *Hub) Open(spec Spec) (*Session, error) {
 	h.mu.Unlock()
 	s := &Session{hub: h, spec: spec, size: size, done: make(chan struct{})}
 	for range h.points {
-		s.rings = append(s.rings, newRing(size, links, spec))
+		s.rings = append(s.rings, newRing(size, spec))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -167,6 +269,12 @@ func (h *Hub) Open(spec Spec) (*Session, error) {
 	if h.closed {
 		h.bytes -= size
 		return nil, ErrClosed
+	}
+	// The links as they are now, under the lock SetLinks takes: none
+	// changes unseen between this and the session's publication.
+	if err := s.mapLinksLocked(h.links); err != nil {
+		h.bytes -= size
+		return nil, err
 	}
 	h.sessions = append(h.sessions, s)
 	h.publishLocked()
@@ -225,7 +333,7 @@ func (h *Hub) Close() {
 	ss := slices.Clone(h.sessions)
 	h.mu.Unlock()
 	for _, s := range ss {
-		s.end()
+		s.finish(ErrClosed)
 	}
 }
 

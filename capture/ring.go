@@ -9,7 +9,8 @@ import (
 //
 //	0  u32 length of the record (header and bytes)
 //	4  u32 the packet's original length
-//	8  u16 link      10 u16 queue
+//	8  u16 link (the session's number of it: Session.Links)
+//	10 u16 queue
 //	12 u8  direction 13 u8 reason   14 u16 zero
 //	16 i64 timestamp, ns since the Unix epoch
 const hdrLen = 24
@@ -39,15 +40,37 @@ type ring struct {
 	mask uint64
 
 	// What the session keeps, copied here so that the producer touches
-	// one cache line.
-	links   uint64
+	// one cache line. links is replaced whole when links come and go
+	// (Hub.SetLinks).
+	links   atomic.Pointer[linkMap]
 	dirs    Dir
 	snaplen int
 	filter  interface{ RunLen([]byte, int) uint32 }
 }
 
-func newRing(size int, links uint64, spec Spec) *ring {
-	r := &ring{buf: make([]byte, size), mask: uint64(size - 1), links: links, dirs: spec.Dirs, snaplen: spec.Snaplen}
+// linkMap gives a forwarder's link index the session's number of the link
+// (noLink: not kept). A session numbers a link anew each time one is added
+// at an index, so that a record never names another link than the one it
+// was taken on, even when an index is reused.
+type linkMap [maxLinks]uint16
+
+const (
+	maxLinks = 64 // a forwarder's, at most
+	noLink   = ^uint16(0)
+)
+
+// noLinks keeps nothing: a session's once it ended.
+var noLinks = func() *linkMap {
+	var m linkMap
+	for i := range m {
+		m[i] = noLink
+	}
+	return &m
+}()
+
+func newRing(size int, spec Spec) *ring {
+	r := &ring{buf: make([]byte, size), mask: uint64(size - 1), dirs: spec.Dirs, snaplen: spec.Snaplen}
+	r.links.Store(noLinks)
 	if spec.Filter != nil {
 		r.filter = spec.Filter
 	}
@@ -56,7 +79,11 @@ func newRing(size int, links uint64, spec Spec) *ring {
 
 // put writes one record if the session keeps the packet and it fits.
 func (r *ring) put(now int64, link, queue int, dir Dir, reason Reason, segs [][]byte, origLen int) {
-	if r.dirs&dir == 0 || r.links&(1<<uint(link&63)) == 0 || len(segs) == 0 {
+	if r.dirs&dir == 0 || uint(link) >= maxLinks || len(segs) == 0 {
+		return
+	}
+	id := r.links.Load()[link]
+	if id == noLink {
 		return
 	}
 	keep := min(r.snaplen, origLen)
@@ -95,7 +122,7 @@ func (r *ring) put(now int64, link, queue int, dir Dir, reason Reason, segs [][]
 	b := r.buf[pos : pos+n]
 	le.PutUint32(b[0:], uint32(n))
 	le.PutUint32(b[4:], uint32(origLen))
-	le.PutUint16(b[8:], uint16(link))
+	le.PutUint16(b[8:], id)
 	le.PutUint16(b[10:], uint16(queue))
 	b[12], b[13], b[14], b[15] = byte(dir), byte(reason), 0, 0
 	le.PutUint64(b[16:], uint64(now))

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"slices"
 	"sync"
 )
 
@@ -12,15 +13,51 @@ type Session struct {
 	size  int // of each ring
 	next  int // the ring Read starts from, so that none starves
 
+	// The hub's mu guards these: the session's number of each link it
+	// has kept (by index in Hub.Links at Open, then in the order they
+	// were added: Links), the map the rings have of it, and whether it
+	// stopped keeping anything.
+	names   []string
+	links   *linkMap
+	stopped bool
+
 	once sync.Once
 	done chan struct{}
+	err  error // why done was closed
 }
 
-// Done is closed when the forwarder stops (Hub.Close): the reader should
-// read what is left, then Close.
+// Done is closed when the session ends by itself: the forwarder stops
+// (Hub.Close), or a link it was opened for is removed (Hub.SetLinks). The
+// reader should read what is left, then Close; Err says why.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
-func (s *Session) end() { s.once.Do(func() { close(s.done) }) }
+// Err is why the session ended (ErrClosed, a *LinkGoneError), once Done is
+// closed; nil before.
+func (s *Session) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+func (s *Session) finish(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Links names the links by the numbers the session's records give them
+// (Record.Link): at first Hub.Links as it was at Open ("" for an index
+// no link had), then each link added since, if the session keeps every
+// link. A link removed and added again has a number for each time.
+func (s *Session) Links() []string {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return slices.Clone(s.names)
+}
 
 // Read calls fn with up to max records published by the workers (a
 // record's bytes are valid during the call; Parse reads them) and frees
@@ -65,12 +102,13 @@ func (s *Session) Close() {
 
 // Record is one captured packet.
 type Record struct {
-	Link, Queue int
-	Dir         Dir
-	Reason      Reason
-	Time        int64 // ns since the Unix epoch
-	OrigLen     int
-	Data        []byte
+	Link    int // the session's number of the link (Session.Links)
+	Queue   int
+	Dir     Dir
+	Reason  Reason
+	Time    int64 // ns since the Unix epoch
+	OrigLen int
+	Data    []byte
 }
 
 // Parse reads a record written by a worker (or received by a Client).

@@ -17,9 +17,12 @@ import (
 // The stream between `xdpfwd capture` and the daemon, over the control
 // socket: the client sends a Request (one JSON line); the daemon answers
 // a Hello (one JSON line), then records (ring.go's layout), then a record
-// length of 0 and the Totals (one JSON line). The client ends the capture
-// early by shutting its side down (SHUT_WR); the daemon then sends what
-// the workers had written, and the Totals.
+// length of 0 and the Totals (one JSON line). Before the first record of
+// a link added since the Hello comes a record length of 1 and a NewLink
+// (one JSON line): the link's number is the next after the Hello's and
+// those announced before. The client ends the capture early by shutting
+// its side down (SHUT_WR); the daemon then sends what the workers had
+// written, and the Totals.
 
 // Request asks for a capture.
 type Request struct {
@@ -33,7 +36,7 @@ type Request struct {
 
 // Hello starts the daemon's answer.
 type Hello struct {
-	Links   []string `json:"links"`   // by index, as records name them
+	Links   []string `json:"links"`   // by number, as records name them
 	Reasons []string `json:"reasons"` // drop reasons by code
 	Snaplen int      `json:"snaplen"`
 	Workers int      `json:"workers"`
@@ -43,13 +46,24 @@ type Hello struct {
 	BadRequest bool   `json:"bad_request,omitempty"`
 }
 
+// NewLink names a link added while the capture runs, numbered next.
+type NewLink struct {
+	Name string `json:"name"`
+}
+
+// linkMark, as a record's length, announces a NewLink.
+const linkMark = 1
+
 // Totals end the daemon's answer.
 type Totals struct {
 	Captured uint64 `json:"captured"` // records sent
 	// Lost counts the packets the capture would have kept that did not
 	// fit its buffers: forwarding did not wait for the capture.
-	Lost  uint64 `json:"lost"`
-	Error string `json:"error,omitempty"`
+	Lost uint64 `json:"lost"`
+	// Error says why the capture ended by itself, if it did: the
+	// forwarder stopped, or (LinkGone) a link it was asked for went.
+	Error    string `json:"error,omitempty"`
+	LinkGone string `json:"link_gone,omitempty"`
 }
 
 // An idle capture looks at its rings after pollMin, then ever less often
@@ -126,6 +140,13 @@ func Serve(conn net.Conn, hub *Hub) error {
 		return writeJSON(conn, Hello{Error: err.Error()})
 	}
 	defer sess.Close()
+	names := sess.Links()
+	for k, l := range spec.Links {
+		// Removed, and its index maybe taken, since spec looked.
+		if names[l] != req.Links[k] {
+			return writeJSON(conn, Hello{Error: (&LinkGoneError{Link: req.Links[k]}).Error()})
+		}
+	}
 	sc := &streamConn{Conn: conn}
 	ended := make(chan struct{})
 	defer close(ended)
@@ -137,9 +158,10 @@ func Serve(conn net.Conn, hub *Hub) error {
 		}
 	}()
 	bw := bufio.NewWriterSize(sc, 256<<10)
-	if err := writeJSON(bw, Hello{Links: hub.Links(), Reasons: ReasonNames(), Snaplen: sess.spec.Snaplen, Workers: len(hub.points)}); err != nil {
+	if err := writeJSON(bw, Hello{Links: names, Reasons: ReasonNames(), Snaplen: sess.spec.Snaplen, Workers: len(hub.points)}); err != nil {
 		return err
 	}
+	announced := len(names)
 	stop := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, conn) // the client shuts its side: stop
@@ -148,6 +170,17 @@ func Serve(conn net.Conn, hub *Hub) error {
 	var sent uint64
 	var werr error
 	send := func(rec []byte) bool {
+		if link := int(le.Uint16(rec[8:])); link >= announced && werr == nil {
+			// The first record of a link added since: the session
+			// numbered it before any worker could take its packets.
+			names = sess.Links()
+			for ; announced < len(names) && werr == nil; announced++ {
+				werr = announce(bw, names[announced])
+			}
+			if link >= announced {
+				return werr == nil // cannot be named: not sent
+			}
+		}
 		if werr == nil {
 			_, werr = bw.Write(rec)
 		}
@@ -156,7 +189,6 @@ func Serve(conn net.Conn, hub *Hub) error {
 	}
 	t := time.NewTimer(pollMin)
 	defer t.Stop()
-	reason := ""
 	wait := pollMin
 loop:
 	for werr == nil && (req.Count == 0 || sent < req.Count) {
@@ -167,7 +199,6 @@ loop:
 			case <-stop:
 				break loop
 			case <-sess.Done():
-				reason = ErrClosed.Error()
 				break loop
 			default:
 			}
@@ -184,7 +215,6 @@ loop:
 		case <-stop:
 			break loop
 		case <-sess.Done():
-			reason = ErrClosed.Error()
 			break loop
 		}
 	}
@@ -196,10 +226,28 @@ loop:
 	}
 	var end [4]byte
 	bw.Write(end[:])
-	if err := writeJSON(bw, Totals{Captured: sent, Lost: sess.Lost(), Error: reason}); err != nil {
+	totals := Totals{Captured: sent, Lost: sess.Lost()}
+	if err := sess.Err(); err != nil {
+		totals.Error = err.Error()
+		var gone *LinkGoneError
+		if errors.As(err, &gone) {
+			totals.LinkGone = gone.Link
+		}
+	}
+	if err := writeJSON(bw, totals); err != nil {
 		return err
 	}
 	return bw.Flush()
+}
+
+// announce writes a NewLink.
+func announce(w io.Writer, name string) error {
+	var mark [4]byte
+	le.PutUint32(mark[:], linkMark)
+	if _, err := w.Write(mark[:]); err != nil {
+		return err
+	}
+	return writeJSON(w, NewLink{Name: name})
 }
 
 // spec checks a request against the hub's links.
@@ -250,6 +298,7 @@ type Client struct {
 	conn   *net.UnixConn
 	r      *bufio.Reader
 	Hello  Hello
+	links  []string
 	totals Totals
 	buf    []byte
 }
@@ -286,8 +335,14 @@ func Dial(path string, req Request) (*Client, error) {
 		}
 		return nil, errors.New(c.Hello.Error)
 	}
+	c.links = slices.Clip(c.Hello.Links) // appended to: not in Hello's array
 	return c, nil
 }
+
+// Links names the links by the numbers records give them: the Hello's,
+// then those added while capturing, each announced before its first
+// record. The caller must not modify it.
+func (c *Client) Links() []string { return c.links }
 
 // Next returns the next record (its Data valid until the next call), or
 // io.EOF once the daemon has sent its Totals.
@@ -297,6 +352,24 @@ func (c *Client) Next() (Record, error) {
 		return Record{}, fmt.Errorf("capture stream: %w", unexpected(err))
 	}
 	n := int(le.Uint32(h[:]))
+	for n == linkMark {
+		var l NewLink
+		line, err := c.r.ReadBytes('\n')
+		if err == nil {
+			err = json.Unmarshal(line, &l)
+		}
+		if err != nil {
+			return Record{}, fmt.Errorf("capture stream: a new link: %w", unexpected(err))
+		}
+		if len(c.links) >= int(noLink) {
+			return Record{}, fmt.Errorf("capture stream: more than %d links", noLink)
+		}
+		c.links = append(c.links, l.Name)
+		if _, err := io.ReadFull(c.r, h[:]); err != nil {
+			return Record{}, fmt.Errorf("capture stream: %w", unexpected(err))
+		}
+		n = int(le.Uint32(h[:]))
+	}
 	if n == 0 {
 		line, err := c.r.ReadBytes('\n')
 		if err == nil {
@@ -319,6 +392,9 @@ func (c *Client) Next() (Record, error) {
 		return Record{}, fmt.Errorf("capture stream: %w", unexpected(err))
 	}
 	rec, _ := Parse(b)
+	if rec.Link >= len(c.links) {
+		return Record{}, fmt.Errorf("capture stream: a record of link %d, of %d named", rec.Link, len(c.links))
+	}
 	return rec, nil
 }
 

@@ -416,6 +416,9 @@ func (f *Forwarder) addLink(name string) error {
 		f.env.Notify(p.sock, f.workers[p.queue%W].wake.wake)
 	}
 	rings := f.newHandoffs(i, ports)
+	// Captures know the link before a worker takes its first packet
+	// (capture.Hub.SetLinks).
+	f.capture.SetLinks(f.Links())
 	f.parked(func() {
 		for q, w := range f.workers {
 			var own []*port
@@ -431,7 +434,6 @@ func (f *Forwarder) addLink(name string) error {
 	f.statsMu.Lock()
 	f.ports[i] = ports
 	f.statsMu.Unlock()
-	f.capture.SetLinks(f.Links())
 	if err := f.register(i); err != nil {
 		f.removeLink(i, false)
 		return fmt.Errorf("link add %s: %w", name, err)

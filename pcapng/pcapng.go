@@ -1,8 +1,9 @@
 // Package pcapng writes packet captures in the pcapng format
 // (draft-ietf-opsawg-pcapng) that tcpdump, tshark and Wireshark read: a
 // Section Header Block, one Interface Description Block per interface
-// (named, Ethernet, nanosecond timestamps) and an Enhanced Packet Block per
-// packet, with its direction in epb_flags and an optional comment.
+// (named, Ethernet, nanosecond timestamps; those of interfaces that appear
+// later may come between packets) and an Enhanced Packet Block per packet,
+// with its direction in epb_flags and an optional comment.
 //
 // A Writer owns its buffer and nothing else: it writes to the io.Writer it
 // was given, from one goroutine at a time, in the host's byte order (which
@@ -66,7 +67,7 @@ type Writer struct {
 // NewWriter writes the section header and one interface description per
 // element of ifs (interface i is the index Packet takes).
 func NewWriter(w io.Writer, app string, ifs []Interface) (*Writer, error) {
-	pw := &Writer{w: bufio.NewWriterSize(w, 64<<10), nif: len(ifs)}
+	pw := &Writer{w: bufio.NewWriterSize(w, 64<<10)}
 	// SHB: magic, version 1.0, section length unknown (-1).
 	body := make([]byte, 16)
 	order.PutUint32(body[0:], byteMagic)
@@ -77,16 +78,32 @@ func NewWriter(w io.Writer, app string, ifs []Interface) (*Writer, error) {
 	body = appendOpt(body, optEnd, nil)
 	pw.block(blockSHB, body)
 	for _, i := range ifs {
-		b := make([]byte, 8)
-		order.PutUint16(b[0:], LinkTypeEthernet)
-		order.PutUint32(b[4:], i.SnapLen)
-		b = appendOpt(b, optIfName, []byte(i.Name))
-		b = appendOpt(b, optIfTsres, []byte{9}) // 10^-9 s
-		b = appendOpt(b, optEnd, nil)
-		pw.block(blockIDB, b)
+		pw.AddInterface(i)
 	}
 	return pw, pw.err
 }
+
+// AddInterface writes an interface description after those given so far,
+// and returns its index for Packet. The format allows one anywhere in the
+// section before its first packet: a capture may describe the interfaces
+// as they appear.
+func (pw *Writer) AddInterface(i Interface) (int, error) {
+	b := make([]byte, 8)
+	order.PutUint16(b[0:], LinkTypeEthernet)
+	order.PutUint32(b[4:], i.SnapLen)
+	b = appendOpt(b, optIfName, []byte(i.Name))
+	b = appendOpt(b, optIfTsres, []byte{9}) // 10^-9 s
+	b = appendOpt(b, optEnd, nil)
+	pw.block(blockIDB, b)
+	if pw.err != nil {
+		return 0, pw.err
+	}
+	pw.nif++
+	return pw.nif - 1, nil
+}
+
+// Interfaces is how many interfaces are described.
+func (pw *Writer) Interfaces() int { return pw.nif }
 
 // Packet writes one Enhanced Packet Block: data (already cut to the
 // snapshot length) of a packet origLen bytes long, seen on interface iface

@@ -129,6 +129,62 @@ func TestWriter(t *testing.T) {
 	}
 }
 
+// TestAddInterface: an interface described between packets takes the next
+// index; tshark and tcpdump read each packet on its interface.
+func TestAddInterface(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := pcapng.NewWriter(&buf, "test", []pcapng.Interface{{Name: "a0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Packet(0, 1, []byte{1}, 60, pcapng.DirInbound, "")
+	if err := w.Packet(1, 2, []byte{2}, 60, pcapng.DirInbound, ""); err == nil {
+		t.Error("a packet on interface 1 of 1 was written")
+	}
+	for i, name := range []string{"b0", "c0"} {
+		if n, err := w.AddInterface(pcapng.Interface{Name: name}); n != i+1 || err != nil {
+			t.Fatalf("AddInterface(%s) = %d, %v; want %d", name, n, err, i+1)
+		}
+	}
+	w.Packet(2, 3, []byte{3}, 60, pcapng.DirInbound, "")
+	w.Packet(1, 4, []byte{4}, 60, pcapng.DirInbound, "")
+	w.Packet(0, 5, []byte{5}, 60, pcapng.DirInbound, "")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := readBlocks(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []uint32
+	for _, b := range blocks {
+		types = append(types, b.typ)
+	}
+	if want := []uint32{0x0A0D0D0A, 1, 6, 1, 1, 6, 6, 6}; fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Fatalf("blocks of types %v, want %v", types, want)
+	}
+	if _, err := exec.LookPath("tshark"); err != nil {
+		if os.Getenv("XDPFWD_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("tshark is not installed")
+		}
+		return
+	}
+	file := filepath.Join(t.TempDir(), "a.pcapng")
+	os.WriteFile(file, buf.Bytes(), 0o600)
+	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-E", "separator=|", "-e", "frame.interface_name", "-e", "frame.len").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	if got, want := strings.ReplaceAll(string(out), "\r", ""), "a0|60\nc0|60\nb0|60\na0|60\n"; got != want {
+		t.Errorf("tshark reads:\n%s\nwant:\n%s", got, want)
+	}
+	if out, err := exec.Command("tcpdump", "-r", file, "-nn").CombinedOutput(); err != nil {
+		t.Errorf("tcpdump -r: %v\n%s", err, out)
+	} else if n := strings.Count(string(out), "\n"); n < 4 {
+		t.Errorf("tcpdump -r reads %d lines:\n%s", n, out)
+	}
+}
+
 // FuzzPacket: whatever the packet, comment and interface, the section is
 // well formed and the packet reads back as written.
 func FuzzPacket(f *testing.F) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +33,19 @@ expression language, compiled by tcpdump (libpcap); the daemon runs it.
 Ends at --count, or on SIGINT/SIGTERM; then prints to stderr how many packets
 were captured and how many the capture lost (its buffer full: forwarding
 never waits for a capture). A second SIGINT/SIGTERM ends it at once.
+
+Without --link the capture follows the links as they come and go (xdpfwd
+link add/del): a link added while it runs gets an interface of its own in
+the file, from its first packet. With --link it ends when one of its links
+is removed (link del, or its interface deleted), as tcpdump does when its
+interface disappears: what was captured until then is written, and it exits
+1 ("link NAME was removed"). Links are named as xdpfwd knows them, by the
+name they were given (--link, link add): a link renamed since keeps its old
+name here, and xdpfwd, which follows links by name, may later take it for
+deleted (then its capture ends as above).
+
+Exit status: 0 at --count, a signal, or the daemon stopping; 1 when a link
+asked for was removed, or on another failure; 2 for bad input.
 
 `
 
@@ -145,7 +159,8 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	}
 	// As tcpdump does; tests wait for it: from here on, every batch the
 	// workers read is offered to this capture.
-	on := c.Hello.Links
+	// The links there are now ("" is an index a removed link left).
+	on := slices.DeleteFunc(slices.Clone(c.Hello.Links), func(l string) bool { return l == "" })
 	if len(links) > 0 {
 		on = links
 	}
@@ -158,7 +173,12 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	}
 	t := c.Totals()
 	fmt.Fprintf(stderr, "%d packets captured\n%d packets lost by the capture (its buffer full; forwarding did not wait)\n", n, t.Lost)
-	if err == nil && t.Error != "" {
+	switch {
+	case err == nil && t.LinkGone != "":
+		// As tcpdump on an interface that disappeared: an error. The
+		// link's index may serve another link now: not followed.
+		return fmt.Errorf("capture ended: %w", &capture.LinkGoneError{Link: t.LinkGone})
+	case err == nil && t.Error != "":
 		fmt.Fprintf(stderr, "capture ended: %s\n", t.Error)
 	}
 	return err
@@ -167,8 +187,8 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 // writeCapture writes the records of c as pcapng to w until the daemon
 // ends the stream, and returns how many it wrote.
 func writeCapture(c *capture.Client, w io.Writer, app string) (uint64, error) {
-	ifs := make([]pcapng.Interface, len(c.Hello.Links))
-	for i, l := range c.Hello.Links {
+	ifs := make([]pcapng.Interface, len(c.Links()))
+	for i, l := range c.Links() {
 		ifs[i] = pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen)}
 	}
 	pw, err := pcapng.NewWriter(w, app, ifs)
@@ -191,6 +211,13 @@ func writeCapture(c *capture.Client, w io.Writer, app string) (uint64, error) {
 		if err != nil {
 			pw.Flush()
 			return n, err
+		}
+		// Links added while capturing: described before their first
+		// packet, in the order the daemon numbered them.
+		for _, l := range c.Links()[pw.Interfaces():] {
+			if _, err := pw.AddInterface(pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen)}); err != nil {
+				return n, err
+			}
 		}
 		comment = recordComment(comment[:0], rec, c.Hello.Reasons)
 		if err := pw.Packet(rec.Link, rec.Time, rec.Data, rec.OrigLen, direction(rec, c.Hello.Reasons), string(comment)); err != nil {
