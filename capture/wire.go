@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/cbpf"
+	"github.com/xdpfwd/xdpfwd/control"
 )
 
 // The stream between `xdpfwd capture` and the daemon, over the control
@@ -110,7 +111,9 @@ func Serve(conn net.Conn, hub *Hub) error {
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var req Request
-	if err := json.NewDecoder(io.LimitReader(conn, 4<<20)).Decode(&req); err != nil {
+	// Bounded as the first line is (control.ReadOp): a request is one
+	// line, and a JSON value spread over several must not get more.
+	if err := json.NewDecoder(io.LimitReader(conn, control.MaxRequest)).Decode(&req); err != nil {
 		return writeJSON(conn, Hello{Error: fmt.Sprintf("read the capture request: %v", err), BadRequest: true})
 	}
 	conn.SetReadDeadline(time.Time{})

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,6 +222,12 @@ func TestControlSocketLimits(t *testing.T) {
 	}
 	ordinary("after 64 clients holding partial lines of 64 KiB closed")
 	d.interrupt()
+	// Counted, and said at the end.
+	if m := regexp.MustCompile(`connections closed unserved"? busy=(\d+) evicted=(\d+)`).FindStringSubmatch(d.stderr.String()); m == nil || m[1] == "0" {
+		t.Errorf("the daemon's log does not count the connections it refused (busy=N evicted=N):\n%s", d.stderr.String())
+	} else {
+		t.Logf("the daemon counted busy=%s evicted=%s", m[1], m[2])
+	}
 }
 
 // dialHogs opens n connections to the control socket.
