@@ -270,11 +270,15 @@ func Dial(path string, req Request) (*Client, error) {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 256<<10)}
-	if err := writeJSON(conn, req); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
+	werr := writeJSON(conn, req)
+	// A daemon that refuses a connection (busy: control.MaxConns) answers
+	// and closes it, maybe before or during this write: its answer says
+	// more than the write's broken pipe.
 	line, err := c.r.ReadBytes('\n')
+	if werr != nil && (err != nil || json.Unmarshal(line, &c.Hello) != nil || c.Hello.Error == "") {
+		conn.Close()
+		return nil, fmt.Errorf("control socket %s: %w", path, werr)
+	}
 	if err == nil {
 		err = json.Unmarshal(line, &c.Hello)
 	}

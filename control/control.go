@@ -159,8 +159,8 @@ func (s *Server) Path() string { return s.path }
 // daemon's is closed at once (Refused). Beyond MaxConns, a connection
 // takes the place of one that has not sent its request within
 // RequestGrace (Evicted), or is told the socket is busy and closed
-// (Busy); either gets one JSON line, {"ok":false,"error":"..."}, which
-// both a capture client (its Hello's error) and a link client read. handle
+// (Busy); either gets one JSON line, {"ok":false,"error":"...","code":"busy"},
+// which both a capture client (its Hello's error) and a link client read. handle
 // should read the request with ReadOp, which marks the connection as
 // having sent it. Accept errors other than a closed listener (EMFILE: out
 // of descriptors) are retried after a pause that doubles up to a second,
@@ -193,7 +193,7 @@ func (s *Server) Serve(handle func(net.Conn)) {
 		cc := &conn{UnixConn: c, since: time.Now()}
 		if !s.admit(cc) {
 			s.busy.Add(1)
-			WriteError(c, fmt.Sprintf("control socket busy: %d connections open, the most it serves at once; try again", MaxConns))
+			writeLine(c, errorLine{Error: fmt.Sprintf("control socket busy: %d connections open, the most it serves at once; try again", MaxConns), Code: CodeBusy})
 			c.Close()
 			continue
 		}
@@ -228,22 +228,40 @@ func (s *Server) admit(c *conn) bool {
 		// returns; it is no longer counted from now.
 		delete(s.conns, old)
 		s.evicted.Add(1)
-		WriteError(old, fmt.Sprintf("control socket: closed, no request within %v while all %d connections were taken", s.grace, MaxConns))
+		writeLine(old, errorLine{Error: fmt.Sprintf("control socket: closed, no request within %v while all %d connections were taken; try again", s.grace, MaxConns), Code: CodeBusy})
 		old.Close()
 	}
 	s.conns[c] = struct{}{}
 	return true
 }
 
-// WriteError sends a client one JSON line, {"ok":false,"error":msg}: a
-// capture client reads it as a Hello's error, a link client as a Reply's.
-// It waits at most 100 ms for the socket: the line fits in the buffer of
-// a connection that was sent nothing yet, and an accept loop calls it.
-func WriteError(c net.Conn, msg string) error {
-	b, _ := json.Marshal(struct {
-		OK    bool   `json:"ok"`
-		Error string `json:"error"`
-	}{false, msg})
+// CodeBusy is the "code" of the line a connection gets when it is refused
+// (busy) or closed for another (evicted): not the request's fault, try
+// again. The other codes are linkop's.
+const CodeBusy = "busy"
+
+// errorLine is what a client gets when its connection ends before its
+// request is served: a capture client reads it as a Hello's error, a link
+// client as a Reply's.
+type errorLine struct {
+	OK         bool   `json:"ok"`
+	Error      string `json:"error"`
+	BadRequest bool   `json:"bad_request,omitempty"`
+	Code       string `json:"code,omitempty"`
+}
+
+// RefuseRequest tells a client in one JSON line why its request was not
+// read (ReadOp's error: too long, not within its time), as the request's
+// fault: {"ok":false,"error":...,"bad_request":true}.
+func RefuseRequest(c net.Conn, err error) error {
+	return writeLine(c, errorLine{Error: "control socket: " + err.Error(), BadRequest: true})
+}
+
+// writeLine waits at most 100 ms for the socket: the line fits in the
+// buffer of a connection that was sent nothing yet, and the accept loop
+// calls it.
+func writeLine(c net.Conn, v errorLine) error {
+	b, _ := json.Marshal(v)
 	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	defer c.SetWriteDeadline(time.Time{})
 	_, err := c.Write(append(b, '\n'))

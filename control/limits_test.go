@@ -136,7 +136,7 @@ func limitServer(t *testing.T, grace time.Duration) (*control.Server, string) {
 		defer c.Close()
 		_, rc, err := control.ReadOp(c, 10*time.Second)
 		if err != nil {
-			control.WriteError(c, err.Error())
+			control.RefuseRequest(c, err)
 			return
 		}
 		rc.Write([]byte("ok\n"))
@@ -146,7 +146,8 @@ func limitServer(t *testing.T, grace time.Duration) (*control.Server, string) {
 }
 
 // client connects to path and sends line (without a newline: a partial
-// request), closing the connection at the test's end.
+// request), closing the connection at the test's end. A write may fail:
+// a refused connection can be closed before it (what it reads says why).
 func client(t *testing.T, path, line string) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	c, err := net.Dial("unix", path)
@@ -155,9 +156,7 @@ func client(t *testing.T, path, line string) (net.Conn, *bufio.Reader) {
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write([]byte(line)); err != nil {
-		t.Fatal(err)
-	}
+	c.Write([]byte(line))
 	return c, bufio.NewReader(c)
 }
 
@@ -184,7 +183,7 @@ func TestMaxConns(t *testing.T) {
 			}
 		}
 		_, r := client(t, path, "{}\n")
-		if l := readLine(t, r); !strings.Contains(l, `"error":"control socket busy`) || !strings.Contains(l, `"ok":false`) {
+		if l := readLine(t, r); !strings.Contains(l, `"error":"control socket busy`) || !strings.Contains(l, `"ok":false`) || !strings.Contains(l, `"code":"busy"`) {
 			t.Errorf("beyond %d served connections: %q; want a busy error", control.MaxConns, l)
 		}
 		if s.Busy() != 1 || s.Evicted() != 0 {
@@ -217,11 +216,23 @@ func TestMaxConns(t *testing.T) {
 		if l := readLine(t, r); l != "ok\n" {
 			t.Errorf("beyond %d connections waiting for their request too long: %q; want served", control.MaxConns, l)
 		}
-		if l := readLine(t, first); !strings.Contains(l, "no request within") {
+		if l := readLine(t, first); !strings.Contains(l, "no request within") || !strings.Contains(l, `"code":"busy"`) {
 			t.Errorf("the connection that waited longest: %q; want told why it is closed", l)
 		}
 		if s.Busy() != 0 || s.Evicted() != 1 {
 			t.Errorf("busy %d, evicted %d; want 0, 1", s.Busy(), s.Evicted())
 		}
 	})
+}
+
+// TestRequestTooLong: a first line longer than MaxRequest is answered,
+// as the request's fault, and the connection closed, while the client
+// still writes it.
+func TestRequestTooLong(t *testing.T) {
+	_, path := limitServer(t, control.RequestGrace)
+	c, r := client(t, path, "")
+	go c.Write([]byte(padded("capture", 4<<20))) // ends when the server closes
+	if l := readLine(t, r); !strings.Contains(l, "request longer than") || !strings.Contains(l, `"bad_request":true`) {
+		t.Errorf("a request of 4 MiB: %q; want refused as longer than %d bytes", l, control.MaxRequest)
+	}
 }

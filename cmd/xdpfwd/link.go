@@ -129,7 +129,7 @@ func (cs *controlSocket) handle(c net.Conn) {
 	op, rc, err := control.ReadOp(c, 10*time.Second)
 	if err != nil {
 		// Too long, too slow: said, for a client still reading.
-		control.WriteError(c, "control socket: "+err.Error())
+		control.RefuseRequest(c, err)
 		c.Close()
 		return
 	}
