@@ -82,14 +82,28 @@ func TestControlSocketLimits(t *testing.T) {
 		}
 	}
 	accept := []cbpf.Instruction{{Op: 0x06, K: 0xffff}}
+	// A client told the socket is busy tries again, as the line says,
+	// here for up to within: connections just closed may still be
+	// counted for a moment, and one that holds a partial line keeps its
+	// place for control.RequestGrace.
+	retry := func(what, when string, within time.Duration, do func() error) {
+		t.Helper()
+		busy := 0
+		err := do()
+		for deadline := time.Now().Add(within); err != nil && strings.Contains(err.Error(), "busy") && time.Now().Before(deadline); err = do() {
+			busy++
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err != nil {
+			t.Errorf("%s: %s: %v (after %d busy answers)", when, what, err, busy)
+		} else if busy > 0 {
+			t.Logf("%s: %s: served after %d busy answers", when, what, busy)
+		}
+	}
 	ordinary := func(when string) {
 		t.Helper()
-		if err := linkList(); err != nil {
-			t.Errorf("%s: link list: %v", when, err)
-		}
-		if err := captureOnce(accept); err != nil {
-			t.Errorf("%s: capture: %v", when, err)
-		}
+		retry("link list", when, 3*time.Second, linkList)
+		retry("capture", when, 3*time.Second, func() error { return captureOnce(accept) })
 	}
 	ordinary("before")
 
@@ -184,19 +198,8 @@ func TestControlSocketLimits(t *testing.T) {
 		}()
 	}
 	start := time.Now()
-	var err error
-	for deadline := start.Add(8 * time.Second); ; {
-		if err = linkList(); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil {
-		t.Errorf("link list while %d clients hold partial lines: %v for 8 s", hogs, err)
-	}
-	if err := captureOnce(accept); err != nil {
-		t.Errorf("capture while %d clients hold partial lines: %v", hogs, err)
-	}
+	retry("link list", "while 64 clients hold partial lines", 8*time.Second, linkList)
+	retry("capture", "while 64 clients hold partial lines", 8*time.Second, func() error { return captureOnce(accept) })
 	took := time.Since(start)
 	// The refusals came at the clients' connect, long read; the others
 	// end now.
@@ -204,9 +207,11 @@ func TestControlSocketLimits(t *testing.T) {
 		c.Close()
 	}
 	var refused []string
+	kinds := map[string]int{}
 	for range hogs {
 		select {
 		case l := <-replies:
+			kinds[l[:min(len(l), 80)]]++
 			if strings.Contains(l, "error") {
 				refused = append(refused, strings.TrimSpace(l))
 			}
@@ -214,6 +219,7 @@ func TestControlSocketLimits(t *testing.T) {
 			t.Fatalf("a client holding a partial line did not end within 10 s of its close")
 		}
 	}
+	t.Logf("the replies of %d clients holding partial lines of 64 KiB: %v", hogs, kinds)
 	t.Logf("%d clients holding partial lines of 64 KiB: %d refused; link list and capture served within %v", hogs, len(refused), took.Round(time.Millisecond))
 	if len(refused) == 0 {
 		t.Errorf("%d clients held partial lines at once and none was refused: want those beyond a connection limit of a few dozen refused with a one-line error", hogs)
