@@ -18,15 +18,15 @@ import (
 
 // MaxRequest is the longest first line ReadOp reads, newline included.
 // The longest request is a capture's, for its filter: each cBPF
-// instruction is a JSON object of at most 47 bytes,
+// instruction is a JSON object of at most 46 bytes,
 // {"op":65535,"jt":255,"jf":255,"k":4294967295} and a comma, and a
 // client sends at most cbpf.MaxInstructions (4096, the kernel's
-// BPF_MAXINSNS) of them, 188 KiB (the daemon takes capture.MaxFilter, 256,
-// and answers a longer one with a message naming that limit, which it
-// must read to give). The rest, 64 link names of up to 15 bytes quoted
-// and the numbers, is under 2 KiB; a link request is under 100 bytes.
-// 256 KiB leaves a third to spare (TestMaxRequest checks the largest
-// capture request fits).
+// BPF_MAXINSNS) of them, 184 KiB (the daemon takes capture.MaxFilter,
+// 256, and answers a longer one with a message naming that limit, which
+// it must read to give). The rest, 64 link names of up to 15 bytes quoted
+// and the numbers, is under 2 KiB: 185 KiB in all. A link request is
+// under 64 bytes. 256 KiB leaves over a third of that to spare
+// (TestMaxRequest builds the longest capture request and checks).
 const MaxRequest = 256 << 10
 
 // ErrRequestTooLong: a first line longer than MaxRequest.
