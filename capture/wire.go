@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/cbpf"
+	"github.com/xdpfwd/xdpfwd/control"
 )
 
 // The stream between `xdpfwd capture` and the daemon, over the control
@@ -124,7 +125,9 @@ func Serve(conn net.Conn, hub *Hub) error {
 	defer conn.Close()
 	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var req Request
-	if err := json.NewDecoder(io.LimitReader(conn, 4<<20)).Decode(&req); err != nil {
+	// Bounded as the first line is (control.ReadOp): a request is one
+	// line, and a JSON value spread over several must not get more.
+	if err := json.NewDecoder(io.LimitReader(conn, control.MaxRequest)).Decode(&req); err != nil {
 		return writeJSON(conn, Hello{Error: fmt.Sprintf("read the capture request: %v", err), BadRequest: true})
 	}
 	conn.SetReadDeadline(time.Time{})
@@ -316,11 +319,15 @@ func Dial(path string, req Request) (*Client, error) {
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 256<<10)}
-	if err := writeJSON(conn, req); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("control socket %s: %w", path, err)
-	}
+	werr := writeJSON(conn, req)
+	// A daemon that refuses a connection (busy: control.MaxConns) answers
+	// and closes it, maybe before or during this write: its answer says
+	// more than the write's broken pipe.
 	line, err := c.r.ReadBytes('\n')
+	if werr != nil && (err != nil || json.Unmarshal(line, &c.Hello) != nil || c.Hello.Error == "") {
+		conn.Close()
+		return nil, fmt.Errorf("control socket %s: %w", path, werr)
+	}
 	if err == nil {
 		err = json.Unmarshal(line, &c.Hello)
 	}

@@ -9,11 +9,12 @@
 // 0700) and renames the socket into place once it is mode 0600, so that
 // no other user can reach it at any moment; Close removes it if it is
 // still the one Listen made. It serves only root and the daemon's own
-// user (SO_PEERCRED), each connection on a goroutine of its own, and
-// never reads packet memory itself.
+// user (SO_PEERCRED), each connection on a goroutine of its own, at most
+// MaxConns at once, and never reads packet memory itself.
 package control
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +40,24 @@ func DefaultPath(link string) string { return filepath.Join(Dir, link+".sock") }
 // ErrInUse: another process answers on the socket.
 var ErrInUse = errors.New("another process is listening on it")
 
+// MaxConns bounds the connections a Server serves at once. A daemon's
+// clients are few: at most capture.MaxSessions (4) captures, and
+// `xdpfwd link` and the CNI plugin, a connection per command or per
+// ADD/DEL/CHECK/GC while it runs (a runtime that starts pods in parallel
+// runs a few at a time). A client beyond it is told so in one line and
+// closed (Busy): the CNI plugin's caller tries again later. With
+// MaxRequest, it bounds what clients can make the daemon hold to
+// MaxConns*MaxRequest (8 MiB).
+const MaxConns = 32
+
+// RequestGrace is how long a connection may go without a whole request
+// line and keep its place when all MaxConns are taken: a new connection
+// then takes the place of the one that has waited longest (Evicted). A
+// client writes its request as soon as it connects; one that holds a
+// place with a partial line must not lock the others out until its
+// read deadline.
+const RequestGrace = time.Second
+
 // Server is a listening control socket.
 type Server struct {
 	path    string
@@ -49,10 +68,23 @@ type Server struct {
 	closed  chan struct{}
 	refused atomic.Uint64
 	errs    atomic.Uint64
+	busy    atomic.Uint64
+	evicted atomic.Uint64
+	grace   time.Duration // RequestGrace; tests shorten it
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{}
+	conns map[*conn]struct{}
 }
+
+// conn is a served connection: since its accept, and whether its request
+// line was read (ReadOp tells it), after which it keeps its place.
+type conn struct {
+	*net.UnixConn
+	since time.Time
+	asked atomic.Bool
+}
+
+func (c *conn) requestRead() { c.asked.Store(true) }
 
 // Listen creates the control socket at path.
 func Listen(path string) (*Server, error) {
@@ -93,7 +125,7 @@ func Listen(path string) (*Server, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
-	return &Server{path: path, ln: ln, ino: st.Ino, closed: make(chan struct{}), conns: map[net.Conn]struct{}{}}, nil
+	return &Server{path: path, ln: ln, ino: st.Ino, closed: make(chan struct{}), conns: map[*conn]struct{}{}, grace: RequestGrace}, nil
 }
 
 // clearStale removes a socket at path that nobody answers on.
@@ -124,9 +156,15 @@ func (s *Server) Path() string { return s.path }
 
 // Serve accepts connections and runs handle on each, on a goroutine of its
 // own, until Close. A connection from a user other than root or the
-// daemon's is closed at once (Refused). Accept errors other than a closed
-// listener (EMFILE: out of descriptors) are retried after a pause that
-// doubles up to a second, as net/http does, not in a busy loop.
+// daemon's is closed at once (Refused). Beyond MaxConns, a connection
+// takes the place of one that has not sent its request within
+// RequestGrace (Evicted), or is told the socket is busy and closed
+// (Busy); either gets one JSON line, {"ok":false,"error":"...","code":"busy"},
+// which both a capture client (its Hello's error) and a link client read. handle
+// should read the request with ReadOp, which marks the connection as
+// having sent it. Accept errors other than a closed listener (EMFILE: out
+// of descriptors) are retried after a pause that doubles up to a second,
+// as net/http does, not in a busy loop.
 func (s *Server) Serve(handle func(net.Conn)) {
 	var pause time.Duration
 	for {
@@ -152,18 +190,82 @@ func (s *Server) Serve(handle func(net.Conn)) {
 			c.Close()
 			continue
 		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
+		cc := &conn{UnixConn: c, since: time.Now()}
+		if !s.admit(cc) {
+			s.busy.Add(1)
+			writeLine(c, errorLine{Error: fmt.Sprintf("control socket busy: %d connections open, the most it serves at once; try again", MaxConns), Code: CodeBusy})
+			c.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			handle(c)
+			handle(cc)
 			s.mu.Lock()
-			delete(s.conns, c)
+			delete(s.conns, cc)
 			s.mu.Unlock()
 		}()
 	}
+}
+
+// admit gives c a place among the MaxConns, if need be the place of the
+// connection that has waited longest, beyond RequestGrace, for its
+// request; false if there is none.
+func (s *Server) admit(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.conns) >= MaxConns {
+		var old *conn
+		for o := range s.conns {
+			if !o.asked.Load() && c.since.Sub(o.since) >= s.grace && (old == nil || o.since.Before(old.since)) {
+				old = o
+			}
+		}
+		if old == nil {
+			return false
+		}
+		// Its handler, blocked reading the request, fails at once and
+		// returns; it is no longer counted from now.
+		delete(s.conns, old)
+		s.evicted.Add(1)
+		writeLine(old, errorLine{Error: fmt.Sprintf("control socket: closed, no request within %v while all %d connections were taken; try again", s.grace, MaxConns), Code: CodeBusy})
+		old.Close()
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// CodeBusy is the "code" of the line a connection gets when it is refused
+// (busy) or closed for another (evicted): not the request's fault, try
+// again. The other codes are linkop's.
+const CodeBusy = "busy"
+
+// errorLine is what a client gets when its connection ends before its
+// request is served: a capture client reads it as a Hello's error, a link
+// client as a Reply's.
+type errorLine struct {
+	OK         bool   `json:"ok"`
+	Error      string `json:"error"`
+	BadRequest bool   `json:"bad_request,omitempty"`
+	Code       string `json:"code,omitempty"`
+}
+
+// RefuseRequest tells a client in one JSON line why its request was not
+// read (ReadOp's error: too long, not within its time), as the request's
+// fault: {"ok":false,"error":...,"bad_request":true}.
+func RefuseRequest(c net.Conn, err error) error {
+	return writeLine(c, errorLine{Error: "control socket: " + err.Error(), BadRequest: true})
+}
+
+// writeLine waits at most 100 ms for the socket: the line fits in the
+// buffer of a connection that was sent nothing yet, and the accept loop
+// calls it.
+func writeLine(c net.Conn, v errorLine) error {
+	b, _ := json.Marshal(v)
+	c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	defer c.SetWriteDeadline(time.Time{})
+	_, err := c.Write(append(b, '\n'))
+	return err
 }
 
 // allowed: the peer is root or runs as the daemon's user. The socket's
@@ -185,6 +287,14 @@ func allowed(c *net.UnixConn) bool {
 
 // Refused is how many connections were closed unserved: another user's.
 func (s *Server) Refused() uint64 { return s.refused.Load() }
+
+// Busy is how many connections were closed unserved, told the socket was
+// busy: MaxConns were open.
+func (s *Server) Busy() uint64 { return s.busy.Load() }
+
+// Evicted is how many connections were closed before their request was
+// read, to make place for a new one (RequestGrace).
+func (s *Server) Evicted() uint64 { return s.evicted.Load() }
 
 // AcceptErrors is how many accepts failed (each retried after a pause).
 func (s *Server) AcceptErrors() uint64 { return s.errs.Load() }

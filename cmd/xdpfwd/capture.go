@@ -268,6 +268,7 @@ type controlSocket struct {
 	hub  atomic.Pointer[capture.Hub]
 	fw   atomic.Pointer[fwd.Forwarder]
 	mode string // for link list, and to refuse link ops in xconnect
+	log  *slog.Logger
 }
 
 // serve points the socket at f, creating it the first time. A socket the
@@ -293,7 +294,7 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 		}
 		return err
 	}
-	cs.srv = srv
+	cs.srv, cs.log = srv, logger
 	logger.Info("control socket", "path", srv.Path())
 	go srv.Serve(cs.handle)
 	return nil
@@ -306,5 +307,10 @@ func (cs *controlSocket) close() {
 	cs.fw.Store(nil)
 	if cs.srv != nil {
 		cs.srv.Close(2 * time.Second)
+		// What clients were denied, if any: a sign of too many at once
+		// (busy) or of ones that hold a place without a request.
+		if b, e := cs.srv.Busy(), cs.srv.Evicted(); b+e+cs.srv.Refused() > 0 {
+			cs.log.Warn("control socket: connections closed unserved", "busy", b, "evicted", e, "other_users", cs.srv.Refused(), "max_conns", control.MaxConns)
+		}
 	}
 }

@@ -128,6 +128,8 @@ func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
 func (cs *controlSocket) handle(c net.Conn) {
 	op, rc, err := control.ReadOp(c, 10*time.Second)
 	if err != nil {
+		// Too long, too slow: said, for a client still reading.
+		control.RefuseRequest(c, err)
 		c.Close()
 		return
 	}

@@ -68,10 +68,14 @@ func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
 	c.conn.SetDeadline(time.Now().Add(timeout))
 	defer c.conn.SetDeadline(time.Time{})
 	b, _ := json.Marshal(req)
-	if _, err := c.conn.Write(append(b, '\n')); err != nil {
-		return Reply{}, fmt.Errorf("control socket %s: %w", c.path, err)
-	}
+	_, werr := c.conn.Write(append(b, '\n'))
+	// A daemon that refuses a connection (busy: control.MaxConns) answers
+	// and closes it, maybe before this write: its answer says more than
+	// the write's broken pipe.
 	line, err := c.r.ReadBytes('\n')
+	if werr != nil && (err != nil || !json.Valid(line)) {
+		return Reply{}, fmt.Errorf("control socket %s: %w", c.path, werr)
+	}
 	if err != nil {
 		return Reply{}, fmt.Errorf("control socket %s: read the answer to %s: %w", c.path, req.Op, err)
 	}

@@ -139,27 +139,39 @@ const (
 	AddTimeout  = 30 * time.Second
 )
 
+// MaxLine bounds a request line, newline included: the longest,
+// {"op":"link.add","name":"..."} with a name of 15 bytes, is under 64
+// bytes; 4 KiB leaves room for fields to come and is what a connection
+// holds to read them (bufio's default).
+const MaxLine = 4 << 10
+
 // Serve answers conn's requests from m until the client closes its side
 // or stays silent for IdleTimeout. conn may start with a line read
-// already (control.ReadOp gives it back).
+// already (control.ReadOp gives it back). A line longer than MaxLine is
+// answered as a bad request and ends the connection; there is no bound
+// on how many lines a connection carries.
 func Serve(conn net.Conn, m Manager) error {
 	defer conn.Close()
-	r := bufio.NewReader(io.LimitReader(conn, 1<<20))
+	r := bufio.NewReaderSize(conn, MaxLine)
 	for {
 		conn.SetReadDeadline(time.Now().Add(IdleTimeout))
-		line, err := r.ReadBytes('\n')
-		if len(line) == 0 && err != nil {
+		line, err := r.ReadSlice('\n') // valid until the next read: used before it
+		var req Request
+		var rep Reply
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			rep = Reply{Error: fmt.Sprintf("read the link request: longer than %d bytes", MaxLine), BadRequest: true}
+		case len(line) == 0 && err != nil:
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
-		}
-		var req Request
-		var rep Reply
-		if jerr := json.Unmarshal(line, &req); jerr != nil {
-			rep = Reply{Error: fmt.Sprintf("read the link request: %v", jerr), BadRequest: true}
-		} else {
-			rep = answer(req, m)
+		default:
+			if jerr := json.Unmarshal(line, &req); jerr != nil {
+				rep = Reply{Error: fmt.Sprintf("read the link request: %v", jerr), BadRequest: true}
+			} else {
+				rep = answer(req, m)
+			}
 		}
 		b, _ := json.Marshal(rep)
 		conn.SetWriteDeadline(time.Now().Add(IdleTimeout))
