@@ -152,6 +152,25 @@ func iface(l netlink.Link) net.Interface {
 	return net.Interface{Index: a.Index, MTU: a.MTU, Name: a.Name, HardwareAddr: a.HardwareAddr, Flags: a.Flags}
 }
 
+// addSteps are ADD's steps in order: the record (the intent, before
+// anything is made), the veth pair, the IPAM lease, the container end's
+// addresses and routes, the daemon's link. After each the record says
+// it is done (record.Stage), and a test build may kill the plugin there
+// (killPoint).
+var addSteps = []string{"record", "veth", "ipam", "addresses", "daemon"}
+
+// stageAdded is the record's Stage once ADD has printed its result.
+const stageAdded = "added"
+
+// cmdAdd attaches the container. A second ADD of an attachment whose
+// interface is in the container already (a runtime retrying an ADD it
+// thought had timed out) is an error that changes nothing: the spec's
+// rule for an interface name taken, and the bridge plugin's. Succeeding
+// instead would mean returning the first ADD's result, which would have
+// to be kept and checked against what is there now, to answer a call
+// the spec says a runtime should not make (ADD twice without DEL); the
+// error is plain, and the runtime's DEL that must follow a failed ADD
+// undoes the attachment whole.
 func cmdAdd(args *skel.CmdArgs) (err error) {
 	conf, err := parseConf(args.StdinData, args.Args)
 	if err != nil {
@@ -171,24 +190,54 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("container namespace %q", args.Netns), err.Error())
 	}
 	defer netns.Close()
+	if _, err := conf.trustStateDir(true); err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, `"stateDir": `+err.Error(), "")
+	}
+	prior, hasPrior := conf.loadRecord(host)
+	// An ADD of this attachment that did not finish (killed: its record
+	// is short of "added") leaves an interface that is ours to replace;
+	// any other is not.
+	unfinished := hasPrior && prior.Stage != stageAdded && prior.Netns == args.Netns
+	if !unfinished && netns.Do(func(ns.NetNS) error { _, err := netlinksafe.LinkByName(args.IfName); return err }) == nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables,
+			fmt.Sprintf("CNI_IFNAME %q: the container's namespace %s has an interface by that name already (ADD twice without DEL?): left as it is", args.IfName, args.Netns), "")
+	}
 	stdin, _, err := ipamStdin(conf, args.StdinData)
 	if err != nil {
 		return err
 	}
+	rec := record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}
+	// What an earlier ADD of this attachment left (it did not finish, or
+	// its container's namespace is gone or another now: the interface is
+	// not in this one): undone first, whole. The host end's name is this
+	// attachment's, and the IPAM plugin refuses a second lease to it.
+	if _, lerr := netlink.LinkByName(host); lerr == nil || hasPrior {
+		if err := detach(conf, rec, args.StdinData); err != nil {
+			return cniErr(types.ErrTryAgainLater, "undo what an earlier ADD of "+host+" left", err)
+		}
+	}
 
-	var undo []func()
+	// The record first, then each step and the record saying it is
+	// done: whenever the plugin stops, the record is there for DEL and
+	// GC, which undo an attachment whatever step it reached.
+	step := func(name string) error {
+		rec.Stage = name
+		if err := conf.saveRecord(rec); err != nil {
+			return types.NewError(types.ErrIOFailure, "state record", err.Error())
+		}
+		killPoint(name)
+		return nil
+	}
+	if err := step("record"); err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
-			for _, u := range slices.Backward(undo) {
-				u()
-			}
+			// Best effort: what cannot be undone now is still in the
+			// record, for the DEL that follows a failed ADD, or GC.
+			detach(conf, rec, args.StdinData)
 		}
 	}()
-	// A host end of this attachment left by an ADD that was killed: the
-	// name is this attachment's, so it is ours to replace.
-	if l, lerr := netlink.LinkByName(host); lerr == nil {
-		netlink.LinkDel(l)
-	}
 	var hostIf, contIf net.Interface
 	err = netns.Do(func(hostNS ns.NetNS) error {
 		var err error
@@ -198,13 +247,17 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, fmt.Sprintf("veth %s (host) / %s (container)", host, args.IfName), err.Error())
 	}
-	undo = append(undo, func() { ip.DelLinkByName(host) })
+	if err = step("veth"); err != nil {
+		return err
+	}
 
 	r, err := ipam.ExecAdd(conf.IPAM.Type, stdin)
 	if err != nil {
 		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" ADD", err)
 	}
-	undo = append(undo, func() { ipam.ExecDel(conf.IPAM.Type, stdin) })
+	if err = step("ipam"); err != nil {
+		return err
+	}
 	res, err := current.NewResultFromResult(r)
 	if err != nil {
 		return cniErr(types.ErrDecodingFailure, "IPAM "+conf.IPAM.Type+" result", err)
@@ -222,10 +275,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err = netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, res) }); err != nil {
 		return types.NewError(types.ErrIOFailure, "addresses and routes on "+args.IfName, err.Error())
 	}
-	if err = conf.saveRecord(record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}); err != nil {
-		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	if err = step("addresses"); err != nil {
+		return err
 	}
-	undo = append(undo, func() { conf.removeRecord(host) })
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
 		return daemonErr("add "+host, err)
@@ -234,7 +286,13 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err = d.AddLink(host); err != nil && !errors.Is(err, linkop.ErrExists) {
 		return daemonErr("add "+host, err)
 	}
-	err = nil
+	if err = step("daemon"); err != nil {
+		return err
+	}
+	rec.Stage = stageAdded
+	if err = conf.saveRecord(rec); err != nil {
+		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	}
 	return types.PrintResult(res, conf.CNIVersion)
 }
 
@@ -385,11 +443,13 @@ func cmdGC(args *skel.CmdArgs) error {
 	for _, a := range conf.ValidAttachments {
 		valid[a.ContainerID+"\x00"+a.IfName] = true
 	}
-	recs, err := conf.records()
+	if _, err := conf.trustStateDir(false); err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, `GC: "stateDir": `+err.Error(), "")
+	}
+	recs, errs, err := conf.records()
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "GC", err.Error())
 	}
-	var errs []error
 	for _, r := range recs {
 		if valid[r.ContainerID+"\x00"+r.IfName] {
 			continue
