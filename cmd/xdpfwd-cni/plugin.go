@@ -32,12 +32,24 @@ func cniErr(code uint, msg string, err error) *types.Error {
 	return types.NewError(code, msg, err.Error())
 }
 
-// daemonErr is the CNI error for a failed request to the daemon: its
-// refusal (code 100), or no answer (11, try again later).
-func daemonErr(what string, err error) *types.Error {
+// daemonErr is the CNI error for a failed request to the daemon. A
+// refusal is definite: the same ADD would be refused again. For a link
+// whose MTU the daemon's frames cannot hold it is 7 (invalid network
+// configuration: the configuration's "mtu" is what cannot be, and the
+// spec's code for a configuration that does not validate); for any other
+// (its --max-links taken, a mode that takes no links, ...) the plugin's
+// own 100, ErrDaemonRefused: no spec code fits a daemon's limit, and 11
+// would have the runtime retry what only a DEL elsewhere, or the
+// operator, can change. A request the daemon did not answer, or failed
+// to meet without refusing it (a rebuild under way), is 11, try again
+// later.
+func daemonErr(conf *NetConf, what string, err error) *types.Error {
 	var re *linkop.RequestError
-	if errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
-		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re) {
+	switch {
+	case errors.Is(err, linkop.ErrMTU):
+		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(`xdpfwd refused to %s: "mtu" %d of the network configuration`, what, conf.MTU), err.Error())
+	case errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
+		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re):
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to "+what, err.Error())
 	}
 	return types.NewError(types.ErrTryAgainLater, "xdpfwd did not answer to "+what, err.Error())
@@ -183,7 +195,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// longer than the daemon waits on an idle connection.)
 	queues, err := daemonQueues(conf)
 	if err != nil {
-		return daemonErr("add "+host, err)
+		return daemonErr(conf, "add "+host, err)
 	}
 	netns, err := ns.GetNS(args.Netns)
 	if err != nil {
@@ -280,11 +292,11 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	}
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
-		return daemonErr("add "+host, err)
+		return daemonErr(conf, "add "+host, err)
 	}
 	defer d.Close()
 	if err = d.AddLink(host); err != nil && !errors.Is(err, linkop.ErrExists) {
-		return daemonErr("add "+host, err)
+		return daemonErr(conf, "add "+host, err)
 	}
 	if err = step("daemon"); err != nil {
 		return err
@@ -318,7 +330,7 @@ func detach(conf *NetConf, r record, confStdin []byte) error {
 		// The kernel's deleting the veth below removes it from a daemon
 		// that cannot remove links itself.
 		if err != nil && !errors.Is(err, linkop.ErrUnknownLink) && !errors.Is(err, linkop.ErrUnsupported) {
-			return daemonErr("del "+r.Host, err)
+			return daemonErr(conf, "del "+r.Host, err)
 		}
 	}
 	if err := ip.DelLinkByName(r.Host); err != nil && !errors.Is(err, ip.ErrLinkNotFound) {
@@ -399,12 +411,12 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
-		return daemonErr("list links", err)
+		return daemonErr(conf, "list links", err)
 	}
 	defer d.Close()
 	l, err := d.ListLinks()
 	if err != nil {
-		return daemonErr("list links", err)
+		return daemonErr(conf, "list links", err)
 	}
 	if !l.Has(host) {
 		return types.NewError(types.ErrIOFailure, "xdpfwd does not forward "+host, "")

@@ -57,7 +57,8 @@ func podHas(p *topo.NS, name string) bool {
 }
 
 // leftovers lists what is left of p's attachment, anywhere: the host
-// veth, the pod's eth0, the daemon's link, a lease, a state file.
+// veth, the pod's eth0, the daemon's link, a lease, a state file (its
+// record, or a temporary one).
 func (r *rig) leftovers(p *topo.NS) []string {
 	h := r.hostName(p)
 	var out []string
@@ -71,10 +72,16 @@ func (r *rig) leftovers(p *topo.NS) []string {
 		out = append(out, "the daemon's link "+h)
 	}
 	for _, l := range r.leases() {
-		out = append(out, "lease "+l)
+		// host-local's lease file holds the container ID, a line.
+		b, err := os.ReadFile(filepath.Join(r.ipamDir, r.netName, l))
+		if err != nil || strings.HasPrefix(string(b), r.containerID(p)) {
+			out = append(out, "lease "+l)
+		}
 	}
 	for _, f := range r.stateFiles() {
-		out = append(out, "state file "+f)
+		if strings.HasPrefix(f, h) {
+			out = append(out, "state file "+f)
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -241,13 +242,39 @@ type controlSocket struct {
 	hub  atomic.Pointer[capture.Hub]
 	fw   atomic.Pointer[fwd.Forwarder]
 	mode string // for link list, and to refuse link ops in xconnect
+
+	mu   sync.Mutex
+	next chan struct{} // closed when fw changes (forwarder)
+}
+
+// setForwarder points the socket's link requests at f (nil: none) and
+// wakes those waiting for the one after a stopped forwarder.
+func (cs *controlSocket) setForwarder(f *fwd.Forwarder) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.fw.Store(f)
+	if cs.next != nil {
+		close(cs.next)
+	}
+	cs.next = make(chan struct{})
+}
+
+// forwarder is the current forwarder, and a channel closed when another
+// (or none) takes its place.
+func (cs *controlSocket) forwarder() (*fwd.Forwarder, <-chan struct{}) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.next == nil {
+		cs.next = make(chan struct{})
+	}
+	return cs.fw.Load(), cs.next
 }
 
 // serve points the socket at f, creating it the first time. A socket the
 // user named must work; the default one is best effort (a warning).
 func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, logger *slog.Logger) error {
 	cs.hub.Store(f.Capture())
-	cs.fw.Store(f)
+	cs.setForwarder(f)
 	if cs.srv != nil || path == "off" {
 		return nil
 	}
@@ -276,7 +303,7 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 // (the forwarder ended them), or are cut after a grace period.
 func (cs *controlSocket) close() {
 	cs.hub.Store(nil)
-	cs.fw.Store(nil)
+	cs.setForwarder(nil)
 	if cs.srv != nil {
 		cs.srv.Close(2 * time.Second)
 	}

@@ -47,7 +47,7 @@ func TestLinkBadInput(t *testing.T) {
 // while it runs and `link del` detaches it (exit 0, the list follows),
 // a second add or del, an add of a link the host lacks or a del of one
 // it does not forward, is a bad request (exit 2); the first link is
-// deleted like any other and a del of the last one is refused (exit 1),
+// deleted like any other and a del of the last one is refused (exit 2),
 // each with the reason; a capture still works on the same socket.
 func TestLinkListDaemon(t *testing.T) {
 	p := newPair(t, topo.Options{})
@@ -115,7 +115,7 @@ func TestLinkListDaemon(t *testing.T) {
 		{"del", extra, exitUsage, "does not forward", "", []string{p.LinkA, p.LinkB}},
 		// The first link goes like any other; the last one stays.
 		{"del", p.LinkA, 0, "", "", []string{p.LinkB}},
-		{"del", p.LinkB, exitFailure, "last link", "", []string{p.LinkB}},
+		{"del", p.LinkB, exitUsage, "last link", "link del: link del", []string{p.LinkB}},
 		{"add", extra, 0, "", "", []string{extra, p.LinkB}},
 	} {
 		r := runBin(t, 10*time.Second, nil, "link", step.op, step.name, "--control", ctl)
@@ -259,4 +259,67 @@ func TestSwitchOneUplink(t *testing.T) {
 			t.Errorf("no link totals with packets for %s at stop:\n%s", l, d.stderr.String())
 		}
 	}
+}
+
+// TestLinkAddRefused: `xdpfwd link add` of a link the daemon cannot take
+// — one more than --max-links, one whose MTU its frames cannot hold
+// (9000 without multi-buffer) — exits 2 with the daemon's reason, a
+// definite error, not 1 (a failure to try again); the client sees a
+// linkop.RequestError carrying the refusal's code.
+func TestLinkAddRefused(t *testing.T) {
+	topo.RequireRoot(t)
+	ns, err := topo.NewNS("lrf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	base := fmt.Sprintf("xr%d", os.Getpid()%100000)
+	up, added, over, big := base+"u", base+"a", base+"o", base+"j"
+	for _, l := range []struct {
+		name string
+		mtu  int
+	}{{up, 1500}, {added, 1500}, {over, 1500}, {big, 9000}} {
+		for _, args := range [][]string{
+			{"link", "add", l.name, "mtu", fmt.Sprint(l.mtu), "type", "veth", "peer", "name", l.name + "p", "netns", ns.Name},
+			{"link", "set", l.name, "up"},
+			{"-n", ns.Name, "link", "set", l.name + "p", "up"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v: %s", args, err, out)
+			}
+		}
+		t.Cleanup(func() { exec.Command("ip", "link", "del", l.name).Run() })
+	}
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "switch", "--link", up, "--max-links", "2", "--multi-buffer", "off", "--stats-interval", "0", "--control", ctl)
+	waitSocket(t, d, ctl)
+	for _, step := range []struct {
+		name   string
+		code   int
+		stderr string
+		is     error
+	}{
+		{big, exitUsage, "MTU 9000", linkop.ErrMTU},
+		{added, exitOK, "", nil},
+		{over, exitUsage, "--max-links", linkop.ErrFull},
+	} {
+		r := runBin(t, 10*time.Second, nil, "link", "add", step.name, "--control", ctl)
+		if r.code != step.code || !strings.Contains(r.stderr, step.stderr) {
+			t.Errorf("link add %s: exit %d, stderr %q; want exit %d and %q", step.name, r.code, r.stderr, step.code, step.stderr)
+		}
+		if step.is == nil {
+			continue
+		}
+		c, err := linkop.Dial(ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.AddLink(step.name)
+		c.Close()
+		var re *linkop.RequestError
+		if !errors.As(err, &re) || !errors.Is(err, step.is) {
+			t.Errorf("AddLink(%s): %v; want a RequestError wrapping %v", step.name, err, step.is)
+		}
+	}
+	d.interrupt()
 }

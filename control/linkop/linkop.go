@@ -43,7 +43,8 @@ type Reply struct {
 	// BadRequest: the request's fault (the CLI exits 2).
 	BadRequest bool `json:"bad_request,omitempty"`
 	// Code tells a client's program what went wrong: CodeUnknownLink,
-	// CodeNoSuchLink, CodeExists, CodeUnsupported, or empty.
+	// CodeNoSuchLink, CodeExists, CodeUnsupported, CodeFull, CodeMTU, or
+	// empty.
 	Code  string `json:"code,omitempty"`
 	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
 	Links []Link `json:"links,omitempty"` // list
@@ -87,6 +88,8 @@ const (
 	CodeNoSuchLink  = "no_such_link"
 	CodeExists      = "exists"
 	CodeUnsupported = "unsupported"
+	CodeFull        = "full"
+	CodeMTU         = "mtu"
 )
 
 var (
@@ -99,7 +102,39 @@ var (
 	ErrExists = errors.New("the daemon forwards this link already")
 	// ErrUnsupported: the daemon cannot change its links while it runs.
 	ErrUnsupported = errors.New("the daemon cannot add or remove links while it runs")
+	// ErrFull: add while the daemon forwards all the links it can
+	// (xdpfwd's --max-links).
+	ErrFull = errors.New("the daemon's links are all taken")
+	// ErrMTU: add of a link whose MTU the daemon's frames cannot hold.
+	ErrMTU = errors.New("the link's MTU does not fit the daemon's frames")
 )
+
+// Refused marks err, a Manager's, as a refusal of the request as it
+// stands (the daemon's input error: a link it cannot take), not a
+// failure to meet it: the Reply says BadRequest, the client's error is a
+// *RequestError, the CLI exits 2 and the CNI plugin gives a definite
+// error code, not "try again later". Nil stays nil.
+func Refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &refusedError{err}
+}
+
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// Mark is err, as it reads, that errors.Is also matches to code (one of
+// this package's errors: ErrFull, ErrMTU...): for a Manager whose
+// message says more than the sentinel.
+func Mark(err, code error) error { return &markedError{err, code} }
+
+type markedError struct{ err, code error }
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.code} }
 
 // LinkManager is what a forwarder provides to change its links while it
 // runs (issue 21: fwd.Forwarder.AddLink and RemoveLink).
@@ -203,8 +238,13 @@ func answer(req Request, m Manager) Reply {
 }
 
 func failure(err error) Reply {
-	rep := Reply{Error: err.Error()}
+	var rf *refusedError
+	rep := Reply{Error: err.Error(), BadRequest: errors.As(err, &rf)}
 	switch {
+	case errors.Is(err, ErrFull):
+		rep.Code, rep.BadRequest = CodeFull, true
+	case errors.Is(err, ErrMTU):
+		rep.Code, rep.BadRequest = CodeMTU, true
 	case errors.Is(err, ErrNoSuchLink):
 		rep.Code, rep.BadRequest = CodeNoSuchLink, true
 	case errors.Is(err, ErrUnknownLink):
