@@ -245,6 +245,9 @@ type controlSocket struct {
 
 	mu   sync.Mutex
 	next chan struct{} // closed when fw changes (forwarder)
+	// rebuildWait bounds how long a link request waits for the next
+	// forwarder (daemonLinks.change); 0: defaultRebuildWait.
+	rebuildWait time.Duration
 }
 
 // setForwarder points the socket's link requests at f (nil: none) and
@@ -259,15 +262,27 @@ func (cs *controlSocket) setForwarder(f *fwd.Forwarder) {
 	cs.next = make(chan struct{})
 }
 
-// forwarder is the current forwarder, and a channel closed when another
-// (or none) takes its place.
-func (cs *controlSocket) forwarder() (*fwd.Forwarder, <-chan struct{}) {
+// forwarder is the current forwarder, a channel closed when another (or
+// none) takes its place, and how long to wait for that.
+func (cs *controlSocket) forwarder() (*fwd.Forwarder, <-chan struct{}, time.Duration) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.next == nil {
 		cs.next = make(chan struct{})
 	}
-	return cs.fw.Load(), cs.next
+	wait := cs.rebuildWait
+	if wait <= 0 {
+		wait = defaultRebuildWait
+	}
+	return cs.fw.Load(), cs.next, wait
+}
+
+// setRebuildWait sets how long link requests wait for the next
+// forwarder (tests).
+func (cs *controlSocket) setRebuildWait(d time.Duration) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.rebuildWait = d
 }
 
 // serve points the socket at f, creating it the first time. A socket the

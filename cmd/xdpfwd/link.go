@@ -181,10 +181,10 @@ func (d daemonLinks) Del(name string) error {
 	return d.change("del", name, linkop.LinkManager.RemoveLink)
 }
 
-// rebuildWait bounds how long a link request waits for the forwarder
-// being rebuilt: well within the client's linkop.AddTimeout, so that it
-// hears why.
-var rebuildWait = 10 * time.Second
+// defaultRebuildWait bounds how long a link request waits for the
+// forwarder being rebuilt: well within the client's linkop.AddTimeout,
+// so that it hears why.
+const defaultRebuildWait = 10 * time.Second
 
 // change makes a link change on the current forwarder.
 //
@@ -192,16 +192,16 @@ var rebuildWait = 10 * time.Second
 // changed, or --wait-for-links waits for a link, and cmdRun builds the
 // next) refuses every change as unsupported, which the CNI plugin would
 // take for a definite refusal; the request waits for the next forwarder
-// instead and is made on it, or fails after rebuildWait as one to try
+// instead and is made on it, or fails after a while (defaultRebuildWait) as one to try
 // again (no code: the CNI plugin's "try again later", 11). A change
 // that the forwarder refuses as the input's fault (fwd.InputError:
 // --max-links taken, an MTU its frames cannot hold) is a refusal
 // (linkop.Refused): `xdpfwd link` exits 2 and the CNI plugin gives a
 // definite code.
 func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string) error) error {
-	deadline := time.Now().Add(rebuildWait)
+	start := time.Now()
 	for {
-		f, next := d.cs.forwarder()
+		f, next, wait := d.cs.forwarder()
 		if f == nil {
 			return fmt.Errorf("link %s %s: %w", op, name, errNoForwarder)
 		}
@@ -215,12 +215,12 @@ func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string)
 			}
 			return err
 		}
-		t := time.NewTimer(time.Until(deadline))
+		t := time.NewTimer(time.Until(start.Add(wait)))
 		select {
 		case <-next:
 			t.Stop()
 		case <-t.C:
-			return fmt.Errorf("link %s %s: the forwarder is being rebuilt, and the next was not ready within %v: try again", op, name, rebuildWait)
+			return fmt.Errorf("link %s %s: the forwarder is being rebuilt, and the next was not ready within %v: try again", op, name, wait)
 		}
 	}
 }
