@@ -64,12 +64,15 @@ type bridgeDaemon struct {
 	links  []string
 	refuse string // a name whose add is refused
 	queues int    // what link list says an added link needs
+	// addRefused is what link list says of why every add would be
+	// refused (a daemon left without sockets).
+	addRefused string
 }
 
 func (d *bridgeDaemon) List() (linkop.List, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := linkop.List{Mode: "switch", Queues: d.queues}
+	l := linkop.List{Mode: "switch", Queues: d.queues, AddRefused: d.addRefused}
 	for _, n := range d.links {
 		l.Links = append(l.Links, linkop.Link{Name: n})
 	}

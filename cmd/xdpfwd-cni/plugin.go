@@ -86,10 +86,14 @@ func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
 	return b, false, nil
 }
 
-// reachable: the daemon answers link list.
-func reachable(conf *NetConf) error {
-	_, err := daemonQueues(conf)
-	return err
+// daemonList is the daemon's link list.
+func daemonList(conf *NetConf) (linkop.List, error) {
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return linkop.List{}, err
+	}
+	defer d.Close()
+	return d.ListLinks()
 }
 
 // maxQueues bounds the queues a daemon may ask of a veth: the kernel's
@@ -99,12 +103,7 @@ const maxQueues = 4096
 // daemonQueues asks the daemon (link list) how many RX and TX queues an
 // added link needs: one per worker, 1 from a daemon that does not say.
 func daemonQueues(conf *NetConf) (int, error) {
-	d, err := linkop.Dial(conf.Control)
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	l, err := d.ListLinks()
+	l, err := daemonList(conf)
 	if err != nil {
 		return 0, err
 	}
@@ -424,15 +423,21 @@ func cmdCheck(args *skel.CmdArgs) error {
 	return nil
 }
 
-// cmdStatus: the daemon answers, with its links (it forwards); and the
-// IPAM plugin is ready, if it can say.
+// cmdStatus: the daemon answers, with its links, and takes links (a
+// daemon that answers but would refuse every ADD, one left without
+// sockets say, is not available); and the IPAM plugin is ready, if it
+// can say.
 func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData, args.Args)
 	if err != nil {
 		return err
 	}
-	if err := reachable(conf); err != nil {
+	l, err := daemonList(conf)
+	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd is not available", err.Error())
+	}
+	if l.AddRefused != "" {
+		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd takes no links now", l.AddRefused)
 	}
 	stdin, has11, err := ipamStdin(conf, args.StdinData)
 	if err != nil {

@@ -247,3 +247,32 @@ func TestCNIKillAtEachStep(t *testing.T) {
 	r.del(p)
 	r.gone(p, a)
 }
+
+// TestCNIStatusRefusingDaemon: STATUS is "not available" (50) while the
+// daemon answers but would refuse any link (its link list's AddRefused:
+// a daemon left without sockets, issue 27's zombie), and ready again
+// once it takes links.
+func TestCNIStatusRefusingDaemon(t *testing.T) {
+	r := newRig(t, 1)
+	status := func() error {
+		return r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
+			return c.GetStatusNetworkList(context.Background(), list)
+		})
+	}
+	if err := status(); err != nil {
+		t.Errorf("STATUS with the daemon taking links: %v", err)
+	}
+	r.daemon.mu.Lock()
+	r.daemon.addRefused = "the forwarder has no sockets"
+	r.daemon.mu.Unlock()
+	var te *types.Error
+	if err := status(); !errors.As(err, &te) || te.Code != types.ErrPluginNotAvailable || !strings.Contains(te.Error(), "no sockets") {
+		t.Errorf("STATUS with the daemon refusing every link: %v; want CNI error 50 with its reason", err)
+	}
+	r.daemon.mu.Lock()
+	r.daemon.addRefused = ""
+	r.daemon.mu.Unlock()
+	if err := status(); err != nil {
+		t.Errorf("STATUS with the daemon taking links again: %v", err)
+	}
+}

@@ -163,6 +163,14 @@ func (d daemonLinks) List() (linkop.List, error) {
 		return linkop.List{}, errNoForwarder
 	}
 	l := linkop.List{Mode: d.cs.mode, Queues: f.Plan().Queues}
+	// Why an add would be refused, for the CNI plugin's STATUS; not
+	// while the forwarder is stopped for a rebuild, which adds wait for
+	// (change).
+	if _, err := d.manager(f, "add", "LINK"); err != nil {
+		l.AddRefused = err.Error()
+	} else if err := f.LinksChangeable(); err != nil && !f.Stopping() {
+		l.AddRefused = err.Error()
+	}
 	for i, name := range f.Links() {
 		if name == "" {
 			continue // a removed link's index

@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,46 @@ func TestLinkOpsDuringRebuild(t *testing.T) {
 		tryAgain("add as the daemon stops", err)
 	case <-time.After(15 * time.Second):
 		t.Fatal("add as the daemon stops: no answer in 15 s")
+	}
+}
+
+// TestLinkListAddRefused: the link list says why an add would be refused
+// (AddRefused, the CNI plugin's STATUS): not for a running switch, nor
+// one stopped for a rebuild (adds wait for the next); for a mode that
+// takes no links, and for a forwarder that has no sockets (closed
+// without a stop: the state a daemon was left in with its last link
+// gone).
+func TestLinkListAddRefused(t *testing.T) {
+	env := fwdtest.New()
+	env.AddLink("up0", fwdtest.LinkOptions{})
+	newForwarder := func() *fwd.Forwarder {
+		t.Helper()
+		f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: modes.NewSwitch(2, 1024, 0), MaxLinks: 2, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	for _, tc := range []struct {
+		name    string
+		mode    string
+		stop    func(*fwd.Forwarder)
+		refused string
+	}{
+		{"running switch", "switch", func(*fwd.Forwarder) {}, ""},
+		{"stopped for a rebuild", "switch", func(f *fwd.Forwarder) { f.Stop() }, ""},
+		{"xconnect", "xconnect", func(*fwd.Forwarder) {}, "xconnect"},
+		{"no sockets", "switch", func(f *fwd.Forwarder) { f.Close() }, "no sockets"},
+	} {
+		f := newForwarder()
+		tc.stop(f)
+		cs := &controlSocket{mode: tc.mode}
+		cs.setForwarder(f)
+		l, err := daemonLinks{cs}.List()
+		if err != nil || (tc.refused == "") != (l.AddRefused == "") || !strings.Contains(l.AddRefused, tc.refused) {
+			t.Errorf("%s: list %+v, %v; want AddRefused %q", tc.name, l, err, tc.refused)
+		}
+		f.Close()
 	}
 }

@@ -40,7 +40,7 @@ func (c *Client) ListLinks() (List, error) {
 	if err != nil {
 		return List{}, err
 	}
-	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues}, nil
+	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues, AddRefused: rep.AddRefused}, nil
 }
 
 // AddLink asks the daemon to forward the link name too. An error wraps

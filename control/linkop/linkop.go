@@ -52,6 +52,10 @@ type Reply struct {
 	// added: one per worker of the daemon. 0 from a daemon that does not
 	// say: one.
 	Queues int `json:"queues,omitempty"`
+	// AddRefused (list) says why the daemon would refuse any link added
+	// now, if it would (its mode takes none, it has no sockets, it is
+	// stopping); empty: it takes links.
+	AddRefused string `json:"add_refused,omitempty"`
 }
 
 // Link is one link in a list reply.
@@ -69,6 +73,9 @@ type List struct {
 	// daemon to add it (its workers); 0 means one. A CNI plugin creates
 	// its veths with as many.
 	Queues int
+	// AddRefused is why the daemon would refuse any link added now;
+	// empty: it takes links (the CNI plugin's STATUS: available).
+	AddRefused string
 }
 
 // Has reports whether the list names link.
@@ -218,7 +225,7 @@ func answer(req Request, m Manager) Reply {
 		if l.Links == nil {
 			l.Links = []Link{}
 		}
-		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues}
+		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues, AddRefused: l.AddRefused}
 	case OpAdd, OpDel:
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
