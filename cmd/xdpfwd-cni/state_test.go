@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
@@ -230,8 +232,17 @@ func TestCNIKillAtEachStep(t *testing.T) {
 			case "DEL":
 				r.del(p)
 			case "ADD":
-				if out, err := r.cnitoolRun("add", p); err != nil {
+				out, err := r.cnitoolRun("add", p)
+				if err != nil {
 					t.Errorf("ADD again after an ADD killed after %s: %v\n%s", step, err, out)
+				} else {
+					var res current.Result
+					json.Unmarshal([]byte(out), &res)
+					if len(res.IPs) != 1 {
+						t.Fatalf("ADD again after an ADD killed after %s: result %s", step, out)
+					}
+					a, _ := netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
+					r.attached(p, a)
 				}
 				r.del(p)
 			}
