@@ -326,7 +326,7 @@ func (f *Forwarder) addLink(name string) error {
 		i = len(f.links)
 	}
 	if i >= f.cfg.MaxLinks {
-		return inputErr("link add %s: the forwarder holds %d links at most, all taken (--max-links)", name, f.cfg.MaxLinks)
+		return &InputError{linkop.Mark(fmt.Errorf("link add %s: the forwarder holds %d links at most, all taken (--max-links)", name, f.cfg.MaxLinks), linkop.ErrFull)}
 	}
 	found, err := lookupLinks(f.env, []string{name})
 	if err != nil {
@@ -340,7 +340,7 @@ func (f *Forwarder) addLink(name string) error {
 		return inputErr("link add %s: %d RX and %d TX queues, fewer than the %d workers", name, l.rxQueues, l.txQueues, f.cfg.Queues)
 	}
 	if l.mtu+maxFrameOverhead > f.cfg.FrameSize && !f.cfg.MultiBuffer {
-		return inputErr("link add %s: MTU %d does not fit a %d-byte frame (restart with a larger --frame-size or --multi-buffer)", name, l.mtu, f.cfg.FrameSize)
+		return &InputError{linkop.Mark(fmt.Errorf("link add %s: MTU %d does not fit a %d-byte frame (restart with a larger --frame-size or --multi-buffer)", name, l.mtu, f.cfg.FrameSize), linkop.ErrMTU)}
 	}
 
 	// The new link's entries, built under the readers' lock: a reader

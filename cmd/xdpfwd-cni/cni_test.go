@@ -64,12 +64,15 @@ type bridgeDaemon struct {
 	links  []string
 	refuse string // a name whose add is refused
 	queues int    // what link list says an added link needs
+	// addRefused is what link list says of why every add would be
+	// refused (a daemon left without sockets).
+	addRefused string
 }
 
 func (d *bridgeDaemon) List() (linkop.List, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := linkop.List{Mode: "switch", Queues: d.queues}
+	l := linkop.List{Mode: "switch", Queues: d.queues, AddRefused: d.addRefused}
 	for _, n := range d.links {
 		l.Links = append(l.Links, linkop.Link{Name: n})
 	}
@@ -157,6 +160,13 @@ const testMTU = 1400
 
 func newRig(t *testing.T, pods int) *rig {
 	t.Helper()
+	return newRigTags(t, pods, "")
+}
+
+// newRigTags is newRig with the plugin built with the build tags given
+// (killpoint_hook.go's, for one).
+func newRigTags(t *testing.T, pods int, tags string) *rig {
+	t.Helper()
 	topo.RequireRoot(t)
 	r := &rig{t: t, dir: t.TempDir(), netName: "xdpfwd-cni-test"}
 	r.cnitool = need(t, "cnitool", "/root/go/bin/cnitool", filepath.Join(os.Getenv("HOME"), "go/bin/cnitool"))
@@ -165,7 +175,7 @@ func newRig(t *testing.T, pods int) *rig {
 
 	r.cniPath = filepath.Join(r.dir, "bin")
 	os.MkdirAll(r.cniPath, 0o755)
-	build := exec.Command("go", "build", "-o", filepath.Join(r.cniPath, "xdpfwd-cni"), ".")
+	build := exec.Command("go", "build", "-tags", tags, "-o", filepath.Join(r.cniPath, "xdpfwd-cni"), ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build xdpfwd-cni: %v\n%s", err, out)
 	}

@@ -32,12 +32,24 @@ func cniErr(code uint, msg string, err error) *types.Error {
 	return types.NewError(code, msg, err.Error())
 }
 
-// daemonErr is the CNI error for a failed request to the daemon: its
-// refusal (code 100), or no answer (11, try again later).
-func daemonErr(what string, err error) *types.Error {
+// daemonErr is the CNI error for a failed request to the daemon. A
+// refusal is definite: the same ADD would be refused again. For a link
+// whose MTU the daemon's frames cannot hold it is 7 (invalid network
+// configuration: the configuration's "mtu" is what cannot be, and the
+// spec's code for a configuration that does not validate); for any other
+// (its --max-links taken, a mode that takes no links, ...) the plugin's
+// own 100, ErrDaemonRefused: no spec code fits a daemon's limit, and 11
+// would have the runtime retry what only a DEL elsewhere, or the
+// operator, can change. A request the daemon did not answer, or failed
+// to meet without refusing it (a rebuild under way), is 11, try again
+// later.
+func daemonErr(conf *NetConf, what string, err error) *types.Error {
 	var re *linkop.RequestError
-	if errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
-		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re) {
+	switch {
+	case errors.Is(err, linkop.ErrMTU):
+		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(`xdpfwd refused to %s: "mtu" %d of the network configuration`, what, conf.MTU), err.Error())
+	case errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
+		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re):
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to "+what, err.Error())
 	}
 	return types.NewError(types.ErrTryAgainLater, "xdpfwd did not answer to "+what, err.Error())
@@ -74,10 +86,14 @@ func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
 	return b, false, nil
 }
 
-// reachable: the daemon answers link list.
-func reachable(conf *NetConf) error {
-	_, err := daemonQueues(conf)
-	return err
+// daemonList is the daemon's link list.
+func daemonList(conf *NetConf) (linkop.List, error) {
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return linkop.List{}, err
+	}
+	defer d.Close()
+	return d.ListLinks()
 }
 
 // maxQueues bounds the queues a daemon may ask of a veth: the kernel's
@@ -87,12 +103,7 @@ const maxQueues = 4096
 // daemonQueues asks the daemon (link list) how many RX and TX queues an
 // added link needs: one per worker, 1 from a daemon that does not say.
 func daemonQueues(conf *NetConf) (int, error) {
-	d, err := linkop.Dial(conf.Control)
-	if err != nil {
-		return 0, err
-	}
-	defer d.Close()
-	l, err := d.ListLinks()
+	l, err := daemonList(conf)
 	if err != nil {
 		return 0, err
 	}
@@ -152,6 +163,25 @@ func iface(l netlink.Link) net.Interface {
 	return net.Interface{Index: a.Index, MTU: a.MTU, Name: a.Name, HardwareAddr: a.HardwareAddr, Flags: a.Flags}
 }
 
+// addSteps are ADD's steps in order: the record (the intent, before
+// anything is made), the veth pair, the IPAM lease, the container end's
+// addresses and routes, the daemon's link. After each the record says
+// it is done (record.Stage), and a test build may kill the plugin there
+// (killPoint).
+var addSteps = []string{"record", "veth", "ipam", "addresses", "daemon"}
+
+// stageAdded is the record's Stage once ADD has printed its result.
+const stageAdded = "added"
+
+// cmdAdd attaches the container. A second ADD of an attachment whose
+// interface is in the container already (a runtime retrying an ADD it
+// thought had timed out) is an error that changes nothing: the spec's
+// rule for an interface name taken, and the bridge plugin's. Succeeding
+// instead would mean returning the first ADD's result, which would have
+// to be kept and checked against what is there now, to answer a call
+// the spec says a runtime should not make (ADD twice without DEL); the
+// error is plain, and the runtime's DEL that must follow a failed ADD
+// undoes the attachment whole.
 func cmdAdd(args *skel.CmdArgs) (err error) {
 	conf, err := parseConf(args.StdinData, args.Args)
 	if err != nil {
@@ -164,31 +194,61 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// longer than the daemon waits on an idle connection.)
 	queues, err := daemonQueues(conf)
 	if err != nil {
-		return daemonErr("add "+host, err)
+		return daemonErr(conf, "add "+host, err)
 	}
 	netns, err := ns.GetNS(args.Netns)
 	if err != nil {
 		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("container namespace %q", args.Netns), err.Error())
 	}
 	defer netns.Close()
+	if _, err := conf.trustStateDir(true); err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, `"stateDir": `+err.Error(), "")
+	}
+	prior, hasPrior := conf.loadRecord(host)
+	// An ADD of this attachment that did not finish (killed: its record
+	// is short of "added") leaves an interface that is ours to replace;
+	// any other is not.
+	unfinished := hasPrior && prior.Stage != stageAdded && prior.Netns == args.Netns
+	if !unfinished && netns.Do(func(ns.NetNS) error { _, err := netlinksafe.LinkByName(args.IfName); return err }) == nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables,
+			fmt.Sprintf("CNI_IFNAME %q: the container's namespace %s has an interface by that name already (ADD twice without DEL?): left as it is", args.IfName, args.Netns), "")
+	}
 	stdin, _, err := ipamStdin(conf, args.StdinData)
 	if err != nil {
 		return err
 	}
+	rec := record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}
+	// What an earlier ADD of this attachment left (it did not finish, or
+	// its container's namespace is gone or another now: the interface is
+	// not in this one): undone first, whole. The host end's name is this
+	// attachment's, and the IPAM plugin refuses a second lease to it.
+	if _, lerr := netlink.LinkByName(host); lerr == nil || hasPrior {
+		if err := detach(conf, rec, args.StdinData); err != nil {
+			return cniErr(types.ErrTryAgainLater, "undo what an earlier ADD of "+host+" left", err)
+		}
+	}
 
-	var undo []func()
+	// The record first, then each step and the record saying it is
+	// done: whenever the plugin stops, the record is there for DEL and
+	// GC, which undo an attachment whatever step it reached.
+	step := func(name string) error {
+		rec.Stage = name
+		if err := conf.saveRecord(rec); err != nil {
+			return types.NewError(types.ErrIOFailure, "state record", err.Error())
+		}
+		killPoint(name)
+		return nil
+	}
+	if err := step("record"); err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
-			for _, u := range slices.Backward(undo) {
-				u()
-			}
+			// Best effort: what cannot be undone now is still in the
+			// record, for the DEL that follows a failed ADD, or GC.
+			detach(conf, rec, args.StdinData)
 		}
 	}()
-	// A host end of this attachment left by an ADD that was killed: the
-	// name is this attachment's, so it is ours to replace.
-	if l, lerr := netlink.LinkByName(host); lerr == nil {
-		netlink.LinkDel(l)
-	}
 	var hostIf, contIf net.Interface
 	err = netns.Do(func(hostNS ns.NetNS) error {
 		var err error
@@ -198,13 +258,17 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, fmt.Sprintf("veth %s (host) / %s (container)", host, args.IfName), err.Error())
 	}
-	undo = append(undo, func() { ip.DelLinkByName(host) })
+	if err = step("veth"); err != nil {
+		return err
+	}
 
 	r, err := ipam.ExecAdd(conf.IPAM.Type, stdin)
 	if err != nil {
 		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" ADD", err)
 	}
-	undo = append(undo, func() { ipam.ExecDel(conf.IPAM.Type, stdin) })
+	if err = step("ipam"); err != nil {
+		return err
+	}
 	res, err := current.NewResultFromResult(r)
 	if err != nil {
 		return cniErr(types.ErrDecodingFailure, "IPAM "+conf.IPAM.Type+" result", err)
@@ -222,19 +286,24 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err = netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, res) }); err != nil {
 		return types.NewError(types.ErrIOFailure, "addresses and routes on "+args.IfName, err.Error())
 	}
-	if err = conf.saveRecord(record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}); err != nil {
-		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	if err = step("addresses"); err != nil {
+		return err
 	}
-	undo = append(undo, func() { conf.removeRecord(host) })
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
-		return daemonErr("add "+host, err)
+		return daemonErr(conf, "add "+host, err)
 	}
 	defer d.Close()
 	if err = d.AddLink(host); err != nil && !errors.Is(err, linkop.ErrExists) {
-		return daemonErr("add "+host, err)
+		return daemonErr(conf, "add "+host, err)
 	}
-	err = nil
+	if err = step("daemon"); err != nil {
+		return err
+	}
+	rec.Stage = stageAdded
+	if err = conf.saveRecord(rec); err != nil {
+		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	}
 	return types.PrintResult(res, conf.CNIVersion)
 }
 
@@ -260,7 +329,7 @@ func detach(conf *NetConf, r record, confStdin []byte) error {
 		// The kernel's deleting the veth below removes it from a daemon
 		// that cannot remove links itself.
 		if err != nil && !errors.Is(err, linkop.ErrUnknownLink) && !errors.Is(err, linkop.ErrUnsupported) {
-			return daemonErr("del "+r.Host, err)
+			return daemonErr(conf, "del "+r.Host, err)
 		}
 	}
 	if err := ip.DelLinkByName(r.Host); err != nil && !errors.Is(err, ip.ErrLinkNotFound) {
@@ -341,12 +410,12 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
-		return daemonErr("list links", err)
+		return daemonErr(conf, "list links", err)
 	}
 	defer d.Close()
 	l, err := d.ListLinks()
 	if err != nil {
-		return daemonErr("list links", err)
+		return daemonErr(conf, "list links", err)
 	}
 	if !l.Has(host) {
 		return types.NewError(types.ErrIOFailure, "xdpfwd does not forward "+host, "")
@@ -354,15 +423,21 @@ func cmdCheck(args *skel.CmdArgs) error {
 	return nil
 }
 
-// cmdStatus: the daemon answers, with its links (it forwards); and the
-// IPAM plugin is ready, if it can say.
+// cmdStatus: the daemon answers, with its links, and takes links (a
+// daemon that answers but would refuse every ADD, one left without
+// sockets say, is not available); and the IPAM plugin is ready, if it
+// can say.
 func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData, args.Args)
 	if err != nil {
 		return err
 	}
-	if err := reachable(conf); err != nil {
+	l, err := daemonList(conf)
+	if err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd is not available", err.Error())
+	}
+	if l.AddRefused != "" {
+		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd takes no links now", l.AddRefused)
 	}
 	stdin, has11, err := ipamStdin(conf, args.StdinData)
 	if err != nil {
@@ -385,11 +460,13 @@ func cmdGC(args *skel.CmdArgs) error {
 	for _, a := range conf.ValidAttachments {
 		valid[a.ContainerID+"\x00"+a.IfName] = true
 	}
-	recs, err := conf.records()
+	if _, err := conf.trustStateDir(false); err != nil {
+		return types.NewError(types.ErrInvalidNetworkConfig, `GC: "stateDir": `+err.Error(), "")
+	}
+	recs, errs, err := conf.records()
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "GC", err.Error())
 	}
-	var errs []error
 	for _, r := range recs {
 		if valid[r.ContainerID+"\x00"+r.IfName] {
 			continue

@@ -401,3 +401,70 @@ func testRealDaemon(t *testing.T, queues int) {
 }
 
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// setMTU rewrites the network configuration's "mtu".
+func (r *rig) setMTU(mtu int) {
+	r.t.Helper()
+	path := filepath.Join(r.netDir, r.netName+".conflist")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var conf map[string]any
+	if err := json.Unmarshal(b, &conf); err != nil {
+		r.t.Fatal(err)
+	}
+	conf["plugins"].([]any)[0].(map[string]any)["mtu"] = mtu
+	b, _ = json.Marshal(conf)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// TestCNIRealDaemonRefusals: xdpfwd's refusals of a link reach the
+// runtime as definite errors, not as "try again later" (11), and the ADD
+// leaves nothing: with its --max-links taken, code 100 (the plugin's
+// "xdpfwd refused"), naming --max-links; an MTU its frames cannot hold
+// (9000 without multi-buffer), code 7 (invalid network configuration:
+// the configuration's "mtu" is what cannot be), naming it.
+func TestCNIRealDaemonRefusals(t *testing.T) {
+	r := newRig(t, 2)
+	r.daemon.srv.Close(time.Second)
+	ipIn(t, r.node,
+		[]string{"link", "add", "up0", "type", "veth", "peer", "name", "up0p"},
+		[]string{"link", "set", "up0", "up"}, []string{"link", "set", "up0p", "up"})
+	d := startXdpfwd(t, buildXdpfwd(t, r.dir), r.node, r.ctl, "--mode", "switch", "--link", "up0", "--max-links", "2", "--multi-buffer", "off")
+	r.forwards = d.forwards
+	a0 := r.add(r.pods[0])
+	p := r.pods[1]
+	for _, tc := range []struct {
+		name string
+		mtu  int
+		code uint
+		msg  string
+	}{
+		{"--max-links taken", testMTU, ErrDaemonRefused, "--max-links"},
+		{"MTU 9000", 9000, types.ErrInvalidNetworkConfig, `"mtu" 9000`},
+	} {
+		r.setMTU(tc.mtu)
+		if tc.mtu != testMTU {
+			r.del(r.pods[0]) // a free link: only the MTU is in the way
+			r.gone(r.pods[0], a0)
+		}
+		var te *types.Error
+		err := r.addCode(p)
+		if !errors.As(err, &te) || te.Code != tc.code || !strings.Contains(te.Error(), tc.msg) {
+			t.Errorf("%s: ADD: %v; want CNI error %d naming %s", tc.name, err, tc.code, tc.msg)
+		}
+		if left := r.leftovers(p); len(left) > 0 {
+			t.Errorf("%s: after the refused ADD: %q left", tc.name, left)
+		}
+		r.del(p)
+	}
+	r.setMTU(testMTU)
+	a := r.add(p)
+	r.attached(p, a)
+	r.del(p)
+	r.gone(p, a)
+	d.running()
+}

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -269,13 +270,54 @@ type controlSocket struct {
 	fw   atomic.Pointer[fwd.Forwarder]
 	mode string // for link list, and to refuse link ops in xconnect
 	log  *slog.Logger
+
+	mu   sync.Mutex
+	next chan struct{} // closed when fw changes (forwarder)
+	// rebuildWait bounds how long a link request waits for the next
+	// forwarder (daemonLinks.change); 0: defaultRebuildWait.
+	rebuildWait time.Duration
+}
+
+// setForwarder points the socket's link requests at f (nil: none) and
+// wakes those waiting for the one after a stopped forwarder.
+func (cs *controlSocket) setForwarder(f *fwd.Forwarder) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.fw.Store(f)
+	if cs.next != nil {
+		close(cs.next)
+	}
+	cs.next = make(chan struct{})
+}
+
+// forwarder is the current forwarder, a channel closed when another (or
+// none) takes its place, and how long to wait for that.
+func (cs *controlSocket) forwarder() (*fwd.Forwarder, <-chan struct{}, time.Duration) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.next == nil {
+		cs.next = make(chan struct{})
+	}
+	wait := cs.rebuildWait
+	if wait <= 0 {
+		wait = defaultRebuildWait
+	}
+	return cs.fw.Load(), cs.next, wait
+}
+
+// setRebuildWait sets how long link requests wait for the next
+// forwarder (tests).
+func (cs *controlSocket) setRebuildWait(d time.Duration) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.rebuildWait = d
 }
 
 // serve points the socket at f, creating it the first time. A socket the
 // user named must work; the default one is best effort (a warning).
 func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, logger *slog.Logger) error {
 	cs.hub.Store(f.Capture())
-	cs.fw.Store(f)
+	cs.setForwarder(f)
 	if cs.srv != nil || path == "off" {
 		return nil
 	}
@@ -304,7 +346,7 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 // (the forwarder ended them), or are cut after a grace period.
 func (cs *controlSocket) close() {
 	cs.hub.Store(nil)
-	cs.fw.Store(nil)
+	cs.setForwarder(nil)
 	if cs.srv != nil {
 		cs.srv.Close(2 * time.Second)
 		// What clients were denied, if any: a sign of too many at once

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -101,7 +102,11 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	}
 	var re *linkop.RequestError
 	if errors.As(err, &re) {
-		return usageError{fmt.Sprintf("link %s: %s", op, re.Msg)}
+		msg := re.Msg
+		if !strings.HasPrefix(msg, "link "+op) { // the daemon's says it already
+			msg = "link " + op + ": " + msg
+		}
+		return usageError{msg}
 	}
 	return err
 }
@@ -160,6 +165,14 @@ func (d daemonLinks) List() (linkop.List, error) {
 		return linkop.List{}, errNoForwarder
 	}
 	l := linkop.List{Mode: d.cs.mode, Queues: f.Plan().Queues}
+	// Why an add would be refused, for the CNI plugin's STATUS; not
+	// while the forwarder is stopped for a rebuild, which adds wait for
+	// (change).
+	if _, err := d.manager(f, "add", "LINK"); err != nil {
+		l.AddRefused = err.Error()
+	} else if err := f.LinksChangeable(); err != nil && !f.Stopping() {
+		l.AddRefused = err.Error()
+	}
 	for i, name := range f.Links() {
 		if name == "" {
 			continue // a removed link's index
@@ -171,26 +184,58 @@ func (d daemonLinks) List() (linkop.List, error) {
 }
 
 func (d daemonLinks) Add(name string) error {
-	lm, err := d.manager("add", name)
-	if err != nil {
-		return err
-	}
-	return lm.AddLink(name)
+	return d.change("add", name, linkop.LinkManager.AddLink)
 }
 
 func (d daemonLinks) Del(name string) error {
-	lm, err := d.manager("del", name)
-	if err != nil {
-		return err
-	}
-	return lm.RemoveLink(name)
+	return d.change("del", name, linkop.LinkManager.RemoveLink)
 }
 
-func (d daemonLinks) manager(op, name string) (linkop.LinkManager, error) {
-	f := d.cs.fw.Load()
-	if f == nil {
-		return nil, errNoForwarder
+// defaultRebuildWait bounds how long a link request waits for the
+// forwarder being rebuilt: well within the client's linkop.AddTimeout,
+// so that it hears why.
+const defaultRebuildWait = 10 * time.Second
+
+// change makes a link change on the current forwarder.
+//
+// A forwarder that has stopped (its Run returned: a link's queue count
+// changed, or --wait-for-links waits for a link, and cmdRun builds the
+// next) refuses every change as unsupported, which the CNI plugin would
+// take for a definite refusal; the request waits for the next forwarder
+// instead and is made on it, or fails after a while (defaultRebuildWait) as one to try
+// again (no code: the CNI plugin's "try again later", 11). A change
+// that the forwarder refuses as the input's fault (fwd.InputError:
+// --max-links taken, an MTU its frames cannot hold) is a refusal
+// (linkop.Refused): `xdpfwd link` exits 2 and the CNI plugin gives a
+// definite code.
+func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string) error) error {
+	start := time.Now()
+	for {
+		f, next, wait := d.cs.forwarder()
+		if f == nil {
+			return fmt.Errorf("link %s %s: %w", op, name, errNoForwarder)
+		}
+		lm, err := d.manager(f, op, name)
+		if err == nil {
+			err = do(lm, name)
+		}
+		if err == nil || !f.Stopping() {
+			if fwd.IsInputError(err) {
+				return linkop.Refused(err)
+			}
+			return err
+		}
+		t := time.NewTimer(time.Until(start.Add(wait)))
+		select {
+		case <-next:
+			t.Stop()
+		case <-t.C:
+			return fmt.Errorf("link %s %s: the forwarder is being rebuilt, and the next was not ready within %v: try again", op, name, wait)
+		}
 	}
+}
+
+func (d daemonLinks) manager(f *fwd.Forwarder, op, name string) (linkop.LinkManager, error) {
 	if d.cs.mode == "xconnect" {
 		return nil, fmt.Errorf("link %s %s: xconnect mode forwards exactly its two links: %w", op, name, linkop.ErrUnsupported)
 	}

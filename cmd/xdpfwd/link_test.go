@@ -351,3 +351,66 @@ func TestEveryLinkLeavesDaemon(t *testing.T) {
 		t.Errorf("stop log without leaked_addresses=0:\n%s", d.stderr.String())
 	}
 }
+
+// TestLinkAddRefused: `xdpfwd link add` of a link the daemon cannot take
+// — one more than --max-links, one whose MTU its frames cannot hold
+// (9000 without multi-buffer) — exits 2 with the daemon's reason, a
+// definite error, not 1 (a failure to try again); the client sees a
+// linkop.RequestError carrying the refusal's code.
+func TestLinkAddRefused(t *testing.T) {
+	topo.RequireRoot(t)
+	ns, err := topo.NewNS("lrf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	base := fmt.Sprintf("xr%d", os.Getpid()%100000)
+	up, added, over, big := base+"u", base+"a", base+"o", base+"j"
+	for _, l := range []struct {
+		name string
+		mtu  int
+	}{{up, 1500}, {added, 1500}, {over, 1500}, {big, 9000}} {
+		for _, args := range [][]string{
+			{"link", "add", l.name, "mtu", fmt.Sprint(l.mtu), "type", "veth", "peer", "name", l.name + "p", "netns", ns.Name},
+			{"link", "set", l.name, "up"},
+			{"-n", ns.Name, "link", "set", l.name + "p", "up"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v: %s", args, err, out)
+			}
+		}
+		t.Cleanup(func() { exec.Command("ip", "link", "del", l.name).Run() })
+	}
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "switch", "--link", up, "--max-links", "2", "--multi-buffer", "off", "--stats-interval", "0", "--control", ctl)
+	waitSocket(t, d, ctl)
+	for _, step := range []struct {
+		name   string
+		code   int
+		stderr string
+		is     error
+	}{
+		{big, exitUsage, "MTU 9000", linkop.ErrMTU},
+		{added, exitOK, "", nil},
+		{over, exitUsage, "--max-links", linkop.ErrFull},
+	} {
+		r := runBin(t, 10*time.Second, nil, "link", "add", step.name, "--control", ctl)
+		if r.code != step.code || !strings.Contains(r.stderr, step.stderr) {
+			t.Errorf("link add %s: exit %d, stderr %q; want exit %d and %q", step.name, r.code, r.stderr, step.code, step.stderr)
+		}
+		if step.is == nil {
+			continue
+		}
+		c, err := linkop.Dial(ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.AddLink(step.name)
+		c.Close()
+		var re *linkop.RequestError
+		if !errors.As(err, &re) || !errors.Is(err, step.is) {
+			t.Errorf("AddLink(%s): %v; want a RequestError wrapping %v", step.name, err, step.is)
+		}
+	}
+	d.interrupt()
+}

@@ -40,12 +40,13 @@ func (c *Client) ListLinks() (List, error) {
 	if err != nil {
 		return List{}, err
 	}
-	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues}, nil
+	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues, AddRefused: rep.AddRefused}, nil
 }
 
 // AddLink asks the daemon to forward the link name too. An error wraps
-// ErrExists, ErrNoSuchLink, ErrUnsupported or a *RequestError where they
-// apply.
+// ErrExists, ErrNoSuchLink, ErrUnsupported, ErrFull, ErrMTU or a
+// *RequestError (a refusal: the request cannot be met as it is) where
+// they apply; any other is a failure to answer it (try again).
 func (c *Client) AddLink(name string) error {
 	if err := CheckName(name); err != nil {
 		return &RequestError{"link add: " + err.Error()}
@@ -106,6 +107,10 @@ func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
 		base = ErrExists
 	case CodeUnsupported:
 		base = ErrUnsupported
+	case CodeFull:
+		base = ErrFull
+	case CodeMTU:
+		base = ErrMTU
 	}
 	switch {
 	case rep.BadRequest && base != nil:

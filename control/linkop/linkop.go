@@ -43,7 +43,8 @@ type Reply struct {
 	// BadRequest: the request's fault (the CLI exits 2).
 	BadRequest bool `json:"bad_request,omitempty"`
 	// Code tells a client's program what went wrong: CodeUnknownLink,
-	// CodeNoSuchLink, CodeExists, CodeUnsupported, or empty.
+	// CodeNoSuchLink, CodeExists, CodeUnsupported, CodeFull, CodeMTU, or
+	// empty.
 	Code  string `json:"code,omitempty"`
 	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
 	Links []Link `json:"links,omitempty"` // list
@@ -51,6 +52,10 @@ type Reply struct {
 	// added: one per worker of the daemon. 0 from a daemon that does not
 	// say: one.
 	Queues int `json:"queues,omitempty"`
+	// AddRefused (list) says why the daemon would refuse any link added
+	// now, if it would (its mode takes none, its UMEM is zero-copy, it
+	// is stopping); empty: it takes links.
+	AddRefused string `json:"add_refused,omitempty"`
 }
 
 // Link is one link in a list reply.
@@ -68,6 +73,9 @@ type List struct {
 	// daemon to add it (its workers); 0 means one. A CNI plugin creates
 	// its veths with as many.
 	Queues int
+	// AddRefused is why the daemon would refuse any link added now;
+	// empty: it takes links (the CNI plugin's STATUS: available).
+	AddRefused string
 }
 
 // Has reports whether the list names link.
@@ -87,6 +95,8 @@ const (
 	CodeNoSuchLink  = "no_such_link"
 	CodeExists      = "exists"
 	CodeUnsupported = "unsupported"
+	CodeFull        = "full"
+	CodeMTU         = "mtu"
 )
 
 var (
@@ -99,7 +109,39 @@ var (
 	ErrExists = errors.New("the daemon forwards this link already")
 	// ErrUnsupported: the daemon cannot change its links while it runs.
 	ErrUnsupported = errors.New("the daemon cannot add or remove links while it runs")
+	// ErrFull: add while the daemon forwards all the links it can
+	// (xdpfwd's --max-links).
+	ErrFull = errors.New("the daemon's links are all taken")
+	// ErrMTU: add of a link whose MTU the daemon's frames cannot hold.
+	ErrMTU = errors.New("the link's MTU does not fit the daemon's frames")
 )
+
+// Refused marks err, a Manager's, as a refusal of the request as it
+// stands (the daemon's input error: a link it cannot take), not a
+// failure to meet it: the Reply says BadRequest, the client's error is a
+// *RequestError, the CLI exits 2 and the CNI plugin gives a definite
+// error code, not "try again later". Nil stays nil.
+func Refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &refusedError{err}
+}
+
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// Mark is err, as it reads, that errors.Is also matches to code (one of
+// this package's errors: ErrFull, ErrMTU...): for a Manager whose
+// message says more than the sentinel.
+func Mark(err, code error) error { return &markedError{err, code} }
+
+type markedError struct{ err, code error }
+
+func (e *markedError) Error() string   { return e.err.Error() }
+func (e *markedError) Unwrap() []error { return []error{e.err, e.code} }
 
 // LinkManager is what a forwarder provides to change its links while it
 // runs (issue 21: fwd.Forwarder.AddLink and RemoveLink).
@@ -195,7 +237,7 @@ func answer(req Request, m Manager) Reply {
 		if l.Links == nil {
 			l.Links = []Link{}
 		}
-		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues}
+		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues, AddRefused: l.AddRefused}
 	case OpAdd, OpDel:
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
@@ -215,8 +257,13 @@ func answer(req Request, m Manager) Reply {
 }
 
 func failure(err error) Reply {
-	rep := Reply{Error: err.Error()}
+	var rf *refusedError
+	rep := Reply{Error: err.Error(), BadRequest: errors.As(err, &rf)}
 	switch {
+	case errors.Is(err, ErrFull):
+		rep.Code, rep.BadRequest = CodeFull, true
+	case errors.Is(err, ErrMTU):
+		rep.Code, rep.BadRequest = CodeMTU, true
 	case errors.Is(err, ErrNoSuchLink):
 		rep.Code, rep.BadRequest = CodeNoSuchLink, true
 	case errors.Is(err, ErrUnknownLink):

@@ -45,6 +45,18 @@ func (m *fakeManager) Add(name string) error {
 	if name == "absent" {
 		return fmt.Errorf("link %s: %w", name, linkop.ErrNoSuchLink)
 	}
+	if name == "full" {
+		return linkop.Refused(linkop.Mark(fmt.Errorf("link %s: all taken (--max-links)", name), linkop.ErrFull))
+	}
+	if name == "jumbo" {
+		return linkop.Mark(fmt.Errorf("link %s: MTU 9000 does not fit", name), linkop.ErrMTU)
+	}
+	if name == "refused" {
+		return linkop.Refused(fmt.Errorf("link %s: not with this daemon", name))
+	}
+	if name == "failed" {
+		return fmt.Errorf("link %s: the kernel said no", name)
+	}
 	m.links = append(m.links, name)
 	return nil
 }
@@ -95,7 +107,9 @@ func serve(t *testing.T, m linkop.Manager) string {
 }
 
 // TestOps: add, list, del over one connection, with each refusal's
-// error matched by errors.Is / errors.As.
+// error matched by errors.Is / errors.As: a Manager's Refused error, or
+// one Marked ErrFull or ErrMTU, is a RequestError (the CLI's exit 2),
+// and its message is the Manager's; a plain failure is not.
 func TestOps(t *testing.T) {
 	c, err := linkop.Dial(serve(t, &fakeManager{links: []string{"up0"}}))
 	if err != nil {
@@ -116,6 +130,10 @@ func TestOps(t *testing.T) {
 		{"del unknown", c.DelLink("veth9"), linkop.ErrUnknownLink, true},
 		{"add absent", c.AddLink("absent"), linkop.ErrNoSuchLink, true},
 		{"add unsupported", c.AddLink("nope"), linkop.ErrUnsupported, false},
+		{"add full", c.AddLink("full"), linkop.ErrFull, true},
+		{"add MTU", c.AddLink("jumbo"), linkop.ErrMTU, true},
+		{"add refused", c.AddLink("refused"), nil, true},
+		{"add failed", c.AddLink("failed"), nil, false},
 		{"add bad name", c.AddLink("a/b"), nil, true},
 		{"add too long", c.AddLink("0123456789abcdef"), nil, true},
 	}
