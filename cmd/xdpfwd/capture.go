@@ -271,6 +271,10 @@ type controlSocket struct {
 	mode string // for link list, and to refuse link ops in xconnect
 	log  *slog.Logger
 
+	// linkOps is held by each link change made over the socket and by a
+	// reload's read and change of the links (reloader.linkOps).
+	linkOps sync.Mutex
+
 	mu   sync.Mutex
 	next chan struct{} // closed when fw changes (forwarder)
 	// rebuildWait bounds how long a link request waits for the next

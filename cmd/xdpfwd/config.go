@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -210,6 +211,19 @@ type reloader struct {
 	start, last *runSettings
 	f           *fwd.Forwarder
 	logger      *slog.Logger
+	// linkOps is the control socket's: held while a reload reads the
+	// links and changes them, so that no link added over the socket in
+	// between is taken for one the file dropped. Nil: none.
+	linkOps *sync.Mutex
+}
+
+// lockLinks holds r.linkOps, if any, until the returned function.
+func (r *reloader) lockLinks() (unlock func()) {
+	if r.linkOps == nil {
+		return func() {}
+	}
+	r.linkOps.Lock()
+	return r.linkOps.Unlock
 }
 
 // restore brings a forwarder rebuilt from the start-up Config (after
@@ -223,8 +237,10 @@ func (r *reloader) restore(interval time.Duration) time.Duration {
 	// file's settings differ. Its links are fixed (a rebuilt forwarder's
 	// links cannot change: fwd's links.go), as the last one's were.
 	next := r.last.cfg
+	unlock := r.lockLinks()
 	next.Links = slices.DeleteFunc(r.f.Links(), func(s string) bool { return s == "" })
 	rc, err := r.f.Reconfigure(next)
+	unlock()
 	err = errors.Join(err, rc.Failed)
 	if applied := r.applied(rc, r.last); len(applied) > 0 {
 		r.logger.Info("reloaded settings applied to the rebuilt forwarder", "file", r.last.config, "applied", strings.Join(applied, " "))
@@ -280,8 +296,10 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 		prev = r.last
 	}
 	cfg := next.cfg
+	unlock := r.lockLinks()
 	cfg.Links = reloadLinks(r.f.Links(), prev.cfg.Links, next.cfg.Links)
 	rc, err := r.f.Reconfigure(cfg)
+	unlock()
 	if err != nil {
 		return interval, err
 	}

@@ -217,7 +217,9 @@ func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string)
 		}
 		lm, err := d.manager(f, op, name)
 		if err == nil {
+			d.cs.linkOps.Lock()
 			err = do(lm, name)
+			d.cs.linkOps.Unlock()
 		}
 		if err == nil || !f.Stopping() {
 			if fwd.IsInputError(err) {

@@ -573,7 +573,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 	defer ctl.close()
 	var rl *reloader
 	if st.config != "" {
-		rl = &reloader{args: args, start: st}
+		rl = &reloader{args: args, start: st, linkOps: &ctl.linkOps}
 	}
 	if *summary != "" {
 		// Find out now, not after an hour of forwarding, that the
