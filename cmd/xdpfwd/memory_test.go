@@ -100,3 +100,58 @@ func procRSS(t *testing.T, pid int) int64 {
 	t.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
 }
+
+// TestMemoryPlan: what the daemon pins is proportional to what it serves
+// (issue 27). For sink (1 link), switch (2 links) and xconnect (2 links)
+// at ring sizes 256, 1024 and 4096, the ready line's UMEM and the
+// process's VmRSS: a sink or switch at --ring-size 4096 pins tens of MiB,
+// not the 1.7 GB of every link to come at 4096 entries; the ready line
+// states the plan (max_links, added_ring_size, umem_reserved_bytes); a
+// plan above --max-umem is refused at start, exit 2, naming it.
+func TestMemoryPlan(t *testing.T) {
+	topo.RequireRoot(t)
+	h, err := topo.NewHosts(2, topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("close hosts: %v", err)
+		}
+	})
+	field := func(d *proc, k string) int64 {
+		t.Helper()
+		m := regexp.MustCompile(k + `=(\d+)`).FindStringSubmatch(d.stderr.String())
+		if m == nil {
+			t.Fatalf("no %s in the ready line:\n%s", k, d.stderr.String())
+		}
+		v, _ := strconv.ParseInt(m[1], 10, 64)
+		return v
+	}
+	var table []string
+	for _, mode := range []string{"sink", "switch", "xconnect"} {
+		for _, ring := range []string{"256", "1024", "4096"} {
+			args := []string{"run", "--mode", mode, "--queues", "1", "--ring-size", ring, "--stats-interval", "0", "--control", "off", "--link", h.Links[0]}
+			if mode != "sink" {
+				args = append(args, "--link", h.Links[1])
+			}
+			d := startBin(t, args...)
+			waitLog(t, d, readyMsg, 30*time.Second)
+			rss, umem := procRSS(t, d.cmd.Process.Pid), field(d, "umem_bytes")
+			reserved := field(d, "umem_reserved_bytes")
+			d.interrupt()
+			table = append(table, fmt.Sprintf("| %s | %s | %d | %d | %d |", mode, ring, umem>>20, reserved>>20, rss>>20))
+			if rss > 160<<20 || umem > 128<<20 {
+				t.Errorf("%s at --ring-size %s: UMEM %d MiB, VmRSS %d MiB; want at most 128 and 160", mode, ring, umem>>20, rss>>20)
+			}
+		}
+	}
+	t.Logf("memory plan, --queues 1, veths:\n| mode | --ring-size | UMEM MiB | of it for links to come | VmRSS MiB |\n|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
+	r := runBin(t, 30*time.Second, nil, "run", "--mode", "switch", "--queues", "1", "--ring-size", "4096", "--max-umem", "32MiB", "--control", "off", "--link", h.Links[0], "--link", h.Links[1])
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--max-umem 32 MiB") {
+		t.Errorf("--max-umem 32MiB at --ring-size 4096: exit %d, stderr %q; want 2 naming --max-umem", r.code, r.stderr)
+	}
+	if id, _ := xdpProg(t, h.Links[0]); id != 0 {
+		t.Errorf("a refused start left XDP program %d on %s", id, h.Links[0])
+	}
+}
