@@ -113,6 +113,9 @@ const (
 	// LinkWatchError: the watch met an error it goes on after (Err;
 	// Link is -1), for the log.
 	LinkWatchError
+	// LinkRenamed: the link (the same ifindex, its sockets still bound)
+	// has a new name, Name.
+	LinkRenamed
 )
 
 // LinkEvent is what an Env's Watch reports of one link.
@@ -127,6 +130,8 @@ type LinkEvent struct {
 	RXQueues, TXQueues int
 	// LinkWatchError: what went wrong.
 	Err error
+	// LinkRenamed: the new name.
+	Name string
 }
 
 // kernel is the Env of Config.Env nil: netlink, xsk and promisc.
@@ -208,13 +213,24 @@ func (kernel) Watch(ctx context.Context, links []LinkInfo, event func(LinkEvent)
 		up := a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown && a.Flags&unixFlagUp != 0
 		event(LinkEvent{Link: i, Kind: LinkState, Up: up, State: a.OperState.String(), MTU: a.MTU})
 	}
-	// The links may have changed between New and the subscription.
+	// The links may have changed between New and the subscription. A
+	// link is its ifindex (its sockets are bound to it): one renamed is
+	// the same link under another name, followed by that name.
+	names := make([]string, len(links))
+	renamed := func(i int, name string) {
+		if name != "" && name != names[i] {
+			names[i] = name
+			event(LinkEvent{Link: i, Kind: LinkRenamed, Name: name})
+		}
+	}
 	for i, l := range links {
+		names[i] = l.Name
 		nl, err := netlink.LinkByIndex(l.Index)
-		if err != nil || nl.Attrs().Name != l.Name {
+		if err != nil {
 			event(LinkEvent{Link: i, Kind: LinkGone})
 			continue
 		}
+		renamed(i, nl.Attrs().Name)
 		state(i, nl)
 	}
 	tick := time.NewTicker(queueCheckInterval)
@@ -224,8 +240,8 @@ func (kernel) Watch(ctx context.Context, links []LinkInfo, event func(LinkEvent)
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			for i, l := range links {
-				rx, tx := realQueues(l.Name)
+			for i := range links {
+				rx, tx := realQueues(names[i])
 				event(LinkEvent{Link: i, Kind: LinkQueues, RXQueues: rx, TXQueues: tx})
 			}
 		case err := <-errs:
@@ -249,6 +265,7 @@ func (kernel) Watch(ctx context.Context, links []LinkInfo, event func(LinkEvent)
 					event(LinkEvent{Link: i, Kind: LinkGone})
 					continue
 				}
+				renamed(i, u.Link.Attrs().Name)
 				state(i, u.Link)
 			}
 		}

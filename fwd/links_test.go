@@ -837,3 +837,33 @@ func TestFakeRemovedLinksBounded(t *testing.T) {
 		t.Errorf("RemovedLinks: %d names, want 64", got)
 	}
 }
+
+// TestFakeLinkRenamed: a link renamed while forwarded (ip link set name)
+// is the same link, its sockets bound to its ifindex: it is forwarded on
+// under its new name, stays so when the monitor watches the links anew
+// (it was taken for deleted then and removed, the first link included),
+// and is removed by that name.
+func TestFakeLinkRenamed(t *testing.T) {
+	r, _ := startSwitchOn(t, 4, 1)
+	r.links[0].Rename("uplink")
+	soon(t, "l0 known as uplink", func() bool { return r.f.Links()[0] == "uplink" })
+	c := r.env.AddLink("c", fwdtest.LinkOptions{})
+	if err := r.f.AddLink("c"); err != nil { // the monitor watches again
+		t.Fatal(err)
+	}
+	r.links[1].Rename("l1new")
+	soon(t, "l1 known as l1new", func() bool { return r.f.Links()[1] == "l1new" })
+	r.links[1].SetQueues(1, 1) // the watch asks the new name's queues
+	if got := r.f.Links(); !slices.Equal(got, []string{"uplink", "l1new", "c"}) {
+		t.Fatalf("Links() = %q after the renames", got)
+	}
+	abTraffic(t, r, 0, 50)
+	if err := r.f.RemoveLink("l1new"); err != nil {
+		t.Fatalf("RemoveLink by the new name: %v", err)
+	}
+	c.Delete()
+	soon(t, "c removed", func() bool { return !slices.Contains(r.f.Links(), "c") })
+	if got := r.f.Links(); got[0] != "uplink" {
+		t.Fatalf("Links() = %q: the renamed uplink was taken for deleted", got)
+	}
+}

@@ -114,10 +114,27 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 			}
 			f.cfg.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
 			cancel(err)
+		case LinkRenamed:
+			f.renameLink(i, ev.Name)
 		case LinkState:
 			f.linkState(i, ev)
 		}
 	})
+}
+
+// renameLink follows link i under its new name: the same ifindex, its
+// programs and sockets bound as they were, so it is forwarded as before
+// and named as the kernel names it now (link list, stats, capture: a
+// capture of the old name ends, as for a link removed). linkMu is held.
+func (f *Forwarder) renameLink(i int, name string) {
+	old := f.links[i].name
+	f.statsMu.Lock()
+	f.links[i].name = name
+	f.statsMu.Unlock()
+	f.capture.SetLinks(f.Links())
+	f.cfg.Logger.Warn("link renamed while forwarding: forwarded under its new name", "link", old, "name", name, "index", i)
+	// The watch follows links by name too: begin it again on the new one.
+	f.watchChanged()
 }
 
 // readdLink takes link i out and adds it back, on the queues it has now

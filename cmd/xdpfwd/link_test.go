@@ -414,3 +414,64 @@ func TestLinkAddRefused(t *testing.T) {
 	}
 	d.interrupt()
 }
+
+// TestLinkRenamedDaemon: a link renamed while a switch forwards it (ip
+// link set name: the same ifindex, its sockets bound) is forwarded on
+// under its new name; the next link change, which has the monitor watch
+// the links again, took it for deleted and removed it (issue 27: a link
+// renamed is a lifecycle event too).
+func TestLinkRenamedDaemon(t *testing.T) {
+	h, err := topo.NewHosts(3, topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("close hosts: %v", err)
+		}
+	})
+	renamed := h.Links[1] + "r"
+	rename := func(from, to string) error {
+		for _, args := range [][]string{{"link", "set", from, "down"}, {"link", "set", from, "name", to}, {"link", "set", to, "up"}} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("ip %v: %v: %s", args, err, out)
+			}
+		}
+		return nil
+	}
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--link", h.Links[1], "--max-links", "4",
+		"--stats-interval", "0", "--control", ctl)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	if err := rename(h.Links[1], renamed); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rename(renamed, h.Links[1]) }) // before the hosts' cleanup, which removes it by name
+	waitLog(t, d, "link renamed while forwarding", 10*time.Second)
+	if r := runBin(t, 30*time.Second, nil, "link", "add", h.Links[2], "--control", ctl); r.code != 0 {
+		t.Fatalf("link add: exit %d, %s", r.code, r.stderr)
+	}
+	want := []string{h.Links[0], renamed, h.Links[2]}
+	deadline := time.Now().Add(3 * time.Second) // a wrong removal would show within the watch's restart
+	for time.Now().Before(deadline) {
+		r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
+		var got struct{ Links []linkop.Link }
+		json.Unmarshal([]byte(r.stdout), &got)
+		var names []string
+		for _, l := range got.Links {
+			names = append(names, l.Name)
+		}
+		if !slices.Equal(names, want) {
+			t.Fatalf("link list %q after the rename and an add, want %q\n%s", names, want, d.stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, pair := range [][2]int{{1, 0}, {1, 2}} {
+		res, err := topo.Ping(h.NS[pair[0]], h.V4[pair[1]], 3, 3*time.Second)
+		if err != nil || res.Received == 0 {
+			t.Errorf("ping host %d → %d through the renamed link: %d/%d, %v\n%s", pair[0], pair[1], res.Received, res.Sent, err, d.stderr.String())
+		}
+	}
+	d.interrupt()
+}

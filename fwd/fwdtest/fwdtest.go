@@ -267,9 +267,12 @@ func (e *Env) Watch(ctx context.Context, links []fwd.LinkInfo, event func(fwd.Li
 	for i, li := range links {
 		w.pos[li.Index] = i
 		l := e.byIndex(li.Index)
-		if l == nil || l.name != li.Name {
+		if l == nil {
 			w.ch <- fwd.LinkEvent{Link: i, Kind: fwd.LinkGone}
 			continue
+		}
+		if l.name != li.Name {
+			w.ch <- fwd.LinkEvent{Link: i, Kind: fwd.LinkRenamed, Name: l.name}
 		}
 		w.ch <- l.stateLocked(i)
 		// A change made before the watch began shows, as the kernel
@@ -376,6 +379,16 @@ func (l *Link) Delete() {
 	defer e.mu.Unlock()
 	l.gone, l.up = true, false
 	e.send(l, func(pos int) fwd.LinkEvent { return fwd.LinkEvent{Link: pos, Kind: fwd.LinkGone} })
+}
+
+// Rename gives the link another name, as ip link set name would: the same
+// ifindex, its sockets bound as they were.
+func (l *Link) Rename(name string) {
+	e := l.env
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	l.name = name
+	e.send(l, func(pos int) fwd.LinkEvent { return fwd.LinkEvent{Link: pos, Kind: fwd.LinkRenamed, Name: name} })
 }
 
 // SetQueues changes the link's queue counts, as ethtool -L would.
