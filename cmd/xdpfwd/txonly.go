@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -51,9 +52,12 @@ func (gf *genFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&gf.batch, "batch", 64, "txonly: most packets per TX round (one kick at most per round)")
 }
 
-// parseRate reads a packet rate with an optional k, M or G suffix.
-func parseRate(s string) (float64, error) {
-	mult := 1.0
+// parseRate reads a packet rate with an optional k, M or G suffix: a
+// finite number, 0 (unpaced) or positive, at most 1G. How small a
+// positive rate may be, gen.New says (a socket's interval between packets
+// must fit in a time.Duration).
+func parseRate(arg string) (float64, error) {
+	mult, s := 1.0, arg
 	switch {
 	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "K"):
 		mult, s = 1e3, s[:len(s)-1]
@@ -63,8 +67,9 @@ func parseRate(s string) (float64, error) {
 		mult, s = 1e9, s[:len(s)-1]
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v*mult > 1e9 {
-		return 0, fmt.Errorf("--rate %q: want packets per second, 0..1G, e.g. 100k", s)
+	// !(v >= 0) is also NaN's case.
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) || v*mult > 1e9 {
+		return 0, fmt.Errorf("--rate %q: want packets per second, a number 0 (unpaced) .. 1G, e.g. 100k", arg)
 	}
 	return v * mult, nil
 }
@@ -138,7 +143,11 @@ func runTxOnly(ctx context.Context, ff *fwdFlags, gf *genFlags, cfg fwd.Config, 
 	g, err := gen.New(gc)
 	var ie gen.InputError
 	if errors.As(err, &ie) {
-		return usageError{ie.Error()}
+		msg := ie.Error()
+		if strings.HasPrefix(msg, "rate ") {
+			msg = "--" + msg // the flag's name, as the user wrote it
+		}
+		return usageError{msg}
 	}
 	if err != nil {
 		return err
