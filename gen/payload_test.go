@@ -185,3 +185,48 @@ func TestTXTimeUnwrap(t *testing.T) {
 		}
 	}
 }
+
+// TestParseChecked: a frame as Frame and Stamp write it is Valid at any
+// size, odd ones included, tagged or not, and with a zero checksum (none
+// sent); a flipped bit in the payload or the pseudo-header's addresses, or
+// a frame cut short of its UDP length, is BadChecksum; a frame without the
+// payload is NotOurs.
+func TestParseChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		vlan int
+	}{{"64", 64, 0}, {"65-odd", 65, 0}, {"vlan-68", 68, 7}, {"1518", 1518, 0}, {"1001-odd-vlan", 1001, 9}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl := testTemplate
+			tpl.VLAN = tc.vlan
+			buf := make([]byte, 2048)
+			n, lay := tpl.Frame(buf, tc.size, 3)
+			Stamp(buf[:n], lay, 0xdeadbeef, 0x123456789abc)
+			good := buf[:n]
+			mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+			for _, c := range []struct {
+				name string
+				f    []byte
+				want Check
+			}{
+				{"good", good, Valid},
+				{"padded", append(append([]byte(nil), good...), 0, 0, 0, 0), Valid},
+				{"zero-checksum", mutate(func(b []byte) []byte { b[lay.UDPSum], b[lay.UDPSum+1] = 0, 0; b[lay.Payload+5] ^= 1; return b }), Valid},
+				{"payload-bit", mutate(func(b []byte) []byte { b[lay.Payload+5] ^= 1; return b }), BadChecksum},
+				{"last-byte", mutate(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), BadChecksum},
+				{"src-addr", mutate(func(b []byte) []byte { b[lay.UDPSum-6-20+12] ^= 4; return b }), BadChecksum},
+				// Cut short of the UDP length: bad; of the payload: not ours.
+				{"truncated", good[:n-1], map[bool]Check{true: BadChecksum, false: NotOurs}[n-1 >= lay.Payload+PayloadLen]},
+				{"not-ours", mutate(func(b []byte) []byte { b[lay.Payload] ^= 1; return b }), NotOurs},
+			} {
+				if _, got := ParseChecked(c.f); got != c.want {
+					t.Errorf("%s: %v, want %v", c.name, got, c.want)
+				}
+			}
+			if a := testing.AllocsPerRun(100, func() { ParseChecked(good) }); a != 0 {
+				t.Fatalf("%v allocations", a)
+			}
+		})
+	}
+}
