@@ -1,7 +1,9 @@
 package gen
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -228,5 +230,51 @@ func TestParseChecked(t *testing.T) {
 				t.Fatalf("%v allocations", a)
 			}
 		})
+	}
+}
+
+// BenchmarkParse: Parse against ParseChecked (the UDP checksum verified)
+// on 64 and 1518-byte frames: the checksum's cost per frame.
+func BenchmarkParse(b *testing.B) {
+	for _, size := range []int{64, 1518} {
+		buf := make([]byte, 2048)
+		n, lay := testTemplate.Frame(buf, size, 3)
+		Stamp(buf[:n], lay, 7, 1234)
+		f := buf[:n]
+		b.Run(fmt.Sprintf("%d/parse", size), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := Parse(f); !ok {
+					b.Fatal("not parsed")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%d/checked", size), func(b *testing.B) {
+			for b.Loop() {
+				if _, c := ParseChecked(f); c != Valid {
+					b.Fatal(c)
+				}
+			}
+		})
+	}
+}
+
+// TestSum64: the fast sum folds to what the plain one does, any length,
+// any start, all-ones bytes (the carries) included.
+func TestSum64(t *testing.T) {
+	buf := make([]byte, 3000)
+	for i := range buf {
+		buf[i] = byte(i*7 + i>>8)
+	}
+	ones := bytes.Repeat([]byte{0xff}, 3000)
+	for _, b := range [][]byte{buf, ones} {
+		for n := 0; n < 1600; n += 1 + n/16 {
+			for _, off := range []int{0, 2, 6} {
+				for _, init := range []uint64{0, 17 + 1480, 1<<32 - 1} {
+					if got, want := fold(sum64(b[off:off+n], init)), fold(sum(b[off:off+n], init)); got != want {
+						t.Fatalf("n %d off %d init %d: sum64 folds to %#x, sum to %#x", n, off, init, got, want)
+					}
+				}
+			}
+		}
 	}
 }
