@@ -183,7 +183,8 @@ func runTxOnly(ctx context.Context, ff *fwdFlags, gf *genFlags, cfg fwd.Config, 
 	s := g.Stats()
 	for _, q := range s.Queues {
 		logger.Info("txonly queue", "link", q.Link, "queue", q.Queue, "sent", q.Sent, "completed", q.Completed,
-			"kicks", q.Kicks, "kick_errors", q.KickErrors, "stalls", q.Stalls, "tx_invalid_descs", q.TXInvalid)
+			"kicks", q.Kicks, "kick_errors", q.KickErrors, "stalls", q.Stalls, "tx_invalid_descs", q.TXInvalid,
+			"burst", q.Burst, "forgiven", q.Forgiven)
 	}
 	logger.Info("txonly done", "sent", s.Sent, "completed", s.Completed, "bytes", s.Bytes,
 		"duration_s", fmt.Sprintf("%.3f", s.DurationS), "pps", fmt.Sprintf("%.0f", s.PPS))
@@ -228,7 +229,7 @@ func logSink(logger *slog.Logger, sink *modes.CountingSink) {
 	}
 	r := sink.Report()
 	logger.Info("sink", "generator_frames", r.Frames, "other_frames", r.Other, "flows", len(r.Flows),
-		"lost", r.Lost, "reordered", r.Reordered, "duplicates", r.Dups,
+		"lost", r.Lost, "reordered", r.Reordered, "duplicates", r.Dups, "seq_jumps", r.SeqJumps, "bad_checksum", r.BadChecksum,
 		"latency_p50_us", fmt.Sprintf("%.1f", float64(r.Latency.P50)/1e3),
 		"latency_p99_us", fmt.Sprintf("%.1f", float64(r.Latency.P99)/1e3),
 		"latency_p999_us", fmt.Sprintf("%.1f", float64(r.Latency.P999)/1e3))
@@ -252,9 +253,9 @@ func sinkLines(sink *modes.CountingSink, interval time.Duration, stderr io.Write
 				return
 			case <-t.C:
 				r := sink.Report()
-				fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames\n",
-					r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups,
-					float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other)
+				fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates, %d seq jumps; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames, %d bad checksum\n",
+					r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups, r.SeqJumps,
+					float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other, r.BadChecksum)
 			}
 		}
 	}()
