@@ -301,21 +301,22 @@ func parse(f []byte) (_ Payload, ip, udp int, _ bool) {
 }
 
 // sum64 is sum, eight bytes at a time with an end-around carry (one's
-// complement modulo 2^64−1, of which 2^16−1 is a divisor), the last few
-// bytes folded in by sum: ~5× faster on a 1500-byte datagram.
+// complement modulo 2^64−1, of which 2^16−1 is a divisor), one carry
+// chain the CPU adds with its carry flag, the last few bytes folded in by
+// sum: ~3× faster on a 1500-byte datagram.
 func sum64(b []byte, initial uint64) uint64 {
-	// Two carry chains, so the CPU adds them side by side.
 	s, c := initial, uint64(0)
-	var t, d uint64
-	for len(b) >= 32 {
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
-		t, d = bits.Add64(t, binary.BigEndian.Uint64(b[8:]), d)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[16:]), c)
-		t, d = bits.Add64(t, binary.BigEndian.Uint64(b[24:]), d)
-		b = b[32:]
+	for len(b) >= 64 {
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[0:8]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[8:16]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[16:24]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[24:32]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[32:40]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[40:48]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[48:56]), c)
+		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[56:64]), c)
+		b = b[64:]
 	}
-	s, c = bits.Add64(s, t, c)
-	s, c = bits.Add64(s, d, c)
 	for len(b) >= 8 {
 		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
 		b = b[8:]
