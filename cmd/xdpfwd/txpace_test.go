@@ -92,8 +92,8 @@ func TestTxOnlySIGTERM(t *testing.T) {
 
 // TestTxOnlySpaced: `--rate 10 --count 70` sends one packet every 100 ms
 // (the pacer's burst at 10 pps is one packet), as a capture on the far
-// end shows: no two packets closer than half the interval, and the run
-// lasts the 6.9 s it should.
+// end shows: no two packets closer than a quarter of the interval, and the
+// run lasts the 6.9 s it should.
 func TestTxOnlySpaced(t *testing.T) {
 	if _, err := exec.LookPath("tcpdump"); err != nil {
 		if os.Getenv("XDPFWD_REQUIRE_INTEGRATION") == "1" {
@@ -166,9 +166,11 @@ func TestTxOnlySpaced(t *testing.T) {
 	span := at[len(at)-1] - at[0]
 	t.Logf("%d frames over %.3f s; gaps min %.1f ms, median %.1f ms, max %.1f ms", len(at), span,
 		sorted[0]*1e3, sorted[len(sorted)/2]*1e3, sorted[len(sorted)-1]*1e3)
+	// A quarter of the interval: a frame the scheduler held back a little
+	// is not a burst; back to back (the old pacer's 63) is.
 	interval := 1 / rate
 	for i, g := range gaps {
-		if g < interval/2 {
+		if g < interval/4 {
 			t.Fatalf("frames %d and %d %.3f ms apart: a burst, want one frame every %.0f ms", i, i+1, g*1e3, interval*1e3)
 		}
 	}
