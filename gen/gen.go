@@ -8,7 +8,8 @@
 // frames for larger ones. Each buffer is written once, whole, when the
 // generator starts, and then re-sent: per packet only the sequence number,
 // the TX stamp and the UDP checksum (updated incrementally) are rewritten.
-// Packets are paced by a Pacer, a batch per round, and the kernel is kicked
+// Packets are paced by a Pacer, a burst per round (what is due in Window,
+// 1 ms: one packet at a time up to 1 kpps a socket), and the kernel is kicked
 // through txring only when the ring's need_wakeup flag asks: no syscall,
 // timer or allocation per packet.
 //
@@ -24,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -62,8 +64,15 @@ type Config struct {
 	Count    uint64
 	Duration time.Duration
 	// Rate is the target in packets per second over all sockets; 0 sends
-	// as fast as the sockets take them.
+	// as fast as the sockets take them. It must be a number, and each
+	// socket's share must leave an interval between packets that fits in
+	// a time.Duration (Interval).
 	Rate float64
+	// Window bounds a paced socket's bursts: a round sends at most what
+	// is due in this long, at least one packet, at most Batch (Pacer); 0:
+	// DefaultWindow (1 ms). A smaller one spaces packets more finely for
+	// more wake-ups.
+	Window time.Duration
 	// Flows is the number of flows, 1..MaxFlows and at least the socket
 	// count (each flow is sent from one socket, so its sequence is
 	// ordered); 0: the socket count.
@@ -122,8 +131,10 @@ type queue struct {
 	quota     uint64   // packets to send; 0: unlimited
 	rate      float64
 	batch     int
+	burst     uint64 // most packets per paced round
 	reaped    []uint64
 	sent      atomic.Uint64
+	forgiven  atomic.Uint64 // packets the pacer gave up on (Pacer.Forgiven)
 	bytes     atomic.Uint64
 	completed atomic.Uint64
 	stalls    atomic.Uint64 // rounds with packets due and no free buffer
@@ -226,6 +237,7 @@ func New(cfg Config) (_ *Generator, err error) {
 				reaped: make([]uint64, per), batch: cfg.Batch,
 				rate: cfg.Rate / float64(sockets),
 			}
+			q.burst = Burst(q.rate, cfg.Window, cfg.Batch)
 			if cfg.Count > 0 {
 				q.quota = cfg.Count / uint64(sockets)
 				if uint64(k) < cfg.Count%uint64(sockets) {
@@ -290,8 +302,10 @@ func (c *Config) defaults() error {
 		return bad("txonly takes 1..%d links, got %d", MaxLinks, len(c.Links))
 	case c.Queues < 0 || c.Queues > 64:
 		return bad("queues %d: want 1..64 (0: 1)", c.Queues)
-	case c.Rate < 0 || c.Rate > 1e9:
+	case math.IsNaN(c.Rate) || c.Rate < 0 || c.Rate > 1e9:
 		return bad("rate %v: want 0 (unpaced) .. 1e9 packets/s", c.Rate)
+	case c.Window < 0:
+		return bad("window %v: want ≥ 0 (0: %v)", c.Window, DefaultWindow)
 	case c.Duration < 0:
 		return bad("duration %v: want ≥ 0", c.Duration)
 	case c.Batch < 0 || c.Batch > 4096:
@@ -316,6 +330,15 @@ func (c *Config) defaults() error {
 		}
 	}
 	sockets := len(c.Links) * c.Queues
+	if _, ok := Interval(c.Rate / float64(sockets)); !ok {
+		// Each socket paces its share: one packet every
+		// sockets/Rate seconds must fit in a time.Duration.
+		return bad("rate %v packets/s over %d socket(s): one packet every %.3g s a socket, longer than a time.Duration holds (%.0f years); want 0 (unpaced) or at least %.2g",
+			c.Rate, sockets, float64(sockets)/c.Rate, time.Duration(math.MaxInt64).Hours()/24/365, float64(sockets)*1e9/math.MaxInt64*1.0001)
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
 	if c.Flows == 0 {
 		c.Flows = sockets
 	}
@@ -393,9 +416,22 @@ func (g *Generator) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// run is one socket's loop.
+// maxSleep is the longest a paced socket sleeps before it looks at stop:
+// a signal is answered within it.
+const maxSleep = 50 * time.Millisecond
+
+// run is one socket's loop, on a locked OS thread.
 func (q *queue) run(start, end int64, stop *atomic.Bool) error {
-	pacer := NewPacer(q.rate, start)
+	pacer := NewPacer(q.rate, start, q.burst)
+	if q.rate > 0 {
+		// The thread's sleeps end when asked, not up to 50 µs later (the
+		// default timer slack): pacing at µs. The thread goes back to
+		// the pool with its slack as it was.
+		if old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0); err == nil {
+			unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+			defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		}
+	}
 	mem := q.g.region.Mem()
 	var sent uint64
 	var kickErr error
@@ -405,20 +441,18 @@ func (q *queue) run(start, end int64, stop *atomic.Bool) error {
 		if end != 0 && now >= end {
 			break
 		}
-		due := pacer.Due(now)
-		if due <= sent {
-			// Sleep until a batch is due: one timer per round, none per
-			// packet.
-			next := pacer.Next(sent + uint64(q.batch) - 1)
+		due, next := pacer.Round(now, sent)
+		q.forgiven.Store(pacer.Forgiven())
+		if due == 0 {
+			// Nothing due: sleep until the next round, one sleep per
+			// round, none per packet.
 			if end != 0 {
 				next = min(next, end)
 			}
-			if d := time.Duration(next - now); d > 0 {
-				time.Sleep(d)
-			}
+			sleepUntil(next, stop)
 			continue
 		}
-		want := min(due-sent, uint64(q.batch), uint64(q.n))
+		want := min(due, uint64(q.batch), uint64(q.n))
 		if q.quota != 0 {
 			want = min(want, q.quota-sent)
 		}
@@ -469,6 +503,20 @@ func (q *queue) run(start, end int64, stop *atomic.Bool) error {
 	return nil
 }
 
+// sleepUntil sleeps the thread until at (Now's clock) or until stop, in
+// nanosleeps of at most maxSleep: no timer, channel or allocation, and a
+// stop is seen within maxSleep.
+func sleepUntil(at int64, stop *atomic.Bool) {
+	for !stop.Load() {
+		d := at - Now()
+		if d <= 0 {
+			return
+		}
+		ts := unix.NsecToTimespec(min(d, int64(maxSleep)))
+		unix.Nanosleep(&ts, nil) // EINTR or not: the loop looks again
+	}
+}
+
 // reap takes completed buffers back.
 func (q *queue) reap() {
 	for {
@@ -505,6 +553,10 @@ type QueueStats struct {
 	KickErrors uint64 `json:"kick_errors"`
 	// Stalls are rounds with packets due and every buffer in flight.
 	Stalls uint64 `json:"stalls"`
+	// Burst is the most packets a paced round sends; Forgiven the
+	// packets the pacer gave up on, more than MaxDebt behind (Pacer).
+	Burst    uint64 `json:"burst"`
+	Forgiven uint64 `json:"forgiven"`
 	// TXInvalid and TXRingEmpty are the kernel's XDP_STATISTICS.
 	TXInvalid   uint64 `json:"tx_invalid_descs"`
 	TXRingEmpty uint64 `json:"tx_ring_empty_descs"`
@@ -531,7 +583,7 @@ func (g *Generator) Stats() Summary {
 		qs := QueueStats{
 			Link: q.link, Queue: q.q, Sent: q.sent.Load(), Completed: q.completed.Load(),
 			Bytes: q.bytes.Load(), Kicks: q.tx.Kicks.Load(), KickErrors: q.tx.KickErrors.Load(),
-			Stalls: q.stalls.Load(),
+			Stalls: q.stalls.Load(), Burst: q.burst, Forgiven: q.forgiven.Load(),
 		}
 		if ks, err := q.sock.Stats(); err == nil {
 			qs.TXInvalid, qs.TXRingEmpty = ks.Tx_invalid_descs, ks.Tx_ring_empty_descs

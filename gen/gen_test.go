@@ -272,26 +272,38 @@ func TestTxOnlyRate(t *testing.T) {
 }
 
 // TestTxOnlyAllocs: a run's allocations do not grow with its packets
-// (a goroutine and its context per run and socket, none per packet).
+// (a goroutine and its context per run and socket, none per packet),
+// unpaced or paced (a round's sleep allocates nothing either).
 func TestTxOnlyAllocs(t *testing.T) {
 	p := pair(t)
-	var g *gen.Generator
-	cfg := gen.Config{Links: []string{p.PeerA}, Count: 100000, Flows: 8}
-	if err := p.A.Do(func() (err error) { g, err = gen.New(cfg); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	if err := g.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	runtime.ReadMemStats(&after)
-	s := g.Stats()
-	n := after.Mallocs - before.Mallocs
-	t.Logf("%d packets sent, %d allocations during Run", s.Sent, n)
-	if s.Sent != cfg.Count || n > 200 {
-		t.Fatalf("sent %d of %d with %d allocations: want every packet and a constant few", s.Sent, cfg.Count, n)
+	for _, tc := range []struct {
+		name string
+		cfg  gen.Config
+	}{
+		{"unpaced", gen.Config{Count: 100000, Flows: 8}},
+		{"paced-in-rounds", gen.Config{Count: 20000, Flows: 8, Rate: 200e3, Window: 20 * time.Microsecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g *gen.Generator
+			cfg := tc.cfg
+			cfg.Links = []string{p.PeerA}
+			if err := p.A.Do(func() (err error) { g, err = gen.New(cfg); return err }); err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			if err := g.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			runtime.ReadMemStats(&after)
+			s := g.Stats()
+			n := after.Mallocs - before.Mallocs
+			t.Logf("%d packets sent in %.3f s (burst %d), %d allocations during Run", s.Sent, s.DurationS, s.Queues[0].Burst, n)
+			if s.Sent != cfg.Count || n > 200 {
+				t.Fatalf("sent %d of %d with %d allocations: want every packet and a constant few", s.Sent, cfg.Count, n)
+			}
+		})
 	}
 }
 

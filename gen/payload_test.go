@@ -1,7 +1,9 @@
 package gen
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -182,6 +184,97 @@ func TestTXTimeUnwrap(t *testing.T) {
 		p := Payload{Stamp: tc.tx & (span - 1)}
 		if got := p.TXTime(tc.ref); got != tc.tx {
 			t.Errorf("stamp %#x with reference %#x: TX time %#x, want %#x", p.Stamp, tc.ref, got, tc.tx)
+		}
+	}
+}
+
+// TestParseChecked: a frame as Frame and Stamp write it is Valid at any
+// size, odd ones included, tagged or not, and with a zero checksum (none
+// sent); a flipped bit in the payload or the pseudo-header's addresses, or
+// a frame cut short of its UDP length, is BadChecksum; a frame without the
+// payload is NotOurs.
+func TestParseChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		vlan int
+	}{{"64", 64, 0}, {"65-odd", 65, 0}, {"vlan-68", 68, 7}, {"1518", 1518, 0}, {"1001-odd-vlan", 1001, 9}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tpl := testTemplate
+			tpl.VLAN = tc.vlan
+			buf := make([]byte, 2048)
+			n, lay := tpl.Frame(buf, tc.size, 3)
+			Stamp(buf[:n], lay, 0xdeadbeef, 0x123456789abc)
+			good := buf[:n]
+			mutate := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+			for _, c := range []struct {
+				name string
+				f    []byte
+				want Check
+			}{
+				{"good", good, Valid},
+				{"padded", append(append([]byte(nil), good...), 0, 0, 0, 0), Valid},
+				{"zero-checksum", mutate(func(b []byte) []byte { b[lay.UDPSum], b[lay.UDPSum+1] = 0, 0; b[lay.Payload+5] ^= 1; return b }), Valid},
+				{"payload-bit", mutate(func(b []byte) []byte { b[lay.Payload+5] ^= 1; return b }), BadChecksum},
+				{"last-byte", mutate(func(b []byte) []byte { b[len(b)-1] ^= 0x80; return b }), BadChecksum},
+				{"src-addr", mutate(func(b []byte) []byte { b[lay.UDPSum-6-20+12] ^= 4; return b }), BadChecksum},
+				// Cut short of the UDP length: bad; of the payload: not ours.
+				{"truncated", good[:n-1], map[bool]Check{true: BadChecksum, false: NotOurs}[n-1 >= lay.Payload+PayloadLen]},
+				{"not-ours", mutate(func(b []byte) []byte { b[lay.Payload] ^= 1; return b }), NotOurs},
+			} {
+				if _, got := ParseChecked(c.f); got != c.want {
+					t.Errorf("%s: %v, want %v", c.name, got, c.want)
+				}
+			}
+			if a := testing.AllocsPerRun(100, func() { ParseChecked(good) }); a != 0 {
+				t.Fatalf("%v allocations", a)
+			}
+		})
+	}
+}
+
+// BenchmarkParse: Parse against ParseChecked (the UDP checksum verified)
+// on 64 and 1518-byte frames: the checksum's cost per frame.
+func BenchmarkParse(b *testing.B) {
+	for _, size := range []int{64, 1518} {
+		buf := make([]byte, 2048)
+		n, lay := testTemplate.Frame(buf, size, 3)
+		Stamp(buf[:n], lay, 7, 1234)
+		f := buf[:n]
+		b.Run(fmt.Sprintf("%d/parse", size), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := Parse(f); !ok {
+					b.Fatal("not parsed")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("%d/checked", size), func(b *testing.B) {
+			for b.Loop() {
+				if _, c := ParseChecked(f); c != Valid {
+					b.Fatal(c)
+				}
+			}
+		})
+	}
+}
+
+// TestSum64: the fast sum folds to what the plain one does, any length,
+// any start, all-ones bytes (the carries) included.
+func TestSum64(t *testing.T) {
+	buf := make([]byte, 3000)
+	for i := range buf {
+		buf[i] = byte(i*7 + i>>8)
+	}
+	ones := bytes.Repeat([]byte{0xff}, 3000)
+	for _, b := range [][]byte{buf, ones} {
+		for n := 0; n < 1600; n += 1 + n/16 {
+			for _, off := range []int{0, 2, 6} {
+				for _, init := range []uint64{0, 17 + 1480, 1<<32 - 1} {
+					if got, want := fold(sum64(b[off:off+n], init)), fold(sum(b[off:off+n], init)); got != want {
+						t.Fatalf("n %d off %d init %d: sum64 folds to %#x, sum to %#x", n, off, init, got, want)
+					}
+				}
+			}
 		}
 	}
 }

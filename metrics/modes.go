@@ -30,8 +30,9 @@ var latencyBounds = func() []int64 {
 // sinkCollector exports a Sink's report, read once per scrape.
 type sinkCollector struct {
 	s                                                      Sink
-	received, lost, reordered, dups, restarts              *prometheus.Desc
+	received, lost, reordered, dups, restarts, jumps       *prometheus.Desc
 	other, untracked, batchClock, latency, latencyQuantile *prometheus.Desc
+	badChecksum                                            *prometheus.Desc
 }
 
 func newSinkCollector(s Sink) *sinkCollector {
@@ -45,6 +46,8 @@ func newSinkCollector(s Sink) *sinkCollector {
 		reordered:       d("flow_reordered_total", "Frames that arrived after a higher sequence number of their run (or after the next run's), by flow id.", flow),
 		dups:            d("flow_duplicates_total", "Frames whose sequence number had arrived already, by flow id.", flow),
 		restarts:        d("flow_restarts_total", "Generator runs after the first on the flow id (a new run id in the payload).", flow),
+		jumps:           d("flow_seq_jumps_total", "Frames more than 2^20 from the flow's highest sequence number: received, counted neither lost nor reordered (a forged frame, or a sequence that jumped: the flow goes on from it if the next frame follows).", flow),
+		badChecksum:     d("bad_checksum_frames_total", "Frames with the payload whose UDP checksum fails (or cut short of their UDP length): corrupt or forged, counted in no flow.", nil),
 		other:           d("other_frames_total", "Frames without the generator's payload: counted and dropped.", nil),
 		untracked:       d("untracked_frames_total", "Frames with the payload and a flow id beyond the sink's 4096.", nil),
 		batchClock:      d("latency_batch_clock_total", "Latencies timed to the batch's clock, for frames without the XDP program's arrival stamp.", nil),
@@ -54,7 +57,7 @@ func newSinkCollector(s Sink) *sinkCollector {
 }
 
 func (c *sinkCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.received, c.lost, c.reordered, c.dups, c.restarts,
+	for _, d := range []*prometheus.Desc{c.received, c.lost, c.reordered, c.dups, c.restarts, c.jumps, c.badChecksum,
 		c.other, c.untracked, c.batchClock, c.latency, c.latencyQuantile} {
 		ch <- d
 	}
@@ -69,7 +72,9 @@ func (c *sinkCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.reordered, prometheus.CounterValue, float64(f.Reordered), id)
 		ch <- prometheus.MustNewConstMetric(c.dups, prometheus.CounterValue, float64(f.Dups), id)
 		ch <- prometheus.MustNewConstMetric(c.restarts, prometheus.CounterValue, float64(f.Restarts), id)
+		ch <- prometheus.MustNewConstMetric(c.jumps, prometheus.CounterValue, float64(f.SeqJumps), id)
 	}
+	ch <- prometheus.MustNewConstMetric(c.badChecksum, prometheus.CounterValue, float64(r.BadChecksum))
 	ch <- prometheus.MustNewConstMetric(c.other, prometheus.CounterValue, float64(r.Other))
 	ch <- prometheus.MustNewConstMetric(c.untracked, prometheus.CounterValue, float64(r.Untracked))
 	ch <- prometheus.MustNewConstMetric(c.batchClock, prometheus.CounterValue, float64(r.BatchClock))

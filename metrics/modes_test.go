@@ -75,6 +75,9 @@ func TestSinkCollector(t *testing.T) {
 	for q := range uint32(5) {
 		frame(3, q, 2) // a new run
 	}
+	frame(3, 4+1<<31-1, 2) // forged: a seq jump
+	frame(3, 5, 2)
+	pkts[len(pkts)-1].Data[14+20+8+10] ^= 1 // corrupt: a bad checksum
 	pkts = append(pkts, fwd.Packet{Data: make([]byte, 60), Len: 60}, fwd.Packet{Data: make([]byte, 60), Len: 60})
 	s.Handle(pkts)
 	fams := gatherModes(t, newSinkCollector(s))
@@ -85,8 +88,10 @@ func TestSinkCollector(t *testing.T) {
 		{"xdpfwd_sink_flow_received_total", "0", 6}, {"xdpfwd_sink_flow_lost", "0", 1},
 		{"xdpfwd_sink_flow_reordered_total", "0", 1}, {"xdpfwd_sink_flow_duplicates_total", "0", 0},
 		{"xdpfwd_sink_flow_restarts_total", "0", 0},
-		{"xdpfwd_sink_flow_received_total", "3", 15}, {"xdpfwd_sink_flow_restarts_total", "3", 1},
+		{"xdpfwd_sink_flow_received_total", "3", 16}, {"xdpfwd_sink_flow_restarts_total", "3", 1},
 		{"xdpfwd_sink_flow_lost", "3", 0}, {"xdpfwd_sink_other_frames_total", "", 2},
+		{"xdpfwd_sink_flow_seq_jumps_total", "3", 1}, {"xdpfwd_sink_flow_seq_jumps_total", "0", 0},
+		{"xdpfwd_sink_bad_checksum_frames_total", "", 1},
 	} {
 		label := "flow"
 		if c.flow == "" {
@@ -97,13 +102,13 @@ func TestSinkCollector(t *testing.T) {
 		}
 	}
 	h := fams["xdpfwd_sink_latency_seconds"].GetMetric()[0].GetHistogram()
-	if h.GetSampleCount() != 21 || h.GetSampleSum() != 21*4000/1e9 {
-		t.Errorf("histogram count %d sum %v, want 21 and %v", h.GetSampleCount(), h.GetSampleSum(), 21*4000/1e9)
+	if h.GetSampleCount() != 22 || h.GetSampleSum() != 22*4000/1e9 {
+		t.Errorf("histogram count %d sum %v, want 22 and %v", h.GetSampleCount(), h.GetSampleSum(), 22*4000/1e9)
 	}
 	for _, b := range h.Bucket {
 		want := uint64(0)
 		if b.GetUpperBound() >= 4095e-9 {
-			want = 21
+			want = 22
 		}
 		if b.GetCumulativeCount() != want {
 			t.Errorf("bucket le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)

@@ -28,6 +28,18 @@ import (
 // which count as reordered and are not lost; a third run closes it. A
 // version 1 payload has no run id (0): its flow is one run.
 //
+// A frame's UDP checksum is verified (gen.ParseChecked; unless it is 0,
+// none sent): a frame that fails it is corrupt or forged, its sequence
+// number and stamp not to be believed, and is counted apart (BadChecksum),
+// not as any flow's. A frame whose sequence number is more than
+// seqJumpMax from its flow's highest, either way, is a jump (SeqJumps): it
+// is received, and counts nothing lost, reordered or duplicated; if the
+// flow's next frame follows it (within seqJumpMax), the flow goes on from
+// there and the gap is not counted lost. So one forged frame moves no
+// count but its own, and a generator's sequence that truly jumped (a
+// sink that joined late, a v1 generator restarted) is followed after two
+// frames.
+//
 // Frames without the payload are counted (Other) and dropped like the
 // rest. Several workers may call Handle at once: each flow's state has a
 // lock of its own (a flow arrives on one RX queue, so it is not
@@ -36,6 +48,7 @@ type CountingSink struct {
 	flows     []flowState // gen.MaxFlows, indexed by flow id
 	hist      Histogram
 	other     atomic.Uint64
+	badSum    atomic.Uint64 // the payload, with a UDP checksum that fails
 	untracked atomic.Uint64 // flow ids ≥ gen.MaxFlows
 	batchClk  atomic.Uint64 // latencies from the batch's clock, no stamp
 	now       func() int64
@@ -46,6 +59,13 @@ type CountingSink struct {
 // cannot be told from a duplicate.
 const seqWindow = 1024
 
+// seqJumpMax is the farthest a frame's sequence number may be from its
+// flow's highest and still count for the flow's run: a gap of more is a
+// jump, not a loss (a loss burst of 2^20 frames of a flow is one second
+// of a million packets a second). It bounds what one forged frame with a
+// good checksum can add to lost.
+const seqJumpMax = 1 << 20
+
 type flowState struct {
 	mu   sync.Mutex
 	seen bool
@@ -53,13 +73,22 @@ type flowState struct {
 	// 0), open for its late frames.
 	cur, prev                 epoch
 	received, reordered, dups uint64
-	lostBefore, restarts      uint64 // lostBefore: what runs before prev lost
+	lostBefore, restarts      uint64 // lostBefore: what epochs before prev and cur lost
+	// jumps counts frames more than seqJumpMax from their epoch's
+	// highest; pend is the newest of cur's, if pending: the flow goes on
+	// from it if the next frame follows it.
+	jumps   uint64
+	pend    uint32
+	pending bool
 }
 
 // epoch is one generator run on a flow.
 type epoch struct {
 	run  uint32
 	high int64 // highest sequence number received, unwrapped
+	// base is the first sequence number the epoch expects: 0, or where
+	// it was joined (a first frame beyond seqJumpMax, a jump).
+	base int64
 	// unique counts distinct sequence numbers received.
 	unique uint64
 	win    [seqWindow / 64]uint64
@@ -80,13 +109,17 @@ func (*CountingSink) Promiscuous() bool { return false }
 // Handle implements fwd.Handler.
 func (s *CountingSink) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch
-	var other, untracked, batchClk uint64
+	var other, bad, untracked, batchClk uint64
 	var latSum int64
 	for i := range pkts {
 		pkts[i].Drop()
-		p, ok := gen.Parse(pkts[i].Data)
-		if !ok {
+		p, check := gen.ParseChecked(pkts[i].Data)
+		switch check {
+		case gen.NotOurs:
 			other++
+			continue
+		case gen.BadChecksum:
+			bad++
 			continue
 		}
 		if int(p.Flow) >= len(s.flows) {
@@ -112,6 +145,9 @@ func (s *CountingSink) Handle(pkts []fwd.Packet) {
 	if other > 0 {
 		s.other.Add(other)
 	}
+	if bad > 0 {
+		s.badSum.Add(bad)
+	}
 	if untracked > 0 {
 		s.untracked.Add(untracked)
 	}
@@ -126,14 +162,33 @@ func (f *flowState) record(seq, run uint32) {
 	switch {
 	case !f.seen:
 		f.seen = true
-		f.cur.start(run, seq)
+		f.cur.start(run, seq, false)
 	case run == f.cur.run:
-		f.count(f.cur.record(seq))
+		k := f.cur.record(seq)
+		if k != jump {
+			f.pending = false
+			f.count(k)
+			return
+		}
+		if d := int32(seq - f.pend); f.pending && d <= seqJumpMax && d >= -seqJumpMax {
+			// The frame follows the last jump: the flow goes on from
+			// there, the gap not lost.
+			f.lostBefore += f.cur.lost()
+			f.cur.start(run, f.pend, true)
+			f.pending = false
+			f.count(f.cur.record(seq))
+			return
+		}
+		f.jumps++
+		f.pend, f.pending = seq, true
 	case f.restarts > 0 && run == f.prev.run:
 		// The previous run's frame, after the next run's: late.
-		if f.prev.record(seq) == dup {
+		switch f.prev.record(seq) {
+		case dup:
 			f.dups++
-		} else {
+		case jump:
+			f.jumps++
+		default:
 			f.reordered++
 		}
 	default:
@@ -142,7 +197,8 @@ func (f *flowState) record(seq, run uint32) {
 		}
 		f.restarts++
 		f.prev = f.cur
-		f.cur.start(run, seq)
+		f.cur.start(run, seq, false)
+		f.pending = false
 	}
 }
 
@@ -162,15 +218,26 @@ const (
 	inOrder arrival = iota
 	late            // after a higher one
 	dup
+	jump // more than seqJumpMax from the highest
 )
 
-func (e *epoch) start(run, seq uint32) {
+// start begins an epoch at seq: its first expected sequence number is 0,
+// unless seq is beyond seqJumpMax or the epoch is joined (after a jump),
+// when it is seq: the numbers before are not the epoch's to count lost.
+func (e *epoch) start(run, seq uint32, joined bool) {
 	*e = epoch{run: run, high: int64(seq), unique: 1}
+	if joined || seq > seqJumpMax {
+		e.base = e.high
+	}
 	e.set(e.high)
 }
 
 func (e *epoch) record(seq uint32) arrival {
-	s := e.high + int64(int32(seq-uint32(e.high)))
+	d := int64(int32(seq - uint32(e.high)))
+	if d > seqJumpMax || d < -seqJumpMax {
+		return jump
+	}
+	s := e.high + d
 	switch {
 	case s > e.high:
 		// Forget what the window slides past: every sequence number
@@ -186,7 +253,9 @@ func (e *epoch) record(seq uint32) arrival {
 		e.set(s)
 		e.unique++
 		return inOrder
-	case e.high-s >= seqWindow || s < 0:
+	case s < e.base:
+		return late // before the epoch's first: not its to count
+	case e.high-s >= seqWindow:
 		e.unique++ // too late to tell from a duplicate
 		return late
 	case e.has(s):
@@ -201,7 +270,7 @@ func (e *epoch) record(seq uint32) arrival {
 // lost is how many sequence numbers up to the highest this run never
 // received.
 func (e *epoch) lost() uint64 {
-	if exp := uint64(e.high + 1); exp > e.unique {
+	if exp := uint64(e.high + 1 - e.base); exp > e.unique {
 		return exp - e.unique
 	}
 	return 0
@@ -231,19 +300,28 @@ type FlowReport struct {
 	// Restarts are generator runs after the first on this flow id: frames
 	// with a run id (gen.Payload.Run) the flow had not had.
 	Restarts uint64 `json:"restarts"`
+	// SeqJumps are frames more than 2^20 from the flow's highest sequence
+	// number (CountingSink): received, and not lost, reordered or
+	// duplicated.
+	SeqJumps uint64 `json:"seq_jumps"`
 }
 
 // SinkReport is what a counting sink saw.
 type SinkReport struct {
 	// Frames carried the generator's payload (Received + untracked);
 	// Other did not.
-	Frames    uint64 `json:"frames"`
-	Other     uint64 `json:"other"`
-	Untracked uint64 `json:"untracked_flow_ids"`
-	Received  uint64 `json:"received"`
-	Lost      uint64 `json:"lost"`
-	Reordered uint64 `json:"reordered"`
-	Dups      uint64 `json:"duplicates"`
+	Frames uint64 `json:"frames"`
+	Other  uint64 `json:"other"`
+	// BadChecksum frames carried the payload with a UDP checksum that
+	// fails (or cut short of their UDP length): not counted in Frames or
+	// any flow.
+	BadChecksum uint64 `json:"bad_checksum"`
+	Untracked   uint64 `json:"untracked_flow_ids"`
+	Received    uint64 `json:"received"`
+	Lost        uint64 `json:"lost"`
+	Reordered   uint64 `json:"reordered"`
+	Dups        uint64 `json:"duplicates"`
+	SeqJumps    uint64 `json:"seq_jumps"`
 	// BatchClock counts the latencies measured to the clock read at the
 	// start of a batch, for frames without the XDP program's arrival
 	// stamp: those include the wait in the RX ring.
@@ -267,18 +345,19 @@ type LatencyReport struct {
 
 // Report reads the counts, from any goroutine; flows lists every flow seen.
 func (s *CountingSink) Report() SinkReport {
-	r := SinkReport{Other: s.other.Load(), Untracked: s.untracked.Load(), BatchClock: s.batchClk.Load()}
+	r := SinkReport{Other: s.other.Load(), BadChecksum: s.badSum.Load(), Untracked: s.untracked.Load(), BatchClock: s.batchClk.Load()}
 	for i := range s.flows {
 		f := &s.flows[i]
 		f.mu.Lock()
 		if f.seen {
 			fr := FlowReport{Flow: i, Received: f.received, Lost: f.lost(), Reordered: f.reordered,
-				Dups: f.dups, Highest: f.cur.high, Restarts: f.restarts}
+				Dups: f.dups, Highest: f.cur.high, Restarts: f.restarts, SeqJumps: f.jumps}
 			r.Flows = append(r.Flows, fr)
 			r.Received += fr.Received
 			r.Lost += fr.Lost
 			r.Reordered += fr.Reordered
 			r.Dups += fr.Dups
+			r.SeqJumps += fr.SeqJumps
 		}
 		f.mu.Unlock()
 	}

@@ -151,6 +151,25 @@ func TestBenchBridge(t *testing.T) {
 	if !strings.Contains(r.stdout, "latency at 10/50/90 % of NDR") {
 		t.Fatalf("no latency table:\n%s", r.stdout)
 	}
+	// The latency trials are paced finely (issue 27): no burst beyond
+	// what is due in latencyWindow, one packet at 10 % of a ≤ 50 kpps NDR.
+	_, table, _ := strings.Cut(r.stdout, "latency at 10/50/90 % of NDR")
+	rows := 0
+	for _, ln := range strings.Split(table, "\n") {
+		f := strings.Fields(ln)
+		if len(f) != 8 || f[0] != "bridge" {
+			continue
+		}
+		rows++
+		rate, err1 := strconv.ParseFloat(f[2], 64)
+		burst, err2 := strconv.ParseUint(f[3], 10, 64)
+		if err1 != nil || err2 != nil || burst < 1 || float64(burst) > max(1, rate*latencyWindow.Seconds()) {
+			t.Fatalf("latency row %q: burst %s at %s pps, want 1 .. what is due in %v\n%s", ln, f[3], f[2], latencyWindow, r.stdout)
+		}
+	}
+	if rows != 3 {
+		t.Fatalf("%d latency rows with a burst column, want 3 (10, 50, 90 %%)\n%s", rows, r.stdout)
+	}
 }
 
 // TestVerify: an NDR found by majority, or by one lucky trial, is

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
@@ -39,7 +40,7 @@ func (gf *genFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&gf.size, "size", "64", "txonly: frame size in bytes with FCS (64..1518, to the MTU), a list 64,512 cycled over the packets, or imix (7:4:1 of 64, 594, 1518)")
 	fs.Uint64Var(&gf.count, "count", 0, "txonly: packets to send in all, then exit (0: until --duration or a signal)")
 	fs.DurationVar(&gf.duration, "duration", 0, "txonly: send this long, then exit (0: until --count or a signal)")
-	fs.StringVar(&gf.rate, "rate", "0", "txonly: target packets per second over all queues, e.g. 100k or 1.5M (0: as fast as the links take them)")
+	fs.StringVar(&gf.rate, "rate", "0", "txonly: target packets per second over all queues, e.g. 100k or 1.5M (0: as fast as the links take them); a finite number, at most 1G")
 	fs.IntVar(&gf.flows, "flows", 0, fmt.Sprintf("txonly: flows, 1..%d, at least links × queues (0: links × queues)", gen.MaxFlows))
 	fs.StringVar(&gf.flowsBy, "flows-by", "port", "txonly: what tells flows apart: port (UDP source port) or ip (source address)")
 	fs.IntVar(&gf.vlan, "vlan", 0, "txonly: 802.1Q VLAN ID to tag frames with, 1..4094 (0: untagged)")
@@ -48,12 +49,15 @@ func (gf *genFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&gf.dstIP, "dst-ip", "198.18.0.2", "txonly: IPv4 destination address")
 	fs.UintVar(&gf.srcPort, "src-port", 1024, "txonly: UDP source port (of flow 0 with --flows-by port)")
 	fs.UintVar(&gf.dstPort, "dst-port", 9, "txonly: UDP destination port")
-	fs.IntVar(&gf.batch, "batch", 64, "txonly: most packets per TX round (one kick at most per round)")
+	fs.IntVar(&gf.batch, "batch", 64, "txonly: most packets per TX round (one kick at most per round); paced (--rate), a round sends at most what is due in 1 ms, at least 1")
 }
 
-// parseRate reads a packet rate with an optional k, M or G suffix.
-func parseRate(s string) (float64, error) {
-	mult := 1.0
+// parseRate reads a packet rate with an optional k, M or G suffix: a
+// finite number, 0 (unpaced) or positive, at most 1G. How small a
+// positive rate may be, gen.New says (a socket's interval between packets
+// must fit in a time.Duration).
+func parseRate(arg string) (float64, error) {
+	mult, s := 1.0, arg
 	switch {
 	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "K"):
 		mult, s = 1e3, s[:len(s)-1]
@@ -63,8 +67,9 @@ func parseRate(s string) (float64, error) {
 		mult, s = 1e9, s[:len(s)-1]
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v*mult > 1e9 {
-		return 0, fmt.Errorf("--rate %q: want packets per second, 0..1G, e.g. 100k", s)
+	// !(v >= 0) is also NaN's case.
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) || v*mult > 1e9 {
+		return 0, fmt.Errorf("--rate %q: want packets per second, a number 0 (unpaced) .. 1G, e.g. 100k", arg)
 	}
 	return v * mult, nil
 }
@@ -138,7 +143,11 @@ func runTxOnly(ctx context.Context, ff *fwdFlags, gf *genFlags, cfg fwd.Config, 
 	g, err := gen.New(gc)
 	var ie gen.InputError
 	if errors.As(err, &ie) {
-		return usageError{ie.Error()}
+		msg := ie.Error()
+		if strings.HasPrefix(msg, "rate ") {
+			msg = "--" + msg // the flag's name, as the user wrote it
+		}
+		return usageError{msg}
 	}
 	if err != nil {
 		return err
@@ -174,7 +183,8 @@ func runTxOnly(ctx context.Context, ff *fwdFlags, gf *genFlags, cfg fwd.Config, 
 	s := g.Stats()
 	for _, q := range s.Queues {
 		logger.Info("txonly queue", "link", q.Link, "queue", q.Queue, "sent", q.Sent, "completed", q.Completed,
-			"kicks", q.Kicks, "kick_errors", q.KickErrors, "stalls", q.Stalls, "tx_invalid_descs", q.TXInvalid)
+			"kicks", q.Kicks, "kick_errors", q.KickErrors, "stalls", q.Stalls, "tx_invalid_descs", q.TXInvalid,
+			"burst", q.Burst, "forgiven", q.Forgiven)
 	}
 	logger.Info("txonly done", "sent", s.Sent, "completed", s.Completed, "bytes", s.Bytes,
 		"duration_s", fmt.Sprintf("%.3f", s.DurationS), "pps", fmt.Sprintf("%.0f", s.PPS))
@@ -219,7 +229,7 @@ func logSink(logger *slog.Logger, sink *modes.CountingSink) {
 	}
 	r := sink.Report()
 	logger.Info("sink", "generator_frames", r.Frames, "other_frames", r.Other, "flows", len(r.Flows),
-		"lost", r.Lost, "reordered", r.Reordered, "duplicates", r.Dups,
+		"lost", r.Lost, "reordered", r.Reordered, "duplicates", r.Dups, "seq_jumps", r.SeqJumps, "bad_checksum", r.BadChecksum,
 		"latency_p50_us", fmt.Sprintf("%.1f", float64(r.Latency.P50)/1e3),
 		"latency_p99_us", fmt.Sprintf("%.1f", float64(r.Latency.P99)/1e3),
 		"latency_p999_us", fmt.Sprintf("%.1f", float64(r.Latency.P999)/1e3))
@@ -243,9 +253,9 @@ func sinkLines(sink *modes.CountingSink, interval time.Duration, stderr io.Write
 				return
 			case <-t.C:
 				r := sink.Report()
-				fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames\n",
-					r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups,
-					float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other)
+				fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates, %d seq jumps; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames, %d bad checksum\n",
+					r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups, r.SeqJumps,
+					float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other, r.BadChecksum)
 			}
 		}
 	}()
