@@ -50,6 +50,10 @@ func TestOneParser(t *testing.T) {
 		{"inline-max", "128", func(c *fwd.Config) { c.InlineMax = 128 }},
 		{"ring-size", "0", func(*fwd.Config) {}},
 		{"ring-size", "256", func(c *fwd.Config) { c.RingSize = 256 }},
+		{"max-umem", "0", func(*fwd.Config) {}},
+		{"max-umem", "256MiB", func(c *fwd.Config) { c.MaxUMEM = 256 << 20 }},
+		{"max-umem", "2G", func(c *fwd.Config) { c.MaxUMEM = 2 << 30 }},
+		{"max-umem", "1048576", func(c *fwd.Config) { c.MaxUMEM = 1 << 20 }},
 		{"frame-size", "4096", func(c *fwd.Config) { c.FrameSize = 4096 }},
 		{"multi-buffer", "on", func(c *fwd.Config) { c.MultiBufferMode = fwd.MultiBufferOn }},
 		{"complete-checksums", "off", func(c *fwd.Config) { c.Checksums = fwd.ChecksumsOff }},
@@ -108,7 +112,7 @@ func TestOneParser(t *testing.T) {
 // too, with the same message.
 func TestOneParserRefuses(t *testing.T) {
 	dir := t.TempDir()
-	for _, kv := range [][2]string{{"spin", "-3"}, {"frag-order", "many"}, {"inline-max", "300"}, {"queues", "some"}, {"coalesce", "2ms"}} {
+	for _, kv := range [][2]string{{"spin", "-3"}, {"frag-order", "many"}, {"inline-max", "300"}, {"queues", "some"}, {"coalesce", "2ms"}, {"max-umem", "lots"}, {"max-umem", "-1"}, {"max-umem", "3TB"}, {"added-ring-size", "100"}} {
 		var flagErr, fileErr bytes.Buffer
 		run([]string{"run", "--link", "a", "--link", "b", "--" + kv[0], kv[1]}, io.Discard, &flagErr)
 		path := filepath.Join(dir, kv[0]+".yaml")
