@@ -272,8 +272,14 @@ type controlSocket struct {
 	log  *slog.Logger
 
 	// linkOps is held by each link change made over the socket and by a
-	// reload's read and change of the links (reloader.linkOps).
+	// reload's read and change of the links (reloader.linkOps), and
+	// while the state file is written.
 	linkOps sync.Mutex
+	// state is the file of the links added over the socket
+	// (linkstate.go), "" without a socket; given are the --link links,
+	// which it leaves out.
+	state string
+	given []string
 
 	mu   sync.Mutex
 	next chan struct{} // closed when fw changes (forwarder)
@@ -342,6 +348,10 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 	}
 	cs.srv, cs.log = srv, logger
 	logger.Info("control socket", "path", srv.Path())
+	// Before the socket serves: a link added back is one the plugin
+	// finds forwarded.
+	cs.state, cs.given = linkStateFile(srv.Path()), slices.Clone(links)
+	cs.restoreLinks(f, links, logger)
 	go srv.Serve(cs.handle)
 	return nil
 }

@@ -219,6 +219,11 @@ func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string)
 		if err == nil {
 			d.cs.linkOps.Lock()
 			err = do(lm, name)
+			if err == nil {
+				if serr := d.cs.saveLinks(f, d.cs.given); serr != nil && d.cs.log != nil {
+					d.cs.log.Error("link state not written: this link is not added back if the daemon restarts", "link", name, "err", serr)
+				}
+			}
 			d.cs.linkOps.Unlock()
 		}
 		if err == nil || !f.Stopping() {

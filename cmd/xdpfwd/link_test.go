@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -472,6 +473,69 @@ func TestLinkRenamedDaemon(t *testing.T) {
 		if err != nil || res.Received == 0 {
 			t.Errorf("ping host %d → %d through the renamed link: %d/%d, %v\n%s", pair[0], pair[1], res.Received, res.Sent, err, d.stderr.String())
 		}
+	}
+	d.interrupt()
+}
+
+// TestDaemonRestartAddsLinksBack: a switch daemon killed (kill -9: an OOM
+// kill, a crash) and started again forwards the links added over its
+// control socket before (a node's pods: their veths outlive it, and
+// nothing else adds them back), but one deleted while it was down
+// (issue 27: kill -9 of the daemon; its pods were cut off for good).
+func TestDaemonRestartAddsLinksBack(t *testing.T) {
+	h, err := topo.NewHosts(3, topo.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Close(); err != nil {
+			t.Errorf("close hosts: %v", err)
+		}
+	})
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	args := []string{"run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4", "--stats-interval", "0", "--control", ctl}
+	d := startBin(t, args...)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	for _, l := range h.Links[1:] {
+		if r := runBin(t, 30*time.Second, nil, "link", "add", l, "--control", ctl); r.code != 0 {
+			t.Fatalf("link add %s: exit %d, %s", l, r.code, r.stderr)
+		}
+	}
+	if res, err := topo.Ping(h.NS[1], h.V4[0], 3, 3*time.Second); err != nil || res.Received == 0 {
+		t.Fatalf("ping before the kill: %d/%d, %v", res.Received, res.Sent, err)
+	}
+	d.cmd.Process.Kill()
+	<-d.done
+	if err := h.NS[2].Close(); err != nil { // a pod gone while the daemon was down
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := net.InterfaceByName(h.Links[2]); err == nil; _, err = net.InterfaceByName(h.Links[2]) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there 10 s after its namespace was deleted", h.Links[2])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	d = startBin(t, args...)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
+	var got struct{ Links []linkop.Link }
+	json.Unmarshal([]byte(r.stdout), &got)
+	var names []string
+	for _, l := range got.Links {
+		names = append(names, l.Name)
+	}
+	if want := []string{h.Links[0], h.Links[1]}; !slices.Equal(names, want) {
+		t.Fatalf("after the restart: link list %q, want %q\n%s", names, want, d.stderr.String())
+	}
+	if res, err := topo.Ping(h.NS[1], h.V4[0], 3, 3*time.Second); err != nil || res.Received == 0 {
+		t.Errorf("ping after the restart: %d/%d, %v\n%s", res.Received, res.Sent, err, d.stderr.String())
+	}
+	if !strings.Contains(d.stderr.String(), "added back") || !strings.Contains(d.stderr.String(), "is gone: not added back") {
+		t.Errorf("the restart's log does not say which links it added back and which were gone:\n%s", d.stderr.String())
 	}
 	d.interrupt()
 }
