@@ -320,6 +320,14 @@ func add(a, b uint64) uint64 {
 	return s + c
 }
 
+// Sum is the one's-complement sum of b, as big-endian 16-bit words, added
+// to initial, unfolded (sum): for a checksum to verify or build elsewhere
+// (the sink's check of a generator's UDP checksum), with Fold.
+func Sum(b []byte, initial uint64) uint64 { return sum(b, initial) }
+
+// Fold folds a sum of Sum to the 16 bits of a checksum field's complement.
+func Fold(s uint64) uint16 { return fold(s) }
+
 // fold folds a 64-bit one's-complement sum to 16 bits. It returns 0 only
 // for 0.
 func fold(s uint64) uint16 {
