@@ -241,21 +241,29 @@ func sinkLines(sink *modes.CountingSink, interval time.Duration, stderr io.Write
 	if sink == nil || interval <= 0 {
 		return func() {}
 	}
+	return every(interval, func() {
+		r := sink.Report()
+		fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates, %d seq jumps; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames, %d bad checksum\n",
+			r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups, r.SeqJumps,
+			float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other, r.BadChecksum)
+	})
+}
+
+// every runs fn every d on a goroutine of its own until the returned stop
+// is called; stop returns once fn no longer runs.
+func every(d time.Duration, fn func()) (stop func()) {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		t := time.NewTicker(interval)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				r := sink.Report()
-				fmt.Fprintf(stderr, "sink: %d generator frames in %d flows, %d lost, %d reordered, %d duplicates, %d seq jumps; latency p50 %.1f p99 %.1f p999 %.1f µs; %d other frames, %d bad checksum\n",
-					r.Frames, len(r.Flows), r.Lost, r.Reordered, r.Dups, r.SeqJumps,
-					float64(r.Latency.P50)/1e3, float64(r.Latency.P99)/1e3, float64(r.Latency.P999)/1e3, r.Other, r.BadChecksum)
+				fn()
 			}
 		}
 	}()

@@ -22,35 +22,19 @@ const returnPoll = 250 * time.Millisecond
 // a pod's link is not given, and its CNI plugin adds it. It returns the
 // function that stops it.
 func addBackReturning(f *fwd.Forwarder, given []string, logger *slog.Logger) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(returnPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
+	return every(returnPoll, func() {
+		for _, name := range f.Vanished() {
+			if !slices.Contains(given, name) {
+				continue
 			}
-			for _, name := range f.Vanished() {
-				if !slices.Contains(given, name) {
-					continue
-				}
-				if _, err := net.InterfaceByName(name); err != nil {
-					continue // not back yet
-				}
-				if err := f.AddLink(name); err != nil {
-					logger.Error("link back, not added again: retrying", "link", name, "err", err)
-					continue
-				}
-				logger.Info("link back: added again (--wait-for-links)", "link", name)
+			if _, err := net.InterfaceByName(name); err != nil {
+				continue // not back yet
 			}
+			if err := f.AddLink(name); err != nil {
+				logger.Error("link back, not added again: retrying", "link", name, "err", err)
+				continue
+			}
+			logger.Info("link back: added again (--wait-for-links)", "link", name)
 		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
+	})
 }
