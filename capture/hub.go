@@ -64,14 +64,25 @@ func (h *Hub) SetLinks(links []string) {
 	}
 }
 
+// RenameLink names link i anew: the same link (the forwarder follows a
+// renamed link by its ifindex), so every session keeps it, under the
+// number and name it gave it at its start (a pcapng interface is named
+// once), as tcpdump goes on capturing an interface renamed under it;
+// sessions opened from then on know it by its new name.
+func (h *Hub) RenameLink(i int, name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i >= 0 && i < len(h.links) && h.links[i] != "" {
+		h.links[i] = name
+	}
+}
+
 // LinkGoneError ends a session of chosen links when one of them is
 // removed from the forwarder.
 type LinkGoneError struct{ Link string }
 
 func (e *LinkGoneError) Error() string {
-	// The forwarder follows a link by its name: one renamed is taken
-	// for deleted.
-	return fmt.Sprintf("link %s was removed from the forwarder (xdpfwd link del, or no interface of that name any more: deleted, or renamed)", e.Link)
+	return fmt.Sprintf("link %s was removed from the forwarder (xdpfwd link del, or its interface deleted)", e.Link)
 }
 
 // errTooManyLinks ends a session of every link that has numbered as many

@@ -118,3 +118,37 @@ func TestSetLinks(t *testing.T) {
 		t.Errorf("at Close, the session of every link ended with %v, want ErrClosed", all.Err())
 	}
 }
+
+// TestRenameLink: a link renamed is the same link: sessions of every link
+// and of that link go on keeping its packets under the name they started
+// with, and Links names it anew for sessions to come.
+func TestRenameLink(t *testing.T) {
+	h := NewHub(1, []string{"a", "b"})
+	all, err := h.Open(Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	onB, err := h.Open(Spec{Links: []int{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.RenameLink(1, "b2")
+	h.RenameLink(5, "nope") // no such index: nothing
+	if got := h.Links(); !slices.Equal(got, []string{"a", "b2"}) {
+		t.Fatalf("Links() = %q after the rename", got)
+	}
+	set := h.Point(0).Begin()
+	set.Packet(1, 0, RX, 0, [][]byte{{7}}, 1)
+	set.End()
+	all.Close()
+	onB.Close()
+	for name, s := range map[string]*Session{"all": all, "onB": onB} {
+		recs := readAll(s)
+		if len(recs) != 1 || s.Links()[recs[0].Link] != "b" {
+			t.Errorf("%s: %d records, links %q; want the packet, under b", name, len(recs), s.Links())
+		}
+		if err := s.Err(); err != nil {
+			t.Errorf("%s ended with %v after a rename", name, err)
+		}
+	}
+}

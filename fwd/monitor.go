@@ -124,14 +124,14 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 
 // renameLink follows link i under its new name: the same ifindex, its
 // programs and sockets bound as they were, so it is forwarded as before
-// and named as the kernel names it now (link list, stats, capture: a
-// capture of the old name ends, as for a link removed). linkMu is held.
+// and named as the kernel names it now (link list, stats; a capture
+// under way goes on recording it, as tcpdump would). linkMu is held.
 func (f *Forwarder) renameLink(i int, name string) {
 	old := f.links[i].name
 	f.statsMu.Lock()
 	f.links[i].name = name
 	f.statsMu.Unlock()
-	f.capture.SetLinks(f.Links())
+	f.capture.RenameLink(i, name)
 	f.cfg.Logger.Warn("link renamed while forwarding: forwarded under its new name", "link", old, "name", name, "index", i)
 	// The watch follows links by name too: begin it again on the new one.
 	f.watchChanged()

@@ -40,10 +40,9 @@ link add/del): a link added while it runs gets an interface of its own in
 the file, from its first packet. With --link it ends when one of its links
 is removed (link del, or its interface deleted), as tcpdump does when its
 interface disappears: what was captured until then is written, and it exits
-1 ("link NAME was removed"). Links are named as xdpfwd knows them, by the
-name they were given (--link, link add): a link renamed since keeps its old
-name here, and xdpfwd, which follows links by name, may later take it for
-deleted (then its capture ends as above).
+1 ("link NAME was removed"). A link renamed while captured is the same
+link (xdpfwd follows it by its ifindex): the capture goes on recording it
+under the name it had when the capture started, as tcpdump does.
 
 Exit status: 0 at --count, a signal, or the daemon stopping; 1 when a link
 asked for was removed, or on another failure; 2 for bad input.
