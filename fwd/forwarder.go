@@ -74,16 +74,16 @@ type Forwarder struct {
 	// linkMu serialises AddLink, RemoveLink and the monitor's handling
 	// of a link event (links.go); removed holds the totals of the links
 	// removed, strandedRemoved the TX descriptors their sockets took
-	// with them; rewatch tells the monitor the links changed.
-	// zeroCopy: the UMEM was registered in zero-copy mode at New.
-	// vanished: the links the kernel deleted, until added again
-	// (Vanished); under linkMu.
-	zeroCopy        bool
-	vanished        map[string]bool
+	// with them; rewatch tells the monitor the links changed; vanished
+	// holds the links the kernel deleted, until added again (Vanished).
 	linkMu          sync.Mutex
 	removed         removedTotals
 	strandedRemoved int
 	rewatch         chan struct{}
+	vanished        map[string]bool
+	// zeroCopy: the UMEM was registered in zero-copy mode at New, and
+	// links are fixed (changeable). Written once by New.
+	zeroCopy bool
 
 	stop       atomic.Bool
 	started    time.Time

@@ -452,8 +452,9 @@ func (f *Forwarder) addLink(name string) error {
 // its addresses); its totals stay in the Summary, and its index is free
 // for a later AddLink. Any link may go, the first and the last
 // included: with none left the forwarder runs on, forwarding nothing, and
-// the next AddLink's sockets register the UMEM again. Errors wrap ErrUnknownLink and linkop.ErrUnknownLink (it is not
-// forwarded) or linkop.ErrUnsupported.
+// the next AddLink's sockets register the UMEM again. Errors wrap
+// ErrUnknownLink and linkop.ErrUnknownLink (it is not forwarded) or
+// linkop.ErrUnsupported.
 func (f *Forwarder) RemoveLink(name string) error {
 	f.linkMu.Lock()
 	defer f.linkMu.Unlock()

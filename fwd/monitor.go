@@ -36,8 +36,9 @@ type linkHealth struct {
 // link that is deleted is removed, and one whose queue count changed is
 // added again on its new queues, when links may change (links.go: a
 // Handler, copy mode); else the first ends the run with ErrLinkGone, the
-// second with ErrQueuesChanged. When links are added or removed (rewatch) it follows
-// the links as they are then.
+// second with ErrQueuesChanged. A link renamed is followed under its new
+// name (its ifindex is the link). When links are added or removed
+// (rewatch) it follows the links as they are then.
 func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc) {
 	for ctx.Err() == nil {
 		wctx, stop := context.WithCancel(ctx)
