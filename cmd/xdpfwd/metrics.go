@@ -55,9 +55,9 @@ var defaultHTTPLimits = httpLimits{
 // the returned stop function is called. Call it after fwd.New and before
 // Run. It fails at once, with a usage error, if it cannot listen on addr.
 // /healthz turns 503 once the forwarder is stopping (for good), while a
-// worker is stalled (fwd.Forwarder.Stalled) or while it has no link; scrapes that overlap its
-// Close are safe (fwd guards its stats readers), and after stop the last
-// values read are served.
+// worker is stalled (fwd.Forwarder.Stalled) or while it has no link;
+// scrapes that overlap its Close are safe (fwd guards its stats readers),
+// and after stop the last values read are served.
 func serveMetrics(addr string, f *fwd.Forwarder, logger *slog.Logger, mm *modeMetrics) (stop func(), err error) {
 	return serveMetricsWith(addr, f, logger, defaultHTTPLimits, mm)
 }
