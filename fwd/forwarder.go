@@ -616,7 +616,7 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	var r Reconfiguration
 	_, names := f.liveLinks()
 	var add, del []string
-	if f.changeable("reload", "") == nil {
+	if f.linksFixed() == nil {
 		for _, n := range names {
 			if !slices.Contains(next.Links, n) {
 				del = append(del, n)

@@ -269,21 +269,30 @@ func (w *worker) pollSet() {
 
 // changeable says why links cannot be added or removed now, if so.
 func (f *Forwarder) changeable(op, name string) error {
+	if err := f.linksFixed(); err != nil {
+		return fmt.Errorf("link %s %s: %w", op, name, err)
+	}
+	return nil
+}
+
+// linksFixed says why no link may be added or removed now, if so; every
+// reason wraps linkop.ErrUnsupported.
+func (f *Forwarder) linksFixed() error {
 	switch {
 	case f.handler == nil:
-		return &InputError{fmt.Errorf("link %s %s: without a Handler (xconnect) the links are the two given: %w", op, name, linkop.ErrUnsupported)}
+		return &InputError{fmt.Errorf("without a Handler (xconnect) the links are the two given: %w", linkop.ErrUnsupported)}
 	case f.zeroCopy:
 		// The kernel binds a socket sharing a zero-copy UMEM in zero-copy
 		// mode too (xp_assign_dev_shared), which a veth cannot take; and
 		// a driver holds frames the rings do not show, which closing one
 		// socket would lose.
-		return fmt.Errorf("link %s %s: the UMEM is registered in zero-copy mode, and the kernel binds every socket sharing it in zero-copy mode too, which a veth cannot take (--zero-copy off takes links while running): %w", op, name, linkop.ErrUnsupported)
+		return fmt.Errorf("the UMEM is registered in zero-copy mode, and the kernel binds every socket sharing it in zero-copy mode too, which a veth cannot take (--zero-copy off takes links while running): %w", linkop.ErrUnsupported)
 	}
 	f.mu.Lock()
 	closed := f.closed
 	f.mu.Unlock()
 	if closed || f.stop.Load() {
-		return fmt.Errorf("link %s %s: the forwarder is stopping: %w", op, name, linkop.ErrUnsupported)
+		return fmt.Errorf("the forwarder is stopping: %w", linkop.ErrUnsupported)
 	}
 	return nil
 }

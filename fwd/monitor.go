@@ -92,7 +92,7 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 		l := f.links[i]
 		switch ev.Kind {
 		case LinkGone:
-			if f.changeable("del", l.name) == nil {
+			if f.linksFixed() == nil {
 				f.cfg.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
 				f.removeLink(i, true)
 				if f.vanished == nil {
@@ -109,7 +109,7 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 				return
 			}
 			err := fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, ev.RXQueues, ev.TXQueues, l.rxQueues, l.txQueues)
-			if f.changeable("del", l.name) == nil {
+			if f.linksFixed() == nil {
 				f.readdLink(i, err)
 				return
 			}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -279,7 +280,11 @@ func TestSwitchOneUplink(t *testing.T) {
 // leaked. Before, the pod's deletion ended the daemon ("link deleted
 // while forwarding", exit 1), or left it with 0 links refusing every add.
 func TestEveryLinkLeavesDaemon(t *testing.T) {
-	h, err := topo.NewHosts(4, topo.Options{})
+	// Veths of more queues than CPUs and the workers left auto (one a
+	// CPU): the added links' sockets join every worker, and with none
+	// left the next add registers the UMEM again under all of them.
+	topo.RequireRoot(t)
+	h, err := topo.NewHosts(4, topo.Options{Queues: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,10 +294,13 @@ func TestEveryLinkLeavesDaemon(t *testing.T) {
 		}
 	})
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
-	d := startBin(t, "run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "8",
+	d := startBin(t, "run", "--mode", "switch", "--link", h.Links[0], "--max-links", "8",
 		"--stats-interval", "0", "--control", ctl, "--metrics", "127.0.0.1:0")
 	waitLog(t, d, readyMsg, 30*time.Second)
 	waitSocket(t, d, ctl)
+	if m := regexp.MustCompile(`workers=(\d+)`).FindStringSubmatch(d.stderr.String()); m == nil || runtime.NumCPU() > 1 && m[1] == "1" {
+		t.Fatalf("ready line's workers %v on %d CPUs: want one a CPU\n%s", m, runtime.NumCPU(), d.stderr.String())
+	}
 	health := "http://" + waitMetricsAddr(t, d, 10*time.Second) + "/healthz"
 	link := func(args ...string) {
 		t.Helper()
@@ -307,19 +315,7 @@ func TestEveryLinkLeavesDaemon(t *testing.T) {
 			t.Fatalf("ping host %d → %d: %v\n%s\ndaemon:\n%s", from, to, err, out, d.stderr.String())
 		}
 	}
-	linksNow := func() []string {
-		t.Helper()
-		r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
-		var got struct{ Links []linkop.Link }
-		if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
-			t.Fatalf("link list: exit %d, %v: %s", r.code, err, r.stderr)
-		}
-		var names []string
-		for _, l := range got.Links {
-			names = append(names, l.Name)
-		}
-		return names
-	}
+	linksNow := func() []string { return linkNames(t, ctl) }
 
 	link("add", h.Links[1])
 	ping(1, 0)
@@ -422,15 +418,7 @@ func TestLinkAddRefused(t *testing.T) {
 // the links again, took it for deleted and removed it (issue 27: a link
 // renamed is a lifecycle event too).
 func TestLinkRenamedDaemon(t *testing.T) {
-	h, err := topo.NewHosts(3, topo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Errorf("close hosts: %v", err)
-		}
-	})
+	h := newHosts(t, 3)
 	renamed := h.Links[1] + "r"
 	rename := func(from, to string) error {
 		for _, args := range [][]string{{"link", "set", from, "down"}, {"link", "set", from, "name", to}, {"link", "set", to, "up"}} {
@@ -450,20 +438,11 @@ func TestLinkRenamedDaemon(t *testing.T) {
 	}
 	t.Cleanup(func() { rename(renamed, h.Links[1]) }) // before the hosts' cleanup, which removes it by name
 	waitLog(t, d, "link renamed while forwarding", 10*time.Second)
-	if r := runBin(t, 30*time.Second, nil, "link", "add", h.Links[2], "--control", ctl); r.code != 0 {
-		t.Fatalf("link add: exit %d, %s", r.code, r.stderr)
-	}
+	linkOp(t, ctl, "add", h.Links[2])
 	want := []string{h.Links[0], renamed, h.Links[2]}
 	deadline := time.Now().Add(3 * time.Second) // a wrong removal would show within the watch's restart
 	for time.Now().Before(deadline) {
-		r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
-		var got struct{ Links []linkop.Link }
-		json.Unmarshal([]byte(r.stdout), &got)
-		var names []string
-		for _, l := range got.Links {
-			names = append(names, l.Name)
-		}
-		if !slices.Equal(names, want) {
+		if names := linkNames(t, ctl); !slices.Equal(names, want) {
 			t.Fatalf("link list %q after the rename and an add, want %q\n%s", names, want, d.stderr.String())
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -483,24 +462,14 @@ func TestLinkRenamedDaemon(t *testing.T) {
 // nothing else adds them back), but one deleted while it was down
 // (issue 27: kill -9 of the daemon; its pods were cut off for good).
 func TestDaemonRestartAddsLinksBack(t *testing.T) {
-	h, err := topo.NewHosts(3, topo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Errorf("close hosts: %v", err)
-		}
-	})
+	h := newHosts(t, 3)
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	args := []string{"run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4", "--stats-interval", "0", "--control", ctl}
 	d := startBin(t, args...)
 	waitLog(t, d, readyMsg, 30*time.Second)
 	waitSocket(t, d, ctl)
 	for _, l := range h.Links[1:] {
-		if r := runBin(t, 30*time.Second, nil, "link", "add", l, "--control", ctl); r.code != 0 {
-			t.Fatalf("link add %s: exit %d, %s", l, r.code, r.stderr)
-		}
+		linkOp(t, ctl, "add", l)
 	}
 	if res, err := topo.Ping(h.NS[1], h.V4[0], 3, 3*time.Second); err != nil || res.Received == 0 {
 		t.Fatalf("ping before the kill: %d/%d, %v", res.Received, res.Sent, err)
@@ -521,14 +490,7 @@ func TestDaemonRestartAddsLinksBack(t *testing.T) {
 	d = startBin(t, args...)
 	waitLog(t, d, readyMsg, 30*time.Second)
 	waitSocket(t, d, ctl)
-	r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
-	var got struct{ Links []linkop.Link }
-	json.Unmarshal([]byte(r.stdout), &got)
-	var names []string
-	for _, l := range got.Links {
-		names = append(names, l.Name)
-	}
-	if want := []string{h.Links[0], h.Links[1]}; !slices.Equal(names, want) {
+	if names, want := linkNames(t, ctl), []string{h.Links[0], h.Links[1]}; !slices.Equal(names, want) {
 		t.Fatalf("after the restart: link list %q, want %q\n%s", names, want, d.stderr.String())
 	}
 	if res, err := topo.Ping(h.NS[1], h.V4[0], 3, 3*time.Second); err != nil || res.Received == 0 {

@@ -109,16 +109,7 @@ func procRSS(t *testing.T, pid int) int64 {
 // states the plan (max_links, added_ring_size, umem_reserved_bytes); a
 // plan above --max-umem is refused at start, exit 2, naming it.
 func TestMemoryPlan(t *testing.T) {
-	topo.RequireRoot(t)
-	h, err := topo.NewHosts(2, topo.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Close(); err != nil {
-			t.Errorf("close hosts: %v", err)
-		}
-	})
+	h := newHosts(t, 2)
 	field := func(d *proc, k string) int64 {
 		t.Helper()
 		m := regexp.MustCompile(k + `=(\d+)`).FindStringSubmatch(d.stderr.String())
