@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 
@@ -28,8 +29,23 @@ type NetConf struct {
 	MTU      int    `json:"mtu,omitempty"`
 	MAC      string `json:"mac,omitempty"`
 	StateDir string `json:"stateDir,omitempty"`
+	// Args is the configuration's "args": args.cni.mac, as the
+	// reference bridge plugin reads it.
+	Args struct {
+		CNI struct {
+			MAC string `json:"mac,omitempty"`
+		} `json:"cni"`
+	} `json:"args"`
+	// RuntimeConfig is what the runtime passes for the capabilities the
+	// conflist declares: "mac", and "ips", which reach the IPAM plugin
+	// with the rest of stdin (host-local and static take them).
+	RuntimeConfig struct {
+		MAC string   `json:"mac,omitempty"`
+		IPs []string `json:"ips,omitempty"`
+	} `json:"runtimeConfig"`
 
 	mac net.HardwareAddr
+	ips []netip.Addr // runtimeConfig's ips, their addresses
 }
 
 // Plugin-specific error codes (the spec gives 100 and up to plugins).
@@ -39,7 +55,9 @@ const (
 )
 
 // parseConf decodes and checks stdin's network configuration; args is
-// CNI_ARGS, whose MAC= overrides the configuration's.
+// CNI_ARGS. The container end's MAC is, the last found winning, the
+// configuration's "mac", CNI_ARGS MAC=, args.cni.mac, runtimeConfig's
+// mac: the reference bridge plugin's order, with "mac" below them all.
 func parseConf(stdin []byte, args string) (*NetConf, error) {
 	conf := &NetConf{}
 	if err := json.Unmarshal(stdin, conf); err != nil {
@@ -74,6 +92,11 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 			mac = v
 		}
 	}
+	for _, m := range []string{conf.Args.CNI.MAC, conf.RuntimeConfig.MAC} {
+		if m != "" {
+			mac = m
+		}
+	}
 	if mac != "" {
 		m, err := net.ParseMAC(mac)
 		if err != nil || len(m) != 6 {
@@ -83,6 +106,20 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 			return nil, bad("mac %q: a multicast address", mac)
 		}
 		conf.mac = m
+	}
+	// The IPAM plugin reads them; the plugin checks that it gave them
+	// (an IPAM plugin that ignores them would give others silently).
+	// host-local takes an address with or without a prefix, static
+	// only with one.
+	for _, s := range conf.RuntimeConfig.IPs {
+		p, err := netip.ParsePrefix(s)
+		a := p.Addr()
+		if err != nil {
+			if a, err = netip.ParseAddr(s); err != nil {
+				return nil, bad("runtimeConfig ips %q: want an address, as 10.1.2.3/24 or 10.1.2.3", s)
+			}
+		}
+		conf.ips = append(conf.ips, a.Unmap())
 	}
 	if conf.Name == "" {
 		return nil, bad(`"name": the network's name is required`)

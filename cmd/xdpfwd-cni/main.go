@@ -41,5 +41,5 @@ func main() {
 		Check:  cmdCheck,
 		Status: cmdStatus,
 		GC:     cmdGC,
-	}, version.PluginSupports("1.0.0", "1.1.0"), "xdpfwd-cni: containers on a node's xdpfwd switch")
+	}, version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"), "xdpfwd-cni: containers on a node's xdpfwd switch")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ipam"
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
@@ -55,35 +57,76 @@ func daemonErr(conf *NetConf, what string, err error) *types.Error {
 	return types.NewError(types.ErrTryAgainLater, "xdpfwd did not answer to "+what, err.Error())
 }
 
-// ipamStdin is stdin for the IPAM plugin: the same configuration, at a
-// spec version the plugin speaks (Debian's host-local, 1.1.1, speaks up
-// to 1.0.0, whose results and requests 1.1.0 only extends), and whether
-// it speaks 1.1.0's STATUS and GC.
-func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
+// ipamConf is stdin for the IPAM plugin, and the spec version it is
+// called at: the configuration's, if the plugin speaks it, else the
+// highest it speaks below that (Debian's host-local, 1.1.1, speaks up to
+// 1.0.0: a 1.1.0 network calls it at 1.0.0, whose requests and results
+// 1.1.0 only extends; its result is converted up by the library, as any
+// IPAM result is). The configuration is the same but for "cniVersion",
+// and "prevResult" (CHECK's and DEL's) converted to that version by the
+// library. Callers ask the plugin for what that version has: CHECK from
+// 0.4.0, STATUS and GC from 1.1.0 (ipamHas).
+func ipamConf(conf *NetConf, stdin []byte) ([]byte, string, error) {
 	path, err := invoke.FindInPath(conf.IPAM.Type, filepath.SplitList(os.Getenv("CNI_PATH")))
 	if err != nil {
-		return nil, false, types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("IPAM plugin %q", conf.IPAM.Type), err.Error())
+		return nil, "", types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("IPAM plugin %q", conf.IPAM.Type), err.Error())
 	}
 	info, err := invoke.GetVersionInfo(context.TODO(), path, nil)
 	if err != nil {
-		return nil, false, cniErr(types.ErrIOFailure, fmt.Sprintf("IPAM plugin %s: VERSION", path), err)
+		return nil, "", cniErr(types.ErrIOFailure, fmt.Sprintf("IPAM plugin %s: VERSION", path), err)
 	}
 	vs := info.SupportedVersions()
-	has11 := slices.Contains(vs, "1.1.0")
 	if slices.Contains(vs, conf.CNIVersion) {
-		return stdin, has11, nil
+		return stdin, conf.CNIVersion, nil
 	}
-	if conf.CNIVersion != "1.1.0" || !slices.Contains(vs, "1.0.0") {
-		return nil, false, types.NewError(types.ErrIncompatibleCNIVersion,
-			fmt.Sprintf("IPAM plugin %s speaks CNI %v, not %s", path, vs, conf.CNIVersion), "")
+	at := ""
+	for _, v := range vs {
+		below, err := version.GreaterThan(conf.CNIVersion, v)
+		if err != nil || !below {
+			continue
+		}
+		if higher, _ := version.GreaterThan(v, at); at == "" || higher {
+			at = v
+		}
+	}
+	// Below 0.3.0 a result has no interfaces; none of the versions this
+	// plugin speaks is that old.
+	if old, _ := version.GreaterThan("0.3.0", at); at == "" || old {
+		return nil, "", types.NewError(types.ErrIncompatibleCNIVersion,
+			fmt.Sprintf("IPAM plugin %s speaks CNI %v, none of them from 0.3.0 up to the network's %s", path, vs, conf.CNIVersion), "")
 	}
 	var m map[string]any
 	if err := json.Unmarshal(stdin, &m); err != nil {
-		return nil, false, types.NewError(types.ErrDecodingFailure, "decode the network configuration", err.Error())
+		return nil, "", types.NewError(types.ErrDecodingFailure, "decode the network configuration", err.Error())
 	}
-	m["cniVersion"] = "1.0.0"
-	b, _ := json.Marshal(m)
-	return b, false, nil
+	m["cniVersion"] = at
+	if conf.PrevResult != nil {
+		prev, err := conf.PrevResult.GetAsVersion(at)
+		if err != nil {
+			return nil, "", cniErr(types.ErrIncompatibleCNIVersion, fmt.Sprintf("prevResult for IPAM plugin %s at CNI %s", path, at), err)
+		}
+		m["prevResult"] = prev
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, "", types.NewError(types.ErrDecodingFailure, "encode the IPAM plugin's configuration", err.Error())
+	}
+	return b, at, nil
+}
+
+// ipamStdin is ipamConf's stdin, and whether the IPAM plugin is called
+// at a version with STATUS and GC.
+func ipamStdin(conf *NetConf, stdin []byte) ([]byte, bool, error) {
+	b, at, err := ipamConf(conf, stdin)
+	return b, err == nil && ipamHas(at, "1.1.0"), err
+}
+
+// ipamHas reports whether an IPAM plugin called at spec version v has a
+// command that came in spec version since (CHECK 0.4.0, STATUS and GC
+// 1.1.0).
+func ipamHas(v, since string) bool {
+	ok, _ := version.GreaterThanOrEqualTo(v, since)
+	return ok
 }
 
 // daemonList is the daemon's link list.
@@ -276,6 +319,15 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if len(res.IPs) == 0 {
 		return types.NewError(types.ErrInvalidNetworkConfig, "IPAM "+conf.IPAM.Type+" gave no address", "")
 	}
+	for _, want := range conf.ips {
+		if !slices.ContainsFunc(res.IPs, func(ipc *current.IPConfig) bool {
+			a, _ := netip.AddrFromSlice(ipc.Address.IP)
+			return a.Unmap() == want
+		}) {
+			return types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("IPAM %s did not give %s, asked for in runtimeConfig ips (does it take them?)", conf.IPAM.Type, want), "")
+		}
+	}
 	res.Interfaces = []*current.Interface{
 		{Name: host, Mac: hostIf.HardwareAddr.String(), Mtu: conf.MTU},
 		{Name: args.IfName, Mac: contIf.HardwareAddr.String(), Mtu: conf.MTU, Sandbox: args.Netns},
@@ -393,6 +445,12 @@ func cmdCheck(args *skel.CmdArgs) error {
 		if cl.Attrs().MTU != conf.MTU {
 			return fmt.Errorf("%s: MTU %d, configured %d", args.IfName, cl.Attrs().MTU, conf.MTU)
 		}
+		// Its MAC, as the chain left it (tuning may change it after ADD).
+		for _, pi := range prev.Interfaces {
+			if pi.Name == args.IfName && pi.Sandbox != "" && pi.Mac != "" && pi.Mac != cl.Attrs().HardwareAddr.String() {
+				return fmt.Errorf("%s: MAC %s, prevResult says %s", args.IfName, cl.Attrs().HardwareAddr, pi.Mac)
+			}
+		}
 		if err := ip.ValidateExpectedInterfaceIPs(args.IfName, ips); err != nil {
 			return err
 		}
@@ -401,12 +459,14 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "container end "+args.IfName, err.Error())
 	}
-	stdin, _, err := ipamStdin(conf, args.StdinData)
+	stdin, at, err := ipamConf(conf, args.StdinData)
 	if err != nil {
 		return err
 	}
-	if err := ipam.ExecCheck(conf.IPAM.Type, stdin); err != nil {
-		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" CHECK", err)
+	if ipamHas(at, "0.4.0") {
+		if err := ipam.ExecCheck(conf.IPAM.Type, stdin); err != nil {
+			return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" CHECK", err)
+		}
 	}
 	d, err := linkop.Dial(conf.Control)
 	if err != nil {
