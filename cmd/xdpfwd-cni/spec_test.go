@@ -303,36 +303,24 @@ func (r *rig) cnitoolVersion(v string, p *topo.NS) string {
 	return strings.Join(cells, "/")
 }
 
-// checkResult checks an ADD's result printed at version v: its
-// cniVersion is v, it parses as a result of v (the library's types), has
-// the host end host (no sandbox) and eth0 in sandbox with one IPv4
-// address, and carries what v has of the interfaces: "mtu" from 1.0.0
-// (1.1.0's types, which 1.0.0's print with), "version" on each address
-// below 1.0.0. It returns the address.
+// checkResult checks xdpfwd-cni's ADD result printed at version v
+// (checkChained), that it has only its two interfaces, and carries what v
+// has of them: "mtu" from 1.0.0 (1.1.0's types, which 1.0.0's print
+// with), "version" on each address below 1.0.0. It returns the address.
 func checkResult(v string, out []byte, host, sandbox string) (netip.Addr, error) {
+	res, err := checkChained(v, out, host, sandbox)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if len(res.Interfaces) != 2 || len(res.IPs) != 1 {
+		return netip.Addr{}, fmt.Errorf("%d interfaces, %d addresses; want 2 and 1", len(res.Interfaces), len(res.IPs))
+	}
 	var raw struct {
-		CNIVersion string           `json:"cniVersion"`
 		Interfaces []map[string]any `json:"interfaces"`
 		IPs        []map[string]any `json:"ips"`
 	}
 	if err := json.Unmarshal(out, &raw); err != nil {
 		return netip.Addr{}, err
-	}
-	if raw.CNIVersion != v {
-		return netip.Addr{}, fmt.Errorf("result cniVersion %q, want %q (the configuration's)", raw.CNIVersion, v)
-	}
-	parsed, err := version.NewResult(v, out)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("parse as a %s result: %w", v, err)
-	}
-	res, err := current.NewResultFromResult(parsed)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	if len(res.Interfaces) != 2 || res.Interfaces[0].Name != host || res.Interfaces[0].Sandbox != "" ||
-		res.Interfaces[1].Name != "eth0" || res.Interfaces[1].Sandbox != sandbox ||
-		len(res.IPs) != 1 || res.IPs[0].Interface == nil || *res.IPs[0].Interface != 1 || res.IPs[0].Address.IP.To4() == nil {
-		return netip.Addr{}, fmt.Errorf("want interfaces %s (host) and eth0 in %s, one IPv4 address on eth0", host, sandbox)
 	}
 	pre1, _ := version.GreaterThan("1.0.0", v)
 	for _, ifc := range raw.Interfaces {
@@ -345,6 +333,42 @@ func checkResult(v string, out []byte, host, sandbox string) (netip.Addr, error)
 	}
 	a, _ := netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
 	return a, nil
+}
+
+// checkChained checks an ADD's result printed at version v, the plugin's
+// or a chain's it comes first in: its cniVersion is v, it parses as a
+// result of v (the library's types), and begins with the host end host
+// (no sandbox) and eth0 in sandbox; its addresses, an IPv4 one first,
+// are on eth0.
+func checkChained(v string, out []byte, host, sandbox string) (*current.Result, error) {
+	var raw struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return nil, err
+	}
+	if raw.CNIVersion != v {
+		return nil, fmt.Errorf("result cniVersion %q, want %q (the configuration's)", raw.CNIVersion, v)
+	}
+	parsed, err := version.NewResult(v, out)
+	if err != nil {
+		return nil, fmt.Errorf("parse as a %s result: %w", v, err)
+	}
+	res, err := current.NewResultFromResult(parsed)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Interfaces) < 2 || res.Interfaces[0].Name != host || res.Interfaces[0].Sandbox != "" ||
+		res.Interfaces[1].Name != "eth0" || res.Interfaces[1].Sandbox != sandbox ||
+		len(res.IPs) == 0 || res.IPs[0].Address.IP.To4() == nil {
+		return nil, fmt.Errorf("want interfaces %s (host) and eth0 in %s first, an IPv4 address first", host, sandbox)
+	}
+	for _, ipc := range res.IPs {
+		if ipc.Interface == nil || *ipc.Interface != 1 {
+			return nil, fmt.Errorf("address %s not on eth0", ipc.Address.String())
+		}
+	}
+	return res, nil
 }
 
 // TestCNICapabilities: runtimeConfig's mac and ips, as a runtime passes
