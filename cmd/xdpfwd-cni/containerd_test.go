@@ -228,7 +228,16 @@ func mountPoint(t *testing.T, dir string) {
 // by SHA-256) through it. ctr -d never calls DEL, so the test does, from
 // libcni's cached result, before the tasks go: no lease, no link in
 // xdpfwd, no veth is left. It logs how long each step takes.
-func TestCNIContainerd(t *testing.T) {
+func TestCNIContainerd(t *testing.T) { testContainerd(t, false) }
+
+// TestCNIContainerdChain is TestCNIContainerd with the plugin first in a
+// chain with Debian's portmap, bandwidth (its limits in the
+// configuration: ctr passes no runtimeConfig) and tuning: tuning's sysctl
+// is set in each container, bandwidth's qdiscs are on its host end, and
+// DEL of the chain removes bandwidth's ifb too.
+func TestCNIContainerdChain(t *testing.T) { testContainerd(t, true) }
+
+func testContainerd(t *testing.T, chain bool) {
 	r := newRig(t, 0)
 	bin := need(t, "containerd")
 	need(t, "ctr")
@@ -251,14 +260,20 @@ func TestCNIContainerd(t *testing.T) {
 	cache := filepath.Join(r.dir, "ctr-cache")
 	os.MkdirAll(ctrNet, 0o755)
 	os.MkdirAll(cache, 0o755)
-	conflist, _ := json.Marshal(map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       r.netName,
-		"plugins": []any{map[string]any{
-			"type": "xdpfwd-cni", "control": r.ctl, "mtu": testMTU, "stateDir": r.stateDir,
-			"ipam": map[string]any{"type": "host-local", "dataDir": r.ipamDir, "ranges": []any{[]any{map[string]any{"subnet": "10.98.0.0/24"}}}},
-		}},
-	})
+	plugins := []any{map[string]any{
+		"type": "xdpfwd-cni", "control": r.ctl, "mtu": testMTU, "stateDir": r.stateDir,
+		"ipam": map[string]any{"type": "host-local", "dataDir": r.ipamDir, "ranges": []any{[]any{map[string]any{"subnet": "10.98.0.0/24"}}}},
+	}}
+	if chain {
+		r.linkPlugins("portmap", "bandwidth", "tuning")
+		for _, p := range chainPlugins() {
+			if p["type"] == "bandwidth" {
+				p = map[string]any{"type": "bandwidth", "ingressRate": 8_000_000, "ingressBurst": 1_000_000, "egressRate": 8_000_000, "egressBurst": 1_000_000}
+			}
+			plugins = append(plugins, p)
+		}
+	}
+	conflist, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": r.netName, "plugins": plugins})
 	if err := os.WriteFile(filepath.Join(ctrNet, "10-xdpfwd.conflist"), conflist, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +352,18 @@ func TestCNIContainerd(t *testing.T) {
 		if !r.hostLink(infos[i].host) || !d.forwards(infos[i].host) || !slices.Contains(r.leases(), infos[i].addr) {
 			t.Fatalf("%s: host veth %s %v, xdpfwd forwards it %v, lease %s %v", n, infos[i].host, r.hostLink(infos[i].host), d.forwards(infos[i].host), infos[i].addr, r.leases())
 		}
+		if chain {
+			// busybox's sh reads the sysctl (the image has no cat).
+			file := "/proc/sys/" + strings.ReplaceAll(tunedSysctl, ".", "/")
+			out, err := cd.ctr("task", "exec", "--exec-id", "sysctl"+n, n, "sh", "-c", "read x < "+file+"; echo $x")
+			if err != nil || strings.TrimSpace(out) != "1" {
+				t.Errorf("%s: tuning's %s in the container: %q, %v; want 1", n, tunedSysctl, out, err)
+			}
+			qd := tcIn(r.node, "qdisc", "show", "dev", infos[i].host)
+			if !strings.Contains(qd, "qdisc tbf") || !strings.Contains(qd, "qdisc ingress") || len(ifbs(r.node)) != i+1 {
+				t.Errorf("%s: bandwidth on %s: qdiscs %q, ifb devices %q; want tbf and ingress, %d ifb", n, infos[i].host, qd, ifbs(r.node), i+1)
+			}
+		}
 	}
 	version, _ := exec.Command(bin, "--version").Output()
 	t.Logf("%s: started in %v, image imported in %v, ctr run --cni -d: %v", strings.TrimSpace(string(version)), startup, imported, runTimes)
@@ -383,6 +410,9 @@ func TestCNIContainerd(t *testing.T) {
 	}
 	if got := d.links(); !slices.Equal(got, []string{"up0", "up1"}) {
 		t.Errorf("xdpfwd's links at the end: %q", got)
+	}
+	if ib := ifbs(r.node); len(ib) != 0 {
+		t.Errorf("bandwidth's ifb devices left after DEL: %q", ib)
 	}
 	d.running()
 }
