@@ -24,6 +24,11 @@ func TestParseConf(t *testing.T) {
 		{name: "defaults", conf: `{"cniVersion":"1.1.0","name":"n","type":"xdpfwd-cni","control":"/run/xdpfwd/eth0.sock",` + ipam + `}`, mtu: DefaultMTU},
 		{name: "mtu and mac", conf: `{"cniVersion":"1.1.0","name":"n","control":"/s","mtu":9000,"mac":"02:00:00:00:00:01",` + ipam + `}`, mtu: 9000, want: "02:00:00:00:00:01"},
 		{name: "CNI_ARGS MAC wins", conf: `{"name":"n","control":"/s","mac":"02:00:00:00:00:01",` + ipam + `}`, args: "IgnoreUnknown=1;MAC=02:00:00:00:00:02", mtu: DefaultMTU, want: "02:00:00:00:00:02"},
+		// The reference bridge plugin's order, "mac" below it all.
+		{name: "args.cni.mac over CNI_ARGS", conf: `{"name":"n","control":"/s","mac":"02:00:00:00:00:01","args":{"cni":{"mac":"02:00:00:00:00:03"}},` + ipam + `}`, args: "IgnoreUnknown=1;MAC=02:00:00:00:00:02", mtu: DefaultMTU, want: "02:00:00:00:00:03"},
+		{name: "runtimeConfig mac wins", conf: `{"name":"n","control":"/s","mac":"02:00:00:00:00:01","args":{"cni":{"mac":"02:00:00:00:00:03"}},"runtimeConfig":{"mac":"02:00:00:00:00:04","ips":["10.1.2.3/24","fd00::3"]},` + ipam + `}`, args: "MAC=02:00:00:00:00:02", mtu: DefaultMTU, want: "02:00:00:00:00:04"},
+		{name: "bad runtimeConfig mac", conf: `{"name":"n","control":"/s","runtimeConfig":{"mac":"02:00"},` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `mac "02:00"`},
+		{name: "bad runtimeConfig ips", conf: `{"name":"n","control":"/s","runtimeConfig":{"ips":["10.1.2"]},` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `runtimeConfig ips "10.1.2"`},
 		{name: "not JSON", conf: `{"name":`, code: types.ErrDecodingFailure, want: "decode"},
 		{name: "no control", conf: `{"name":"n",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: `"control"`},
 		{name: "relative control", conf: `{"name":"n","control":"x.sock",` + ipam + `}`, code: types.ErrInvalidNetworkConfig, want: "absolute"},

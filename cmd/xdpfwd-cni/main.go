@@ -1,4 +1,6 @@
-// Command xdpfwd-cni is the CNI plugin (spec 1.1) that plugs containers
+// Command xdpfwd-cni is the CNI plugin (spec 0.3.0 to 1.1.0: results at
+// the configuration's version through the CNI library's conversion; CHECK
+// from 0.4.0, GC and STATUS from 1.1.0) that plugs containers
 // into a node's xdpfwd: for each attachment (container ID and interface
 // name) it owns a veth pair, the container end in the container's
 // namespace with the IPAM plugin's addresses and routes, the host end
@@ -17,8 +19,13 @@
 //	  "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/16"}]]}
 //	}
 //
-// "mac" (or CNI_ARGS MAC=...) sets the container end's address; "stateDir"
-// moves the state records (default /var/lib/cni/xdpfwd).
+// "mac" sets the container end's address, and over it CNI_ARGS MAC=,
+// args.cni.mac and runtimeConfig's "mac" (capability "mac"), in the
+// reference bridge plugin's order; runtimeConfig's "ips" (capability
+// "ips") reach the IPAM plugin, and ADD checks it gave them. "stateDir"
+// moves the state records (default /var/lib/cni/xdpfwd). The plugin goes
+// first in a chain: its result lists the host end (no sandbox) and the
+// container end, for portmap, bandwidth, tuning after it.
 //
 // `xdpfwd-cni install` (no CNI_COMMAND) copies the binary and a conflist
 // into the runtime's directories, for a DaemonSet's init container.
