@@ -123,8 +123,10 @@ func fetch(ns *topo.NS, addr string) ([]byte, error) {
 // TestCNIChain: xdpfwd-cni as the first plugin of a chain with Debian's
 // portmap, bandwidth and tuning, driven by cnitool at 0.3.1, 0.4.0 and
 // 1.0.0 (Debian's plugins, 1.1.1, speak up to 1.0.0), against a running
-// xdpfwd switch. prevResult reaches them as they expect: the final
-// result is at the conflist's version with xdpfwd-cni's two interfaces;
+// xdpfwd switch, the plugins on a node without ip6tables (ipv4OnlyPath).
+// prevResult reaches them as they expect: the final result is at the
+// conflist's version and begins with xdpfwd-cni's two interfaces
+// (bandwidth adds its ifb);
 // portmap's hostPort on the node's outside address, reached from another
 // namespace (not the pod), is DNAT'd to the pod through the switch;
 // bandwidth found the host end (the interface without a sandbox) and put
