@@ -376,8 +376,9 @@ func checkChained(v string, out []byte, host, sandbox string) (*current.Result, 
 // capabilities, with host-local (which takes ips as addresses asked for)
 // and static IPAM (which takes them as its addresses), at 0.3.1 and
 // 1.1.0: the pod's eth0 has that MAC and that address, the result says
-// so, runtimeConfig's mac wins over CNI_ARGS MAC=, CHECK passes, the pod
-// reaches the node through xdpfwd; DEL leaves nothing. A requested
+// so, runtimeConfig's mac wins over CNI_ARGS MAC=, CHECK passes (and
+// fails once eth0's MAC is changed), the pod reaches the node through
+// xdpfwd; DEL leaves nothing. A requested
 // address outside host-local's range is refused (by host-local) and
 // leaves nothing.
 func TestCNICapabilities(t *testing.T) {
@@ -441,6 +442,11 @@ func TestCNICapabilities(t *testing.T) {
 		if wantCode("CHECK", tc.v) == 0 {
 			if out, err := r.cnitoolEnv("check", p, capArgs); err != nil {
 				t.Errorf("%s: cnitool check: %v\n%s", name, err, out)
+			}
+			// CHECK sees eth0's MAC changed from what ADD gave.
+			ipIn(t, p, []string{"link", "set", "eth0", "address", "02:c2:80:00:00:99"})
+			if out, err := r.cnitoolEnv("check", p, capArgs); err == nil || !strings.Contains(out, "prevResult says "+tc.mac) {
+				t.Errorf("%s: cnitool check with eth0's MAC changed: %v\n%s; want a failure naming %s", name, err, out, tc.mac)
 			}
 		}
 		if out, err := r.cnitoolEnv("del", p, capArgs); err != nil {
