@@ -143,9 +143,11 @@ var ErrPortInUse = fdb.ErrInUse
 
 // SecurePort gives the link named name port security p: at once if the
 // switch forwards it already (its learned entries are forgotten), else
-// when it is added (LinkAddedAs). A MAC address another secured link has,
-// or one static on another link, is refused (wrapping ErrPortInUse); the
-// same p again is a no-op.
+// when it is added (LinkAddedAs), and again whenever a link of that name
+// is (ReleasePort ends it). A MAC address another secured link the switch
+// forwards has, or one static on another link, is refused (wrapping
+// ErrPortInUse); one a link that went had is taken over. The same p again
+// is a no-op.
 func (s *Switch) SecurePort(name string, p Port) error {
 	if name == "" {
 		return errors.New("port security: a link name is required")
@@ -160,9 +162,15 @@ func (s *Switch) SecurePort(name string, p Port) error {
 		return nil
 	}
 	for n, q := range s.ports {
-		if n != name && slices.Equal(q.MAC, p.MAC) {
+		if n == name || !slices.Equal(q.MAC, p.MAC) {
+			continue
+		}
+		if slices.Contains(s.names[:], n) {
 			return fmt.Errorf("port security for %s: MAC %s is link %s's: %w", name, p.MAC, n, ErrPortInUse)
 		}
+		// A link that went without being released (deleted with its
+		// pod, no CNI DEL yet): the pod is elsewhere now.
+		delete(s.ports, n)
 	}
 	i := slices.Index(s.names[:], name)
 	for e := range s.Table.All(s.now()) {

@@ -256,6 +256,12 @@ func TestS28SecurePortErrors(t *testing.T) {
 	if l, ok := sw.Table.Lookup(fdb.Key(s28A, 0), sw.Now()); !ok || l != 3 || !sw.Secured(3) {
 		t.Errorf("A moved to link 3: found on %d (%v), secured %v", l, ok, sw.Secured(3))
 	}
+	// A secured link that went without being released (its pod deleted,
+	// no CNI DEL yet): its address may go to another link.
+	sw.LinkRemoved(2)
+	if err := sw.SecurePort("s28pb2", modes.Port{MAC: s28B}); err != nil {
+		t.Errorf("B's address after B's link went unreleased: %v", err)
+	}
 	// A link added without port security at a secured index is not secured.
 	sw.LinkRemoved(3)
 	sw.LinkAddedAs(3, "s28plain")
@@ -274,7 +280,7 @@ func TestS28SecurePortErrors(t *testing.T) {
 		}
 	}
 	if got := len(sw.Ports()); got != 3 {
-		t.Errorf("Ports: %d, want 3 (s28pb, s28pa2, s28plain)", got)
+		t.Errorf("Ports: %v, want 3 (s28pb2, s28pa2, s28plain)", sw.Ports())
 	}
 }
 
