@@ -122,11 +122,9 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 		if ps, ok := doc.Ports[name]; ok {
 			// Secured before it is added, as it was: a link that cannot
 			// be is not added unsecured.
-			on := true
-			err := errors.New("port security kept for a daemon in another mode")
-			if p, secure, perr := cs.portFor(linkop.AddOptions{MAC: ps.MAC, IPs: ps.IPs, PortSecurity: &on}); perr != nil {
-				err = perr
-			} else if secure {
+			on := true // asked for: refused outside switch mode
+			p, _, err := cs.portFor(linkop.AddOptions{MAC: ps.MAC, IPs: ps.IPs, PortSecurity: &on})
+			if err == nil {
 				err = cs.sw.SecurePort(name, p)
 			}
 			if err != nil {

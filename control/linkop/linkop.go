@@ -1,5 +1,6 @@
 // Package linkop is the link half of xdpfwd's control protocol: the wire
-// types of `link list`, `link add NAME` and `link del NAME`, the daemon's
+// types of `link list`, `link add NAME` (with a pod's MAC and IPs, for
+// its port security) and `link del NAME`, the daemon's
 // side of it (Serve, over a Manager) and the client (Dial) that
 // `xdpfwd link` and the CNI plugin xdpfwd-cni use.
 //
