@@ -27,8 +27,9 @@ import (
 //   - with IPs, an IPv4 packet or ARP sender from another address than
 //     the port's (or 0.0.0.0, a DHCP client's or an ARP probe's), or an
 //     IPv6 packet from another than the port's, a link-local one or ::
-//     (duplicate address detection), is dropped, counted as spoofed_ip.
-//     Neighbour discovery's target addresses are not checked.
+//     (duplicate address detection), is dropped, counted as spoofed_ip;
+//     so is a neighbour advertisement for another's address (its target),
+//     unless it follows extension headers.
 //
 // The check costs a frame one atomic load of its link's guard (nil for an
 // unsecured link) and one compare; the IP check, for ports with IPs, a
@@ -118,7 +119,15 @@ func (g *guard) verdict(f []byte, src uint64) fwd.DropCause {
 			return fwd.CauseSpoofedIP
 		}
 	case 0x86dd:
-		if g.checkv && len(f) >= off+40 && !g.has6(f[off+8:off+24]) {
+		if !g.checkv || len(f) < off+40 {
+			return 0
+		}
+		if !g.has6(f[off+8 : off+24]) {
+			return fwd.CauseSpoofedIP
+		}
+		// A neighbour advertisement (ICMPv6 136 right after the
+		// header) for another's address: IPv6's ARP spoofing.
+		if f[off+6] == 58 && len(f) >= off+64 && f[off+40] == 136 && !g.has6(f[off+48:off+64]) {
 			return fwd.CauseSpoofedIP
 		}
 	}

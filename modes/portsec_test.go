@@ -65,6 +65,17 @@ func s28IPv6(dst, src net.HardwareAddr, from string) []byte {
 	return s28Eth(dst, src, 0, 0x86dd, h)
 }
 
+// s28NA is a neighbour advertisement from IPv6 address from for target.
+func s28NA(dst, src net.HardwareAddr, from, target string) []byte {
+	h := make([]byte, 40+24)
+	h[0], h[6], h[7] = 0x60, 58, 255
+	copy(h[8:], netip.MustParseAddr(from).AsSlice())
+	copy(h[24:], netip.MustParseAddr("ff02::1").AsSlice())
+	h[40] = 136
+	copy(h[48:], netip.MustParseAddr(target).AsSlice())
+	return s28Eth(dst, src, 0, 0x86dd, h)
+}
+
 // s28Switch is a switch of four links: 0 the uplink, 1 pod A and 2 pod B
 // (secured, added by name as the daemon adds a pod's link), 3 an
 // unsecured link.
@@ -125,6 +136,9 @@ func TestS28PortSecurityVerdicts(t *testing.T) {
 		{"B's IPv6 DAD from ::", s28IPv6(s28Host, s28B, "::"), 2, fwd.VerdictForward, 0, 0},
 		{"B's IPv6 with A's address", s28IPv6(s28Host, s28B, "2001:db8::2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"A's IPv6 with its own", s28IPv6(s28Host, s28A, "2001:db8::2"), 1, fwd.VerdictForward, 0, 0},
+		{"A advertises its own IPv6 address", s28NA(s28Bcast, s28A, "fe80::28:ff:fe00:a", "2001:db8::2"), 1, fwd.VerdictFlood, all, 0},
+		{"A advertises its link-local one", s28NA(s28Bcast, s28A, "fe80::28:ff:fe00:a", "fe80::28:ff:fe00:a"), 1, fwd.VerdictFlood, all, 0},
+		{"A advertises the host's address", s28NA(s28Bcast, s28A, "fe80::28:ff:fe00:a", "2001:db8::1"), 1, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"link 3 (unsecured) with any IP", s28IPv4(s28Host, net.HardwareAddr{0x02, 3, 3, 3, 3, 3}, 0, "10.99.0.2"), 3, fwd.VerdictForward, 0, 0},
 	} {
 		pkts := []fwd.Packet{{Data: c.data, Len: len(c.data), Link: c.in}}
