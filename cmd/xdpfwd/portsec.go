@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
@@ -63,8 +64,8 @@ func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 	if err != nil {
 		return linkop.Refused(fmt.Errorf("link add %s: %w", name, err))
 	}
-	if !secure {
-		return d.Add(name)
+	if !secure || slices.Contains(d.cs.given, name) {
+		return d.Add(name) // a --link link is forwarded already, never secured
 	}
 	sw := d.cs.sw
 	return d.change("add", name, func(lm linkop.LinkManager, name string) error {
