@@ -8,7 +8,8 @@
 // written by compare-and-swap and read by one atomic load, so a lookup
 // returns a link only together with the address it was learned for, and a
 // learn changes a link only if the entry is still the one it read.
-// AddStatic is for setup, before traffic.
+// AddStatic and Pin may be called while traffic is learned; a static
+// entry is never moved or evicted by learning.
 package fdb
 
 import (
@@ -264,20 +265,21 @@ retry:
 }
 
 // dedup removes the other copy of an address that a worker learning it at
-// the same instant may have put in another slot of its bucket: the copy in
-// the lowest slot stays, whoever looks. Lookup and Learn use the first
-// copy, so a second one would only resurface, stale, once the first went.
+// the same instant may have put in another slot of its bucket: a static
+// copy stays (pin wrote it meanwhile), else the copy in the lowest slot,
+// whoever looks. Lookup and Learn use the first copy, so a second one
+// would only resurface, stale, once the first went.
 func (t *Table) dedup(b *bucket, mine int, want uint64) {
 	for j := range b {
 		w := b[j].w.Load()
-		if j == mine || w&^valMask != want || w&staticBit != 0 {
+		if j == mine || w&^valMask != want {
 			continue
 		}
 		drop := j
-		if j < mine {
+		if j < mine || w&staticBit != 0 {
 			drop, w = mine, b[mine].w.Load()
-			if w&^valMask != want {
-				return // already gone
+			if w&^valMask != want || w&staticBit != 0 {
+				return // already gone, or pinned since
 			}
 		}
 		if b[drop].w.CompareAndSwap(w, 0) {
@@ -287,12 +289,33 @@ func (t *Table) dedup(b *bucket, mine int, want uint64) {
 	}
 }
 
-// ErrFull is returned by AddStatic when the address's bucket holds only
-// static entries.
+// ErrFull is returned by AddStatic and Pin when the address's bucket
+// holds only static entries.
 var ErrFull = errors.New("fdb: bucket full of static entries")
 
-// AddStatic pins mac on vlan to link: never aged, never moved.
+// ErrInUse is returned by Pin when the address is static on another link.
+var ErrInUse = errors.New("fdb: address pinned to another link")
+
+// AddStatic pins mac on vlan to link: never aged, never moved, whatever
+// entry the address had (an operator's --fdb-static overrides).
 func (t *Table) AddStatic(mac net.HardwareAddr, vlan uint16, link int) error {
+	return t.pin(mac, vlan, link, false)
+}
+
+// Pin is AddStatic for a port's own address (a switch's port security):
+// an address static on another link already is refused (ErrInUse), so
+// that no port takes over another's address by claiming it. Pinning it
+// to its own link again is a no-op.
+func (t *Table) Pin(mac net.HardwareAddr, vlan uint16, link int) error {
+	return t.pin(mac, vlan, link, true)
+}
+
+// pin writes the static entry while workers may be learning: with a
+// compare-and-swap of the word it read, like learn, and then takes out
+// any learned copy of the address a worker put in another slot of the
+// bucket meanwhile (learn's dedup does the same from its side), so that
+// the static entry is the only one of its address.
+func (t *Table) pin(mac net.HardwareAddr, vlan uint16, link int, exclusive bool) error {
 	if len(mac) != 6 {
 		return fmt.Errorf("fdb: static entry %q: not a 6-byte MAC address", mac)
 	}
@@ -301,20 +324,48 @@ func (t *Table) AddStatic(mac net.HardwareAddr, vlan uint16, link int) error {
 	}
 	b, want := t.find(Key(mac, vlan))
 	nw := want | staticBit | uint64(link)
-	// The address's own slot, else an empty one, else a learned one.
-	for _, ok := range []func(w uint64) bool{
-		func(w uint64) bool { return w&^valMask == want },
-		func(w uint64) bool { return w == 0 },
-		func(w uint64) bool { return w&staticBit == 0 },
-	} {
+	for range 64 { // each retry follows a learner's write: they are few
+		// The address's own slot, else an empty one, else the stalest
+		// learned one.
+		at, aw := -1, uint64(0)
+		stalest := int64(1<<63 - 1)
 		for i := range b {
-			if ok(b[i].w.Load()) {
-				b[i].w.Store(nw)
-				return nil
+			w := b[i].w.Load()
+			if w&^valMask == want {
+				if w&staticBit != 0 && w != nw && exclusive {
+					return fmt.Errorf("%w: %s vlan %d is static on link %d", ErrInUse, mac, vlan, w&linkMask)
+				}
+				at, aw = i, w
+				break
+			}
+			switch {
+			case w == 0:
+				if aw != 0 || at < 0 {
+					at, aw, stalest = i, 0, -1<<63
+				}
+			case w&staticBit == 0:
+				if seen := b[i].seen.Load(); seen < stalest {
+					at, aw, stalest = i, w, seen
+				}
 			}
 		}
+		if at < 0 {
+			return fmt.Errorf("%w: %s vlan %d", ErrFull, mac, vlan)
+		}
+		if aw == nw {
+			return nil
+		}
+		if !b[at].w.CompareAndSwap(aw, nw) {
+			continue
+		}
+		for j := range b {
+			if w := b[j].w.Load(); j != at && w&^valMask == want && w&staticBit == 0 {
+				b[j].w.CompareAndSwap(w, 0)
+			}
+		}
+		return nil
 	}
-	return fmt.Errorf("%w: %s vlan %d", ErrFull, mac, vlan)
+	return fmt.Errorf("fdb: static entry %s vlan %d: the bucket kept changing", mac, vlan)
 }
 
 // Entry is one address the table knows.

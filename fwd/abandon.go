@@ -16,13 +16,15 @@ import (
 type dropReason uint8
 
 const (
-	dropRejected    dropReason = iota // rxring refused it (rx_bad_descs, rx_too_many_frags): counted there
-	dropTruncated                     // rx_truncated
-	dropHandler                       // handler_drops
-	dropNoRoom                        // tx_no_layout
-	dropHandoffFull                   // handoff_full
-	dropTXFull                        // tx_full
-	dropAtStop                        // dropped_at_stop
+	dropRejected      dropReason = iota // rxring refused it (rx_bad_descs, rx_too_many_frags): counted there
+	dropTruncated                       // rx_truncated
+	dropHandler                         // handler_drops
+	dropNoRoom                          // tx_no_layout
+	dropHandoffFull                     // handoff_full
+	dropTXFull                          // tx_full
+	dropAtStop                          // dropped_at_stop
+	dropSpoofedSource                   // spoofed_source: the Handler's DropFor(CauseSpoofedSource)
+	dropSpoofedIP                       // spoofed_ip: DropFor(CauseSpoofedIP)
 	numDropReasons
 )
 
@@ -34,14 +36,20 @@ var drops = [numDropReasons]struct {
 	name string
 	tx   bool
 }{
-	dropRejected:    {}, // rxring's counters: rx_bad_descs, rx_too_many_frags
-	dropTruncated:   {DropRXTruncated, false},
-	dropHandler:     {DropHandler, false},
-	dropNoRoom:      {DropTXNoRoom, true},
-	dropHandoffFull: {DropHandoffFull, true},
-	dropTXFull:      {DropTXFull, true},
-	dropAtStop:      {DropAtStop, true},
+	dropRejected:      {}, // rxring's counters: rx_bad_descs, rx_too_many_frags
+	dropTruncated:     {DropRXTruncated, false},
+	dropHandler:       {DropHandler, false},
+	dropNoRoom:        {DropTXNoRoom, true},
+	dropHandoffFull:   {DropHandoffFull, true},
+	dropTXFull:        {DropTXFull, true},
+	dropAtStop:        {DropAtStop, true},
+	dropSpoofedSource: {DropSpoofedSource, false},
+	dropSpoofedIP:     {DropSpoofedIP, false},
 }
+
+// causeDrops are the reasons of a Handler's DropFor causes; 0 (a plain
+// Drop, or no verdict) is handler_drops.
+var causeDrops = [numCauses]dropReason{0: dropHandler, CauseSpoofedSource: dropSpoofedSource, CauseSpoofedIP: dropSpoofedIP}
 
 // dropCodes are the reasons' capture codes: their names. dropRejected's
 // is told apart by tapRejected.

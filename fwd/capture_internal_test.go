@@ -144,6 +144,9 @@ func TestAbandonReceived(t *testing.T) {
 	}{
 		{"handler drops", verdict((*Packet).Drop), 0, "[0/0/drop/handler_drops]", DropHandler},
 		{"flood to its own link only", verdict(func(p *Packet) { p.Flood(LinkSet(0).Add(0)) }), 0, "[0/0/drop/handler_drops]", DropHandler},
+		{"spoofed source", verdict(func(p *Packet) { p.DropFor(CauseSpoofedSource) }), 0, "[0/0/drop/spoofed_source]", DropSpoofedSource},
+		{"spoofed IP", verdict(func(p *Packet) { p.DropFor(CauseSpoofedIP) }), 0, "[0/0/drop/spoofed_ip]", DropSpoofedIP},
+		{"a drop after a forward", verdict(func(p *Packet) { p.Forward(1); p.Drop() }), 0, "[0/0/drop/handler_drops]", DropHandler},
 		{"truncated, cross-connect", nil, 1000, "[0/0/drop/rx_truncated]", DropRXTruncated},
 		{"truncated, handler", verdict(func(p *Packet) { p.Forward(1) }), 1000, "[0/0/drop/rx_truncated]", DropRXTruncated},
 	}
@@ -178,8 +181,10 @@ func TestAbandonReceived(t *testing.T) {
 				t.Errorf("drop records %v, want %s", got, tc.want)
 			}
 			counted := map[string]uint64{
-				DropHandler:     in.stats.load(cDrops + count(dropHandler)),
-				DropRXTruncated: in.stats.load(cDrops + count(dropTruncated)),
+				DropHandler:       in.stats.load(cDrops + count(dropHandler)),
+				DropRXTruncated:   in.stats.load(cDrops + count(dropTruncated)),
+				DropSpoofedSource: in.stats.load(cDrops + count(dropSpoofedSource)),
+				DropSpoofedIP:     in.stats.load(cDrops + count(dropSpoofedIP)),
 			}
 			for name, v := range counted {
 				if want := map[bool]uint64{true: 1}[name == tc.counter]; v != want {

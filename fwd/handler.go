@@ -82,7 +82,35 @@ func AllLinks(n int) LinkSet {
 }
 
 // Drop drops the packet (counted as handler_drops on its input link).
-func (p *Packet) Drop() { p.verdict = VerdictDrop }
+func (p *Packet) Drop() { p.verdict, p.out = VerdictDrop, 0 }
+
+// DropCause is why a Handler drops a packet when the reason deserves a
+// counter of its own (DropFor): a policy's refusals are told apart from
+// a sink's or a filter's drops.
+type DropCause uint8
+
+const (
+	// CauseSpoofedSource: a frame whose source MAC address its link may
+	// not use (modes.Switch's port security): spoofed_source.
+	CauseSpoofedSource DropCause = iota + 1
+	// CauseSpoofedIP: a frame whose sender IP address (ARP, IPv4, IPv6)
+	// its link may not use: spoofed_ip.
+	CauseSpoofedIP
+	numCauses
+)
+
+// DropFor drops the packet, counted on its input link under cause's
+// reason (DropSpoofedSource, DropSpoofedIP) instead of handler_drops.
+func (p *Packet) DropFor(c DropCause) { p.verdict, p.out = VerdictDrop, LinkSet(c) }
+
+// Cause is the cause DropFor gave the packet, 0 for any other verdict:
+// for tests of a Handler.
+func (p *Packet) Cause() DropCause {
+	if p.verdict != VerdictDrop || p.out >= LinkSet(numCauses) {
+		return 0
+	}
+	return DropCause(p.out)
+}
 
 // Forward sends the packet out of link i.
 func (p *Packet) Forward(i int) { p.verdict, p.out = VerdictForward, LinkSet(i) }

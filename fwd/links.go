@@ -60,6 +60,14 @@ type LinkObserver interface {
 	LinkRemoved(i int)
 }
 
+// LinkNameObserver is what a LinkObserver may also implement to hear an
+// added link's name with its index, for state it was given by name
+// (modes.Switch's port security): LinkAddedAs(i, name) is called in place
+// of LinkAdded(i), before any packet from or to the link.
+type LinkNameObserver interface {
+	LinkAddedAs(i int, name string)
+}
+
 // linkRemoveDrain bounds how long the workers wait, while a link is
 // removed, for the kernel to complete what the link's TX rings hold (a
 // link that is down or deleted never does: what is left is taken back
@@ -415,7 +423,9 @@ func (f *Forwarder) addLink(name string) error {
 	}
 	f.statsMu.Unlock()
 	locked = false
-	if o, ok := f.handler.(LinkObserver); ok {
+	if o, ok := f.handler.(LinkNameObserver); ok {
+		o.LinkAddedAs(i, name)
+	} else if o, ok := f.handler.(LinkObserver); ok {
 		o.LinkAdded(i)
 	}
 	// Worker q reads RX queues q, q+W, … and sends on TX queue q, as at

@@ -216,7 +216,8 @@ func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch, p *rxPkt) bool {
 }
 
 // carryOut does what verdict v says for p. A verdict naming no link the
-// forwarder has, or none at all, drops the packet (handler_drops).
+// forwarder has, or none at all, drops the packet (handler_drops); a
+// drop with a cause (DropFor) is counted under the cause's reason.
 func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 	switch v.v {
 	case VerdictForward:
@@ -231,7 +232,11 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 		w.flood(p, v.out, b)
 		return
 	}
-	w.abandon(lost{why: dropHandler, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
+	why := dropHandler
+	if v.v == VerdictDrop && v.out < LinkSet(numCauses) { // DropFor's cause
+		why = causeDrops[v.out]
+	}
+	w.abandon(lost{why: why, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
 }
 
 // choose is the flow choice for p: with one queue, this worker's; with

@@ -117,6 +117,8 @@ const (
 	DropHandler       = "handler_drops"            // the Handler dropped it (sink mode, a filter), gave no verdict, or changed its Len
 	DropTXFull        = "tx_full"                  // a Handler sent it to a TX queue with no room: its link down
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
+	DropSpoofedSource = "spoofed_source"           // a Handler's policy: a source MAC address its link may not use (switch port security)
+	DropSpoofedIP     = "spoofed_ip"               // a Handler's policy: a sender IP address its link may not use (switch port security)
 )
 
 // KernelDrops are the drop reasons read from the kernel's XDP_STATISTICS:

@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,7 +57,9 @@ func (sink) Promiscuous() bool { return false }
 // broadcast, multicast and unknown unicast frames to every other link.
 // Like a bridge without STP, it needs a loop-free topology: a loop would
 // flood frames round it for ever. An address that shows up on another link
-// is relearned there and counted (Stats().Moves: MAC flaps).
+// is relearned there and counted (Stats().Moves: MAC flaps). A link given
+// port security (SecurePort) sends only from its own address, which no
+// other link takes over (portsec.go).
 type Switch struct {
 	Table *fdb.Table
 	// links is how many links it floods to: as many as it was made
@@ -64,6 +67,15 @@ type Switch struct {
 	// out of a flood the links it no longer has.
 	links atomic.Int32
 	now   func() int64
+
+	// guards are the links' port security (portsec.go), nil for a link
+	// without: read per frame, written when a link is added or secured.
+	guards [fwd.MaxLinks]atomic.Pointer[guard]
+	// mu guards ports, the port security given by link name, and names,
+	// the names of the links added (LinkAddedAs) by index.
+	mu    sync.Mutex
+	ports map[string]Port
+	names [fwd.MaxLinks]string
 }
 
 // NewSwitch returns a switch over links links whose table holds size
@@ -95,7 +107,16 @@ func (s *Switch) LinkAdded(i int) {
 // pinned) on link i are forgotten, so that frames for them are flooded
 // until they are learned again where they went, and none is sent to a
 // link given index i later.
-func (s *Switch) LinkRemoved(i int) { s.Table.Forget(i) }
+//
+// A secured link's guard goes with it: the index is unsecured until a
+// link added at it says otherwise (LinkAddedAs).
+func (s *Switch) LinkRemoved(i int) {
+	s.mu.Lock()
+	s.guards[i].Store(nil)
+	s.names[i] = ""
+	s.mu.Unlock()
+	s.Table.Forget(i)
+}
 
 // Every link a frame arrives on fits in a table entry.
 var _ [fdb.MaxLinks - fwd.MaxLinks]struct{}
@@ -132,8 +153,16 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			continue
 		}
 		vlan := vlanOf(f)
-		if f[6]&1 == 0 { // a multicast source is invalid: never learned
-			s.Table.Learn(fdb.Key(f[6:12], vlan), p.Link, now)
+		src := fdb.Key(f[6:12], vlan)
+		if g := s.guards[uint(p.Link)%fwd.MaxLinks].Load(); g != nil {
+			// A secured port: its own address, pinned, and nothing
+			// else (portsec.go).
+			if c := g.verdict(f, src); c != 0 {
+				p.DropFor(c)
+				continue
+			}
+		} else if f[6]&1 == 0 { // a multicast source is invalid: never learned
+			s.Table.Learn(src, p.Link, now)
 		}
 		if f[0]&1 != 0 { // broadcast and multicast
 			p.Flood(all)

@@ -346,7 +346,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return daemonErr(conf, "add "+host, err)
 	}
 	defer d.Close()
-	if err = d.AddLink(host); err != nil && !errors.Is(err, linkop.ErrExists) {
+	// The pod's MAC and IPs: the daemon's switch secures its port.
+	podIPs := make([]net.IP, 0, len(res.IPs))
+	for _, ipc := range res.IPs {
+		podIPs = append(podIPs, ipc.Address.IP)
+	}
+	if err = d.AddLinkWith(host, linkop.PodOptions(contIf.HardwareAddr, podIPs)); err != nil && !errors.Is(err, linkop.ErrExists) {
 		return daemonErr(conf, "add "+host, err)
 	}
 	if err = step("daemon"); err != nil {

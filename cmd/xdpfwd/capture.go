@@ -19,6 +19,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/cbpf"
 	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/modes"
 	"github.com/xdpfwd/xdpfwd/pcapng"
 )
 
@@ -269,6 +270,11 @@ type controlSocket struct {
 	fw   atomic.Pointer[fwd.Forwarder]
 	mode string // for link list, and to refuse link ops in xconnect
 	log  *slog.Logger
+	// sw is the switch of --mode switch (nil in the others), whose ports
+	// links added with a pod's MAC are (portsec.go); portSecurity is
+	// --port-security on: secure them unless the add says otherwise.
+	sw           *modes.Switch
+	portSecurity bool
 
 	// linkOps is held by each link change made over the socket and by a
 	// reload's read and change of the links (reloader.linkOps), and

@@ -27,6 +27,8 @@ var dropMeaning = map[string]string{
 	fwd.DropHandler:       "the mode's handler dropped it (sink, a filter, a switch's frame for the link it came from)",
 	fwd.DropTXFull:        "sent to a TX queue with no room: the link down or slower than its input",
 	fwd.DropXDPPass:       "the XDP program passed it to the kernel's stack: no socket yet, or none any more (before start, after stop)",
+	fwd.DropSpoofedSource: "switch port security: a pod's link sent a frame from a MAC address (or an ARP sender address) not its own",
+	fwd.DropSpoofedIP:     "switch port security: a pod's link sent a packet from an IP address not its own",
 }
 
 // countedDrop reports whether a reason's packets are in TotalDrops:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,12 +19,19 @@ import (
 )
 
 const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
-       xdpfwd link add NAME [--control PATH]
+       xdpfwd link add NAME [--mac MAC [--ip IP]...] [--port-security on|off] [--control PATH]
        xdpfwd link del NAME [--control PATH]
 
 Lists a running xdpfwd's links (with their packet counters), or asks it to
 forward one more link or to stop forwarding one, over its control socket.
 In xconnect mode the links stay the two it started with.
+
+A switch's link added with --mac (a pod's veth: the pod's MAC, not the
+host end's) has port security unless the daemon runs with
+--port-security off or the add says --port-security off: frames from
+another source MAC are dropped (spoofed_source), the MAC is pinned to the
+link, nothing else is learned there; with --ip, packets and ARP from
+other IP addresses are dropped too (spoofed_ip).
 
 `
 
@@ -33,6 +41,11 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	path := fs.String("control", "", "the daemon's control socket (default: the only socket in "+control.Dir+")")
 	asJSON := fs.Bool("json", false, "list: print the daemon's answer as JSON")
+	var opts linkop.AddOptions
+	var ips listFlag
+	fs.StringVar(&opts.MAC, "mac", "", "add: the pod's MAC address, the only source its link may send from (port security)")
+	fs.Var(&ips, "ip", "add: an IP address of the pod, the only ones it may send from (repeat; port security)")
+	portSec := fs.String("port-security", "", "add: on or off, for this link, over the daemon's --port-security (on needs --mac)")
 	help := func() error {
 		fmt.Fprint(stderr, linkUsage)
 		fs.SetOutput(stderr)
@@ -72,10 +85,18 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		if err := linkop.CheckName(name); err != nil {
 			return usageError{fmt.Sprintf("link %s: %v", op, err)}
 		}
+		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "") {
+			return usageError{"link del: --mac, --ip and --port-security are for add"}
+		}
 	case "help":
 		return help()
 	default:
 		return usageError{fmt.Sprintf("link: unknown subcommand %q: want list, add or del", op)}
+	}
+	if op == "add" {
+		if err := addOptions(&opts, ips, *portSec); err != nil {
+			return usageError{"link add: " + err.Error()}
+		}
 	}
 	if *path == "" {
 		p, err := control.Find(nil)
@@ -91,7 +112,7 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	switch op {
 	case "add":
-		err = c.AddLink(name)
+		err = c.AddLinkWith(name, opts)
 	case "del":
 		err = c.DelLink(name)
 	default:
@@ -109,6 +130,36 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		return usageError{msg}
 	}
 	return err
+}
+
+// addOptions checks link add's port security flags into o: the daemon
+// checks them again, but a typo is the command line's to report.
+func addOptions(o *linkop.AddOptions, ips []string, portSec string) error {
+	if o.MAC != "" {
+		if m, err := net.ParseMAC(o.MAC); err != nil || len(m) != 6 {
+			return fmt.Errorf("--mac %q: not an Ethernet address (aa:bb:cc:dd:ee:ff)", o.MAC)
+		}
+	}
+	for _, a := range ips {
+		if _, err := netip.ParseAddr(a); err != nil {
+			if _, perr := netip.ParsePrefix(a); perr != nil {
+				return fmt.Errorf("--ip %q: not an IP address", a)
+			}
+		}
+	}
+	o.IPs = ips
+	switch portSec {
+	case "":
+	case "on", "off":
+		on := portSec == "on"
+		if on && o.MAC == "" {
+			return errors.New("--port-security on needs --mac (the pod's address)")
+		}
+		o.PortSecurity = &on
+	default:
+		return fmt.Errorf("--port-security %q: want on or off", portSec)
+	}
+	return nil
 }
 
 func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
@@ -188,7 +239,11 @@ func (d daemonLinks) Add(name string) error {
 }
 
 func (d daemonLinks) Del(name string) error {
-	return d.change("del", name, linkop.LinkManager.RemoveLink)
+	return d.change("del", name, func(lm linkop.LinkManager, name string) error {
+		err := lm.RemoveLink(name)
+		d.cs.releasePort(name, err)
+		return err
+	})
 }
 
 // defaultRebuildWait bounds how long a link request waits for the

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 // The links added over the control socket (a node's pods, by the CNI
@@ -20,7 +22,8 @@ import (
 // their veths outlive it, and nothing else would add them back. The file
 // lives where the socket does (/run: a reboot, which takes the veths,
 // takes it too), belongs to the daemon that holds the socket, and lists
-// names only: a link it names that no longer exists is skipped at start.
+// names, with the port security of those that have it (a pod's MAC and
+// IPs): a link it names that no longer exists is skipped at start.
 
 // linkStateFile is the file of the links added over the socket at path.
 func linkStateFile(socket string) string { return socket + ".links" }
@@ -29,6 +32,16 @@ func linkStateFile(socket string) string { return socket + ".links" }
 type linkStateDoc struct {
 	// Added are the links added over the control socket, in index order.
 	Added []string `json:"added"`
+	// Ports are the port security of those that have it (a pod's MAC
+	// and IPs), by name: a link added back is secured as it was. An
+	// older file has none.
+	Ports map[string]portState `json:"ports,omitempty"`
+}
+
+// portState is a modes.Port as the file keeps it.
+type portState struct {
+	MAC string   `json:"mac"`
+	IPs []string `json:"ips,omitempty"`
 }
 
 // saveLinks writes the links f forwards beyond given (the --link links)
@@ -38,9 +51,23 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 		return nil
 	}
 	doc := linkStateDoc{Added: []string{}}
+	var ports map[string]modes.Port
+	if cs.sw != nil {
+		ports = cs.sw.Ports()
+	}
 	for _, n := range f.Links() {
 		if n != "" && !slices.Contains(given, n) {
 			doc.Added = append(doc.Added, n)
+			if p, ok := ports[n]; ok {
+				if doc.Ports == nil {
+					doc.Ports = map[string]portState{}
+				}
+				ps := portState{MAC: p.MAC.String()}
+				for _, a := range p.IPs {
+					ps.IPs = append(ps.IPs, a.String())
+				}
+				doc.Ports[n] = ps
+			}
 		}
 	}
 	b, err := json.Marshal(doc)
@@ -92,7 +119,21 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 			logger.Info("link added before the restart is gone: not added back", "link", name)
 			continue
 		}
+		if ps, ok := doc.Ports[name]; ok {
+			// Secured before it is added, as it was: a link that cannot
+			// be is not added unsecured.
+			on := true // asked for: refused outside switch mode
+			p, _, err := cs.portFor(linkop.AddOptions{MAC: ps.MAC, IPs: ps.IPs, PortSecurity: &on})
+			if err == nil {
+				err = cs.sw.SecurePort(name, p)
+			}
+			if err != nil {
+				logger.Error("link added before the restart: not added back, its port security cannot be restored", "link", name, "err", err)
+				continue
+			}
+		}
 		if err := f.AddLink(name); err != nil {
+			cs.releasePort(name, nil)
 			logger.Error("link added before the restart: not added back", "link", name, "err", err)
 			continue
 		}

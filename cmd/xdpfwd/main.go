@@ -158,6 +158,9 @@ type fwdFlags struct {
 	fdbAge    time.Duration
 	fdbSize   int
 	fdbStatic listFlag
+	// portSecurity is --port-security: on (the default) secures the links
+	// added over the control socket with their pod's MAC.
+	portSecurity string
 	// sw is the switch of --mode switch, once config built it.
 	sw *modes.Switch
 	// sink is the counting sink of --mode sink.
@@ -197,6 +200,7 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 	fs.IntVar(&ff.maxLinks, "max-links", -1, fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. -1 (default): %d in those modes; 0: the --link links only", defaultMaxLinks))
 	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
 	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
+	fs.StringVar(&ff.portSecurity, "port-security", "on", "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured")
 	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
 	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
 }
@@ -343,6 +347,9 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	}
 	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
 		return fmt.Errorf("--fdb-static is for --mode switch")
+	}
+	if ff.portSecurity != "on" && ff.portSecurity != "off" {
+		return fmt.Errorf("--port-security %q: want on or off", ff.portSecurity)
 	}
 	if m != modes.MACMode && len(ff.ethPeer) > 0 {
 		return fmt.Errorf("--eth-peer is for --mode mac")
@@ -615,6 +622,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		}
 		if ctl.mode == "" { // once: handlers read it from the first serve on
 			ctl.mode = ff.mode
+			ctl.sw, ctl.portSecurity = ff.sw, ff.portSecurity == "on"
 		}
 		if err := ctl.serve(*controlPath, cfg.Links, f, logger); err != nil {
 			f.Close()

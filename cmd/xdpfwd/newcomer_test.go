@@ -184,7 +184,7 @@ func TestDropReasons(t *testing.T) {
 	}
 	for _, r := range []string{fwd.DropRXDropped, fwd.DropRXRingFull, fwd.DropFillRingEmpty, fwd.DropRXInvalid, fwd.DropTXInvalid,
 		fwd.DropUMEMExhausted, fwd.DropRXBadDesc, fwd.DropTXNoRoom, fwd.DropHandoffFull, fwd.DropRXTooLong, fwd.DropAtStop,
-		fwd.DropHandler, fwd.DropTXFull, fwd.DropXDPPass} {
+		fwd.DropHandler, fwd.DropTXFull, fwd.DropXDPPass, fwd.DropSpoofedSource, fwd.DropSpoofedIP} {
 		if dropMeaning[r] == "" {
 			t.Errorf("drop reason %s has no meaning to print", r)
 		}

@@ -15,7 +15,7 @@ var flagGroups = []struct {
 	title string
 	flags []string
 }{
-	{"links and mode", []string{"link", "mode", "eth-peer", "fdb-size", "fdb-age", "fdb-static", "xdp-mode", "zerocopy", "hugepages"}},
+	{"links and mode", []string{"link", "mode", "eth-peer", "fdb-size", "fdb-age", "fdb-static", "port-security", "xdp-mode", "zerocopy", "hugepages"}},
 	{"queues and rings", []string{"queues", "frame-size", "multi-buffer", "ring-size", "added-ring-size", "max-umem", "xps", "xps-asymmetric", "flow-table-size", "cpus", "spin", "coalesce", "busy-poll"}},
 	{"TX paths", []string{"inline-max", "frag-order", "max-tx-frags", "complete-checksums"}},
 	{"operations", []string{"force", "wait-for-links", "stats-interval", "summary", "metrics", "control", "config", "log-format", "log-level"}},

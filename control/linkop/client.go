@@ -47,12 +47,33 @@ func (c *Client) ListLinks() (List, error) {
 // ErrExists, ErrNoSuchLink, ErrUnsupported, ErrFull, ErrMTU or a
 // *RequestError (a refusal: the request cannot be met as it is) where
 // they apply; any other is a failure to answer it (try again).
-func (c *Client) AddLink(name string) error {
+func (c *Client) AddLink(name string) error { return c.AddLinkWith(name, AddOptions{}) }
+
+// AddLinkWith is AddLink with options: the port security of a pod's link
+// (its MAC and IPs). An older daemon, which knows none of them, adds the
+// link without; one that finds them wrong refuses (a *RequestError).
+func (c *Client) AddLinkWith(name string, o AddOptions) error {
 	if err := CheckName(name); err != nil {
 		return &RequestError{"link add: " + err.Error()}
 	}
-	_, err := c.do(Request{Op: OpAdd, Name: name}, AddTimeout)
+	_, err := c.do(Request{Op: OpAdd, Name: name, AddOptions: o}, AddTimeout)
 	return err
+}
+
+// PodOptions are the options of a pod's link: its MAC address and its IP
+// addresses, for the daemon's switch to secure its port (unless the
+// daemon runs with --port-security off).
+func PodOptions(mac net.HardwareAddr, ips []net.IP) AddOptions {
+	o := AddOptions{MAC: mac.String()}
+	if len(mac) == 0 {
+		o.MAC = ""
+	}
+	for _, a := range ips {
+		if a != nil {
+			o.IPs = append(o.IPs, a.String())
+		}
+	}
+	return o
 }
 
 // DelLink asks the daemon to stop forwarding the link name. An error

@@ -1,5 +1,6 @@
 // Package linkop is the link half of xdpfwd's control protocol: the wire
-// types of `link list`, `link add NAME` and `link del NAME`, the daemon's
+// types of `link list`, `link add NAME` (with a pod's MAC and IPs, for
+// its port security) and `link del NAME`, the daemon's
 // side of it (Serve, over a Manager) and the client (Dial) that
 // `xdpfwd link` and the CNI plugin xdpfwd-cni use.
 //
@@ -34,7 +35,29 @@ func IsOp(op string) bool { return op == OpList || op == OpAdd || op == OpDel }
 type Request struct {
 	Op   string `json:"op"`
 	Name string `json:"name,omitempty"` // the link, for add and del
+	// AddOptions, for add: none from an older client.
+	AddOptions
 }
+
+// AddOptions are what an add may say about the link beyond its name: the
+// port security of a pod's link (a switch's: modes.Switch.SecurePort).
+// The CNI plugin gives the pod's MAC and IP addresses; the daemon secures
+// the link when it has a MAC and PortSecurity, or else its default
+// (xdpfwd run --port-security), says so. An older daemon ignores them.
+type AddOptions struct {
+	// MAC is the pod's Ethernet address (aa:bb:cc:dd:ee:ff): the only
+	// source address the link's frames may carry.
+	MAC string `json:"mac,omitempty"`
+	// IPs are the pod's IP addresses (without prefix length): the only
+	// ones its packets and ARP may come from; none: any.
+	IPs []string `json:"ips,omitempty"`
+	// PortSecurity turns port security on or off for this link; nil:
+	// the daemon's default, which needs MAC.
+	PortSecurity *bool `json:"port_security,omitempty"`
+}
+
+// Empty reports whether o says nothing: an add as older clients make it.
+func (o AddOptions) Empty() bool { return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil }
 
 // Reply is the daemon's answer to one Request.
 type Reply struct {
@@ -158,6 +181,13 @@ type Manager interface {
 	Del(name string) error
 }
 
+// OptionsManager is a Manager that takes an add's options: Serve calls
+// AddWith for an add that has any. A plain Manager's Add is given the
+// name alone, as an older daemon reads the request.
+type OptionsManager interface {
+	AddWith(name string, o AddOptions) error
+}
+
 // CheckName says what is wrong with a link name, if anything: a Linux
 // interface name is 1..15 bytes, without '/', ':' or white space.
 func CheckName(name string) error {
@@ -181,10 +211,10 @@ const (
 	AddTimeout  = 30 * time.Second
 )
 
-// MaxLine bounds a request line, newline included: the longest,
-// {"op":"link.add","name":"..."} with a name of 15 bytes, is under 64
-// bytes; 4 KiB leaves room for fields to come and is what a connection
-// holds to read them (bufio's default).
+// MaxLine bounds a request line, newline included: an add with a name of
+// 15 bytes, a MAC and a few IP addresses is under 512 bytes; 4 KiB leaves
+// room for dozens of addresses and is what a connection holds to read
+// them (bufio's default).
 const MaxLine = 4 << 10
 
 // Serve answers conn's requests from m until the client closes its side
@@ -242,9 +272,13 @@ func answer(req Request, m Manager) Reply {
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
 		}
-		if req.Op == OpAdd {
+		om, withOpts := m.(OptionsManager)
+		switch {
+		case req.Op == OpAdd && !req.AddOptions.Empty() && withOpts:
+			err = om.AddWith(req.Name, req.AddOptions)
+		case req.Op == OpAdd:
 			err = m.Add(req.Name)
-		} else {
+		default:
 			err = m.Del(req.Name)
 		}
 	default:
