@@ -26,8 +26,8 @@ import (
 // host-local handing out a range of its own.
 const (
 	n28Subnet = "10.28.0.0/16"
-	n28Net    = "n28"      // the network's name, the same on both nodes
-	n28Uplink = "n28up"    // each node's end of the wire
+	n28Net    = "n28"   // the network's name, the same on both nodes
+	n28Uplink = "n28up" // each node's end of the wire
 	n28FDBAge = 4 * time.Second
 	n28Pods   = 2 // per node
 )
