@@ -10,17 +10,20 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
 
-const installUsage = `usage: xdpfwd-cni install --conflist FILE [--bin-dir DIR] [--conf-dir DIR]
+const installUsage = `usage: xdpfwd-cni install (--conflist FILE | --plugin-only) [--bin-dir DIR] [--conf-dir DIR]
                           [--wait-for-daemon SOCKET [--timeout D]] [--sleep]
 
 Installs this binary as DIR/xdpfwd-cni (default /opt/cni/bin) and FILE, a
 CNI network configuration list, into --conf-dir (default /etc/cni/net.d),
 each written beside its place and renamed into it, so that a runtime never
-reads half a file. The image has no shell to copy with.
+reads half a file. The image has no shell to copy with. --plugin-only
+installs the binary alone, for networks defined elsewhere (Multus's
+NetworkAttachmentDefinitions).
 
 --wait-for-daemon SOCKET installs only once the xdpfwd on that control
 socket is available, as the plugin's STATUS judges it (it answers, takes
@@ -30,7 +33,7 @@ after D (exit 1, nothing installed); 0, the default, waits for ever.
 --sleep then sleeps until SIGTERM or SIGINT (exit 0), for a container
 beside the daemon's in its pod, which must not exit. Nothing is removed on
 exit: the network stays configured while the daemon restarts or is
-updated (STATUS says 50 meanwhile, ADD 11); remove the two files by hand to
+updated (STATUS says 50 meanwhile, ADD 11); remove the files by hand to
 uninstall.
 `
 
@@ -45,6 +48,7 @@ func install(args []string, stderr io.Writer) int {
 	waitFor := fs.String("wait-for-daemon", "", "install once the xdpfwd on this control socket is available")
 	timeout := fs.Duration("timeout", 0, "with --wait-for-daemon: give up after this long (0: never)")
 	sleep := fs.Bool("sleep", false, "after installing, sleep until SIGTERM or SIGINT")
+	pluginOnly := fs.Bool("plugin-only", false, "install the plugin alone, no conflist (a network defined elsewhere: Multus)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stderr, installUsage)
@@ -53,11 +57,16 @@ func install(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xdpfwd-cni install: %v\n\n%s", err, installUsage)
 		return 2
 	}
-	if *conflist == "" || fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "xdpfwd-cni install: --conflist FILE (and nothing else) is required\n\n%s", installUsage)
-		return 2
-	}
 	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "xdpfwd-cni install: unexpected argument %q\n\n%s", fs.Arg(0), installUsage)
+		return 2
+	case *pluginOnly && *conflist != "":
+		fmt.Fprintf(stderr, "xdpfwd-cni install: --plugin-only installs no conflist: not with --conflist\n\n%s", installUsage)
+		return 2
+	case *conflist == "" && !*pluginOnly:
+		fmt.Fprintf(stderr, "xdpfwd-cni install: --conflist FILE (or --plugin-only) is required\n\n%s", installUsage)
+		return 2
 	case *timeout < 0:
 		fmt.Fprintf(stderr, "xdpfwd-cni install: --timeout %v: want 0 (wait for ever) or more\n\n%s", *timeout, installUsage)
 		return 2
@@ -65,20 +74,23 @@ func install(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xdpfwd-cni install: --timeout is for --wait-for-daemon\n\n%s", installUsage)
 		return 2
 	}
-	conf, err := os.ReadFile(*conflist)
-	if err != nil {
-		fmt.Fprintf(stderr, "xdpfwd-cni install: --conflist: %v\n", err)
-		return 2
-	}
-	var list struct {
-		Name    string `json:"name"`
-		Plugins []struct {
-			Type string `json:"type"`
-		} `json:"plugins"`
-	}
-	if err := json.Unmarshal(conf, &list); err != nil || list.Name == "" || len(list.Plugins) == 0 {
-		fmt.Fprintf(stderr, "xdpfwd-cni install: %s: not a CNI conflist (want a name and plugins): %v\n", *conflist, err)
-		return 2
+	var conf []byte
+	if !*pluginOnly {
+		var err error
+		if conf, err = os.ReadFile(*conflist); err != nil {
+			fmt.Fprintf(stderr, "xdpfwd-cni install: --conflist: %v\n", err)
+			return 2
+		}
+		var list struct {
+			Name    string `json:"name"`
+			Plugins []struct {
+				Type string `json:"type"`
+			} `json:"plugins"`
+		}
+		if err := json.Unmarshal(conf, &list); err != nil || list.Name == "" || len(list.Plugins) == 0 {
+			fmt.Fprintf(stderr, "xdpfwd-cni install: %s: not a CNI conflist (want a name and plugins): %v\n", *conflist, err)
+			return 2
+		}
 	}
 	// SIGTERM while waiting or sleeping: the pod is going.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -90,23 +102,26 @@ func install(args []string, stderr io.Writer) int {
 		}
 	}
 	self, err := os.Executable()
+	var bin []byte
 	if err == nil {
-		var bin []byte
-		if bin, err = os.ReadFile(self); err == nil {
-			err = writeAtomic(filepath.Join(*binDir, "xdpfwd-cni"), bin, 0o755)
-		}
+		bin, err = os.ReadFile(self)
 	}
+	installed := []string{filepath.Join(*binDir, "xdpfwd-cni")}
 	if err == nil {
-		err = writeAtomic(filepath.Join(*confDir, filepath.Base(*conflist)), conf, 0o644)
+		err = writeAtomic(installed[0], bin, 0o755)
+	}
+	if err == nil && !*pluginOnly {
+		installed = append(installed, filepath.Join(*confDir, filepath.Base(*conflist)))
+		err = writeAtomic(installed[1], conf, 0o644)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "xdpfwd-cni install: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "xdpfwd-cni install: %s, %s\n", filepath.Join(*binDir, "xdpfwd-cni"), filepath.Join(*confDir, filepath.Base(*conflist)))
+	fmt.Fprintf(stderr, "xdpfwd-cni install: %s\n", strings.Join(installed, ", "))
 	if *sleep {
 		<-ctx.Done()
-		fmt.Fprintf(stderr, "xdpfwd-cni install: stopping; %s stays\n", filepath.Join(*confDir, filepath.Base(*conflist)))
+		fmt.Fprintf(stderr, "xdpfwd-cni install: stopping; %s stay\n", strings.Join(installed, " and "))
 	}
 	return 0
 }

@@ -241,6 +241,7 @@ func TestInstallWaitRefusals(t *testing.T) {
 		{"timeout alone", []string{"--timeout", "1s"}, 2, "--timeout is for --wait-for-daemon"},
 		{"no daemon", []string{"--wait-for-daemon", filepath.Join(dir, "none.sock"), "--timeout", "300ms"}, 1, "not available within 300ms"},
 		{"daemon stopping", []string{"--wait-for-daemon", stopping, "--timeout", "1200ms"}, 1, "stopping: draining"},
+		{"plugin only and a conflist", []string{"--plugin-only"}, 2, "not with --conflist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin, conf := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "net.d")
@@ -257,6 +258,31 @@ func TestInstallWaitRefusals(t *testing.T) {
 				t.Errorf("plugin installed: %v", err)
 			}
 		})
+	}
+}
+
+// TestInstallPluginOnly: --plugin-only (for Multus, whose networks are
+// NetworkAttachmentDefinitions) installs the plugin and no conflist,
+// once the daemon is available.
+func TestInstallPluginOnly(t *testing.T) {
+	dir := t.TempDir()
+	ctl := filepath.Join(dir, "ctl.sock")
+	m := &standIn{}
+	m.set(linkop.HealthForwarding, "", "")
+	serveStandIn(t, ctl, m)
+	bin, conf := filepath.Join(dir, "bin"), filepath.Join(dir, "net.d")
+	var stderr strings.Builder
+	if code := install([]string{"--plugin-only", "--bin-dir", bin, "--conf-dir", conf, "--wait-for-daemon", ctl, "--timeout", "5s"}, &stderr); code != 0 {
+		t.Fatalf("install --plugin-only: exit %d: %s", code, stderr.String())
+	}
+	if fi, err := os.Stat(filepath.Join(bin, "xdpfwd-cni")); err != nil || fi.Mode().Perm()&0o111 == 0 {
+		t.Errorf("plugin: %v, %v", fi, err)
+	}
+	if ents, err := os.ReadDir(conf); !errors.Is(err, os.ErrNotExist) || len(ents) > 0 {
+		t.Errorf("--plugin-only wrote into --conf-dir: %v, %v", ents, err)
+	}
+	if m.answered() == 0 {
+		t.Error("--plugin-only --wait-for-daemon installed without asking the daemon")
 	}
 }
 
