@@ -44,7 +44,7 @@ func install(args []string, stderr io.Writer) int {
 	fs.SetOutput(io.Discard)
 	binDir := fs.String("bin-dir", "/opt/cni/bin", "where the runtime looks for CNI plugins")
 	confDir := fs.String("conf-dir", "/etc/cni/net.d", "where the runtime reads network configurations")
-	conflist := fs.String("conflist", "", "the network configuration list to install (required)")
+	conflist := fs.String("conflist", "", "the network configuration list to install (or --plugin-only)")
 	waitFor := fs.String("wait-for-daemon", "", "install once the xdpfwd on this control socket is available")
 	timeout := fs.Duration("timeout", 0, "with --wait-for-daemon: give up after this long (0: never)")
 	sleep := fs.Bool("sleep", false, "after installing, sleep until SIGTERM or SIGINT")
@@ -153,15 +153,15 @@ func waitForDaemon(ctx context.Context, control string, timeout time.Duration, s
 			return nil
 		}
 		if time.Since(said) >= waitSay {
-			fmt.Fprintf(stderr, "xdpfwd-cni install: waiting for xdpfwd on %s: %v\n", control, err)
+			fmt.Fprintf(stderr, "xdpfwd-cni install: waiting for xdpfwd: %v\n", err)
 			said = time.Now()
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("xdpfwd on %s not available within %v: %w", control, timeout, err)
+				return fmt.Errorf("xdpfwd not available within %v: %w", timeout, err)
 			}
-			return fmt.Errorf("stopped while waiting for xdpfwd on %s: %w", control, err)
+			return fmt.Errorf("stopped while waiting for xdpfwd: %w", err)
 		case <-t.C:
 		}
 	}

@@ -168,10 +168,10 @@ func TestInstallWaitsForDaemon(t *testing.T) {
 
 	// No daemon: the installer says it waits, and installs nothing.
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(in.stderr.String(), "waiting for xdpfwd on "+ctl) && time.Now().Before(deadline) {
+	for !strings.Contains(in.stderr.String(), "waiting for xdpfwd: control socket "+ctl) && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !strings.Contains(in.stderr.String(), "waiting for xdpfwd on "+ctl) || in.installed() {
+	if !strings.Contains(in.stderr.String(), "waiting for xdpfwd: control socket "+ctl) || in.installed() {
 		t.Fatalf("no daemon: installer says %q, installed %v; want it waiting, nothing installed", in.stderr.String(), in.installed())
 	}
 
