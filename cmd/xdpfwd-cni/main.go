@@ -28,7 +28,8 @@
 // container end, for portmap, bandwidth, tuning after it.
 //
 // `xdpfwd-cni install` (no CNI_COMMAND) copies the binary and a conflist
-// into the runtime's directories, for a DaemonSet's init container.
+// into the runtime's directories; with --wait-for-daemon only once the
+// daemon is available, for a container beside it in its DaemonSet's pod.
 package main
 
 import (

@@ -139,6 +139,24 @@ func daemonList(conf *NetConf) (linkop.List, error) {
 	return d.ListLinks()
 }
 
+// daemonAvailable asks the daemon at control whether it serves pods
+// now (linkop.List.Available), and says why not.
+func daemonAvailable(control string) error {
+	d, err := linkop.Dial(control)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	l, err := d.ListLinks()
+	if err != nil {
+		return err
+	}
+	if err := l.Available(); err != nil {
+		return fmt.Errorf("control socket %s: %w", control, err)
+	}
+	return nil
+}
+
 // maxQueues bounds the queues a daemon may ask of a veth: the kernel's
 // limit for a net device's queues (4096).
 const maxQueues = 4096
@@ -488,21 +506,18 @@ func cmdCheck(args *skel.CmdArgs) error {
 	return nil
 }
 
-// cmdStatus: the daemon answers, with its links, and takes links (a
-// daemon that answers but would refuse every ADD, one left without
-// sockets say, is not available); and the IPAM plugin is ready, if it
-// can say.
+// cmdStatus: the daemon answers, forwards and takes links
+// (linkop.List.Available): one that is gone, draining (SIGTERM), has a
+// stalled worker, or would refuse every ADD is not available (50); one
+// with no link yet (a switch before its first pod) is. And the IPAM
+// plugin is ready, if it can say.
 func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData, args.Args)
 	if err != nil {
 		return err
 	}
-	l, err := daemonList(conf)
-	if err != nil {
+	if err := daemonAvailable(conf.Control); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd is not available", err.Error())
-	}
-	if l.AddRefused != "" {
-		return types.NewError(types.ErrPluginNotAvailable, "xdpfwd takes no links now", l.AddRefused)
 	}
 	stdin, has11, err := ipamStdin(conf, args.StdinData)
 	if err != nil {

@@ -286,6 +286,11 @@ type controlSocket struct {
 	state string
 	given []string
 
+	// stopping is set once the daemon is going for good (a signal, or
+	// a failure it exits on): no forwarder comes after the current one,
+	// and link list says so (health).
+	stopping atomic.Bool
+
 	mu   sync.Mutex
 	next chan struct{} // closed when fw changes (forwarder)
 	// rebuildWait bounds how long a link request waits for the next

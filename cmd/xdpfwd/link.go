@@ -224,6 +224,9 @@ func (d daemonLinks) List() (linkop.List, error) {
 	} else if err := f.LinksChangeable(); err != nil && !f.Stopping() {
 		l.AddRefused = err.Error()
 	}
+	// The plugin's STATUS: a daemon draining or stalled is not
+	// available, though it answers.
+	l.Health, l.HealthDetail = health(f, d.cs.stopping.Load())
 	for i, name := range f.Links() {
 		if name == "" {
 			continue // a removed link's index

@@ -333,12 +333,20 @@ func TestEveryLinkLeavesDaemon(t *testing.T) {
 	if code, body := httpGet(t, health); code != 503 || !strings.Contains(body, "no links") {
 		t.Errorf("/healthz with no link: %d %q, want 503 saying no links", code, body)
 	}
+	// The link list says the same (the CNI plugin's STATUS reads it),
+	// and that a switch without links is available: it takes them.
+	if l := linkList(t, ctl); l.Health != linkop.HealthNoLinks || !strings.Contains(l.HealthDetail, "no links") || l.Available() != nil {
+		t.Errorf("link list with no link: health %q %q, available %v; want %s, available", l.Health, l.HealthDetail, l.Available(), linkop.HealthNoLinks)
+	}
 	link("add", h.Links[2])
 	link("add", h.Links[3])
 	ping(2, 3)
 	ping(3, 2)
 	if code, body := httpGet(t, health); code != 200 {
 		t.Errorf("/healthz with two links: %d %q, want 200", code, body)
+	}
+	if l := linkList(t, ctl); l.Health != linkop.HealthForwarding || l.HealthDetail != "" || l.Available() != nil {
+		t.Errorf("link list with two links: health %q %q, available %v; want %s", l.Health, l.HealthDetail, l.Available(), linkop.HealthForwarding)
 	}
 	if d.exited() {
 		t.Fatalf("daemon exited:\n%s", d.stderr.String())
@@ -500,4 +508,19 @@ func TestDaemonRestartAddsLinksBack(t *testing.T) {
 		t.Errorf("the restart's log does not say which links it added back and which were gone:\n%s", d.stderr.String())
 	}
 	d.interrupt()
+}
+
+// linkList is the daemon's link list, as the CNI plugin reads it.
+func linkList(t *testing.T, ctl string) linkop.List {
+	t.Helper()
+	c, err := linkop.Dial(ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.ListLinks()
+	if err != nil {
+		t.Fatalf("link list: %v", err)
+	}
+	return l
 }

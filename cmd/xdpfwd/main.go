@@ -578,6 +578,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 	interval, summary, metricsAddr, waitLinks, controlPath := &st.interval, &st.summary, &st.metrics, &st.waitLinks, &st.control
 	var ctl controlSocket
 	defer ctl.close()
+	// From the signal on, link list says the daemon is stopping, through
+	// the drain and until the socket closes.
+	context.AfterFunc(ctx, func() { ctl.stopping.Store(true) })
 	var rl *reloader
 	if st.config != "" {
 		rl = &reloader{args: args, start: st, linkOps: &ctl.linkOps}
@@ -641,6 +644,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 			stopReturns = addBackReturning(f, cfg.Links, logger)
 		}
 		sum, err := forward(ctx, f, iv, stderr, hup, rl, logger, ff.mode == "sink")
+		queuesChanged := errors.Is(err, fwd.ErrQueuesChanged) && ctx.Err() == nil
+		linkGone := *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil
+		if !queuesChanged && !linkGone {
+			ctl.stopping.Store(true) // no forwarder after this one
+		}
 		stopReturns()
 		stopSink()
 		stopMetrics()
@@ -653,12 +661,12 @@ func cmdRun(args []string, stderr io.Writer) error {
 				err = errors.Join(err, werr)
 			}
 		}
-		if errors.Is(err, fwd.ErrQueuesChanged) && ctx.Err() == nil {
+		if queuesChanged {
 			// Sockets must cover every RX queue: plan them again.
 			logger.Warn("a link's queue count changed; rebuilding the forwarder on the new queues", "err", err)
 			continue
 		}
-		if *waitLinks && errors.Is(err, fwd.ErrLinkGone) && ctx.Err() == nil {
+		if linkGone {
 			logger.Warn("a link is gone; waiting for both to return (--wait-for-links)", "err", err)
 			if !waitForLinks(ctx, cfg.Links, hup, logger) {
 				return nil

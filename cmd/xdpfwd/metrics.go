@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/metrics"
 )
@@ -106,13 +107,9 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 			return nil
 		},
 		Check: func() error {
-			if s := f.Stalled(stallAfter); len(s) > 0 {
-				return fmt.Errorf("stalled: %s", strings.Join(s, "; "))
-			}
-			if f.LiveLinks() == 0 {
-				// Every link left (a node's uplink and pods): the daemon
-				// runs, takes links, and forwards nothing until then.
-				return errors.New("no links: forwarding nothing until a link is added (xdpfwd link add)")
+			// Stopping is Health's: Check runs only while f runs.
+			if state, why := health(f, false); state != linkop.HealthForwarding {
+				return errors.New(why)
 			}
 			return nil
 		},

@@ -40,7 +40,8 @@ func (c *Client) ListLinks() (List, error) {
 	if err != nil {
 		return List{}, err
 	}
-	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues, AddRefused: rep.AddRefused}, nil
+	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues, AddRefused: rep.AddRefused,
+		Health: rep.Health, HealthDetail: rep.HealthDetail}, nil
 }
 
 // AddLink asks the daemon to forward the link name too. An error wraps

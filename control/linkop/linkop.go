@@ -79,7 +79,33 @@ type Reply struct {
 	// now, if it would (its mode takes none, its UMEM is zero-copy, it
 	// is stopping); empty: it takes links.
 	AddRefused string `json:"add_refused,omitempty"`
+	// Health (list) is the daemon's forwarding state, one of the
+	// Health constants; empty from a daemon that does not say.
+	Health string `json:"health,omitempty"`
+	// HealthDetail (list) says why, for a Health other than
+	// HealthForwarding: its /healthz text, which names the state
+	// ("stalled: worker 0: ...").
+	HealthDetail string `json:"health_detail,omitempty"`
 }
+
+// The daemon's forwarding states (Reply.Health), as its /healthz judges
+// them.
+const (
+	// HealthForwarding: its workers go round and it has links.
+	HealthForwarding = "forwarding"
+	// HealthNoLinks: it runs and forwards nothing, having no link (a
+	// switch whose uplink and pods all left); it takes links.
+	HealthNoLinks = "no_links"
+	// HealthRebuilding: its forwarder stopped to be built again (a
+	// link's queue count changed); link requests wait for the next one.
+	HealthRebuilding = "rebuilding"
+	// HealthStopping: it is shutting down (SIGTERM, SIGINT): draining,
+	// then gone.
+	HealthStopping = "stopping"
+	// HealthStalled: a worker made no progress for a while with packets
+	// waiting on its RX rings.
+	HealthStalled = "stalled"
+)
 
 // Link is one link in a list reply.
 type Link struct {
@@ -97,8 +123,32 @@ type List struct {
 	// its veths with as many.
 	Queues int
 	// AddRefused is why the daemon would refuse any link added now;
-	// empty: it takes links (the CNI plugin's STATUS: available).
+	// empty: it takes links.
 	AddRefused string
+	// Health is the daemon's forwarding state (HealthForwarding...),
+	// empty from a daemon that does not say; HealthDetail says why it is
+	// not forwarding.
+	Health, HealthDetail string
+}
+
+// Available says why the daemon listed cannot serve a CNI plugin's
+// pods now, or nil: it takes links and forwards, or has no link yet to
+// forward and takes them (a switch before its first pod), or is
+// rebuilding its forwarder (link requests wait for that). Stopping or
+// stalled, it is not; one that does not say its health is judged by
+// AddRefused alone.
+func (l List) Available() error {
+	if l.AddRefused != "" {
+		return fmt.Errorf("it takes no links now: %s", l.AddRefused)
+	}
+	switch l.Health {
+	case "", HealthForwarding, HealthNoLinks, HealthRebuilding:
+		return nil
+	}
+	if l.HealthDetail != "" {
+		return errors.New(l.HealthDetail)
+	}
+	return errors.New(l.Health)
 }
 
 // Has reports whether the list names link.
@@ -267,7 +317,8 @@ func answer(req Request, m Manager) Reply {
 		if l.Links == nil {
 			l.Links = []Link{}
 		}
-		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues, AddRefused: l.AddRefused}
+		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues, AddRefused: l.AddRefused,
+			Health: l.Health, HealthDetail: l.HealthDetail}
 	case OpAdd, OpDel:
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
