@@ -22,11 +22,11 @@ func sameBucket(tb *Table, key uint64, n int) []int {
 	return out
 }
 
-// TestS28Pin: a pinned address (a secured port's) is refused to another
+// TestPin: a pinned address (a secured port's) is refused to another
 // link, is pinned again as a no-op, takes over the address's learned
 // entry, and is neither moved nor evicted by learning, even when its
 // bucket is flooded with live learned addresses.
-func TestS28Pin(t *testing.T) {
+func TestPin(t *testing.T) {
 	const sec = int64(time.Second)
 	key := Key(mac(1), 0)
 	for _, c := range []struct {
@@ -112,14 +112,14 @@ func TestS28Pin(t *testing.T) {
 	}
 }
 
-// TestS28PinRace: workers learn a flood of addresses, and the pinned ones
+// TestPinRace: workers learn a flood of addresses, and the pinned ones
 // from links they are not pinned to, in the pinned addresses' buckets,
 // while pins are added and removed (Pin, Forget): a pinned address is
 // found on its link the whole time it is pinned and has one entry (but
 // for a learner's copy written as it was pinned, for as long as the
 // learner takes to see the pin), and a learner never moves it. Run with
 // -race.
-func TestS28PinRace(t *testing.T) {
+func TestPinRace(t *testing.T) {
 	const workers, pins, rounds = 3, 4, 300
 	tb := New(1024, time.Hour)
 	pinned := func(p int) []byte { return mac(1 << 20 * (p + 1)) }

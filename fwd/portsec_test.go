@@ -10,15 +10,15 @@ import (
 	"github.com/xdpfwd/xdpfwd/modes"
 )
 
-// TestS28SpoofedSourceCounted: a link added with port security (the
+// TestSpoofedSourceCounted: a link added with port security (the
 // switch told its pod's address by name before AddLink, as the daemon
 // does) has its frames from other addresses dropped and counted as
 // spoofed_source on it, not handler_drops, in LinkStats and the summary;
 // its own frames are forwarded, and A's address, claimed by C, stays
 // behind l0.
-func TestS28SpoofedSourceCounted(t *testing.T) { forWorkers(t, testS28SpoofedSourceCounted) }
+func TestSpoofedSourceCounted(t *testing.T) { forWorkers(t, testSpoofedSourceCounted) }
 
-func testS28SpoofedSourceCounted(t *testing.T, workers int) {
+func testSpoofedSourceCounted(t *testing.T, workers int) {
 	r, sw := startSwitchOn(t, 4, workers)
 	if err := sw.SecurePort("c", modes.Port{MAC: macC}); err != nil {
 		t.Fatal(err)

@@ -100,10 +100,10 @@ func s28Switch(t testing.TB, size int) *modes.Switch {
 	return sw
 }
 
-// TestS28PortSecurityVerdicts: frame by frame, what a secured port lets
+// TestPortSecurityVerdicts: frame by frame, what a secured port lets
 // through and what it drops, and for which reason; and that its address
 // stays where it is pinned whatever other links send.
-func TestS28PortSecurityVerdicts(t *testing.T) {
+func TestPortSecurityVerdicts(t *testing.T) {
 	sw := s28Switch(t, 1024)
 	all := fwd.AllLinks(4)
 	for _, c := range []struct {
@@ -161,11 +161,11 @@ func TestS28PortSecurityVerdicts(t *testing.T) {
 	}
 }
 
-// TestS28PortSecurityFlood: a pod sending 90k frames from random source
+// TestPortSecurityFlood: a pod sending 90k frames from random source
 // addresses (a MAC flood) evicts nothing: every frame is dropped as
 // spoofed, the table learns none of them, and frames for the other pod
 // and for hosts learned on the uplink still go to one link.
-func TestS28PortSecurityFlood(t *testing.T) {
+func TestPortSecurityFlood(t *testing.T) {
 	sw := s28Switch(t, 1024)
 	// 200 hosts behind the uplink, learned.
 	host := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x28, 1, 0, byte(i >> 8), byte(i)} }
@@ -219,10 +219,10 @@ func TestS28PortSecurityFlood(t *testing.T) {
 	}
 }
 
-// TestS28SecurePortErrors: what SecurePort refuses, and that a pod moved
+// TestSecurePortErrors: what SecurePort refuses, and that a pod moved
 // (its link removed, its address given to another link) is found on the
 // new one.
-func TestS28SecurePortErrors(t *testing.T) {
+func TestSecurePortErrors(t *testing.T) {
 	sw := s28Switch(t, 1024)
 	for _, c := range []struct {
 		name string
@@ -298,13 +298,13 @@ func TestS28SecurePortErrors(t *testing.T) {
 	}
 }
 
-// TestS28PortSecurityRace: workers switch frames (a flood of addresses
+// TestPortSecurityRace: workers switch frames (a flood of addresses
 // on the uplink and on an unsecured link, and frames from the uplink
 // claiming the pods' addresses) while pods come and go: secured, added,
 // removed, released. While a pod's link is there, its address is on it
 // and a frame from the link with another source is dropped as spoofed;
 // once all went, no static entry is left. Run with -race.
-func TestS28PortSecurityRace(t *testing.T) {
+func TestPortSecurityRace(t *testing.T) {
 	const workers, rounds, pods = 3, 100, 4
 	sw := modes.NewSwitch(2, 1024, time.Hour)
 	podMAC := func(p int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x28, 0xee, 0, 0, byte(p)} }
@@ -347,7 +347,7 @@ func TestS28PortSecurityRace(t *testing.T) {
 		sw.LinkAddedAs(link, name)
 		for range 20 {
 			// (A worker's copy written as the pod was pinned lasts as
-			// long as the worker takes to see the pin: fdb's TestS28PinRace.)
+			// long as the worker takes to see the pin: fdb's TestPinRace.)
 			for deadline := time.Now().Add(time.Second); ; runtime.Gosched() {
 				if l, ok := sw.Table.Lookup(fdb.Key(podMAC(p), 0), now()); ok && l == link {
 					break

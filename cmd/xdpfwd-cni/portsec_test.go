@@ -156,7 +156,7 @@ func s28MAC(t *testing.T, p *topo.NS) net.HardwareAddr {
 	return m
 }
 
-// TestS28CNIPortSecurity: three pods added through the plugin (cnitool)
+// TestCNIPortSecurity: three pods added through the plugin (cnitool)
 // to a running xdpfwd switch. Pod B sends one broadcast with pod A's
 // source MAC, then pod C pings A: A answers every ping, B receives none
 // of the frames for A, and xdpfwd counts B's frame as spoofed_source
@@ -166,7 +166,7 @@ func s28MAC(t *testing.T, p *topo.NS) net.HardwareAddr {
 // Against main (no port security) B got A's pings after the one
 // broadcast, and the flood evicted tens of thousands of entries, A's
 // among them, so A's frames were flooded to B.
-func TestS28CNIPortSecurity(t *testing.T) {
+func TestCNIPortSecurity(t *testing.T) {
 	r := newRig(t, 3)
 	r.daemon.srv.Close(time.Second) // the stand-in makes way for xdpfwd
 	ipIn(t, r.node,

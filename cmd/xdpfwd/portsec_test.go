@@ -16,10 +16,10 @@ import (
 	"github.com/xdpfwd/xdpfwd/modes"
 )
 
-// TestS28PortSecurityBadInput: wrong port security settings exit 2 with a
+// TestPortSecurityBadInput: wrong port security settings exit 2 with a
 // message: link add's flags before any socket is dialled, run's
 // --port-security before any link is touched.
-func TestS28PortSecurityBadInput(t *testing.T) {
+func TestPortSecurityBadInput(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -42,12 +42,12 @@ func TestS28PortSecurityBadInput(t *testing.T) {
 	}
 }
 
-// TestS28PortFor: which adds get port security, with which port, and
+// TestPortFor: which adds get port security, with which port, and
 // which are refused: the daemon's default (--port-security) for an add
 // with a MAC, the add's own choice over it, nothing without a MAC (an
 // older plugin), no port security outside switch mode unless asked for
 // (refused then).
-func TestS28PortFor(t *testing.T) {
+func TestPortFor(t *testing.T) {
 	on, off := true, false
 	mac := "02:28:00:00:00:0a"
 	for _, tt := range []struct {
@@ -89,14 +89,14 @@ func TestS28PortFor(t *testing.T) {
 	}
 }
 
-// TestS28DaemonPortSecurity: a switch daemon with pods added by `xdpfwd
+// TestDaemonPortSecurity: a switch daemon with pods added by `xdpfwd
 // link add --mac --ip` (as the CNI plugin adds them): pod 2 sends a
 // broadcast with pod 1's MAC, and an ARP claiming pod 1's IP from its own
 // MAC; pod 0 (behind the --link uplink) still reaches pod 1, every ping.
 // Killed (kill -9) and started again, the daemon adds the pods back
 // secured (its link state file keeps their ports): the same spoof fails
 // again. Its summary counts spoofed_source and spoofed_ip on pod 2's link.
-func TestS28DaemonPortSecurity(t *testing.T) {
+func TestDaemonPortSecurity(t *testing.T) {
 	h := newHosts(t, 3)
 	dir := t.TempDir()
 	ctl, summary := filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "summary.json")

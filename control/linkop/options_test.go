@@ -33,11 +33,11 @@ func (m *optionsManager) AddWith(name string, o linkop.AddOptions) error {
 	return m.fakeManager.Add(name)
 }
 
-// TestS28AddOptions: an add's port security options reach a Manager that
+// TestAddOptions: an add's port security options reach a Manager that
 // takes them (AddWith), from the client and from a raw line; an add
 // without (an older client's line) is a plain Add; a Manager that takes
 // none (an older daemon) adds the link by its name.
-func TestS28AddOptions(t *testing.T) {
+func TestAddOptions(t *testing.T) {
 	on := true
 	m := &optionsManager{opts: map[string]*linkop.AddOptions{}}
 	path := serve(t, m)
