@@ -2,6 +2,6 @@
 
 package main
 
-// killPoint is where a test build (killpoint_hook.go) may kill the plugin
-// between two steps of ADD; in this build it does nothing.
+// killPoint is where a test build (killpoint_hook.go) may kill or pause
+// the plugin between two steps of ADD; in this build it does nothing.
 func killPoint(step string) {}

@@ -22,6 +22,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/utils/sysctl"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 )
@@ -161,12 +162,32 @@ func daemonAvailable(control string) error {
 // limit for a net device's queues (4096).
 const maxQueues = 4096
 
+// errUnavailable is a daemon that answers but cannot take a pod now
+// (linkop.List.Available: stopping, stalled): try again later.
+// errRefusesLinks is one that says it would refuse any link (its
+// AddRefused): a refusal, as its link add's would be.
+var (
+	errUnavailable  = errors.New("xdpfwd is not available")
+	errRefusesLinks = errors.New("xdpfwd refuses every link")
+)
+
 // daemonQueues asks the daemon (link list) how many RX and TX queues an
 // added link needs: one per worker, 1 from a daemon that does not say.
+// A daemon that says it cannot take the link (draining after SIGTERM, a
+// stalled worker, refusing every link) is errUnavailable with its
+// reason: ADD fails then, before it builds anything, rather than build
+// the pod's veth and lease and wait on a link add the daemon will not
+// answer until its socket closes.
 func daemonQueues(conf *NetConf) (int, error) {
 	l, err := daemonList(conf)
 	if err != nil {
 		return 0, err
+	}
+	if err := l.Available(); err != nil {
+		if l.AddRefused != "" {
+			return 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errRefusesLinks, err)
+		}
+		return 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errUnavailable, err)
 	}
 	switch {
 	case l.Queues <= 0:
@@ -219,6 +240,23 @@ func setupVeth(contName, hostName string, mtu int, mac net.HardwareAddr, queues 
 	return iface(host), iface(cont), nil
 }
 
+// sameNS says why path no longer names namespace n, which ADD opened
+// from it: the runtime unmounted and removed it (the sandbox torn down),
+// or another namespace is there now.
+func sameNS(path string, n ns.NetNS) error {
+	var opened, now unix.Stat_t
+	if err := unix.Fstat(int(n.Fd()), &opened); err != nil {
+		return fmt.Errorf("container namespace %s: %w", path, err)
+	}
+	if err := unix.Stat(path, &now); err != nil {
+		return fmt.Errorf("container namespace %s: %w", path, err)
+	}
+	if now.Dev != opened.Dev || now.Ino != opened.Ino {
+		return fmt.Errorf("container namespace %s: another namespace is there now", path)
+	}
+	return nil
+}
+
 func iface(l netlink.Link) net.Interface {
 	a := l.Attrs()
 	return net.Interface{Index: a.Index, MTU: a.MTU, Name: a.Name, HardwareAddr: a.HardwareAddr, Flags: a.Flags}
@@ -254,7 +292,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// again at the end: the IPAM plugin, a DHCP client say, may take
 	// longer than the daemon waits on an idle connection.)
 	queues, err := daemonQueues(conf)
-	if err != nil {
+	switch {
+	case errors.Is(err, errRefusesLinks):
+		return types.NewError(ErrDaemonRefused, "xdpfwd refused to add "+host, err.Error())
+	case errors.Is(err, errUnavailable):
+		return types.NewError(types.ErrTryAgainLater, "xdpfwd cannot add "+host+" now", err.Error())
+	case err != nil:
 		return daemonErr(conf, "add "+host, err)
 	}
 	netns, err := ns.GetNS(args.Netns)
@@ -292,17 +335,17 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// The record first, then each step and the record saying it is
 	// done: whenever the plugin stops, the record is there for DEL and
 	// GC, which undo an attachment whatever step it reached.
-	step := func(name string) error {
-		rec.Stage = name
-		if err := conf.saveRecord(rec); err != nil {
-			return types.NewError(types.ErrIOFailure, "state record", err.Error())
-		}
-		killPoint(name)
-		return nil
-	}
-	if err := step("record"); err != nil {
-		return err
-	}
+	//
+	// After each step the container's namespace must still be at its
+	// path: a runtime that tears the sandbox down while ADD runs deletes
+	// it, and what ADD holds open of it lives on only until the plugin
+	// exits. An ADD that went on would report a pod attached whose
+	// interface the kernel deletes a moment later; it fails instead,
+	// undoing what it made. The code is 8 (invalid network namespace,
+	// the library's ErrInvalidNetNS, as for a path that is not one at
+	// the start) and not 3 (unknown container): 3 tells the runtime it
+	// need not call DEL, and DEL is what undoes what this undo could
+	// not. Nor 11: trying again cannot bring the namespace back.
 	defer func() {
 		if err != nil {
 			// Best effort: what cannot be undone now is still in the
@@ -310,6 +353,21 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 			detach(conf, rec, args.StdinData)
 		}
 	}()
+	step := func(name string) error {
+		rec.Stage = name
+		if err := conf.saveRecord(rec); err != nil {
+			return types.NewError(types.ErrIOFailure, "state record", err.Error())
+		}
+		killPoint(name)
+		if err := sameNS(args.Netns, netns); err != nil {
+			return types.NewError(types.ErrInvalidNetNS,
+				fmt.Sprintf("container namespace %q deleted during ADD (after its step %q): the attachment undone", args.Netns, name), err.Error())
+		}
+		return nil
+	}
+	if err = step("record"); err != nil {
+		return err
+	}
 	var hostIf, contIf net.Interface
 	err = netns.Do(func(hostNS ns.NetNS) error {
 		var err error
@@ -399,10 +457,17 @@ func cmdDel(args *skel.CmdArgs) error {
 // its namespace is fine), the IPAM lease and the record.
 func detach(conf *NetConf, r record, confStdin []byte) error {
 	if d, err := linkop.Dial(conf.Control); err == nil {
-		err := d.DelLink(r.Host)
+		// Not of a daemon stopping (SIGTERM): that one answers no link
+		// del until it is gone, and DEL must not fail on what is going
+		// anyway. The kernel's deleting the veth below removes it from
+		// a daemon that does not remove it itself. (A link the daemon
+		// does not list is asked all the same: it may hold it out,
+		// waiting for it, and the del ends that.)
+		l, err := d.ListLinks()
+		if err != nil || l.Health != linkop.HealthStopping {
+			err = d.DelLink(r.Host)
+		}
 		d.Close()
-		// The kernel's deleting the veth below removes it from a daemon
-		// that cannot remove links itself.
 		if err != nil && !errors.Is(err, linkop.ErrUnknownLink) && !errors.Is(err, linkop.ErrUnsupported) {
 			return daemonErr(conf, "del "+r.Host, err)
 		}

@@ -39,7 +39,14 @@ var gatewayAddr = netip.MustParsePrefix(gatewayCIDR).Addr()
 // segment through the switch, as a node's uplink puts it.
 func newSwitchRig(t *testing.T) (*rig, *xdpfwdProc) {
 	t.Helper()
-	r := newRig(t, 0)
+	return newSwitchRigTags(t, "")
+}
+
+// newSwitchRigTags is newSwitchRig with the plugin built with the build
+// tags given (killpoint_hook.go's, for one).
+func newSwitchRigTags(t *testing.T, tags string) (*rig, *xdpfwdProc) {
+	t.Helper()
+	r := newRigTags(t, 0, tags)
 	r.daemon.srv.Close(time.Second) // the stand-in makes way for xdpfwd
 	for _, up := range []string{"up0", "up1"} {
 		ipIn(t, r.node, []string{"link", "add", up, "type", "veth", "peer", "name", up + "p"},
