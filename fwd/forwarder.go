@@ -75,12 +75,13 @@ type Forwarder struct {
 	// of a link event (links.go); removed holds the totals of the links
 	// removed, strandedRemoved the TX descriptors their sockets took
 	// with them; rewatch tells the monitor the links changed; vanished
-	// holds the links the kernel deleted, until added again (Vanished).
+	// holds the links the kernel deleted, or that could not be added back
+	// on their new queues, until added again (Vanished, LinksOut).
 	linkMu          sync.Mutex
 	removed         removedTotals
 	strandedRemoved int
 	rewatch         chan struct{}
-	vanished        map[string]bool
+	vanished        map[string]string // name → why it is out
 	// zeroCopy: the UMEM was registered in zero-copy mode at New, and
 	// links are fixed (changeable). Written once by New.
 	zeroCopy bool

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -481,6 +482,13 @@ func (f *Forwarder) RemoveLink(name string) error {
 		return err
 	}
 	i := f.indexOf(name)
+	if _, out := f.vanished[name]; i < 0 && out {
+		// Out against the forwarder's will (Vanished): removed on
+		// purpose now, it is no longer waited for.
+		delete(f.vanished, name)
+		f.cfg.Logger.Info("link removed: it was out, and is no longer waited for", "link", name)
+		return nil
+	}
 	if i < 0 || name == "" {
 		return fmt.Errorf("link del %s: %w %q (%w)", name, ErrUnknownLink, name, linkop.ErrUnknownLink)
 	}
@@ -546,8 +554,9 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 }
 
 // Vanished is the links the kernel deleted while they were forwarded
-// (the monitor removed them) and that were not added again since: what a
-// daemon that waits for its links adds back when they exist again.
+// (the monitor removed them), or whose queue count changed to one they
+// could not be added back on, and that were not added again since: what
+// a daemon that waits for its links adds back when it can.
 func (f *Forwarder) Vanished() []string {
 	f.linkMu.Lock()
 	defer f.linkMu.Unlock()
@@ -557,6 +566,14 @@ func (f *Forwarder) Vanished() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// LinksOut is Vanished with why each is out: OutDeleted, or why it was
+// not added back on its new queues.
+func (f *Forwarder) LinksOut() map[string]string {
+	f.linkMu.Lock()
+	defer f.linkMu.Unlock()
+	return maps.Clone(f.vanished)
 }
 
 // RemovedLinks is the totals of the last 64 links removed while running,

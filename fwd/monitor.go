@@ -95,10 +95,7 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 			if f.linksFixed() == nil {
 				f.cfg.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
 				f.removeLink(i, true)
-				if f.vanished == nil {
-					f.vanished = map[string]bool{}
-				}
-				f.vanished[l.name] = true
+				f.linkOut(l.name, OutDeleted)
 				f.watchChanged()
 				return
 			}
@@ -141,15 +138,31 @@ func (f *Forwarder) renameLink(i int, name string) {
 // readdLink takes link i out and adds it back, on the queues it has now
 // (why says what changed): its sockets must cover every RX queue. The
 // other links and the workers run on; a link that cannot be added back
-// (fewer queues than the workers) stays out, logged. linkMu is held.
+// (fewer queues than the workers) stays out, logged, and is out as a
+// deleted one is (Vanished, LinksOut): a daemon that waits for its
+// links adds it back once it can be (its channels back up), and the
+// health says it is out meanwhile. linkMu is held.
 func (f *Forwarder) readdLink(i int, why error) {
 	name := f.links[i].name
 	f.cfg.Logger.Warn("link queue count changed while forwarding: adding it again on its new queues", "link", name, "err", why)
 	f.removeLink(i, false)
 	if err := f.addLink(name); err != nil {
 		f.cfg.Logger.Error("link queue count changed: not added back, its traffic goes to the kernel's stack", "link", name, "err", err)
+		f.linkOut(name, "not added back on its new queues: "+err.Error())
 	}
 	f.watchChanged()
+}
+
+// OutDeleted is LinksOut's reason for a link the kernel deleted.
+const OutDeleted = "deleted"
+
+// linkOut records link name as out of the forwarder against its will,
+// and why. linkMu is held.
+func (f *Forwarder) linkOut(name, why string) {
+	if f.vanished == nil {
+		f.vanished = map[string]string{}
+	}
+	f.vanished[name] = why
 }
 
 // linkState records link i's operational state from a monitor's event.

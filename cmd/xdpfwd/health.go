@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
@@ -25,10 +27,29 @@ func health(f *fwd.Forwarder, stopping bool) (state, detail string) {
 	if s := f.Stalled(stallAfter); len(s) > 0 {
 		return linkop.HealthStalled, "stalled: " + strings.Join(s, "; ")
 	}
+	state, detail = linkop.HealthForwarding, ""
 	if f.LiveLinks() == 0 {
 		// Every link left (a node's uplink and pods): the daemon runs,
 		// takes links, and forwards nothing until then.
-		return linkop.HealthNoLinks, "no links: forwarding nothing until a link is added (xdpfwd link add)"
+		state, detail = linkop.HealthNoLinks, "no links: forwarding nothing until a link is added (xdpfwd link add)"
 	}
-	return linkop.HealthForwarding, ""
+	// Links on the node but out of the forwarder against the daemon's
+	// will (not added back on their new queues): said, the state left
+	// as it is, the others being served (--wait-for-links adds them back
+	// when it can). Links the kernel deleted are not: a pod's goes with
+	// its namespace, every day.
+	out := f.LinksOut()
+	var s []string
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		if out[name] != fwd.OutDeleted {
+			s = append(s, name+": "+out[name])
+		}
+	}
+	if len(s) > 0 {
+		if detail != "" {
+			detail += "; "
+		}
+		detail += "links out: " + strings.Join(s, "; ")
+	}
+	return state, detail
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"time"
@@ -21,19 +22,35 @@ const returnPoll = 250 * time.Millisecond
 // removed on purpose (link del, a reload) is not vanished, and stays out;
 // a pod's link is not given, and its CNI plugin adds it. It returns the
 // function that stops it.
+//
+// A link whose queue count changed (ethtool -L) and that the forwarder
+// could not add back on its new queues is vanished too, a pod's as well
+// as a given one: it is tried each poll and added back once it can be.
+// A failure is logged once for each reason, not each poll.
 func addBackReturning(f *fwd.Forwarder, given []string, logger *slog.Logger) (stop func()) {
+	failed := map[string]string{} // link → the error last logged
 	return every(returnPoll, func() {
-		for _, name := range f.Vanished() {
-			if !slices.Contains(given, name) {
+		out := f.LinksOut()
+		for _, name := range slices.Sorted(maps.Keys(out)) {
+			// A pod's link the kernel deleted is not given: a link of
+			// that name again is another pod's, which its CNI plugin
+			// adds. One that stayed on the node, out because it could
+			// not be added back on its new queues, is tried whoever
+			// added it.
+			if out[name] == fwd.OutDeleted && !slices.Contains(given, name) {
 				continue
 			}
 			if _, err := net.InterfaceByName(name); err != nil {
 				continue // not back yet
 			}
 			if err := f.AddLink(name); err != nil {
-				logger.Error("link back, not added again: retrying", "link", name, "err", err)
+				if failed[name] != err.Error() {
+					failed[name] = err.Error()
+					logger.Error("link back, not added again: retrying", "link", name, "err", err)
+				}
 				continue
 			}
+			delete(failed, name)
 			logger.Info("link back: added again (--wait-for-links)", "link", name)
 		}
 	})
