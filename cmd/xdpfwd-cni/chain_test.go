@@ -81,9 +81,13 @@ func ifbs(ns *topo.NS) []string {
 	return names
 }
 
-// serveOnce listens on port in p and sends payload to the first client,
-// then closes; stop closes the listener.
-func serveOnce(t *testing.T, p *topo.NS, port int, payload []byte) (stop func()) {
+// netnsDoer runs a function in a network namespace: a *topo.NS, or a
+// namespace the test did not make (a pod sandbox's).
+type netnsDoer interface{ Do(fn func() error) error }
+
+// serveOnce listens on port in p and sends payload to each client, then
+// closes its connection; stop closes the listener.
+func serveOnce(t *testing.T, p netnsDoer, port int, payload []byte) (stop func()) {
 	t.Helper()
 	var ln net.Listener
 	if err := p.Do(func() (err error) {
@@ -107,7 +111,7 @@ func serveOnce(t *testing.T, p *topo.NS, port int, payload []byte) (stop func())
 }
 
 // fetch connects from ns to addr and reads until EOF (5 s at most).
-func fetch(ns *topo.NS, addr string) ([]byte, error) {
+func fetch(ns netnsDoer, addr string) ([]byte, error) {
 	var c net.Conn
 	if err := ns.Do(func() (err error) {
 		c, err = net.DialTimeout("tcp4", addr, 3*time.Second)

@@ -44,18 +44,29 @@ type containerd struct {
 // root, state, sockets and opt directory under dir, the CRI plugin off.
 func startContainerd(t *testing.T, bin, dir string) (*containerd, time.Duration) {
 	t.Helper()
+	return runContainerd(t, dir, `disabled_plugins = ["io.containerd.grpc.v1.cri"]`, "", func(cfg string) *exec.Cmd {
+		return exec.Command(bin, "--config", cfg)
+	})
+}
+
+// runContainerd writes containerd's configuration (root, state, sockets
+// and opt directory under dir; top's keys at its top, tables' at its end)
+// and runs containerd with it, the command made by cmd given its path; it
+// waits until containerd answers, and stops it at the test's end.
+func runContainerd(t *testing.T, dir, top, tables string, cmd func(cfgPath string) *exec.Cmd) (*containerd, time.Duration) {
+	t.Helper()
 	c := &containerd{t: t, dir: dir, sock: filepath.Join(dir, "c.sock"), ns: "xdpfwdtest"}
 	cfg := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
+%s
 [grpc]
   address = %q
 [ttrpc]
   address = %q
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(dir, "opt"))
+%s`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), top, c.sock, c.sock+".ttrpc", filepath.Join(dir, "opt"), tables)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -70,7 +81,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		t.Cleanup(func() { removeEmptyDirs("/run/containerd") })
 	}
 	start := time.Now()
-	c.cmd = exec.Command(bin, "--config", cfgPath)
+	c.cmd = cmd(cfgPath)
 	c.cmd.Stderr = &c.log
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -174,10 +185,17 @@ func busyboxImage(t *testing.T, busybox, path, tag string) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	diff := sha256.Sum256(layer.Bytes())
+	dockerArchive(t, path, tag, layer.Bytes(), []string{"/bin/sh"})
+}
+
+// dockerArchive writes a docker-archive of an image of one layer (a tar)
+// whose command is cmd.
+func dockerArchive(t *testing.T, path, tag string, layer []byte, cmd []string) {
+	t.Helper()
+	diff := sha256.Sum256(layer)
 	config, _ := json.Marshal(map[string]any{
 		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Cmd": []string{"/bin/sh"}},
+		"config": map[string]any{"Cmd": cmd},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diff[:])}},
 	})
 	cs := sha256.Sum256(config)
@@ -188,7 +206,7 @@ func busyboxImage(t *testing.T, busybox, path, tag string) {
 	for _, f := range []struct {
 		name string
 		b    []byte
-	}{{"layer.tar", layer.Bytes()}, {configName, config}, {"manifest.json", manifest}} {
+	}{{"layer.tar", layer}, {configName, config}, {"manifest.json", manifest}} {
 		aw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.b))})
 		aw.Write(f.b)
 	}
