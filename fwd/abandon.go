@@ -25,6 +25,8 @@ const (
 	dropAtStop                          // dropped_at_stop
 	dropSpoofedSource                   // spoofed_source: the Handler's DropFor(CauseSpoofedSource)
 	dropSpoofedIP                       // spoofed_ip: DropFor(CauseSpoofedIP)
+	dropRateLimitedRX                   // rx_rate_limited: DropFor(CauseRateLimited)
+	dropRateLimitedTX                   // tx_rate_limited: DropOut(CauseRateLimited, link)
 	numDropReasons
 )
 
@@ -45,11 +47,19 @@ var drops = [numDropReasons]struct {
 	dropAtStop:        {DropAtStop, true},
 	dropSpoofedSource: {DropSpoofedSource, false},
 	dropSpoofedIP:     {DropSpoofedIP, false},
+	dropRateLimitedRX: {DropRXRateLimited, false},
+	dropRateLimitedTX: {DropTXRateLimited, true},
 }
 
 // causeDrops are the reasons of a Handler's DropFor causes; 0 (a plain
 // Drop, or no verdict) is handler_drops.
-var causeDrops = [numCauses]dropReason{0: dropHandler, CauseSpoofedSource: dropSpoofedSource, CauseSpoofedIP: dropSpoofedIP}
+var causeDrops = [numCauses]dropReason{0: dropHandler, CauseSpoofedSource: dropSpoofedSource, CauseSpoofedIP: dropSpoofedIP,
+	CauseRateLimited: dropRateLimitedRX}
+
+// causeDropsOut are the reasons of DropOut's causes, counted on the link
+// the packet was for; a cause without one is counted there under its
+// DropFor reason.
+var causeDropsOut = [numCauses]dropReason{CauseRateLimited: dropRateLimitedTX}
 
 // dropCodes are the reasons' capture codes: their names. dropRejected's
 // is told apart by tapRejected.

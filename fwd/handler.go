@@ -96,6 +96,11 @@ const (
 	// CauseSpoofedIP: a frame whose sender IP address (ARP, IPv4, IPv6)
 	// its link may not use: spoofed_ip.
 	CauseSpoofedIP
+	// CauseRateLimited: a frame over a rate its link is policed to
+	// (modes.Switch's bandwidth limits): with DropFor, one its link sent
+	// over its rate, rx_rate_limited; with DropOut, one for a link over
+	// that link's rate, tx_rate_limited.
+	CauseRateLimited
 	numCauses
 )
 
@@ -103,13 +108,32 @@ const (
 // reason (DropSpoofedSource, DropSpoofedIP) instead of handler_drops.
 func (p *Packet) DropFor(c DropCause) { p.verdict, p.out = VerdictDrop, LinkSet(c) }
 
-// Cause is the cause DropFor gave the packet, 0 for any other verdict:
-// for tests of a Handler.
+// DropOut drops a packet that was for link i, counted on link i (as a
+// TX-side drop, like tx_full) under cause's reason: a policy of the link
+// it was to leave by, such as a rate it is policed to.
+func (p *Packet) DropOut(c DropCause, i int) {
+	p.verdict, p.out = VerdictDrop, LinkSet(c)|LinkSet(uint(i)%MaxLinks+1)<<causeBits
+}
+
+// A drop's out holds its cause in the low causeBits bits and, for
+// DropOut, the link it was for plus one above them.
+const causeBits = 8
+
+// Cause is the cause DropFor or DropOut gave the packet, 0 for any other
+// verdict: for tests of a Handler.
 func (p *Packet) Cause() DropCause {
-	if p.verdict != VerdictDrop || p.out >= LinkSet(numCauses) {
+	if p.verdict != VerdictDrop || p.out&(1<<causeBits-1) >= LinkSet(numCauses) {
 		return 0
 	}
-	return DropCause(p.out)
+	return DropCause(p.out & (1<<causeBits - 1))
+}
+
+// DroppedOut is the link DropOut named, or -1: for tests of a Handler.
+func (p *Packet) DroppedOut() int {
+	if p.verdict != VerdictDrop {
+		return -1
+	}
+	return int(p.out>>causeBits) - 1
 }
 
 // Forward sends the packet out of link i.

@@ -233,8 +233,19 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 		return
 	}
 	why := dropHandler
-	if v.v == VerdictDrop && v.out < LinkSet(numCauses) { // DropFor's cause
-		why = causeDrops[v.out]
+	if c := v.out & (1<<causeBits - 1); v.v == VerdictDrop && c < LinkSet(numCauses) { // DropFor's or DropOut's cause
+		why = causeDrops[c]
+		// DropOut: counted on the link it was for, where it is still
+		// live (else on the link it came in on).
+		if o := int(v.out>>causeBits) - 1; o >= 0 && w.chg.live.Has(o) {
+			if causeDropsOut[c] != 0 {
+				why = causeDropsOut[c]
+			}
+			l := w.tx[o]
+			w.abandon(lost{why: why, at: atRX, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
+			w.touch(l)
+			return
+		}
 	}
 	w.abandon(lost{why: why, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
 }

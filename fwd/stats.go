@@ -119,6 +119,8 @@ const (
 	DropXDPPass       = "xdp_pass"                 // program: no socket for the RX queue, passed to the kernel's stack (per link, not per queue)
 	DropSpoofedSource = "spoofed_source"           // a Handler's policy: a source MAC address its link may not use (switch port security)
 	DropSpoofedIP     = "spoofed_ip"               // a Handler's policy: a sender IP address its link may not use (switch port security)
+	DropRXRateLimited = "rx_rate_limited"          // a Handler's policy: sent by its link over the rate the link is policed to (a pod's egress bandwidth)
+	DropTXRateLimited = "tx_rate_limited"          // a Handler's policy: for its link, over the rate the link is policed to (a pod's ingress bandwidth), not sent
 )
 
 // KernelDrops are the drop reasons read from the kernel's XDP_STATISTICS:

@@ -59,7 +59,8 @@ func (sink) Promiscuous() bool { return false }
 // flood frames round it for ever. An address that shows up on another link
 // is relearned there and counted (Stats().Moves: MAC flaps). A link given
 // port security (SecurePort) sends only from its own address, which no
-// other link takes over (portsec.go).
+// other link takes over (portsec.go); one given bandwidth limits
+// (LimitPort) is policed to them both ways (bandwidth.go).
 type Switch struct {
 	Table *fdb.Table
 	// links is how many links it floods to: as many as it was made
@@ -71,11 +72,16 @@ type Switch struct {
 	// guards are the links' port security (portsec.go), nil for a link
 	// without: read per frame, written when a link is added or secured.
 	guards [fwd.MaxLinks]atomic.Pointer[guard]
-	// mu guards ports, the port security given by link name, and names,
-	// the names of the links added (LinkAddedAs) by index.
-	mu    sync.Mutex
-	ports map[string]Port
-	names [fwd.MaxLinks]string
+	// limiters are the links' bandwidth limits (bandwidth.go), nil for
+	// a link without: read per frame, written as guards are.
+	limiters [fwd.MaxLinks]atomic.Pointer[policer]
+	// mu guards ports, the port security given by link name, limits,
+	// the bandwidth limits given by link name, and names, the names of
+	// the links added (LinkAddedAs) by index.
+	mu     sync.Mutex
+	ports  map[string]Port
+	limits map[string]Limits
+	names  [fwd.MaxLinks]string
 }
 
 // NewSwitch returns a switch over links links whose table holds size
@@ -113,6 +119,7 @@ func (s *Switch) LinkAdded(i int) {
 func (s *Switch) LinkRemoved(i int) {
 	s.mu.Lock()
 	s.guards[i].Store(nil)
+	s.limiters[i].Store(nil)
 	s.names[i] = ""
 	s.mu.Unlock()
 	s.Table.Forget(i)
@@ -154,7 +161,8 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 		}
 		vlan := vlanOf(f)
 		src := fdb.Key(f[6:12], vlan)
-		if g := s.guards[uint(p.Link)%fwd.MaxLinks].Load(); g != nil {
+		in := uint(p.Link) % fwd.MaxLinks
+		if g := s.guards[in].Load(); g != nil {
 			// A secured port: its own address, pinned, and nothing
 			// else (portsec.go).
 			if c := g.verdict(f, src); c != 0 {
@@ -163,6 +171,12 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			}
 		} else if f[6]&1 == 0 { // a multicast source is invalid: never learned
 			s.Table.Learn(src, p.Link, now)
+		}
+		// The pod's egress (bandwidth.go): charged once its frame is
+		// known to be its own.
+		if pl := s.limiters[in].Load(); pl != nil && pl.out != nil && !pl.out.Admit(p.Len, now) {
+			p.DropFor(fwd.CauseRateLimited)
+			continue
 		}
 		if f[0]&1 != 0 { // broadcast and multicast
 			p.Flood(all)
@@ -175,6 +189,11 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 		case link == p.Link:
 			p.Drop() // for the segment it came from: a bridge filters it
 		default:
+			// The output pod's ingress (bandwidth.go).
+			if pl := s.limiters[uint(link)%fwd.MaxLinks].Load(); pl != nil && pl.in != nil && !pl.in.Admit(p.Len, now) {
+				p.DropOut(fwd.CauseRateLimited, link)
+				continue
+			}
 			p.Forward(link)
 		}
 	}

@@ -229,6 +229,7 @@ func (s *Switch) LinkAddedAs(i int, name string) {
 	s.mu.Lock()
 	s.names[i] = name
 	s.apply(i, name)
+	s.applyLimits(i, name)
 	s.mu.Unlock()
 	s.LinkAdded(i)
 }

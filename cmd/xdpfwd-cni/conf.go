@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 )
 
 // Defaults of the network configuration.
@@ -37,15 +40,57 @@ type NetConf struct {
 		} `json:"cni"`
 	} `json:"args"`
 	// RuntimeConfig is what the runtime passes for the capabilities the
-	// conflist declares: "mac", and "ips", which reach the IPAM plugin
-	// with the rest of stdin (host-local and static take them).
+	// conflist declares: "mac", "ips", which reach the IPAM plugin
+	// with the rest of stdin (host-local and static take them), and
+	// "bandwidth" (a pod's kubernetes.io/ingress-bandwidth and
+	// egress-bandwidth), which the daemon polices.
 	RuntimeConfig struct {
-		MAC string   `json:"mac,omitempty"`
-		IPs []string `json:"ips,omitempty"`
+		MAC       string          `json:"mac,omitempty"`
+		IPs       []string        `json:"ips,omitempty"`
+		Bandwidth *BandwidthEntry `json:"bandwidth,omitempty"`
 	} `json:"runtimeConfig"`
+	// BandwidthEntry: the same limits as keys of the configuration
+	// itself, as the reference bandwidth plugin takes them (and, as
+	// there, over runtimeConfig's when any is given).
+	*BandwidthEntry
 
 	mac net.HardwareAddr
 	ips []netip.Addr // runtimeConfig's ips, their addresses
+	// bandwidth is the pod's limits (the configuration's, else
+	// runtimeConfig's), nil when none.
+	bandwidth *linkop.Bandwidth
+}
+
+// BandwidthEntry is CNI's "bandwidth" capability, in the reference
+// bandwidth plugin's (containernetworking/plugins meta/bandwidth) units
+// and meanings: rates in bits per second, bursts in bits, 0 for no limit;
+// ingress is the traffic the pod receives, egress the traffic it sends;
+// each rate needs its burst. xdpfwd's switch polices them (drops what is
+// over the rate): the qdiscs the reference plugin would install never see
+// the pod's frames, which XDP takes before them.
+type BandwidthEntry struct {
+	IngressRate  uint64 `json:"ingressRate,omitempty"`
+	IngressBurst uint64 `json:"ingressBurst,omitempty"`
+	EgressRate   uint64 `json:"egressRate,omitempty"`
+	EgressBurst  uint64 `json:"egressBurst,omitempty"`
+}
+
+// check is the reference plugin's validation of e.
+func (e *BandwidthEntry) check() error {
+	for _, d := range []struct {
+		name        string
+		rate, burst uint64
+	}{{"ingress", e.IngressRate, e.IngressBurst}, {"egress", e.EgressRate, e.EgressBurst}} {
+		switch {
+		case d.rate != 0 && d.burst == 0:
+			return fmt.Errorf("bandwidth: %sRate %d without %sBurst: if a rate is set, its burst must be too", d.name, d.rate, d.name)
+		case d.rate == 0 && d.burst != 0:
+			return fmt.Errorf("bandwidth: %sBurst %d without %sRate: if a burst is set, its rate must be too", d.name, d.burst, d.name)
+		case d.burst/8 >= math.MaxUint32:
+			return fmt.Errorf("bandwidth: %sBurst %d bits: more than 4 GB", d.name, d.burst)
+		}
+	}
+	return nil
 }
 
 // Plugin-specific error codes (the spec gives 100 and up to plugins).
@@ -123,6 +168,18 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 	}
 	if conf.Name == "" {
 		return nil, bad(`"name": the network's name is required`)
+	}
+	bw := conf.BandwidthEntry // the reference plugin's precedence
+	if bw == nil {
+		bw = conf.RuntimeConfig.Bandwidth
+	}
+	if bw != nil {
+		if err := bw.check(); err != nil {
+			return nil, bad("%v", err)
+		}
+		if *bw != (BandwidthEntry{}) {
+			conf.bandwidth = &linkop.Bandwidth{IngressRate: bw.IngressRate, IngressBurst: bw.IngressBurst, EgressRate: bw.EgressRate, EgressBurst: bw.EgressBurst}
+		}
 	}
 	return conf, nil
 }

@@ -427,7 +427,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	for _, ipc := range res.IPs {
 		podIPs = append(podIPs, ipc.Address.IP)
 	}
-	if err = d.AddLinkWith(host, linkop.PodOptions(contIf.HardwareAddr, podIPs)); err != nil && !errors.Is(err, linkop.ErrExists) {
+	// And its bandwidth limits: the daemon polices them.
+	opts := linkop.PodOptions(contIf.HardwareAddr, podIPs)
+	opts.Bandwidth = conf.bandwidth
+	if err = d.AddLinkWith(host, opts); err != nil && !errors.Is(err, linkop.ErrExists) {
 		return daemonErr(conf, "add "+host, err)
 	}
 	if err = step("daemon"); err != nil {

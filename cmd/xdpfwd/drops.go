@@ -29,6 +29,8 @@ var dropMeaning = map[string]string{
 	fwd.DropXDPPass:       "the XDP program passed it to the kernel's stack: no socket yet, or none any more (before start, after stop)",
 	fwd.DropSpoofedSource: "switch port security: a pod's link sent a frame from a MAC address (or an ARP sender address) not its own",
 	fwd.DropSpoofedIP:     "switch port security: a pod's link sent a packet from an IP address not its own",
+	fwd.DropRXRateLimited: "switch bandwidth limit: a pod's link sent faster than its egress rate (policed, as tc's police does)",
+	fwd.DropTXRateLimited: "switch bandwidth limit: frames for a pod's link came faster than its ingress rate (policed, as tc's police does)",
 }
 
 // countedDrop reports whether a reason's packets are in TotalDrops:

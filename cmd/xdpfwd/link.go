@@ -19,7 +19,9 @@ import (
 )
 
 const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
-       xdpfwd link add NAME [--mac MAC [--ip IP]...] [--port-security on|off] [--control PATH]
+       xdpfwd link add NAME [--mac MAC [--ip IP]...] [--port-security on|off]
+                       [--ingress-rate RATE [--ingress-burst SIZE]] [--egress-rate RATE [--egress-burst SIZE]]
+                       [--control PATH]
        xdpfwd link del NAME [--control PATH]
 
 Lists a running xdpfwd's links (with their packet counters), or asks it to
@@ -32,6 +34,16 @@ host end's) has port security unless the daemon runs with
 another source MAC are dropped (spoofed_source), the MAC is pinned to the
 link, nothing else is learned there; with --ip, packets and ARP from
 other IP addresses are dropped too (spoofed_ip).
+
+A switch's link added with --ingress-rate or --egress-rate (a pod's
+bandwidth, as Kubernetes' ingress-bandwidth and egress-bandwidth
+annotations give it) is policed: frames for the link over its ingress
+rate (what the pod receives) are dropped before they are sent
+(tx_rate_limited), frames from it over its egress rate (what the pod
+sends) as they arrive (rx_rate_limited). Rates are bits per second with SI
+units (8M, 8Mbit, 1G); a burst is bytes (64KiB), by default 10 ms at the
+rate, at least 64 KiB. A policer drops, it does not queue: TCP slows down
+to the rate.
 
 `
 
@@ -46,6 +58,11 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.MAC, "mac", "", "add: the pod's MAC address, the only source its link may send from (port security)")
 	fs.Var(&ips, "ip", "add: an IP address of the pod, the only ones it may send from (repeat; port security)")
 	portSec := fs.String("port-security", "", "add: on or off, for this link, over the daemon's --port-security (on needs --mac)")
+	var bw bandwidthFlags
+	fs.Var(&bw.ingressRate, "ingress-rate", "add: police what the link's pod receives to this rate, bits/s with SI units (8M, 8Mbit, 1G); switch mode")
+	fs.Var(&bw.ingressBurst, "ingress-burst", "add: the ingress policer's burst in bytes (64KiB); default 10 ms at the rate, at least 64KiB")
+	fs.Var(&bw.egressRate, "egress-rate", "add: police what the link's pod sends to this rate, bits/s with SI units; switch mode")
+	fs.Var(&bw.egressBurst, "egress-burst", "add: the egress policer's burst in bytes; default 10 ms at the rate, at least 64KiB")
 	help := func() error {
 		fmt.Fprint(stderr, linkUsage)
 		fs.SetOutput(stderr)
@@ -85,8 +102,8 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		if err := linkop.CheckName(name); err != nil {
 			return usageError{fmt.Sprintf("link %s: %v", op, err)}
 		}
-		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "") {
-			return usageError{"link del: --mac, --ip and --port-security are for add"}
+		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "" || bw != (bandwidthFlags{})) {
+			return usageError{"link del: --mac, --ip, --port-security and the rates and bursts are for add"}
 		}
 	case "help":
 		return help()
@@ -95,6 +112,10 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	}
 	if op == "add" {
 		if err := addOptions(&opts, ips, *portSec); err != nil {
+			return usageError{"link add: " + err.Error()}
+		}
+		var err error
+		if opts.Bandwidth, err = bw.options(); err != nil {
 			return usageError{"link add: " + err.Error()}
 		}
 	}

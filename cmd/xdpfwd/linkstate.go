@@ -23,7 +23,8 @@ import (
 // lives where the socket does (/run: a reboot, which takes the veths,
 // takes it too), belongs to the daemon that holds the socket, and lists
 // names, with the port security of those that have it (a pod's MAC and
-// IPs): a link it names that no longer exists is skipped at start.
+// IPs) and the bandwidth limits of those that have them: a link it names
+// that no longer exists is skipped at start.
 
 // linkStateFile is the file of the links added over the socket at path.
 func linkStateFile(socket string) string { return socket + ".links" }
@@ -36,6 +37,10 @@ type linkStateDoc struct {
 	// and IPs), by name: a link added back is secured as it was. An
 	// older file has none.
 	Ports map[string]portState `json:"ports,omitempty"`
+	// Limits are the bandwidth limits of those that have them, by name
+	// (the add's own wire form): a link added back is policed as it
+	// was. An older file has none.
+	Limits map[string]linkop.Bandwidth `json:"limits,omitempty"`
 }
 
 // portState is a modes.Port as the file keeps it.
@@ -52,8 +57,9 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 	}
 	doc := linkStateDoc{Added: []string{}}
 	var ports map[string]modes.Port
+	var limits map[string]modes.Limits
 	if cs.sw != nil {
-		ports = cs.sw.Ports()
+		ports, limits = cs.sw.Ports(), cs.sw.PortLimits()
 	}
 	for _, n := range f.Links() {
 		if n != "" && !slices.Contains(given, n) {
@@ -67,6 +73,12 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 					ps.IPs = append(ps.IPs, a.String())
 				}
 				doc.Ports[n] = ps
+			}
+			if l, ok := limits[n]; ok {
+				if doc.Limits == nil {
+					doc.Limits = map[string]linkop.Bandwidth{}
+				}
+				doc.Limits[n] = linkop.Bandwidth{IngressRate: l.IngressRate, IngressBurst: l.IngressBurst, EgressRate: l.EgressRate, EgressBurst: l.EgressBurst}
 			}
 		}
 	}
@@ -129,6 +141,19 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 			}
 			if err != nil {
 				logger.Error("link added before the restart: not added back, its port security cannot be restored", "link", name, "err", err)
+				continue
+			}
+		}
+		if b, ok := doc.Limits[name]; ok {
+			// Policed before it is added, as it was; not added
+			// unpoliced.
+			l, err := cs.limitsFor(linkop.AddOptions{Bandwidth: &b})
+			if err == nil {
+				err = cs.sw.LimitPort(name, l)
+			}
+			if err != nil {
+				cs.releasePort(name, nil)
+				logger.Error("link added before the restart: not added back, its bandwidth limits cannot be restored", "link", name, "err", err)
 				continue
 			}
 		}

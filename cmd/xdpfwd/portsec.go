@@ -59,28 +59,56 @@ func (cs *controlSocket) portFor(o linkop.AddOptions) (p modes.Port, secure bool
 // AddWith implements linkop.OptionsManager: an add with a pod's MAC, and
 // maybe its IPs, is secured (portFor); the switch is told the link's port
 // before the forwarder adds it, so that its first frame is checked.
+//
+// Its bandwidth limits (bandwidth.go) are given to the switch the same
+// way, before the link is added.
 func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 	p, secure, err := d.cs.portFor(o)
-	if err != nil {
-		return linkop.Refused(fmt.Errorf("link add %s: %w", name, err))
+	if err == nil {
+		var lim modes.Limits
+		if lim, err = d.cs.limitsFor(o); err == nil {
+			return d.addPort(name, p, secure, lim)
+		}
 	}
-	if !secure || slices.Contains(d.cs.given, name) {
+	return linkop.Refused(fmt.Errorf("link add %s: %w", name, err))
+}
+
+// addPort adds link name with port security p if secure and limits
+// lim, if any.
+func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.Limits) error {
+	if (!secure && lim.IsZero()) || slices.Contains(d.cs.given, name) {
 		return d.Add(name) // a --link link is forwarded already, never secured
 	}
 	sw := d.cs.sw
 	return d.change("add", name, func(lm linkop.LinkManager, name string) error {
-		if err := sw.SecurePort(name, p); err != nil {
-			return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
+		if secure {
+			if err := sw.SecurePort(name, p); err != nil {
+				return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
+			}
+		}
+		if !lim.IsZero() {
+			if err := sw.LimitPort(name, lim); err != nil {
+				if secure {
+					sw.ReleasePort(name)
+				}
+				return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
+			}
 		}
 		err := lm.AddLink(name)
 		switch {
 		case err == nil:
-			if d.cs.log != nil {
+			if d.cs.log != nil && secure {
 				d.cs.log.Info("port security", "link", name, "mac", p.MAC.String(), "ips", fmt.Sprint(p.IPs))
 			}
+			if d.cs.log != nil && !lim.IsZero() {
+				d.cs.log.Info("bandwidth limits", "link", name, "limits", limitsString(lim))
+			}
 		case !errors.Is(err, linkop.ErrExists):
-			// Not added: the name keeps no port security.
-			sw.ReleasePort(name)
+			// Not added: the name keeps no port security, no limits.
+			if secure {
+				sw.ReleasePort(name)
+			}
+			sw.ReleaseLimits(name)
 		}
 		return err
 	})
@@ -92,5 +120,6 @@ func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 func (cs *controlSocket) releasePort(name string, err error) {
 	if cs.sw != nil && (err == nil || errors.Is(err, linkop.ErrUnknownLink)) {
 		cs.sw.ReleasePort(name)
+		cs.sw.ReleaseLimits(name)
 	}
 }

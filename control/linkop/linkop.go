@@ -1,6 +1,6 @@
 // Package linkop is the link half of xdpfwd's control protocol: the wire
 // types of `link list`, `link add NAME` (with a pod's MAC and IPs, for
-// its port security) and `link del NAME`, the daemon's
+// its port security, and its bandwidth limits) and `link del NAME`, the daemon's
 // side of it (Serve, over a Manager) and the client (Dial) that
 // `xdpfwd link` and the CNI plugin xdpfwd-cni use.
 //
@@ -40,7 +40,8 @@ type Request struct {
 }
 
 // AddOptions are what an add may say about the link beyond its name: the
-// port security of a pod's link (a switch's: modes.Switch.SecurePort).
+// port security of a pod's link (a switch's: modes.Switch.SecurePort) and
+// its bandwidth limits.
 // The CNI plugin gives the pod's MAC and IP addresses; the daemon secures
 // the link when it has a MAC and PortSecurity, or else its default
 // (xdpfwd run --port-security), says so. An older daemon ignores them.
@@ -54,10 +55,27 @@ type AddOptions struct {
 	// PortSecurity turns port security on or off for this link; nil:
 	// the daemon's default, which needs MAC.
 	PortSecurity *bool `json:"port_security,omitempty"`
+	// Bandwidth polices the link (a switch's: modes.Switch.LimitPort);
+	// nil: no limit. An older daemon ignores it.
+	Bandwidth *Bandwidth `json:"bandwidth,omitempty"`
+}
+
+// Bandwidth is a pod's bandwidth limits as CNI's "bandwidth" capability
+// gives them (the reference bandwidth plugin's units and meanings): rates
+// in bits per second, bursts in bits, 0 for none that way. Ingress is
+// what the pod receives, egress what it sends. Each rate goes with a
+// burst.
+type Bandwidth struct {
+	IngressRate  uint64 `json:"ingress_rate,omitempty"`
+	IngressBurst uint64 `json:"ingress_burst,omitempty"`
+	EgressRate   uint64 `json:"egress_rate,omitempty"`
+	EgressBurst  uint64 `json:"egress_burst,omitempty"`
 }
 
 // Empty reports whether o says nothing: an add as older clients make it.
-func (o AddOptions) Empty() bool { return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil }
+func (o AddOptions) Empty() bool {
+	return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil && o.Bandwidth == nil
+}
 
 // Reply is the daemon's answer to one Request.
 type Reply struct {

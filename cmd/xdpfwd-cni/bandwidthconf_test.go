@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/xdpfwd/xdpfwd/control/linkop"
+)
+
+// TestParseConfBandwidth: the "bandwidth" capability (runtimeConfig) and
+// the same keys in the configuration itself, as the reference bandwidth
+// plugin reads them: its units kept (bits/s, bits), the configuration's
+// keys over runtimeConfig's, all zero no limit, a rate without its burst
+// (or the reverse) and a burst over 4 GB refused as an invalid
+// configuration naming the key.
+func TestParseConfBandwidth(t *testing.T) {
+	const base = `"name":"n","control":"/s","ipam":{"type":"host-local"}`
+	for _, tt := range []struct {
+		name, conf string
+		want       *linkop.Bandwidth
+		err        string
+	}{
+		{"none", `{` + base + `}`, nil, ""},
+		{"runtimeConfig", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":8000000,"ingressBurst":524288,"egressRate":16000000,"egressBurst":1048576}}}`,
+			&linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 524288, EgressRate: 16e6, EgressBurst: 1 << 20}, ""},
+		{"one way", `{` + base + `,"runtimeConfig":{"bandwidth":{"egressRate":1000000,"egressBurst":2147483647}}}`,
+			&linkop.Bandwidth{EgressRate: 1e6, EgressBurst: 1<<31 - 1}, ""},
+		{"the configuration's own keys win", `{` + base + `,"ingressRate":1000000,"ingressBurst":100000,"runtimeConfig":{"bandwidth":{"egressRate":8000000,"egressBurst":524288}}}`,
+			&linkop.Bandwidth{IngressRate: 1e6, IngressBurst: 100000}, ""},
+		{"all zero", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":0,"ingressBurst":0}}}`, nil, ""},
+		{"rate without burst", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":8000000}}}`, nil, "ingressRate 8000000 without ingressBurst"},
+		{"burst without rate", `{` + base + `,"egressBurst":524288}`, nil, "egressBurst 524288 without egressRate"},
+		{"burst over 4 GB", `{` + base + `,"runtimeConfig":{"bandwidth":{"egressRate":8000000,"egressBurst":40000000000}}}`, nil, "more than 4 GB"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConf([]byte(tt.conf), "")
+			if tt.err != "" {
+				var te *types.Error
+				if !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig || !strings.Contains(te.Error(), tt.err) {
+					t.Fatalf("err %v; want an invalid configuration naming %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.want == nil && c.bandwidth != nil:
+				t.Errorf("bandwidth %+v; want none", *c.bandwidth)
+			case tt.want != nil && (c.bandwidth == nil || *c.bandwidth != *tt.want):
+				t.Errorf("bandwidth %+v; want %+v", c.bandwidth, *tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/modes"
+)
+
+// TestBandwidthBadInput: link add's rates and bursts that cannot be met
+// exit 2 with a message naming the flag, before any socket is dialled.
+func TestBandwidthBadInput(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"link", "add", "bwx", "--ingress-rate", "fast"}, `flag -ingress-rate: "fast": want bits per second`},
+		{[]string{"link", "add", "bwx", "--egress-rate", "-8M"}, `"-8M": want bits per second`},
+		{[]string{"link", "add", "bwx", "--egress-rate", "999"}, `"999": want bits per second`},
+		{[]string{"link", "add", "bwx", "--egress-rate", "2000T"}, `"2000T": want bits per second`},
+		{[]string{"link", "add", "bwx", "--ingress-burst", "64KiB"}, "--ingress-burst without --ingress-rate"},
+		{[]string{"link", "add", "bwx", "--egress-rate", "8M", "--egress-burst", "1000"}, "--egress-burst 1000 bytes: want 1518 (a full frame)"},
+		{[]string{"link", "add", "bwx", "--egress-rate", "8M", "--egress-burst", "lots"}, `flag -egress-burst: "lots": want bytes`},
+		{[]string{"link", "del", "bwx", "--egress-rate", "8M"}, "are for add"},
+	} {
+		r := runBin(t, 10*time.Second, nil, append(tt.args, "--control", "/nonexistent/x.sock")...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("xdpfwd %s: exit %d, stderr %q; want exit %d and %q", strings.Join(tt.args, " "), r.code, r.stderr, exitUsage, tt.want)
+		}
+	}
+}
+
+// TestBandwidthFlags: rates as tc and Kubernetes write them (SI units,
+// bits), bursts in bytes, and the default burst, into the add's bits.
+func TestBandwidthFlags(t *testing.T) {
+	for _, tt := range []struct {
+		in, eg, inBurst, egBurst string
+		want                     *linkop.Bandwidth
+	}{
+		{"", "", "", "", nil},
+		{"8M", "", "64KiB", "", &linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 64 << 10 * 8}},
+		{"8Mbit", "1.5G", "", "1MiB", &linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 64 << 10 * 8, EgressRate: 1.5e9, EgressBurst: 8 << 20}},
+		{"8mbit", "100kbit/s", "", "", &linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 64 << 10 * 8, EgressRate: 1e5, EgressBurst: 64 << 10 * 8}},
+		// The default burst: 10 ms at the rate over 64 KiB.
+		{"", "10G", "", "", &linkop.Bandwidth{EgressRate: 1e10, EgressBurst: 1e8}},
+		{"1e9", "", "", "", &linkop.Bandwidth{IngressRate: 1e9, IngressBurst: 1e7}},
+	} {
+		var f bandwidthFlags
+		for _, s := range []struct {
+			v    string
+			flag interface{ Set(string) error }
+		}{{tt.in, &f.ingressRate}, {tt.eg, &f.egressRate}, {tt.inBurst, &f.ingressBurst}, {tt.egBurst, &f.egressBurst}} {
+			if s.v != "" {
+				if err := s.flag.Set(s.v); err != nil {
+					t.Fatalf("%q: %v", s.v, err)
+				}
+			}
+		}
+		got, err := f.options()
+		if err != nil || (got == nil) != (tt.want == nil) || got != nil && *got != *tt.want {
+			t.Errorf("%+v: %+v, %v; want %+v", tt, got, err, tt.want)
+		}
+	}
+}
+
+// TestLimitsFor: an add's limits reach a switch as they are; outside
+// switch mode, or broken, they are the request's fault.
+func TestLimitsFor(t *testing.T) {
+	bw := &linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 1 << 19}
+	sw := &controlSocket{mode: "switch", sw: modes.NewSwitch(2, 0, 0)}
+	if l, err := sw.limitsFor(linkop.AddOptions{Bandwidth: bw}); err != nil || l != (modes.Limits{IngressRate: 8e6, IngressBurst: 1 << 19}) {
+		t.Errorf("switch: %+v, %v", l, err)
+	}
+	if l, err := sw.limitsFor(linkop.AddOptions{}); err != nil || !l.IsZero() {
+		t.Errorf("switch, no bandwidth: %+v, %v", l, err)
+	}
+	if _, err := sw.limitsFor(linkop.AddOptions{Bandwidth: &linkop.Bandwidth{EgressRate: 8e6}}); err == nil || !strings.Contains(err.Error(), "want both or neither") {
+		t.Errorf("switch, a rate without a burst: %v", err)
+	}
+	sink := &controlSocket{mode: "sink"}
+	if _, err := sink.limitsFor(linkop.AddOptions{Bandwidth: bw}); err == nil || !strings.Contains(err.Error(), "a switch's") {
+		t.Errorf("sink: %v; want refused, a switch's", err)
+	}
+}
+
+// TestDaemonPolicesLinkBandwidth: a switch daemon with a pod's link added
+// by `xdpfwd link add --ingress-rate 1M --egress-rate 1M` (bursts of 64
+// KiB) and another without limits: a burst of UDP datagrams each way
+// through the limited link delivers at most rate × elapsed + burst
+// (payload bytes, under the frames the policer counts), while the
+// unlimited link moves several times that. Killed (kill -9) and started
+// again, the daemon adds the link back with its limits (its link state
+// file keeps them): the same bound holds again. Its summary counts
+// tx_rate_limited and rx_rate_limited on the limited link, none on the
+// other.
+func TestDaemonPolicesLinkBandwidth(t *testing.T) {
+	h := newHosts(t, 3)
+	dir := t.TempDir()
+	ctl, summary := filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "summary.json")
+	args := []string{"run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4",
+		"--stats-interval", "0", "--control", ctl, "--summary", summary}
+	macs := make([]net.HardwareAddr, 3)
+	for i := range macs {
+		m, err := h.NS[i].HardwareAddr("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		macs[i] = m
+	}
+	const (
+		rate  = 1_000_000 // bits/s
+		burst = 64 << 10  // bytes
+		count = 3000      // datagrams of 1000 bytes a burst: 3 MB
+		size  = 1000
+	)
+	d := startBin(t, args...)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	for i, lim := range [][]string{1: {"--ingress-rate", "1M", "--ingress-burst", "64KiB", "--egress-rate", "1Mbit", "--egress-burst", "64KiB"}, 2: nil} {
+		if i == 0 {
+			continue
+		}
+		a := append([]string{"link", "add", h.Links[i], "--mac", macs[i].String(), "--control", ctl}, lim...)
+		if r := runBin(t, 10*time.Second, nil, a...); r.code != 0 {
+			t.Fatalf("xdpfwd %s: exit %d, %s", strings.Join(a, " "), r.code, r.stderr)
+		}
+	}
+	bound := func(r topo.UDPResult) int { return int(rate/8*r.Elapsed.Seconds()) + burst }
+	policed := func(when string) {
+		t.Helper()
+		for _, i := range []int{1, 2} { // ARP resolved both ways, within the bursts
+			if res, err := topo.Ping(h.NS[0], h.V4[i], 1, 3*time.Second); err != nil || res.Received != 1 {
+				t.Fatalf("%s: ping 0→%d: %+v, %v", when, i, res, err)
+			}
+		}
+		in, errIn := topo.UDPBurst(h.NS[0], h.NS[1], h.V4[1], count, size, 10*time.Second)
+		out, errOut := topo.UDPBurst(h.NS[1], h.NS[0], h.V4[0], count, size, 10*time.Second)
+		free, errFree := topo.UDPBurst(h.NS[0], h.NS[2], h.V4[2], count, size, 10*time.Second)
+		if errIn != nil || errOut != nil || errFree != nil {
+			t.Fatalf("%s: bursts: %v, %v, %v", when, errIn, errOut, errFree)
+		}
+		t.Logf("%s: limited link, into the pod %d of %d datagrams in %v (bound %d bytes), out of it %d in %v (bound %d); unlimited %d in %v",
+			when, in.Received, in.Sent, in.Elapsed, bound(in), out.Received, out.Elapsed, bound(out), free.Received, free.Elapsed)
+		for _, c := range []struct {
+			dir string
+			r   topo.UDPResult
+		}{{"into the limited pod", in}, {"out of the limited pod", out}} {
+			if got := c.r.Received * size; got > bound(c.r) {
+				t.Errorf("%s: %s: %d bytes in %v; want at most rate × elapsed + burst = %d", when, c.dir, got, c.r.Elapsed, bound(c.r))
+			}
+		}
+		if got := free.Received * size; got < 3*bound(in) {
+			t.Errorf("%s: the unlimited pod received %d bytes, under 3 × the limited one's bound %d", when, got, bound(in))
+		}
+	}
+	policed("first start")
+	d.cmd.Process.Kill()
+	<-d.done
+	b, err := os.ReadFile(ctl + ".links")
+	var doc linkStateDoc
+	want := linkop.Bandwidth{IngressRate: rate, IngressBurst: burst * 8, EgressRate: rate, EgressBurst: burst * 8}
+	if err != nil || json.Unmarshal(b, &doc) != nil || doc.Limits[h.Links[1]] != want || len(doc.Limits) != 1 {
+		t.Fatalf("link state file: %s, %v; want the limits of %s: %+v", b, err, h.Links[1], want)
+	}
+	d = startBin(t, args...)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	policed("restarted")
+	d.interrupt()
+	var sum fwd.Summary
+	if b, err := os.ReadFile(summary); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	lim, free := sum.Links[h.Links[1]], sum.Links[h.Links[2]]
+	if lim.Drops[fwd.DropTXRateLimited] == 0 || lim.Drops[fwd.DropRXRateLimited] == 0 {
+		t.Errorf("summary of the restarted daemon: %s's drops %v; want tx_rate_limited and rx_rate_limited", h.Links[1], lim.Drops)
+	}
+	if free.Drops[fwd.DropTXRateLimited] != 0 || free.Drops[fwd.DropRXRateLimited] != 0 {
+		t.Errorf("summary: the unlimited %s's drops %v", h.Links[2], free.Drops)
+	}
+	if !strings.Contains(d.stderr.String(), "tx_rate_limited=") {
+		t.Errorf("the exit log's drops by reason do not name tx_rate_limited:\n%s", d.stderr.String())
+	}
+}

@@ -1,0 +1,253 @@
+package modes_test
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/modes"
+)
+
+// TestTokenBucketAdmits: what a bucket of a rate and a burst admits of
+// frames offered at given times: the burst at once, then the rate, never
+// more than the burst after a pause, nothing larger than the burst.
+func TestTokenBucketAdmits(t *testing.T) {
+	type offer struct {
+		at    time.Duration // since the start
+		size  int           // bytes per frame
+		count int           // frames offered at once
+	}
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		name        string
+		rate, burst uint64 // bits/s, bits
+		offers      []offer
+		want        int // bytes admitted
+		slack       int // bytes the rounding may leave out (never add)
+	}{
+		{"the burst at once: 65 of 1000-byte frames fit 64 KiB",
+			8e6, 64 << 10 * 8, []offer{{0, 1000, 100}}, 65 * 1000, 0},
+		{"then 1 ms at 1 MB/s refills one frame",
+			8e6, 64 << 10 * 8, []offer{{0, 1000, 100}, {ms, 1000, 100}}, 66 * 1000, 0},
+		{"a pause refills no more than the burst",
+			8e6, 1518 * 8, []offer{{0, 1518, 1}, {10 * time.Second, 1518, 100}}, 2 * 1518, 0},
+		{"twice the rate offered: half admitted",
+			1e6, 1518 * 8, func() (o []offer) {
+				for i := range 200 { // 1250 bytes every 5 ms: 2 Mbit/s for 1 s
+					o = append(o, offer{time.Duration(i) * 5 * ms, 1250, 1})
+				}
+				return o
+			}(), 100 * 1250, 0},
+		{"a frame larger than the burst never fits",
+			1e9, 1518 * 8, []offer{{0, 2000, 10}, {time.Second, 2000, 10}}, 0, 0},
+		{"100 Gbit/s, 64-byte frames: a 1 MB burst within a frame's rounding",
+			100e9, 8e6, []offer{{0, 64, 20000}}, 1e6, 1e6 / 100},
+		{"1 kbit/s, the least: 125 bytes a second",
+			1000, 1518 * 8, []offer{{0, 100, 100}, {8 * time.Second, 100, 100}}, 15*100 + 10*100, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := modes.NewTokenBucket(c.rate, c.burst)
+			got := 0
+			for _, o := range c.offers {
+				for range o.count {
+					if b.Admit(o.size, int64(o.at)) {
+						got += o.size
+					}
+				}
+			}
+			if got > c.want || got < c.want-c.slack {
+				t.Errorf("admitted %d bytes; want %d (up to %d fewer)", got, c.want, c.slack)
+			}
+		})
+	}
+}
+
+// TestTokenBucketConcurrent: goroutines charging one bucket at once (as a
+// link's workers do) never get more through than rate × elapsed + burst,
+// and get the burst at least. Run with -race.
+func TestTokenBucketConcurrent(t *testing.T) {
+	const (
+		rate    = 80e6     // bits/s: 10 MB/s
+		burst   = 64 << 13 // bits: 64 KiB
+		workers = 4
+		frame   = 1000
+		run     = 200 * time.Millisecond
+	)
+	b := modes.NewTokenBucket(rate, burst)
+	start := time.Now()
+	var admitted, offered atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				now := time.Since(start)
+				if now > run {
+					return
+				}
+				offered.Add(frame)
+				if b.Admit(frame, int64(now)) {
+					admitted.Add(frame)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bound := int64(rate/8*elapsed.Seconds()) + burst/8
+	t.Logf("%d workers, %v: offered %d bytes, admitted %d, bound %d", workers, elapsed, offered.Load(), admitted.Load(), bound)
+	if got := admitted.Load(); got > bound || got < burst/8/frame*frame {
+		t.Errorf("admitted %d bytes in %v; want the burst (%d) at least and at most rate×elapsed+burst = %d", got, elapsed, burst/8, bound)
+	}
+}
+
+// TestLimitsCheck: the bandwidth plugin's rule (rate and burst together)
+// and the policer's bounds, with a message naming the direction.
+func TestLimitsCheck(t *testing.T) {
+	for _, c := range []struct {
+		l  modes.Limits
+		ok bool
+	}{
+		{modes.Limits{}, true},
+		{modes.Limits{IngressRate: 8e6, IngressBurst: 1 << 20}, true},
+		{modes.Limits{EgressRate: 1e9, EgressBurst: 1 << 20}, true},
+		{modes.Limits{IngressRate: 8e6}, false},
+		{modes.Limits{EgressBurst: 1 << 20}, false},
+		{modes.Limits{IngressRate: 999, IngressBurst: 1 << 20}, false},
+		{modes.Limits{IngressRate: 2e15, IngressBurst: 1 << 20}, false},
+		{modes.Limits{EgressRate: 8e6, EgressBurst: 1000}, false},
+		{modes.Limits{EgressRate: 8e6, EgressBurst: 1 << 40}, false},
+		// What containerd passes for an unset burst: math.MaxUint32 bits.
+		{modes.Limits{IngressRate: 8e6, IngressBurst: 1<<32 - 1}, true},
+	} {
+		if err := c.l.Check(); (err == nil) != c.ok {
+			t.Errorf("Check(%+v) = %v; want ok %v", c.l, err, c.ok)
+		}
+	}
+}
+
+// TestSwitchPolicesPorts: a pod's link given limits has what it sends
+// over its egress rate dropped for rx_rate_limited (DropFor), and what is
+// forwarded to it over its ingress rate dropped for tx_rate_limited on
+// its own link (DropOut); an unlimited link's frames all pass; the limits
+// follow the link's name (added again at another index) and go with
+// ReleaseLimits.
+func TestSwitchPolicesPorts(t *testing.T) {
+	sw := s28Switch(t, 1024)
+	// 1 kbit/s: nothing refills while the test runs.
+	lim := modes.Limits{IngressRate: 1000, IngressBurst: 3 * 1000 * 8, EgressRate: 1000, EgressBurst: 2 * 1000 * 8}
+	if err := sw.LimitPort("s28pa", lim); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.LimitPort("s28pa", modes.Limits{EgressRate: 1}); err == nil {
+		t.Error("LimitPort with a rate and no burst: no error")
+	}
+	frame := func(dst, src net.HardwareAddr, from string) []byte {
+		f := s28IPv4(dst, src, 0, from)
+		return append(f, make([]byte, 1000-len(f))...)
+	}
+	// The host's address learned on the uplink, B's pinned on 2.
+	send := func(in int, f []byte, n int) (pkts []fwd.Packet) {
+		pkts = make([]fwd.Packet, n)
+		for i := range pkts {
+			pkts[i] = fwd.Packet{Data: f, Len: len(f), Link: in}
+		}
+		sw.Handle(pkts)
+		return pkts
+	}
+	send(0, frame(s28B, s28Host, "10.99.0.1"), 1)
+	tally := func(pkts []fwd.Packet) (fwded, rx, tx int) {
+		for i := range pkts {
+			v, _ := pkts[i].Verdict()
+			switch {
+			case v == fwd.VerdictForward:
+				fwded++
+			case pkts[i].Cause() == fwd.CauseRateLimited && pkts[i].DroppedOut() < 0:
+				rx++
+			case pkts[i].Cause() == fwd.CauseRateLimited && pkts[i].DroppedOut() == 1:
+				tx++
+			default:
+				t.Errorf("frame %d: verdict %d cause %d out %d", i, v, pkts[i].Cause(), pkts[i].DroppedOut())
+			}
+		}
+		return
+	}
+	for _, c := range []struct {
+		name        string
+		in          int
+		f           []byte
+		fwd, rx, tx int
+	}{
+		{"A sends 5 to the host: 2 fit its egress burst", 1, frame(s28Host, s28A, "10.99.0.2"), 2, 3, 0},
+		{"the host sends 5 to A: 3 fit its ingress burst", 0, frame(s28A, s28Host, "10.99.0.1"), 3, 0, 2},
+		{"B (unlimited) sends 5 to the host", 2, frame(s28Host, s28B, "10.99.0.3"), 5, 0, 0},
+		{"B sends 5 to A: A's ingress is spent", 2, frame(s28A, s28B, "10.99.0.3"), 0, 0, 5},
+	} {
+		fw, rx, tx := tally(send(c.in, c.f, 5))
+		if fw != c.fwd || rx != c.rx || tx != c.tx {
+			t.Errorf("%s: forwarded %d, rx_rate_limited %d, tx_rate_limited %d; want %d, %d, %d", c.name, fw, rx, tx, c.fwd, c.rx, c.tx)
+		}
+	}
+	if got := sw.PortLimits()["s28pa"]; got != lim {
+		t.Errorf("PortLimits: %+v; want %+v", got, lim)
+	}
+	// A's link goes and comes back at index 3: policed there, with a
+	// full bucket; index 1 is not.
+	sw.LinkRemoved(1)
+	sw.LinkAddedAs(1, "s28other")
+	sw.LinkRemoved(3)
+	sw.LinkAddedAs(3, "s28pa")
+	if fw, rx, _ := tally(send(1, frame(s28Host, s28A, "10.99.0.2"), 5)); fw != 5 || rx != 0 {
+		t.Errorf("index 1 after s28pa left: forwarded %d, rx_rate_limited %d; want 5, 0", fw, rx)
+	}
+	if fw, rx, _ := tally(send(3, frame(s28Host, s28A, "10.99.0.2"), 5)); fw != 2 || rx != 3 {
+		t.Errorf("s28pa back at index 3: forwarded %d, rx_rate_limited %d; want 2, 3", fw, rx)
+	}
+	sw.ReleaseLimits("s28pa")
+	if fw, rx, _ := tally(send(3, frame(s28Host, s28A, "10.99.0.2"), 5)); fw != 5 || rx != 0 {
+		t.Errorf("after ReleaseLimits: forwarded %d, rx_rate_limited %d; want 5, 0", fw, rx)
+	}
+	if len(sw.PortLimits()) != 0 {
+		t.Errorf("PortLimits after ReleaseLimits: %v", sw.PortLimits())
+	}
+}
+
+// BenchmarkSwitchLimited is BenchmarkSwitchSecured's batch with links 1..3
+// limited both ways at a rate no batch reaches the end of (every frame
+// charged twice, once leaving its link and once entering the next, and
+// admitted): the policer's cost over port security's.
+func BenchmarkSwitchLimited(b *testing.B) {
+	sw := modes.NewSwitch(1, 0, 0)
+	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0, 1, byte(i)} }
+	for l := 1; l < 4; l++ {
+		name := "s28b" + string(rune('0'+l))
+		if err := sw.SecurePort(name, modes.Port{MAC: mac(l)}); err != nil {
+			b.Fatal(err)
+		}
+		if err := sw.LimitPort(name, modes.Limits{IngressRate: 1e15, IngressBurst: 1 << 34, EgressRate: 1e15, EgressBurst: 1 << 34}); err != nil {
+			b.Fatal(err)
+		}
+		sw.LinkAddedAs(l, name)
+	}
+	pkts := make([]fwd.Packet, 64)
+	frames := make([][]byte, 64)
+	for i := range frames {
+		frames[i] = make([]byte, 64)
+		copy(frames[i], mac((i+1)%4))
+		copy(frames[i][6:], mac(i%4))
+	}
+	b.ReportAllocs()
+	for range b.N {
+		for i := range pkts {
+			pkts[i] = fwd.Packet{Data: frames[i], Len: 64, Link: i % 4}
+		}
+		sw.Handle(pkts)
+	}
+	if v, out := pkts[1].Verdict(); v != fwd.VerdictForward || out != 2 {
+		b.Fatalf("frame 1: verdict %d, link %d; want forwarded to 2", v, out)
+	}
+}
