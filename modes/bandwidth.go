@@ -27,10 +27,11 @@ import (
 // frame, only pass or drop it. TCP adapts to the drops; a burst of at least
 // a few dozen full frames keeps its throughput near the rate.
 //
-// Broadcast, multicast and unknown unicast frames, flooded, are charged to
-// nobody: a pod's neighbour discovery is never policed away, and a secured
-// pod's own address is pinned (portsec.go), so unicast for it is never
-// flooded.
+// What a pod sends is charged whatever it is, broadcasts included. What
+// is flooded to it (broadcast, multicast, unknown unicast) is not charged
+// to its ingress: a flood is one verdict for every link, and a pod's
+// neighbour discovery is not to be policed away; a secured pod's own
+// address is pinned (portsec.go), so unicast for it is never flooded.
 //
 // Cost per frame: one atomic load of its link's policer (nil for a link
 // without limits), and for a forward one more of the output link's; a

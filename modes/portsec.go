@@ -223,8 +223,9 @@ func (s *Switch) Secured(i int) bool {
 }
 
 // LinkAddedAs implements fwd.LinkNameObserver: link i, named name, is
-// flooded to, and gets the port security given for name, if any (else
-// none: an index a secured link had is unsecured for its next link).
+// flooded to, and gets the port security and the bandwidth limits
+// (LimitPort) given for name, if any (else none: an index a secured or
+// limited link had is neither for its next link).
 func (s *Switch) LinkAddedAs(i int, name string) {
 	s.mu.Lock()
 	s.names[i] = name

@@ -41,7 +41,9 @@ func ipv4OnlyPath(t *testing.T) string {
 // chainPlugins are the plugins after xdpfwd-cni in a chain: Debian's
 // portmap, bandwidth and tuning (tuning sets a sysctl in the pod).
 // portmap and bandwidth take their settings from runtimeConfig
-// (capabilities), as a kubelet passes them.
+// (capabilities), as a kubelet passes them. With xdpfwd the "bandwidth"
+// capability is xdpfwd-cni's (chainConf): the bandwidth plugin's qdiscs
+// never see the pod's frames; it is here to show a chain with both works.
 func chainPlugins() []map[string]any {
 	return []map[string]any{
 		{"type": "portmap", "capabilities": map[string]any{"portMappings": true}},
@@ -137,8 +139,11 @@ func fetch(ns netnsDoer, addr string) ([]byte, error) {
 // its tbf qdisc and ingress qdisc on it and made its ifb; tuning set its
 // sysctl in the pod. CHECK of the whole chain passes (from 0.4.0). DEL
 // of the whole chain leaves nothing: no veth, lease, record, xdpfwd
-// link, ifb, DNAT rule; the hostPort no longer answers. Logged, not
-// asserted: the rates through xdpfwd under bandwidth's 8 Mbit/s limits.
+// link, ifb, DNAT rule; the hostPort no longer answers. The "bandwidth"
+// capability given to both xdpfwd-cni and the bandwidth plugin (8 Mbit/s
+// each way), xdpfwd polices it: a TCP transfer each way through it
+// delivers at most rate × elapsed + burst; the bandwidth plugin's qdiscs'
+// counters, which the pod's frames never reach, are logged.
 func TestCNIChain(t *testing.T) {
 	r, d := newSwitchRig(t)
 	r.linkPlugins("portmap", "bandwidth", "tuning")
@@ -160,7 +165,9 @@ func TestCNIChain(t *testing.T) {
 	for i, v := range []string{"0.3.1", "0.4.0", "1.0.0"} {
 		p := r.newPod(fmt.Sprintf("ch%d", i))
 		hostPort := 30080 + i
-		r.writeConflist(v, append([]map[string]any{r.pluginConf(r.hostLocalIPAM())}, chainPlugins()...)...)
+		conf := r.pluginConf(r.hostLocalIPAM())
+		conf["capabilities"] = map[string]any{"bandwidth": true} // xdpfwd-cni's, xdpfwd polices it
+		r.writeConflist(v, append([]map[string]any{conf}, chainPlugins()...)...)
 		capArgs := fmt.Sprintf(`CAP_ARGS={"portMappings":[{"hostPort":%d,"containerPort":8080,"protocol":"tcp"}],`+
 			`"bandwidth":{"ingressRate":%d,"ingressBurst":%d,"egressRate":%d,"egressBurst":%d}}`, hostPort, rate, rate/8, rate, rate/8)
 		out, err := r.cnitoolEnv("add", p, capArgs, path)
@@ -196,11 +203,22 @@ func TestCNIChain(t *testing.T) {
 			t.Errorf("%s: tuning's %s in the pod: %q, %v; want 1", v, tunedSysctl, got, err)
 		}
 		if v == "1.0.0" {
-			// What bandwidth's limits do to traffic through xdpfwd.
-			in, errIn := topo.TCPTransfer(r.node, p, addr, 2<<20, 20*time.Second)
-			outT, errOut := topo.TCPTransfer(p, r.node, gatewayAddr, 2<<20, 20*time.Second)
-			t.Logf("bandwidth's limits %d bit/s each way: node → pod 2 MiB through xdpfwd at %.1f Mbit/s (%v, %v); pod → node at %.1f Mbit/s (%v, %v); the host end's qdiscs then:\n%s",
+			// The limits through xdpfwd: its policer's; the qdiscs'
+			// counters, logged, say what bandwidth's did.
+			in, errIn := topo.TCPTransfer(r.node, p, addr, 1<<20, 20*time.Second)
+			outT, errOut := topo.TCPTransfer(p, r.node, gatewayAddr, 1<<20, 20*time.Second)
+			t.Logf("limits %d bit/s each way: node → pod 1 MiB through xdpfwd at %.2f Mbit/s (%v, %v); pod → node at %.2f Mbit/s (%v, %v); the bandwidth plugin's qdiscs on the host end then:\n%s",
 				rate, in.Gbps*1000, in.Elapsed, errIn, outT.Gbps*1000, outT.Elapsed, errOut, tcIn(r.node, "-s", "qdisc", "show", "dev", host))
+			for _, x := range []struct {
+				dir string
+				res topo.TransferResult
+				err error
+			}{{"node → pod", in, errIn}, {"pod → node", outT, errOut}} {
+				// Payload bytes, under the frames policed: no slack.
+				if bound := int64(rate/8*x.res.Elapsed.Seconds()) + rate/8; x.err != nil || x.res.Bytes > bound {
+					t.Errorf("%s: %d bytes in %v (%v); want the transfer, at most rate × elapsed + burst = %d", x.dir, x.res.Bytes, x.res.Elapsed, x.err, bound)
+				}
+			}
 		}
 
 		if wantCode("CHECK", v) == 0 {
