@@ -112,17 +112,27 @@ func podAddr(t *testing.T, out string) netip.Addr {
 // dropped: tx_rate_limited on the pod's link (node → pod, its ingress),
 // rx_rate_limited (pod → node, its egress). A pod without limits in the
 // same run moves several times the limited pod's bound each way: the
-// limit is the policer's, not the machine's.
+// limit is the policer's, not the machine's. With one worker and with
+// two (the pod's link read and written by both: one bucket each way,
+// shared).
 func TestPodBandwidthPoliced(t *testing.T) {
+	for _, q := range []string{"1", "2"} {
+		t.Run(q+"-queues", func(t *testing.T) { testPodBandwidthPoliced(t, q) })
+	}
+}
+
+func testPodBandwidthPoliced(t *testing.T, queues string) {
 	r := newRig(t, 0)
 	r.daemon.srv.Close(time.Second) // the stand-in makes way for xdpfwd
+	// The uplink and a second link, with as many queues as workers.
 	for _, up := range []string{"up0", "up1"} {
-		ipIn(t, r.node, []string{"link", "add", up, "type", "veth", "peer", "name", up + "p"},
+		ipIn(t, r.node, []string{"link", "add", up, "numtxqueues", queues, "numrxqueues", queues, "type", "veth",
+			"peer", "name", up + "p", "numtxqueues", queues, "numrxqueues", queues},
 			[]string{"link", "set", up, "up"}, []string{"link", "set", up + "p", "up"})
 	}
 	ipIn(t, r.node, []string{"addr", "add", gatewayCIDR, "dev", "up1p"})
 	d := startXdpfwd(t, buildXdpfwd(t, r.dir), r.node, r.ctl, "--mode", "switch", "--link", "up0", "--link", "up1",
-		"--queues", "1", "--metrics", metricsAddr)
+		"--queues", queues, "--metrics", metricsAddr)
 	r.forwards = d.forwards
 
 	conf := r.pluginConf(r.hostLocalIPAM())
