@@ -33,10 +33,11 @@ import (
 // neighbour discovery is not to be policed away; a secured pod's own
 // address is pinned (portsec.go), so unicast for it is never flooded.
 //
-// Cost per frame: one atomic load of its link's policer (nil for a link
-// without limits), and for a forward one more of the output link's; a
-// policed frame adds one load and, admitted, one compare-and-swap. No
-// lock, no allocation, no clock read (the batch's).
+// Cost: a switch none of whose links is limited pays one atomic load per
+// batch. Otherwise a frame costs one atomic load of its link's policer
+// (nil for a link without limits), and a forward one more of the output
+// link's; a policed frame adds one load and, admitted, one
+// compare-and-swap. No lock, no allocation, no clock read (the batch's).
 
 // Limits are a link's bandwidth limits as CNI's bandwidth capability gives
 // them: rates in bits per second, bursts in bits, 0 for no limit that way.
@@ -185,7 +186,7 @@ func (s *Switch) LimitPort(name string, l Limits) error {
 	s.limits[name] = l
 	for i, n := range s.names {
 		if n == name {
-			s.limiters[i].Store(newPolicer(l))
+			s.setLimiter(i, newPolicer(l))
 		}
 	}
 	return nil
@@ -200,7 +201,7 @@ func (s *Switch) ReleaseLimits(name string) {
 	delete(s.limits, name)
 	for i, n := range s.names {
 		if n == name {
-			s.limiters[i].Store(nil)
+			s.setLimiter(i, nil)
 		}
 	}
 }
@@ -216,11 +217,37 @@ func (s *Switch) PortLimits() map[string]Limits {
 	return out
 }
 
+// admitOut charges n bytes sent by link i at now to its egress bucket,
+// if it has one, and reports whether they fit.
+func (s *Switch) admitOut(i uint, n int, now int64) bool {
+	pl := s.limiters[i].Load()
+	return pl == nil || pl.out == nil || pl.out.Admit(n, now)
+}
+
+// admitIn charges n bytes for link i at now to its ingress bucket, if it
+// has one, and reports whether they fit.
+func (s *Switch) admitIn(i uint, n int, now int64) bool {
+	pl := s.limiters[i].Load()
+	return pl == nil || pl.in == nil || pl.in.Admit(n, now)
+}
+
+// setLimiter puts p (nil: none) on link i, and counts the links policed.
+// s.mu is held.
+func (s *Switch) setLimiter(i int, p *policer) {
+	if old := s.limiters[i].Swap(p); (old == nil) != (p == nil) {
+		if p != nil {
+			s.policed.Add(1)
+		} else {
+			s.policed.Add(-1)
+		}
+	}
+}
+
 // applyLimits puts name's limits, or none, on link i. s.mu is held.
 func (s *Switch) applyLimits(i int, name string) {
 	if l, ok := s.limits[name]; ok {
-		s.limiters[i].Store(newPolicer(l))
+		s.setLimiter(i, newPolicer(l))
 	} else {
-		s.limiters[i].Store(nil)
+		s.setLimiter(i, nil)
 	}
 }

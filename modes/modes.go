@@ -73,8 +73,10 @@ type Switch struct {
 	// without: read per frame, written when a link is added or secured.
 	guards [fwd.MaxLinks]atomic.Pointer[guard]
 	// limiters are the links' bandwidth limits (bandwidth.go), nil for
-	// a link without: read per frame, written as guards are.
+	// a link without: read per frame, written as guards are (s.mu held);
+	// policed counts those not nil, read per batch.
 	limiters [fwd.MaxLinks]atomic.Pointer[policer]
+	policed  atomic.Int32
 	// mu guards ports, the port security given by link name, limits,
 	// the bandwidth limits given by link name, and names, the names of
 	// the links added (LinkAddedAs) by index.
@@ -119,7 +121,7 @@ func (s *Switch) LinkAdded(i int) {
 func (s *Switch) LinkRemoved(i int) {
 	s.mu.Lock()
 	s.guards[i].Store(nil)
-	s.limiters[i].Store(nil)
+	s.setLimiter(i, nil)
 	s.names[i] = ""
 	s.mu.Unlock()
 	s.Table.Forget(i)
@@ -152,6 +154,7 @@ func (s *Switch) Stats() fdb.Stats { return s.Table.Stats() }
 func (s *Switch) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch
 	all := fwd.AllLinks(int(s.links.Load()))
+	policed := s.policed.Load() != 0 // any link limited (bandwidth.go)
 	for i := range pkts {
 		p := &pkts[i]
 		f := p.Data
@@ -174,7 +177,7 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 		}
 		// The pod's egress (bandwidth.go): charged once its frame is
 		// known to be its own.
-		if pl := s.limiters[in].Load(); pl != nil && pl.out != nil && !pl.out.Admit(p.Len, now) {
+		if policed && !s.admitOut(in, p.Len, now) {
 			p.DropFor(fwd.CauseRateLimited)
 			continue
 		}
@@ -190,7 +193,7 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			p.Drop() // for the segment it came from: a bridge filters it
 		default:
 			// The output pod's ingress (bandwidth.go).
-			if pl := s.limiters[uint(link)%fwd.MaxLinks].Load(); pl != nil && pl.in != nil && !pl.in.Admit(p.Len, now) {
+			if policed && !s.admitIn(uint(link)%fwd.MaxLinks, p.Len, now) {
 				p.DropOut(fwd.CauseRateLimited, link)
 				continue
 			}
