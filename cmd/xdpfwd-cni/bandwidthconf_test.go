@@ -26,6 +26,10 @@ func TestParseConfBandwidth(t *testing.T) {
 		{"none", `{` + base + `}`, nil, ""},
 		{"runtimeConfig", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":8000000,"ingressBurst":524288,"egressRate":16000000,"egressBurst":1048576}}}`,
 			&linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 524288, EgressRate: 16e6, EgressBurst: 1 << 20}, ""},
+		// containerd's CRI, as it passes a pod's 8M annotations: go-cni's
+		// field names, and a burst of its own (2^32-1 bits, 512 MiB).
+		{"containerd's form", `{` + base + `,"runtimeConfig":{"bandwidth":{"EgressBurst":4294967295,"EgressRate":8000000,"IngressBurst":4294967295,"IngressRate":8000000}}}`,
+			&linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 1<<32 - 1, EgressRate: 8e6, EgressBurst: 1<<32 - 1}, ""},
 		{"one way", `{` + base + `,"runtimeConfig":{"bandwidth":{"egressRate":1000000,"egressBurst":2147483647}}}`,
 			&linkop.Bandwidth{EgressRate: 1e6, EgressBurst: 1<<31 - 1}, ""},
 		{"the configuration's own keys win", `{` + base + `,"ingressRate":1000000,"ingressBurst":100000,"runtimeConfig":{"bandwidth":{"egressRate":8000000,"egressBurst":524288}}}`,
