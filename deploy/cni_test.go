@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/version"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/xdpfwd/xdpfwd/control"
@@ -143,8 +144,9 @@ func TestCNIDaemonSet(t *testing.T) {
 		}
 	}
 	var list struct {
-		CNIVersion string `json:"cniVersion"`
-		Plugins    []struct {
+		CNIVersion  string   `json:"cniVersion"`
+		CNIVersions []string `json:"cniVersions"`
+		Plugins     []struct {
 			Type    string `json:"type"`
 			Control string `json:"control"`
 			IPAM    struct {
@@ -155,8 +157,15 @@ func TestCNIDaemonSet(t *testing.T) {
 	if err := json.Unmarshal([]byte(cm.Data[key]), &list); err != nil || len(list.Plugins) != 1 {
 		t.Fatalf("ConfigMap %s: %v (%d plugins)", key, err, len(list.Plugins))
 	}
-	if p := list.Plugins[0]; list.CNIVersion != "1.1.0" || p.Type != "xdpfwd-cni" || p.Control != ctl || p.IPAM.Type == "" {
-		t.Errorf("conflist: version %s, plugin %+v; want 1.1.0, xdpfwd-cni on control %s with an IPAM", list.CNIVersion, p, ctl)
+	// containerd 1.6 and 1.7 refuse a 1.1.0 result; runtimes of spec
+	// 1.1.0 take the highest of cniVersions.
+	if p := list.Plugins[0]; list.CNIVersion != "1.0.0" || !slices.Equal(list.CNIVersions, []string{"1.0.0", "1.1.0"}) ||
+		p.Type != "xdpfwd-cni" || p.Control != ctl || p.IPAM.Type == "" {
+		t.Errorf("conflist: version %s (versions %q), plugin %+v; want 1.0.0 (1.0.0 and 1.1.0), xdpfwd-cni on control %s with an IPAM",
+			list.CNIVersion, list.CNIVersions, p, ctl)
+	}
+	if lc, err := libcni.ConfListFromBytes([]byte(cm.Data[key])); err != nil || lc.CNIVersion != "1.1.0" {
+		t.Errorf("conflist as libcni %s reads it: %+v, %v; want version 1.1.0", version.Current(), lc, err)
 	}
 
 	// The gate: no init container installs (it would run before xdpfwd).

@@ -249,3 +249,52 @@ func TestCNIChain(t *testing.T) {
 		t.Errorf("xdpfwd's links at the end: %q", got)
 	}
 }
+
+// TestCNIChainedMACChangeChecked: tuning after xdpfwd-cni changing the
+// pod's MAC ("mac" of tuning) leaves the pod's link secured for the MAC
+// ADD made, so the pod's frames are dropped (spoofed_source): CHECK of
+// the chain says so, naming both addresses, where before it passed. The
+// same chain with the MAC given to xdpfwd-cni instead passes CHECK.
+func TestCNIChainedMACChangeChecked(t *testing.T) {
+	r, d := newSwitchRig(t)
+	r.linkPlugins("tuning")
+	path := ipv4OnlyPath(t)
+	const tuned = "02:28:00:00:00:7e"
+	for _, tc := range []struct {
+		name  string
+		conf  func(map[string]any) []map[string]any
+		fails bool
+	}{
+		{"tuning sets the MAC", func(c map[string]any) []map[string]any {
+			return []map[string]any{c, {"type": "tuning", "mac": tuned}}
+		}, true},
+		{"xdpfwd-cni sets the MAC", func(c map[string]any) []map[string]any {
+			c["mac"] = tuned
+			return []map[string]any{c, {"type": "tuning", "sysctl": map[string]any{tunedSysctl: "1"}}}
+		}, false},
+	} {
+		p := r.newPod("tm")
+		r.writeConflist("1.0.0", tc.conf(r.pluginConf(r.hostLocalIPAM()))...)
+		if out, err := r.cnitoolEnv("add", p, path); err != nil {
+			t.Fatalf("%s: cnitool add: %v\n%s", tc.name, err, out)
+		}
+		if m, err := p.HardwareAddr("eth0"); err != nil || m.String() != tuned {
+			t.Errorf("%s: the pod's MAC %s (%v); want %s", tc.name, m, err, tuned)
+		}
+		out, err := r.cnitoolEnv("check", p, path)
+		t.Logf("%s: cnitool check: %v %s", tc.name, err, strings.TrimSpace(out))
+		switch {
+		case tc.fails && (err == nil || !strings.Contains(out, "spoofed_source") || !strings.Contains(out, tuned)):
+			t.Errorf("%s: CHECK %v, %s; want it to fail naming spoofed_source and %s", tc.name, err, out, tuned)
+		case !tc.fails && err != nil:
+			t.Errorf("%s: CHECK: %v\n%s", tc.name, err, out)
+		}
+		if out, err := r.cnitoolEnv("del", p, path); err != nil {
+			t.Errorf("%s: cnitool del: %v\n%s", tc.name, err, out)
+		}
+		if left := r.leftovers(p); len(left) > 0 {
+			t.Errorf("%s: after DEL: %q left", tc.name, left)
+		}
+	}
+	d.running()
+}

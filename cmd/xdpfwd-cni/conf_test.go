@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 )
 
 // TestParseConf: good configurations get their defaults; each bad one
@@ -130,6 +133,38 @@ func TestInstall(t *testing.T) {
 			}
 			if want, _ := os.ReadFile(good); cerr != nil || string(c) != string(want) {
 				t.Errorf("conflist: %q, %v", c, cerr)
+			}
+		})
+	}
+}
+
+// TestCheckPolicy: CHECK fails a pod whose link the daemon secures for
+// another MAC (a chained tuning changed it after ADD) or polices to other
+// limits than the network's, and passes one without either, or with the
+// same.
+func TestCheckPolicy(t *testing.T) {
+	pod := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	bw := &linkop.Bandwidth{IngressRate: 8e6, IngressBurst: 8e5, EgressRate: 8e6, EgressBurst: 8e5}
+	other := *bw
+	other.EgressRate = 16e6
+	for _, tt := range []struct {
+		name string
+		k    linkop.Link
+		want *linkop.Bandwidth
+		err  string
+	}{
+		{"not secured, no limits", linkop.Link{}, nil, ""},
+		{"secured for the pod's MAC", linkop.Link{MAC: pod.String()}, nil, ""},
+		{"secured for another MAC", linkop.Link{MAC: "02:00:00:00:00:02"}, nil, "spoofed_source"},
+		{"policed as the network says", linkop.Link{Bandwidth: bw}, bw, ""},
+		{"policed, no limits given", linkop.Link{Bandwidth: bw}, nil, "gives no limits"},
+		{"limits given, not policed", linkop.Link{}, bw, "not policed"},
+		{"policed to other limits", linkop.Link{Bandwidth: &other}, bw, "the network gives"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkPolicy(tt.k, pod, tt.want)
+			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+				t.Errorf("checkPolicy(%+v): %v; want %q", tt.k, err, tt.err)
 			}
 		})
 	}

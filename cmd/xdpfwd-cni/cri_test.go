@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -174,8 +175,10 @@ type sandbox struct {
 // TestCNIContainerdCRI runs pod sandboxes as a kubelet does: through
 // containerd's CRI (crictl runp, stopp, rmp), with its sandbox image
 // built by the test (busybox's sleep) and imported, the conflist
-// xdpfwd-cni then Debian's portmap and bandwidth (their capabilities
-// declared), onto a running xdpfwd switch. containerd runs in the node's
+// deploy/ ships (xdpfwd-cni declaring mac, ips and bandwidth, at
+// cniVersion 1.0.0 with cniVersions up to 1.1.0: containerd 1.6's libcni
+// reads the first) and Debian's portmap after it, onto a running xdpfwd
+// switch. containerd runs in the node's
 // network namespace and a mount namespace of its own (libcni's cache,
 // the sandboxes' namespaces and rootfs mounts stay in it). Two sandboxes
 // get addresses, their host veths are xdpfwd's links, they ping each
@@ -184,10 +187,11 @@ type sandbox struct {
 // for the plugins declaring them, in chain order (each plugin's stdin is
 // logged; xdpfwd-cni's "mac" and "ips" get nothing from a kubelet): a
 // hostPort on the node's outside address, reached from another
-// namespace, is DNAT'd to the first sandbox, and bandwidth's tbf has the
-// annotation's rate. stopp runs DEL of the chain in reverse order (rmp
-// again): no host veth, xdpfwd link, lease, state record, DNAT rule or
-// ifb is left.
+// namespace, is DNAT'd to the first sandbox, and xdpfwd polices the
+// first sandbox's link at the annotations' rates and secures each for
+// its sandbox's MAC (link list). stopp runs DEL of the chain in reverse
+// order (rmp again): no host veth, xdpfwd link, lease, state record or
+// DNAT rule is left.
 func TestCNIContainerdCRI(t *testing.T) {
 	r, d := newSwitchRig(t)
 	bin := need(t, "containerd")
@@ -202,17 +206,16 @@ func TestCNIContainerdCRI(t *testing.T) {
 		t.Fatalf("%s: not a static executable (%v): the image has no libc; install busybox-static", busybox, err)
 	}
 	// containerd's CRI adds a loopback network to every sandbox.
-	r.linkPlugins("loopback", "portmap", "bandwidth")
+	r.linkPlugins("loopback", "portmap")
 	calls := filepath.Join(r.dir, "calls.log")
-	chain := []string{"xdpfwd-cni", "portmap", "bandwidth"}
+	chain := []string{"xdpfwd-cni", "portmap"}
 	for _, p := range chain {
 		loggingPlugin(t, r.cniPath, p, calls)
 	}
 	conf := r.pluginConf(r.hostLocalIPAM())
-	conf["capabilities"] = map[string]any{"mac": true, "ips": true}
-	r.writeConflist("1.0.0", conf,
-		map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}},
-		map[string]any{"type": "bandwidth", "capabilities": map[string]any{"bandwidth": true}})
+	conf["capabilities"] = map[string]any{"mac": true, "ips": true, "bandwidth": true}
+	r.writeConflistVersions("1.0.0", []string{"1.0.0", "1.1.0"}, conf,
+		map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}})
 
 	// "Outside the node": a namespace on a veth to the node.
 	outside, err := topo.NewNS("r28out")
@@ -380,9 +383,25 @@ func TestCNIContainerdCRI(t *testing.T) {
 		t.Errorf("from outside to %s (portmap to %s:%d): %q, %v; want %q\nnode's nat table:\n%s", hp, pods[0].addr, podPort, got, err, payload, nat)
 	}
 	stop()
-	// The pod's bandwidth annotations: bandwidth's tbf on the host end.
-	if qd := tcIn(r.node, "qdisc", "show", "dev", pods[0].host); !strings.Contains(qd, "qdisc tbf") || !strings.Contains(qd, fmt.Sprintf("rate %dMbit", rateBits/1_000_000)) {
-		t.Errorf("%s: bandwidth on %s: qdiscs %q; want tbf at %s", pods[0].name, pods[0].host, qd, rate)
+	// The pod's bandwidth annotations: xdpfwd polices the first
+	// sandbox's link at their rates; each is secured for its MAC.
+	l := d.list()
+	for i, p := range pods {
+		k, ok := l.Link(p.host)
+		var mac net.HardwareAddr
+		if err := netns(p).Do(func() (err error) {
+			ifc, err := net.InterfaceByName("eth0")
+			if err == nil {
+				mac = ifc.HardwareAddr
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("%s: eth0: %v", p.name, err)
+		}
+		policed := k.Bandwidth != nil && k.Bandwidth.IngressRate == rateBits && k.Bandwidth.EgressRate == rateBits
+		if !ok || k.MAC != mac.String() || policed != (i == 0) || i > 0 && k.Bandwidth != nil {
+			t.Errorf("%s: xdpfwd's link %s: %+v (listed %v); want port security for %s, policed at %d bit/s each way: %v", p.name, p.host, k, ok, mac, rateBits, i == 0)
+		}
 	}
 
 	// What each plugin got from the CRI, in which order: the pod's
@@ -407,13 +426,13 @@ func TestCNIContainerdCRI(t *testing.T) {
 			json.Unmarshal(rc, &got)
 			var ok bool
 			switch {
-			case i > 0 || c.plugin == "xdpfwd-cni":
+			case i > 0:
 				ok = c.conf["runtimeConfig"] == nil
 			case c.plugin == "portmap":
 				ok = len(got.PortMappings) == 1 && got.PortMappings[0].HostPort == hostPort &&
-					got.PortMappings[0].ContainerPort == podPort && got.PortMappings[0].Protocol == "tcp"
-			case c.plugin == "bandwidth":
-				ok = got.Bandwidth != nil && got.Bandwidth.IngressRate == rateBits && got.Bandwidth.EgressRate == rateBits
+					got.PortMappings[0].ContainerPort == podPort && got.PortMappings[0].Protocol == "tcp" && got.Bandwidth == nil
+			case c.plugin == "xdpfwd-cni":
+				ok = got.Bandwidth != nil && got.Bandwidth.IngressRate == rateBits && got.Bandwidth.EgressRate == rateBits && got.PortMappings == nil
 			}
 			if !ok {
 				t.Errorf("%s: ADD %s got runtimeConfig %s; want the pod's port mapping %d → %d, its rates %s (%d bit/s) to plugins declaring them", p.name, c.plugin, rc, hostPort, podPort, rate, rateBits)
@@ -461,9 +480,6 @@ func TestCNIContainerdCRI(t *testing.T) {
 	nat, _ := exec.Command("ip", "netns", "exec", r.node.Name, "iptables", "-t", "nat", "-S").CombinedOutput()
 	if strings.Contains(string(nat), fmt.Sprintf("--dport %d", hostPort)) {
 		t.Errorf("after rmp: portmap's rule for %d left:\n%s", hostPort, nat)
-	}
-	if ib := ifbs(r.node); len(ib) != 0 {
-		t.Errorf("after rmp: bandwidth's ifb %q left", ib)
 	}
 	if got := d.links(); !slices.Equal(got, []string{"up0", "up1"}) {
 		t.Errorf("xdpfwd's links at the end: %q", got)

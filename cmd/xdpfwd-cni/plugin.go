@@ -525,11 +525,13 @@ func cmdCheck(args *skel.CmdArgs) error {
 			ips = append(ips, ipc)
 		}
 	}
+	var podMAC net.HardwareAddr
 	err = netns.Do(func(ns.NetNS) error {
 		cl, peer, err := ip.GetVethPeerIfindex(args.IfName)
 		if err != nil {
 			return err
 		}
+		podMAC = cl.Attrs().HardwareAddr
 		if peer != hl.Attrs().Index {
 			return fmt.Errorf("%s's peer is ifindex %d, not %s (%d)", args.IfName, peer, host, hl.Attrs().Index)
 		}
@@ -568,8 +570,31 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return daemonErr(conf, "list links", err)
 	}
-	if !l.Has(host) {
+	k, ok := l.Link(host)
+	if !ok {
 		return types.NewError(types.ErrIOFailure, "xdpfwd does not forward "+host, "")
+	}
+	if err := checkPolicy(k, podMAC, conf.bandwidth); err != nil {
+		return types.NewError(types.ErrIOFailure, "xdpfwd's link "+host, err.Error())
+	}
+	return nil
+}
+
+// checkPolicy says how the daemon's link k fails the pod: secured for
+// another MAC than the pod's (a chained plugin, tuning say, changed it
+// after ADD: its frames are dropped as spoofed_source), or policed to
+// other limits than the network's (none: not policed).
+func checkPolicy(k linkop.Link, podMAC net.HardwareAddr, want *linkop.Bandwidth) error {
+	if k.MAC != "" && k.MAC != podMAC.String() {
+		return fmt.Errorf("port security for MAC %s, but the pod's is %s: its frames are dropped (spoofed_source)", k.MAC, podMAC)
+	}
+	switch {
+	case want == nil && k.Bandwidth != nil:
+		return fmt.Errorf("policed to %+v, the network gives no limits", *k.Bandwidth)
+	case want != nil && k.Bandwidth == nil:
+		return fmt.Errorf("not policed, the network gives limits %+v", *want)
+	case want != nil && *want != *k.Bandwidth:
+		return fmt.Errorf("policed to %+v, the network gives %+v", *k.Bandwidth, *want)
 	}
 	return nil
 }

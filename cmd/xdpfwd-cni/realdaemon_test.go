@@ -100,8 +100,8 @@ func (d *xdpfwdProc) running() {
 	}
 }
 
-// links is the daemon's link list.
-func (d *xdpfwdProc) links() []string {
+// list is the daemon's link list.
+func (d *xdpfwdProc) list() linkop.List {
 	d.t.Helper()
 	c, err := linkop.Dial(d.ctl)
 	if err != nil {
@@ -112,6 +112,13 @@ func (d *xdpfwdProc) links() []string {
 	if err != nil {
 		d.t.Fatalf("link list: %v", err)
 	}
+	return l
+}
+
+// links is the daemon's link list.
+func (d *xdpfwdProc) links() []string {
+	d.t.Helper()
+	l := d.list()
 	var names []string
 	for _, k := range l.Links {
 		names = append(names, k.Name)

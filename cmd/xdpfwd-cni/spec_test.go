@@ -115,11 +115,23 @@ func (r *rig) netConf(v string, plugin map[string]any, more map[string]any) []by
 // of these plugins, in order.
 func (r *rig) writeConflist(v string, plugins ...map[string]any) {
 	r.t.Helper()
+	r.writeConflistVersions(v, nil, plugins...)
+}
+
+// writeConflistVersions is writeConflist with "cniVersions" too (spec
+// 1.1.0: a runtime takes the highest it speaks, one before 1.1.0
+// "cniVersion").
+func (r *rig) writeConflistVersions(v string, vs []string, plugins ...map[string]any) {
+	r.t.Helper()
 	ps := make([]any, len(plugins))
 	for i, p := range plugins {
 		ps[i] = p
 	}
-	b, _ := json.Marshal(map[string]any{"cniVersion": v, "name": r.netName, "plugins": ps})
+	list := map[string]any{"cniVersion": v, "name": r.netName, "plugins": ps}
+	if vs != nil {
+		list["cniVersions"] = vs
+	}
+	b, _ := json.Marshal(list)
 	if err := os.WriteFile(filepath.Join(r.netDir, r.netName+".conflist"), b, 0o644); err != nil {
 		r.t.Fatal(err)
 	}

@@ -173,6 +173,28 @@ func TestDaemonPolicesLinkBandwidth(t *testing.T) {
 	d = startBin(t, args...)
 	waitLog(t, d, readyMsg, 30*time.Second)
 	waitSocket(t, d, ctl)
+	// link list says so: the limited link's MAC and limits, the other's
+	// MAC alone, the uplink neither (JSON and the table's POLICY).
+	r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
+	var listed struct{ Links []linkop.Link }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &listed) != nil {
+		t.Fatalf("link list --json: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	for _, k := range listed.Links {
+		wantMAC, wantBW := "", (*linkop.Bandwidth)(nil)
+		switch k.Name {
+		case h.Links[1]:
+			wantMAC, wantBW = macs[1].String(), &want
+		case h.Links[2]:
+			wantMAC = macs[2].String()
+		}
+		if k.MAC != wantMAC || (k.Bandwidth == nil) != (wantBW == nil) || wantBW != nil && *k.Bandwidth != *wantBW {
+			t.Errorf("link list after the restart: %s has mac %q, bandwidth %+v; want %q, %+v", k.Name, k.MAC, k.Bandwidth, wantMAC, wantBW)
+		}
+	}
+	if r := runBin(t, 10*time.Second, nil, "link", "list", "--control", ctl); !strings.Contains(r.stdout, "mac "+macs[1].String()+" in 1Mbit/s out 1Mbit/s") {
+		t.Errorf("link list: no POLICY \"mac %s in 1Mbit/s out 1Mbit/s\" for %s:\n%s", macs[1], h.Links[1], r.stdout)
+	}
 	policed("restarted")
 	d.interrupt()
 	var sum fwd.Summary

@@ -16,6 +16,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
@@ -193,11 +194,35 @@ func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
 		}{l.Mode, l.Links})
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "LINK\tMODE\tRX PACKETS\tTX PACKETS\t\n")
+	fmt.Fprintf(tw, "LINK\tMODE\tRX PACKETS\tTX PACKETS\tPOLICY\t\n")
 	for _, k := range l.Links {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t\n", k.Name, l.Mode, k.RXPackets, k.TXPackets)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", k.Name, l.Mode, k.RXPackets, k.TXPackets, linkPolicy(k))
 	}
 	return tw.Flush()
+}
+
+// linkPolicy is link list's POLICY column: the link's port security and
+// bandwidth limits, "-" for none.
+func linkPolicy(k linkop.Link) string {
+	var s []string
+	if k.MAC != "" {
+		s = append(s, "mac "+k.MAC)
+	}
+	if len(k.IPs) > 0 {
+		s = append(s, "ip "+strings.Join(k.IPs, ","))
+	}
+	if b := k.Bandwidth; b != nil {
+		if b.IngressRate != 0 {
+			s = append(s, "in "+formatBitRate(b.IngressRate))
+		}
+		if b.EgressRate != 0 {
+			s = append(s, "out "+formatBitRate(b.EgressRate))
+		}
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, " ")
 }
 
 // handle serves one connection of the control socket: a link request
@@ -248,12 +273,27 @@ func (d daemonLinks) List() (linkop.List, error) {
 	// The plugin's STATUS: a daemon draining or stalled is not
 	// available, though it answers.
 	l.Health, l.HealthDetail = health(f, d.cs.stopping.Load())
+	var ports map[string]modes.Port
+	var limits map[string]modes.Limits
+	if sw := d.cs.sw; sw != nil {
+		ports, limits = sw.Ports(), sw.PortLimits()
+	}
 	for i, name := range f.Links() {
 		if name == "" {
 			continue // a removed link's index
 		}
 		st := f.LinkStats(i)
-		l.Links = append(l.Links, linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets})
+		k := linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets}
+		if p, ok := ports[name]; ok {
+			k.MAC = p.MAC.String()
+			for _, a := range p.IPs {
+				k.IPs = append(k.IPs, a.String())
+			}
+		}
+		if b, ok := limits[name]; ok {
+			k.Bandwidth = &linkop.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
+		}
+		l.Links = append(l.Links, k)
 	}
 	return l, nil
 }

@@ -130,6 +130,12 @@ type Link struct {
 	Name      string `json:"name"`
 	RXPackets uint64 `json:"rx_packets"`
 	TXPackets uint64 `json:"tx_packets"`
+	// MAC and IPs are the link's port security, if it has it: the only
+	// source MAC (and sender IPs, none: any) its frames may carry.
+	MAC string   `json:"mac,omitempty"`
+	IPs []string `json:"ips,omitempty"`
+	// Bandwidth is the link's limits, if it is policed.
+	Bandwidth *Bandwidth `json:"bandwidth,omitempty"`
 }
 
 // List is what ListLinks returns.
@@ -171,12 +177,18 @@ func (l List) Available() error {
 
 // Has reports whether the list names link.
 func (l List) Has(name string) bool {
+	_, ok := l.Link(name)
+	return ok
+}
+
+// Link is the list's link name, if it has it.
+func (l List) Link(name string) (Link, bool) {
 	for _, k := range l.Links {
 		if k.Name == name {
-			return true
+			return k, true
 		}
 	}
-	return false
+	return Link{}, false
 }
 
 // Reply codes, and the errors a Manager returns (wrapped) and a client
