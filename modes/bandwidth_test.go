@@ -137,7 +137,7 @@ func TestLimitsCheck(t *testing.T) {
 // follow the link's name (added again at another index) and go with
 // ReleaseLimits.
 func TestSwitchPolicesPorts(t *testing.T) {
-	sw := s28Switch(t, 1024)
+	sw := newTestSwitch(t, 1024)
 	// 1 kbit/s: nothing refills while the test runs.
 	lim := modes.Limits{IngressRate: 1000, IngressBurst: 3 * 1000 * 8, EgressRate: 1000, EgressBurst: 2 * 1000 * 8}
 	if err := sw.LimitPort("s28pa", lim); err != nil {
@@ -147,7 +147,7 @@ func TestSwitchPolicesPorts(t *testing.T) {
 		t.Error("LimitPort with a rate and no burst: no error")
 	}
 	frame := func(dst, src net.HardwareAddr, from string) []byte {
-		f := s28IPv4(dst, src, 0, from)
+		f := ipv4Frame(dst, src, 0, from)
 		return append(f, make([]byte, 1000-len(f))...)
 	}
 	// The host's address learned on the uplink, B's pinned on 2.
@@ -159,7 +159,7 @@ func TestSwitchPolicesPorts(t *testing.T) {
 		sw.Handle(pkts)
 		return pkts
 	}
-	send(0, frame(s28B, s28Host, "10.99.0.1"), 1)
+	send(0, frame(podB, hostMAC, "10.99.0.1"), 1)
 	tally := func(pkts []fwd.Packet) (fwded, rx, tx int) {
 		for i := range pkts {
 			v, _ := pkts[i].Verdict()
@@ -182,10 +182,10 @@ func TestSwitchPolicesPorts(t *testing.T) {
 		f           []byte
 		fwd, rx, tx int
 	}{
-		{"A sends 5 to the host: 2 fit its egress burst", 1, frame(s28Host, s28A, "10.99.0.2"), 2, 3, 0},
-		{"the host sends 5 to A: 3 fit its ingress burst", 0, frame(s28A, s28Host, "10.99.0.1"), 3, 0, 2},
-		{"B (unlimited) sends 5 to the host", 2, frame(s28Host, s28B, "10.99.0.3"), 5, 0, 0},
-		{"B sends 5 to A: A's ingress is spent", 2, frame(s28A, s28B, "10.99.0.3"), 0, 0, 5},
+		{"A sends 5 to the host: 2 fit its egress burst", 1, frame(hostMAC, podA, "10.99.0.2"), 2, 3, 0},
+		{"the host sends 5 to A: 3 fit its ingress burst", 0, frame(podA, hostMAC, "10.99.0.1"), 3, 0, 2},
+		{"B (unlimited) sends 5 to the host", 2, frame(hostMAC, podB, "10.99.0.3"), 5, 0, 0},
+		{"B sends 5 to A: A's ingress is spent", 2, frame(podA, podB, "10.99.0.3"), 0, 0, 5},
 	} {
 		fw, rx, tx := tally(send(c.in, c.f, 5))
 		if fw != c.fwd || rx != c.rx || tx != c.tx {
@@ -201,14 +201,14 @@ func TestSwitchPolicesPorts(t *testing.T) {
 	sw.LinkAddedAs(1, "s28other")
 	sw.LinkRemoved(3)
 	sw.LinkAddedAs(3, "s28pa")
-	if fw, rx, _ := tally(send(1, frame(s28Host, s28A, "10.99.0.2"), 5)); fw != 5 || rx != 0 {
+	if fw, rx, _ := tally(send(1, frame(hostMAC, podA, "10.99.0.2"), 5)); fw != 5 || rx != 0 {
 		t.Errorf("index 1 after s28pa left: forwarded %d, rx_rate_limited %d; want 5, 0", fw, rx)
 	}
-	if fw, rx, _ := tally(send(3, frame(s28Host, s28A, "10.99.0.2"), 5)); fw != 2 || rx != 3 {
+	if fw, rx, _ := tally(send(3, frame(hostMAC, podA, "10.99.0.2"), 5)); fw != 2 || rx != 3 {
 		t.Errorf("s28pa back at index 3: forwarded %d, rx_rate_limited %d; want 2, 3", fw, rx)
 	}
 	sw.ReleaseLimits("s28pa")
-	if fw, rx, _ := tally(send(3, frame(s28Host, s28A, "10.99.0.2"), 5)); fw != 5 || rx != 0 {
+	if fw, rx, _ := tally(send(3, frame(hostMAC, podA, "10.99.0.2"), 5)); fw != 5 || rx != 0 {
 		t.Errorf("after ReleaseLimits: forwarded %d, rx_rate_limited %d; want 5, 0", fw, rx)
 	}
 	if len(sw.PortLimits()) != 0 {

@@ -21,13 +21,13 @@ import (
 // from a given sender address.
 
 var (
-	s28A     = net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0xa}
-	s28B     = net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0xb}
-	s28Host  = net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0x1}
-	s28Bcast = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	podA     = net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0xa}
+	podB     = net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0xb}
+	hostMAC  = net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0x1}
+	bcastMAC = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 )
 
-func s28Eth(dst, src net.HardwareAddr, vlan int, etype uint16, payload []byte) []byte {
+func ethFrame(dst, src net.HardwareAddr, vlan int, etype uint16, payload []byte) []byte {
 	f := append(append([]byte(nil), dst...), src...)
 	if vlan > 0 {
 		f = append(f, 0x81, 0x00, byte(vlan>>8), byte(vlan))
@@ -40,54 +40,54 @@ func s28Eth(dst, src net.HardwareAddr, vlan int, etype uint16, payload []byte) [
 	return f
 }
 
-func s28ARP(dst, src, sha net.HardwareAddr, spa string) []byte {
+func arpFrame(dst, src, sha net.HardwareAddr, spa string) []byte {
 	p := []byte{0, 1, 8, 0, 6, 4, 0, 1}
 	p = append(p, sha...)
 	p = append(p, netip.MustParseAddr(spa).AsSlice()...)
 	p = append(p, make([]byte, 6)...)
 	p = append(p, 10, 99, 0, 1)
-	return s28Eth(dst, src, 0, 0x0806, p)
+	return ethFrame(dst, src, 0, 0x0806, p)
 }
 
-func s28IPv4(dst, src net.HardwareAddr, vlan int, from string) []byte {
+func ipv4Frame(dst, src net.HardwareAddr, vlan int, from string) []byte {
 	h := make([]byte, 20)
 	h[0], h[9] = 0x45, 17
 	copy(h[12:], netip.MustParseAddr(from).AsSlice())
 	copy(h[16:], []byte{10, 99, 0, 1})
-	return s28Eth(dst, src, vlan, 0x0800, h)
+	return ethFrame(dst, src, vlan, 0x0800, h)
 }
 
-func s28IPv6(dst, src net.HardwareAddr, from string) []byte {
+func ipv6Frame(dst, src net.HardwareAddr, from string) []byte {
 	h := make([]byte, 40)
 	h[0], h[6] = 0x60, 17
 	copy(h[8:], netip.MustParseAddr(from).AsSlice())
 	copy(h[24:], netip.MustParseAddr("2001:db8::1").AsSlice())
-	return s28Eth(dst, src, 0, 0x86dd, h)
+	return ethFrame(dst, src, 0, 0x86dd, h)
 }
 
-// s28NA is a neighbour advertisement from IPv6 address from for target.
-func s28NA(dst, src net.HardwareAddr, from, target string) []byte {
+// naFrame is a neighbour advertisement from IPv6 address from for target.
+func naFrame(dst, src net.HardwareAddr, from, target string) []byte {
 	h := make([]byte, 40+24)
 	h[0], h[6], h[7] = 0x60, 58, 255
 	copy(h[8:], netip.MustParseAddr(from).AsSlice())
 	copy(h[24:], netip.MustParseAddr("ff02::1").AsSlice())
 	h[40] = 136
 	copy(h[48:], netip.MustParseAddr(target).AsSlice())
-	return s28Eth(dst, src, 0, 0x86dd, h)
+	return ethFrame(dst, src, 0, 0x86dd, h)
 }
 
-// s28Switch is a switch of four links: 0 the uplink, 1 pod A and 2 pod B
+// newTestSwitch is a switch of four links: 0 the uplink, 1 pod A and 2 pod B
 // (secured, added by name as the daemon adds a pod's link), 3 an
 // unsecured link.
-func s28Switch(t testing.TB, size int) *modes.Switch {
+func newTestSwitch(t testing.TB, size int) *modes.Switch {
 	t.Helper()
 	sw := modes.NewSwitch(1, size, time.Minute)
 	for i, c := range []struct {
 		name string
 		port *modes.Port
 	}{
-		{"s28pa", &modes.Port{MAC: s28A, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("2001:db8::2")}}},
-		{"s28pb", &modes.Port{MAC: s28B, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.3")}}},
+		{"s28pa", &modes.Port{MAC: podA, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("2001:db8::2")}}},
+		{"s28pb", &modes.Port{MAC: podB, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.3")}}},
 		{"s28l3", nil},
 	} {
 		if c.port != nil {
@@ -104,7 +104,7 @@ func s28Switch(t testing.TB, size int) *modes.Switch {
 // through and what it drops, and for which reason; and that its address
 // stays where it is pinned whatever other links send.
 func TestPortSecurityVerdicts(t *testing.T) {
-	sw := s28Switch(t, 1024)
+	sw := newTestSwitch(t, 1024)
 	all := fwd.AllLinks(4)
 	for _, c := range []struct {
 		name  string
@@ -114,32 +114,32 @@ func TestPortSecurityVerdicts(t *testing.T) {
 		out   fwd.LinkSet
 		cause fwd.DropCause
 	}{
-		{"B broadcasts as A", s28Eth(s28Bcast, s28A, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
-		{"then A's unicast still goes to A", s28Eth(s28A, s28Host, 0, 0x0800, nil), 0, fwd.VerdictForward, 1, 0},
-		{"B as A on a VLAN", s28Eth(s28Bcast, s28A, 5, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
-		{"B from a random address", s28Eth(s28Bcast, net.HardwareAddr{0x02, 9, 9, 9, 9, 9}, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
-		{"B from a multicast address", s28Eth(s28Bcast, net.HardwareAddr{0x03, 0, 0, 0, 0, 0xb}, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
-		{"the uplink sends as A", s28Eth(s28Bcast, s28A, 0, 0x0800, nil), 0, fwd.VerdictFlood, all, 0},
-		{"A stays pinned on 1", s28Eth(s28A, s28B, 0, 0x0800, s28IPv4(nil, nil, 0, "10.99.0.3")[14:34]), 2, fwd.VerdictForward, 1, 0},
-		{"link 3 sends as A: flooded, not learned", s28Eth(s28Bcast, s28A, 0, 0x0800, nil), 3, fwd.VerdictFlood, all, 0},
-		{"A stays pinned on 1, from the uplink", s28Eth(s28A, s28Host, 0, 0x0800, nil), 0, fwd.VerdictForward, 1, 0},
-		{"B's own unicast to the host learned on 0", s28IPv4(s28Host, s28B, 0, "10.99.0.3"), 2, fwd.VerdictForward, 0, 0},
-		{"B's frames reach B", s28Eth(s28B, s28Host, 0, 0x0800, nil), 0, fwd.VerdictForward, 2, 0},
-		{"B with A's IPv4 address", s28IPv4(s28Host, s28B, 0, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"B with A's IPv4 address on a VLAN", s28IPv4(s28Host, s28B, 7, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"B's DHCP discover from 0.0.0.0", s28IPv4(s28Bcast, s28B, 0, "0.0.0.0"), 2, fwd.VerdictFlood, all, 0},
-		{"B's ARP as A's IP", s28ARP(s28Bcast, s28B, s28B, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"B's ARP with A's sender MAC", s28ARP(s28Bcast, s28B, s28A, "10.99.0.3"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
-		{"B's ARP of its own", s28ARP(s28Bcast, s28B, s28B, "10.99.0.3"), 2, fwd.VerdictFlood, all, 0},
-		{"B's ARP probe", s28ARP(s28Bcast, s28B, s28B, "0.0.0.0"), 2, fwd.VerdictFlood, all, 0},
-		{"B's IPv6 link-local", s28IPv6(s28Host, s28B, "fe80::28:ff:fe00:b"), 2, fwd.VerdictForward, 0, 0},
-		{"B's IPv6 DAD from ::", s28IPv6(s28Host, s28B, "::"), 2, fwd.VerdictForward, 0, 0},
-		{"B's IPv6 with A's address", s28IPv6(s28Host, s28B, "2001:db8::2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"A's IPv6 with its own", s28IPv6(s28Host, s28A, "2001:db8::2"), 1, fwd.VerdictForward, 0, 0},
-		{"A advertises its own IPv6 address", s28NA(s28Bcast, s28A, "fe80::28:ff:fe00:a", "2001:db8::2"), 1, fwd.VerdictFlood, all, 0},
-		{"A advertises its link-local one", s28NA(s28Bcast, s28A, "fe80::28:ff:fe00:a", "fe80::28:ff:fe00:a"), 1, fwd.VerdictFlood, all, 0},
-		{"A advertises the host's address", s28NA(s28Bcast, s28A, "fe80::28:ff:fe00:a", "2001:db8::1"), 1, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"link 3 (unsecured) with any IP", s28IPv4(s28Host, net.HardwareAddr{0x02, 3, 3, 3, 3, 3}, 0, "10.99.0.2"), 3, fwd.VerdictForward, 0, 0},
+		{"B broadcasts as A", ethFrame(bcastMAC, podA, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
+		{"then A's unicast still goes to A", ethFrame(podA, hostMAC, 0, 0x0800, nil), 0, fwd.VerdictForward, 1, 0},
+		{"B as A on a VLAN", ethFrame(bcastMAC, podA, 5, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
+		{"B from a random address", ethFrame(bcastMAC, net.HardwareAddr{0x02, 9, 9, 9, 9, 9}, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
+		{"B from a multicast address", ethFrame(bcastMAC, net.HardwareAddr{0x03, 0, 0, 0, 0, 0xb}, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
+		{"the uplink sends as A", ethFrame(bcastMAC, podA, 0, 0x0800, nil), 0, fwd.VerdictFlood, all, 0},
+		{"A stays pinned on 1", ethFrame(podA, podB, 0, 0x0800, ipv4Frame(nil, nil, 0, "10.99.0.3")[14:34]), 2, fwd.VerdictForward, 1, 0},
+		{"link 3 sends as A: flooded, not learned", ethFrame(bcastMAC, podA, 0, 0x0800, nil), 3, fwd.VerdictFlood, all, 0},
+		{"A stays pinned on 1, from the uplink", ethFrame(podA, hostMAC, 0, 0x0800, nil), 0, fwd.VerdictForward, 1, 0},
+		{"B's own unicast to the host learned on 0", ipv4Frame(hostMAC, podB, 0, "10.99.0.3"), 2, fwd.VerdictForward, 0, 0},
+		{"B's frames reach B", ethFrame(podB, hostMAC, 0, 0x0800, nil), 0, fwd.VerdictForward, 2, 0},
+		{"B with A's IPv4 address", ipv4Frame(hostMAC, podB, 0, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
+		{"B with A's IPv4 address on a VLAN", ipv4Frame(hostMAC, podB, 7, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
+		{"B's DHCP discover from 0.0.0.0", ipv4Frame(bcastMAC, podB, 0, "0.0.0.0"), 2, fwd.VerdictFlood, all, 0},
+		{"B's ARP as A's IP", arpFrame(bcastMAC, podB, podB, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
+		{"B's ARP with A's sender MAC", arpFrame(bcastMAC, podB, podA, "10.99.0.3"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
+		{"B's ARP of its own", arpFrame(bcastMAC, podB, podB, "10.99.0.3"), 2, fwd.VerdictFlood, all, 0},
+		{"B's ARP probe", arpFrame(bcastMAC, podB, podB, "0.0.0.0"), 2, fwd.VerdictFlood, all, 0},
+		{"B's IPv6 link-local", ipv6Frame(hostMAC, podB, "fe80::28:ff:fe00:b"), 2, fwd.VerdictForward, 0, 0},
+		{"B's IPv6 DAD from ::", ipv6Frame(hostMAC, podB, "::"), 2, fwd.VerdictForward, 0, 0},
+		{"B's IPv6 with A's address", ipv6Frame(hostMAC, podB, "2001:db8::2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
+		{"A's IPv6 with its own", ipv6Frame(hostMAC, podA, "2001:db8::2"), 1, fwd.VerdictForward, 0, 0},
+		{"A advertises its own IPv6 address", naFrame(bcastMAC, podA, "fe80::28:ff:fe00:a", "2001:db8::2"), 1, fwd.VerdictFlood, all, 0},
+		{"A advertises its link-local one", naFrame(bcastMAC, podA, "fe80::28:ff:fe00:a", "fe80::28:ff:fe00:a"), 1, fwd.VerdictFlood, all, 0},
+		{"A advertises the host's address", naFrame(bcastMAC, podA, "fe80::28:ff:fe00:a", "2001:db8::1"), 1, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
+		{"link 3 (unsecured) with any IP", ipv4Frame(hostMAC, net.HardwareAddr{0x02, 3, 3, 3, 3, 3}, 0, "10.99.0.2"), 3, fwd.VerdictForward, 0, 0},
 	} {
 		pkts := []fwd.Packet{{Data: c.data, Len: len(c.data), Link: c.in}}
 		sw.Handle(pkts)
@@ -154,7 +154,7 @@ func TestPortSecurityVerdicts(t *testing.T) {
 	}
 	for _, e := range sw.Entries() {
 		if e.Link == 1 || e.Link == 2 {
-			if !e.Static || (e.Link == 1) != (e.MAC.String() == s28A.String()) {
+			if !e.Static || (e.Link == 1) != (e.MAC.String() == podA.String()) {
 				t.Errorf("entry %+v on a secured link: want only the port's own, static", e)
 			}
 		}
@@ -166,19 +166,19 @@ func TestPortSecurityVerdicts(t *testing.T) {
 // spoofed, the table learns none of them, and frames for the other pod
 // and for hosts learned on the uplink still go to one link.
 func TestPortSecurityFlood(t *testing.T) {
-	sw := s28Switch(t, 1024)
+	sw := newTestSwitch(t, 1024)
 	// 200 hosts behind the uplink, learned.
 	host := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x28, 1, 0, byte(i >> 8), byte(i)} }
 	pkts := make([]fwd.Packet, 64)
 	for i := range 200 {
-		f := s28Eth(s28Bcast, host(i), 0, 0x0800, nil)
+		f := ethFrame(bcastMAC, host(i), 0, 0x0800, nil)
 		sw.Handle([]fwd.Packet{{Data: f, Len: len(f), Link: 0}})
 	}
 	before := sw.Stats()
 	rng := rand.New(rand.NewPCG(28, 28))
 	frames := make([][]byte, len(pkts))
 	for i := range frames {
-		frames[i] = s28Eth(s28Bcast, s28B, 0, 0x0800, nil)
+		frames[i] = ethFrame(bcastMAC, podB, 0, 0x0800, nil)
 	}
 	spoofed := 0
 	for n := 0; n < 90_000; n += len(pkts) {
@@ -203,13 +203,13 @@ func TestPortSecurityFlood(t *testing.T) {
 		dst  net.HardwareAddr
 		in   int
 		want int
-	}{{s28A, 0, 1}, {s28B, 1, 2}, {host(7), 1, 0}, {host(199), 2, 0}} {
-		f := s28Eth(c.dst, s28A, 0, 0x0800, nil)
+	}{{podA, 0, 1}, {podB, 1, 2}, {host(7), 1, 0}, {host(199), 2, 0}} {
+		f := ethFrame(c.dst, podA, 0, 0x0800, nil)
 		if c.in == 2 {
-			f = s28Eth(c.dst, s28B, 0, 0x0800, nil)
+			f = ethFrame(c.dst, podB, 0, 0x0800, nil)
 		}
 		if c.in == 0 {
-			f = s28Eth(c.dst, s28Host, 0, 0x0800, nil)
+			f = ethFrame(c.dst, hostMAC, 0, 0x0800, nil)
 		}
 		p := []fwd.Packet{{Data: f, Len: len(f), Link: c.in}}
 		sw.Handle(p)
@@ -223,7 +223,7 @@ func TestPortSecurityFlood(t *testing.T) {
 // (its link removed, its address given to another link) is found on the
 // new one.
 func TestSecurePortErrors(t *testing.T) {
-	sw := s28Switch(t, 1024)
+	sw := newTestSwitch(t, 1024)
 	for _, c := range []struct {
 		name string
 		link string
@@ -231,8 +231,8 @@ func TestSecurePortErrors(t *testing.T) {
 		in   error // errors.Is, or nil: any error
 		ok   bool
 	}{
-		{"A's address for another link", "s28pc", modes.Port{MAC: s28A}, modes.ErrPortInUse, false},
-		{"the same again", "s28pa", modes.Port{MAC: s28A, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("2001:db8::2")}}, nil, true},
+		{"A's address for another link", "s28pc", modes.Port{MAC: podA}, modes.ErrPortInUse, false},
+		{"the same again", "s28pa", modes.Port{MAC: podA, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.2"), netip.MustParseAddr("2001:db8::2")}}, nil, true},
 		{"a multicast address", "s28pc", modes.Port{MAC: net.HardwareAddr{1, 0, 0x5e, 0, 0, 1}}, nil, false},
 		{"the zero address", "s28pc", modes.Port{MAC: make(net.HardwareAddr, 6)}, nil, false},
 		{"a short address", "s28pc", modes.Port{MAC: net.HardwareAddr{2, 0, 0}}, nil, false},
@@ -259,21 +259,21 @@ func TestSecurePortErrors(t *testing.T) {
 	if sw.Secured(1) {
 		t.Error("link 1 removed: still secured")
 	}
-	if _, ok := sw.Table.Lookup(fdb.Key(s28A, 0), sw.Now()); ok {
+	if _, ok := sw.Table.Lookup(fdb.Key(podA, 0), sw.Now()); ok {
 		t.Error("link 1 removed: A's entry stayed")
 	}
 	sw.LinkRemoved(3)
-	if err := sw.SecurePort("s28pa2", modes.Port{MAC: s28A}); err != nil {
+	if err := sw.SecurePort("s28pa2", modes.Port{MAC: podA}); err != nil {
 		t.Fatalf("A on another link: %v", err)
 	}
 	sw.LinkAddedAs(3, "s28pa2")
-	if l, ok := sw.Table.Lookup(fdb.Key(s28A, 0), sw.Now()); !ok || l != 3 || !sw.Secured(3) {
+	if l, ok := sw.Table.Lookup(fdb.Key(podA, 0), sw.Now()); !ok || l != 3 || !sw.Secured(3) {
 		t.Errorf("A moved to link 3: found on %d (%v), secured %v", l, ok, sw.Secured(3))
 	}
 	// A secured link that went without being released (its pod deleted,
 	// no CNI DEL yet): its address may go to another link.
 	sw.LinkRemoved(2)
-	if err := sw.SecurePort("s28pb2", modes.Port{MAC: s28B}); err != nil {
+	if err := sw.SecurePort("s28pb2", modes.Port{MAC: podB}); err != nil {
 		t.Errorf("B's address after B's link went unreleased: %v", err)
 	}
 	// A link added without port security at a secured index is not secured.
@@ -283,7 +283,7 @@ func TestSecurePortErrors(t *testing.T) {
 		t.Error("an unsecured link at a secured link's old index: secured")
 	}
 	// A link secured while forwarded: what it learned goes.
-	f := s28Eth(s28Bcast, net.HardwareAddr{0x02, 0x28, 3, 3, 3, 3}, 0, 0x0800, nil)
+	f := ethFrame(bcastMAC, net.HardwareAddr{0x02, 0x28, 3, 3, 3, 3}, 0, 0x0800, nil)
 	sw.Handle([]fwd.Packet{{Data: f, Len: len(f), Link: 3}})
 	if err := sw.SecurePort("s28plain", modes.Port{MAC: net.HardwareAddr{0x02, 0x28, 3, 3, 3, 4}}); err != nil {
 		t.Fatal(err)
@@ -357,7 +357,7 @@ func TestPortSecurityRace(t *testing.T) {
 				}
 			}
 			// A spoofed frame from a pod's link, steady now, is dropped.
-			f := s28Eth(s28Bcast, podMAC((p+1)%pods), 0, 0x0800, nil)
+			f := ethFrame(bcastMAC, podMAC((p+1)%pods), 0, 0x0800, nil)
 			pk := []fwd.Packet{{Data: f, Len: len(f), Link: link}}
 			sw.Handle(pk)
 			if pk[0].Cause() != fwd.CauseSpoofedSource {

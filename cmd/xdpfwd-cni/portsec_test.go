@@ -22,10 +22,10 @@ import (
 // the plugin passes each pod's MAC and IPs with its add, and xdpfwd's
 // switch (--port-security on, its default) secures the pod's port.
 
-// s28Sniffer counts the frames eth0 of a pod receives for one destination
+// podSniffer counts the frames eth0 of a pod receives for one destination
 // MAC address: an AF_PACKET socket sees every frame the veth delivers,
 // those for another host included.
-type s28Sniffer struct {
+type podSniffer struct {
 	fd int
 	// watch is a frame to look out for; seen counts its arrivals. A pod's
 	// own stack sends from its MAC at any time (IPv6 MLD, ND), so the
@@ -34,9 +34,9 @@ type s28Sniffer struct {
 	seen  int
 }
 
-func s28Sniff(t *testing.T, p *topo.NS) *s28Sniffer {
+func sniffPod(t *testing.T, p *topo.NS) *podSniffer {
 	t.Helper()
-	s := &s28Sniffer{fd: -1}
+	s := &podSniffer{fd: -1}
 	err := p.Do(func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
@@ -65,7 +65,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // count drains what the socket holds and counts the frames received (not
 // sent) by destination and by source MAC address.
-func (s *s28Sniffer) count() (dst, src map[string]int) {
+func (s *podSniffer) count() (dst, src map[string]int) {
 	dst, src = map[string]int{}, map[string]int{}
 	buf := make([]byte, 2048)
 	for {
@@ -84,12 +84,12 @@ func (s *s28Sniffer) count() (dst, src map[string]int) {
 	}
 }
 
-// s28Metrics reads a Prometheus text line's value from xdpfwd's metrics
+// metricValue reads a Prometheus text line's value from xdpfwd's metrics
 // endpoint in node: the sum of the series named name whose labels hold
 // every one of labels ("k=v").
-func s28Metric(t *testing.T, node *topo.NS, name string, labels ...string) float64 {
+func metricValue(t *testing.T, node *topo.NS, name string, labels ...string) float64 {
 	t.Helper()
-	body := s28Get(t, node, "/metrics")
+	body := metricsGet(t, node, "/metrics")
 	sum := 0.0
 	for _, line := range strings.Split(body, "\n") {
 		series, val, ok := strings.Cut(line, " ")
@@ -110,8 +110,8 @@ func s28Metric(t *testing.T, node *topo.NS, name string, labels ...string) float
 	return sum
 }
 
-// s28Get is GET path from xdpfwd's metrics server in node.
-func s28Get(t *testing.T, node *topo.NS, path string) string {
+// metricsGet is GET path from xdpfwd's metrics server in node.
+func metricsGet(t *testing.T, node *topo.NS, path string) string {
 	t.Helper()
 	var conn net.Conn
 	if err := node.Do(func() (err error) {
@@ -131,9 +131,9 @@ func s28Get(t *testing.T, node *topo.NS, path string) string {
 	return body
 }
 
-// s28FDB is xdpfwd's forwarding database: link index by MAC (static
+// fdbDump is xdpfwd's forwarding database: link index by MAC (static
 // entries flagged), and its counters.
-func s28FDB(t *testing.T, node *topo.NS) (links map[string]int, static map[string]bool, evictions float64) {
+func fdbDump(t *testing.T, node *topo.NS) (links map[string]int, static map[string]bool, evictions float64) {
 	t.Helper()
 	var dump struct {
 		Stats struct {
@@ -145,7 +145,7 @@ func s28FDB(t *testing.T, node *topo.NS) (links map[string]int, static map[strin
 			Static bool   `json:"static"`
 		} `json:"entries"`
 	}
-	body := s28Get(t, node, "/fdb")
+	body := metricsGet(t, node, "/fdb")
 	if err := json.Unmarshal([]byte(body), &dump); err != nil {
 		t.Fatalf("/fdb: %v: %.200s", err, body)
 	}
@@ -156,7 +156,7 @@ func s28FDB(t *testing.T, node *topo.NS) (links map[string]int, static map[strin
 	return links, static, dump.Stats.Evictions
 }
 
-func s28MAC(t *testing.T, p *topo.NS) net.HardwareAddr {
+func macOf(t *testing.T, p *topo.NS) net.HardwareAddr {
 	t.Helper()
 	m, err := p.HardwareAddr("eth0")
 	if err != nil {
@@ -188,7 +188,7 @@ func TestCNIPortSecurity(t *testing.T) {
 	for p, a := range map[*topo.NS]netip.Addr{pa: addrA, pb: addrB, pc: addrC} {
 		r.attached(p, a)
 	}
-	macA, macB, macC := s28MAC(t, pa), s28MAC(t, pb), s28MAC(t, pc)
+	macA, macB, macC := macOf(t, pa), macOf(t, pb), macOf(t, pc)
 	// Every pod known to the others (ARP) and to the switch (learned, or
 	// pinned): C→A and C→B answered.
 	for _, c := range []struct {
@@ -204,7 +204,7 @@ func TestCNIPortSecurity(t *testing.T) {
 
 	// One broadcast from B with A's source, then one of B's own: once C
 	// has B's own, the switch has handled the first (one queue, in order).
-	snifB, snifC := s28Sniff(t, pb), s28Sniff(t, pc)
+	snifB, snifC := sniffPod(t, pb), sniffPod(t, pc)
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	spoof := topo.UDPFrame(bcast, macA, addrA, netip.MustParseAddr("10.99.0.255"), 9, 9, 60)
 	marker := topo.UDPFrame(bcast, macB, addrB, netip.MustParseAddr("10.99.0.255"), 9, 10, 60)
@@ -226,7 +226,7 @@ func TestCNIPortSecurity(t *testing.T) {
 	snifC.count() // the spoof, had it come by another worker than the marker
 	spoofSeen := snifC.seen
 	toA := got[macA.String()]
-	spoofed := s28Metric(t, r.node, "xdpfwd_drops_total", "link="+hostB, "reason=spoofed_source")
+	spoofed := metricValue(t, r.node, "xdpfwd_drops_total", "link="+hostB, "reason=spoofed_source")
 	t.Logf("after B's broadcast as A: C→A pings %d of %d answered (%v); B received %d frames for A; the spoofed broadcast reached C %d times; xdpfwd's spoofed_source on B's link: %.0f",
 		pr.Received, pr.Sent, err, toA, spoofSeen, spoofed)
 	if pr.Received != 3 || toA != 0 || spoofSeen != 0 || spoofed < 1 {
@@ -235,14 +235,14 @@ func TestCNIPortSecurity(t *testing.T) {
 	}
 
 	// The flood: 90,000 frames from B, each from a random unicast source.
-	_, _, evBefore := s28FDB(t, r.node)
+	_, _, evBefore := fdbDump(t, r.node)
 	rng := rand.New(rand.NewPCG(28, 90))
 	frames := make([][]byte, 90_000)
 	for i := range frames {
 		src := net.HardwareAddr{byte(rng.IntN(256))&^1 | 2, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}
 		frames[i] = topo.UDPFrame(bcast, src, addrB, netip.MustParseAddr("10.99.0.255"), 9, 11, 60)
 	}
-	spoofedBefore := s28Metric(t, r.node, "xdpfwd_drops_total", "link="+hostB, "reason=spoofed_source")
+	spoofedBefore := metricValue(t, r.node, "xdpfwd_drops_total", "link="+hostB, "reason=spoofed_source")
 	start := time.Now()
 	if err := topo.SendRaw(pb, frames, 60*time.Second); err != nil {
 		t.Fatal(err)
@@ -260,9 +260,9 @@ func TestCNIPortSecurity(t *testing.T) {
 		}
 	}
 	sent := time.Since(start)
-	links, static, evAfter := s28FDB(t, r.node)
-	spoofedFlood := s28Metric(t, r.node, "xdpfwd_drops_total", "link="+hostB, "reason=spoofed_source") - spoofedBefore
-	rxB := s28Metric(t, r.node, "xdpfwd_rx_packets_total", "link="+hostB)
+	links, static, evAfter := fdbDump(t, r.node)
+	spoofedFlood := metricValue(t, r.node, "xdpfwd_drops_total", "link="+hostB, "reason=spoofed_source") - spoofedBefore
+	rxB := metricValue(t, r.node, "xdpfwd_rx_packets_total", "link="+hostB)
 	snifB.count()
 	pr, err = topo.Ping(pc, addrA, 20, 10*time.Second)
 	got, _ = snifB.count()

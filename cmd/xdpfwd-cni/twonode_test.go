@@ -25,44 +25,44 @@ import (
 // other node's uplink. The pods of both are in one subnet, each node's
 // host-local handing out a range of its own.
 const (
-	n28Subnet = "10.28.0.0/16"
-	n28Net    = "n28"   // the network's name, the same on both nodes
-	n28Uplink = "n28up" // each node's end of the wire
-	n28FDBAge = 4 * time.Second
-	n28Pods   = 2 // per node
+	wireSubnet  = "10.28.0.0/16"
+	wireNet     = "n28"   // the network's name, the same on both nodes
+	wireUplink  = "n28up" // each node's end of the wire
+	wireFDBAge  = 4 * time.Second
+	podsPerNode = 2 // per node
 )
 
-// n28Node is one node: its namespace, its xdpfwd and its CNI
+// wireNode is one node: its namespace, its xdpfwd and its CNI
 // configuration, state and IPAM store.
-type n28Node struct {
+type wireNode struct {
 	name   string
 	ns     *topo.NS
 	d      *xdpfwdProc
 	netDir string
-	pods   []*n28Pod
+	pods   []*wirePod
 }
 
-// n28Pod is a pod: its namespace, MAC and address, on a node.
-type n28Pod struct {
+// wirePod is a pod: its namespace, MAC and address, on a node.
+type wirePod struct {
 	ns   *topo.NS
 	mac  net.HardwareAddr
 	addr netip.Addr
 }
 
-// n28Rig is what the test runs: the binaries and the two nodes.
-type n28Rig struct {
+// twoNodes is what the test runs: the binaries and the two nodes.
+type twoNodes struct {
 	t       *testing.T
 	dir     string
 	cnitool string
 	cniPath string
-	nodes   [2]*n28Node
+	nodes   [2]*wireNode
 	// cached are cnitool's result cache files, removed at the end.
 	cached []string
 }
 
 // conflist writes a node's network configuration: the xdpfwd-cni plugin
 // on the node's socket, and ipam.
-func (r *n28Rig) conflist(n *n28Node, name string, ipam map[string]any) {
+func (r *twoNodes) conflist(n *wireNode, name string, ipam map[string]any) {
 	r.t.Helper()
 	b, _ := json.Marshal(map[string]any{
 		"cniVersion": "1.1.0",
@@ -82,7 +82,7 @@ func (r *n28Rig) conflist(n *n28Node, name string, ipam map[string]any) {
 
 // cni runs cnitool CMD for pod p on node n (in n's namespace, as its
 // runtime would), on network net, with the pod's MAC in CNI_ARGS.
-func (r *n28Rig) cni(n *n28Node, cmd, netName string, p *n28Pod) (string, error) {
+func (r *twoNodes) cni(n *wireNode, cmd, netName string, p *wirePod) (string, error) {
 	c := exec.Command("ip", "netns", "exec", n.ns.Name, r.cnitool, cmd, netName, nsPath(p.ns))
 	c.Env = append(os.Environ(), "CNI_PATH="+r.cniPath, "NETCONFPATH="+n.netDir,
 		"CNI_ARGS=IgnoreUnknown=1;MAC="+p.mac.String())
@@ -91,7 +91,7 @@ func (r *n28Rig) cni(n *n28Node, cmd, netName string, p *n28Pod) (string, error)
 }
 
 // add attaches p to node n: its address is the ADD result's.
-func (r *n28Rig) add(n *n28Node, netName string, p *n28Pod) {
+func (r *twoNodes) add(n *wireNode, netName string, p *wirePod) {
 	r.t.Helper()
 	out, err := r.cni(n, "add", netName, p)
 	if err != nil {
@@ -112,7 +112,7 @@ func (r *n28Rig) add(n *n28Node, netName string, p *n28Pod) {
 	}
 }
 
-func (r *n28Rig) del(n *n28Node, netName string, p *n28Pod) {
+func (r *twoNodes) del(n *wireNode, netName string, p *wirePod) {
 	r.t.Helper()
 	if out, err := r.cni(n, "del", netName, p); err != nil {
 		r.t.Fatalf("%s: cnitool del %s: %v\n%s", n.name, p.ns.Name, err, out)
@@ -122,7 +122,7 @@ func (r *n28Rig) del(n *n28Node, netName string, p *n28Pod) {
 // newPod makes a pod namespace with the MAC given, IPv6 off: a pod that
 // says nothing of itself until spoken to (no DAD, no MLD report), so that
 // what it takes for the switches to find it after a move is theirs.
-func newPod(t *testing.T, name string, mac net.HardwareAddr) *n28Pod {
+func newPod(t *testing.T, name string, mac net.HardwareAddr) *wirePod {
 	t.Helper()
 	ns, err := topo.NewNS(name)
 	if err != nil {
@@ -139,12 +139,12 @@ func newPod(t *testing.T, name string, mac net.HardwareAddr) *n28Pod {
 	}); err != nil {
 		t.Fatalf("%s: disable IPv6: %v", ns.Name, err)
 	}
-	return &n28Pod{ns: ns, mac: mac}
+	return &wirePod{ns: ns, mac: mac}
 }
 
 // reachable pings to from from until it answers or within passes; it
 // returns how long that took, and whether it answered.
-func reachable(from *n28Pod, to netip.Addr, within time.Duration) (time.Duration, bool) {
+func reachable(from *wirePod, to netip.Addr, within time.Duration) (time.Duration, bool) {
 	start := time.Now()
 	for time.Since(start) < within {
 		if pr, err := topo.Ping(from.ns, to, 1, 100*time.Millisecond); err == nil && pr.Received == 1 {
@@ -171,7 +171,7 @@ func reachable(from *n28Pod, to netip.Addr, within time.Duration) (time.Duration
 func TestCNITwoNodes(t *testing.T) {
 	topo.RequireRoot(t)
 	begin := time.Now()
-	r := &n28Rig{t: t, dir: t.TempDir()}
+	r := &twoNodes{t: t, dir: t.TempDir()}
 	r.cnitool = need(t, "cnitool", "/root/go/bin/cnitool", filepath.Join(os.Getenv("HOME"), "go/bin/cnitool"))
 	hostLocal := need(t, "host-local", "/usr/lib/cni/host-local", "/opt/cni/bin/host-local")
 	static := need(t, "static", "/usr/lib/cni/static", "/opt/cni/bin/static")
@@ -192,7 +192,7 @@ func TestCNITwoNodes(t *testing.T) {
 	})
 
 	for i := range r.nodes {
-		n := &n28Node{name: "node" + strconv.Itoa(i+1), netDir: filepath.Join(r.dir, fmt.Sprintf("node%d-net.d", i+1))}
+		n := &wireNode{name: "node" + strconv.Itoa(i+1), netDir: filepath.Join(r.dir, fmt.Sprintf("node%d-net.d", i+1))}
 		var err error
 		if n.ns, err = topo.NewNS("n28node" + strconv.Itoa(i+1)); err != nil {
 			t.Fatal(err)
@@ -203,22 +203,22 @@ func TestCNITwoNodes(t *testing.T) {
 	}
 	// The wire: node1's uplink, its peer node2's.
 	ipIn(t, r.nodes[0].ns,
-		[]string{"link", "add", n28Uplink, "type", "veth", "peer", "name", n28Uplink, "netns", r.nodes[1].ns.Name},
-		[]string{"link", "set", n28Uplink, "up"})
-	ipIn(t, r.nodes[1].ns, []string{"link", "set", n28Uplink, "up"})
+		[]string{"link", "add", wireUplink, "type", "veth", "peer", "name", wireUplink, "netns", r.nodes[1].ns.Name},
+		[]string{"link", "set", wireUplink, "up"})
+	ipIn(t, r.nodes[1].ns, []string{"link", "set", wireUplink, "up"})
 	for i, n := range r.nodes {
-		n.d = startXdpfwd(t, xdpfwd, n.ns, filepath.Join(r.dir, n.name+".sock"), "--mode", "switch", "--link", n28Uplink,
-			"--queues", "1", "--max-links", "8", "--fdb-age", n28FDBAge.String())
+		n.d = startXdpfwd(t, xdpfwd, n.ns, filepath.Join(r.dir, n.name+".sock"), "--mode", "switch", "--link", wireUplink,
+			"--queues", "1", "--max-links", "8", "--fdb-age", wireFDBAge.String())
 		// One subnet, a range per node: 10.28.1.x on node1, 10.28.2.x on node2.
-		r.conflist(n, n28Net, map[string]any{
+		r.conflist(n, wireNet, map[string]any{
 			"type":    "host-local",
 			"dataDir": filepath.Join(r.dir, n.name+"-ipam"),
-			"ranges": []any{[]any{map[string]any{"subnet": n28Subnet,
+			"ranges": []any{[]any{map[string]any{"subnet": wireSubnet,
 				"rangeStart": fmt.Sprintf("10.28.%d.2", i+1), "rangeEnd": fmt.Sprintf("10.28.%d.254", i+1)}}},
 		})
-		for k := range n28Pods {
+		for k := range podsPerNode {
 			p := newPod(t, fmt.Sprintf("n28n%dp%d", i+1, k), net.HardwareAddr{0x02, 0x28, 0, 0, byte(i + 1), byte(k + 1)})
-			r.add(n, n28Net, p)
+			r.add(n, wireNet, p)
 			n.pods = append(n.pods, p)
 		}
 	}
@@ -267,27 +267,27 @@ func TestCNITwoNodes(t *testing.T) {
 		t.Fatalf("ping %s → %s before the move: %+v, %v", peer.ns.Name, old.addr, pr, err)
 	}
 	moved := newPod(t, "n28moved", old.mac)
-	r.conflist(n2, n28Net+"-static", map[string]any{
+	r.conflist(n2, wireNet+"-static", map[string]any{
 		"type":      "static",
 		"addresses": []any{map[string]any{"address": old.addr.String() + "/16"}},
 	})
 	moveStart := time.Now()
-	r.del(n1, n28Net, old)
-	r.add(n2, n28Net+"-static", moved)
+	r.del(n1, wireNet, old)
+	r.add(n2, wireNet+"-static", moved)
 	added := time.Since(moveStart)
 	if moved.addr != old.addr {
 		t.Fatalf("moved pod: address %s, want %s", moved.addr, old.addr)
 	}
 	// The deadline: the FDB's age, and a second for the pings' rounds
 	// and the machine's load.
-	within := n28FDBAge + time.Second
+	within := wireFDBAge + time.Second
 	took, ok := reachable(peer, moved.addr, within)
 	took += added
 	if !ok {
 		t.Fatalf("%s (%s) → the moved pod (%s, %s, now on %s): no answer within %v of the ADD (--fdb-age %v)\nnode1 links %q\nnode2 links %q",
-			peer.ns.Name, n1.name, moved.addr, moved.mac, n2.name, within, n28FDBAge, n1.d.links(), n2.d.links())
+			peer.ns.Name, n1.name, moved.addr, moved.mac, n2.name, within, wireFDBAge, n1.d.links(), n2.d.links())
 	}
-	t.Logf("moved pod reachable from %s %v after its DEL on node1 (DEL and ADD took %v; --fdb-age %v)", n1.name, took.Round(time.Millisecond), added.Round(time.Millisecond), n28FDBAge)
+	t.Logf("moved pod reachable from %s %v after its DEL on node1 (DEL and ADD took %v; --fdb-age %v)", n1.name, took.Round(time.Millisecond), added.Round(time.Millisecond), wireFDBAge)
 	if tr, err := topo.TCPTransfer(peer.ns, moved.ns, moved.addr, 1<<20, 10*time.Second); err != nil || tr.Bytes != 1<<20 {
 		t.Errorf("TCP %s → the moved pod: %d of %d bytes, %v", peer.ns.Name, tr.Bytes, 1<<20, err)
 	}
@@ -296,24 +296,24 @@ func TestCNITwoNodes(t *testing.T) {
 	}
 
 	// All gone: each switch keeps its uplink alone.
-	r.del(n2, n28Net+"-static", moved)
+	r.del(n2, wireNet+"-static", moved)
 	for _, n := range r.nodes {
 		for _, p := range n.pods {
 			if p != old {
-				r.del(n, n28Net, p)
+				r.del(n, wireNet, p)
 			}
 		}
 	}
 	for _, n := range r.nodes {
 		deadline := time.Now().Add(5 * time.Second)
-		for !slices.Equal(n.d.links(), []string{n28Uplink}) && time.Now().Before(deadline) {
+		for !slices.Equal(n.d.links(), []string{wireUplink}) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		if got := n.d.links(); !slices.Equal(got, []string{n28Uplink}) {
-			t.Errorf("%s: xdpfwd's links after every DEL: %q, want %s alone", n.name, got, n28Uplink)
+		if got := n.d.links(); !slices.Equal(got, []string{wireUplink}) {
+			t.Errorf("%s: xdpfwd's links after every DEL: %q, want %s alone", n.name, got, wireUplink)
 		}
 		n.d.running()
 	}
 	t.Logf("two nodes: setup (builds, daemons, %d ADDs) %v, traffic %v, move %v; whole test %v",
-		2*n28Pods, setup.Round(time.Millisecond), across.Round(time.Millisecond), took.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
+		2*podsPerNode, setup.Round(time.Millisecond), across.Round(time.Millisecond), took.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond))
 }

@@ -126,7 +126,7 @@ func TestDaemonPortSecurity(t *testing.T) {
 		}
 		frames := [][]byte{
 			topo.UDPFrame(bcast, macs[1], h.V4[1], h.V4[0], 9, 9, 60),
-			s28ARPFrame(macs[2], h.V4[1], h.V4[0]),
+			arpFrame(macs[2], h.V4[1], h.V4[0]),
 		}
 		if err := topo.SendRaw(h.NS[2], frames, 5*time.Second); err != nil {
 			t.Fatal(err)
@@ -166,9 +166,9 @@ func TestDaemonPortSecurity(t *testing.T) {
 	}
 }
 
-// s28ARPFrame is a broadcast ARP request from mac claiming IP spa, asking
+// arpFrame is a broadcast ARP request from mac claiming IP spa, asking
 // for tpa.
-func s28ARPFrame(mac net.HardwareAddr, spa, tpa netip.Addr) []byte {
+func arpFrame(mac net.HardwareAddr, spa, tpa netip.Addr) []byte {
 	f := append([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, mac...)
 	f = append(f, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1)
 	f = append(f, mac...)
