@@ -221,33 +221,5 @@ func TestSwitchPolicesPorts(t *testing.T) {
 // charged twice, once leaving its link and once entering the next, and
 // admitted): the policer's cost over port security's.
 func BenchmarkSwitchLimited(b *testing.B) {
-	sw := modes.NewSwitch(1, 0, 0)
-	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0, 1, byte(i)} }
-	for l := 1; l < 4; l++ {
-		name := "s28b" + string(rune('0'+l))
-		if err := sw.SecurePort(name, modes.Port{MAC: mac(l)}); err != nil {
-			b.Fatal(err)
-		}
-		if err := sw.LimitPort(name, modes.Limits{IngressRate: 1e15, IngressBurst: 1 << 34, EgressRate: 1e15, EgressBurst: 1 << 34}); err != nil {
-			b.Fatal(err)
-		}
-		sw.LinkAddedAs(l, name)
-	}
-	pkts := make([]fwd.Packet, 64)
-	frames := make([][]byte, 64)
-	for i := range frames {
-		frames[i] = make([]byte, 64)
-		copy(frames[i], mac((i+1)%4))
-		copy(frames[i][6:], mac(i%4))
-	}
-	b.ReportAllocs()
-	for range b.N {
-		for i := range pkts {
-			pkts[i] = fwd.Packet{Data: frames[i], Len: 64, Link: i % 4}
-		}
-		sw.Handle(pkts)
-	}
-	if v, out := pkts[1].Verdict(); v != fwd.VerdictForward || out != 2 {
-		b.Fatalf("frame 1: verdict %d, link %d; want forwarded to 2", v, out)
-	}
+	benchSecuredSwitch(b, modes.Limits{IngressRate: 1e15, IngressBurst: 1 << 34, EgressRate: 1e15, EgressBurst: 1 << 34})
 }

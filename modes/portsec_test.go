@@ -385,15 +385,22 @@ func TestPortSecurityRace(t *testing.T) {
 // BenchmarkSwitchSecured is BenchmarkSwitch with links 1..3 secured: one
 // batch of 64 known-unicast frames per op, each frame from a secured
 // link checked against its port (its own source address: forwarded).
-func BenchmarkSwitchSecured(b *testing.B) {
+func BenchmarkSwitchSecured(b *testing.B) { benchSecuredSwitch(b, modes.Limits{}) }
+
+// benchSecuredSwitch runs BenchmarkSwitchSecured's batches with links
+// 1..3 also policed to l (none: zero).
+func benchSecuredSwitch(b *testing.B, l modes.Limits) {
 	sw := modes.NewSwitch(1, 0, 0)
 	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0, 1, byte(i)} }
-	for l := 1; l < 4; l++ {
-		name := "s28b" + string(rune('0'+l))
-		if err := sw.SecurePort(name, modes.Port{MAC: mac(l)}); err != nil {
+	for i := 1; i < 4; i++ {
+		name := "pod" + string(rune('0'+i))
+		if err := sw.SecurePort(name, modes.Port{MAC: mac(i)}); err != nil {
 			b.Fatal(err)
 		}
-		sw.LinkAddedAs(l, name)
+		if err := sw.LimitPort(name, l); err != nil {
+			b.Fatal(err)
+		}
+		sw.LinkAddedAs(i, name)
 	}
 	pkts := make([]fwd.Packet, 64)
 	frames := make([][]byte, 64)

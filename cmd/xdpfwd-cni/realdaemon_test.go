@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -141,22 +139,9 @@ const metricsAddr = "127.0.0.1:9425"
 // rx_dropped).
 func drops(t *testing.T, node *topo.NS, links []string) map[string]float64 {
 	t.Helper()
-	var conn net.Conn
-	if err := node.Do(func() (err error) {
-		conn, err = net.DialTimeout("tcp", metricsAddr, 3*time.Second)
-		return err
-	}); err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(conn, "GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n", metricsAddr)
-	body, err := io.ReadAll(conn)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
+	body := metricsGet(t, node, "/metrics")
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, "xdpfwd_drops_total{") {
 			continue
 		}
