@@ -25,13 +25,7 @@ import (
 // newPodL28 makes a pod namespace "...-l28NAME", closed at the test's end.
 func (r *rig) newPodL28(name string) *topo.NS {
 	r.t.Helper()
-	p, err := topo.NewNS("l28" + name)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	r.t.Cleanup(func() { p.Close() })
-	r.pods = append(r.pods, p)
-	return p
+	return r.podNS("l28" + name)
 }
 
 // pluginRun runs the plugin as a runtime does (execPlugin), with more

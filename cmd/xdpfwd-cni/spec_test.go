@@ -72,7 +72,13 @@ func (r *rig) linkPlugins(names ...string) {
 // newPod makes a pod namespace "...-c28NAME", closed at the test's end.
 func (r *rig) newPod(name string) *topo.NS {
 	r.t.Helper()
-	p, err := topo.NewNS("c28" + name)
+	return r.podNS("c28" + name)
+}
+
+// podNS makes a pod namespace "...-NAME", closed at the test's end.
+func (r *rig) podNS(name string) *topo.NS {
+	r.t.Helper()
+	p, err := topo.NewNS(name)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -1,18 +1,11 @@
 package main
 
 import (
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/control/linkop"
-	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
-	"github.com/xdpfwd/xdpfwd/modes"
-	"github.com/xdpfwd/xdpfwd/umem"
 )
 
 // TestLinkListHealth: the control socket's link list says the daemon's
@@ -27,24 +20,10 @@ func TestLinkListHealth(t *testing.T) {
 	for _, n := range []string{"up0", "pod1", "pod2"} {
 		env.AddLink(n, fwdtest.LinkOptions{})
 	}
-	f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: modes.NewSwitch(4, 1024, 0), MaxLinks: 4, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
+	f := newFakeSwitch(t, env)
 	cs := &controlSocket{mode: "switch"}
 	cs.setForwarder(f)
-	path := filepath.Join(t.TempDir(), "ctl.sock")
-	srv, err := control.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close(time.Second) })
-	go srv.Serve(func(c net.Conn) {
-		if _, rc, err := control.ReadOp(c, 5*time.Second); err == nil {
-			linkop.Serve(rc, daemonLinks{cs})
-		}
-	})
+	path := serveLinkOps(t, cs)
 	for _, step := range []struct {
 		name      string
 		do        func() error

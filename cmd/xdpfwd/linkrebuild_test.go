@@ -32,11 +32,7 @@ func TestLinkOpsDuringRebuild(t *testing.T) {
 	}
 	newForwarder := func(links ...string) *fwd.Forwarder {
 		t.Helper()
-		f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: modes.NewSwitch(4, 1024, 0), MaxLinks: 4, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
+		f := newFakeSwitch(t, env)
 		for _, l := range links { // as keptLinks.restore does
 			if err := f.AddLink(l); err != nil {
 				t.Fatal(err)
@@ -45,17 +41,7 @@ func TestLinkOpsDuringRebuild(t *testing.T) {
 		return f
 	}
 	cs := &controlSocket{mode: "switch"}
-	path := filepath.Join(t.TempDir(), "ctl.sock")
-	srv, err := control.Listen(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close(time.Second) })
-	go srv.Serve(func(c net.Conn) {
-		if _, rc, err := control.ReadOp(c, 5*time.Second); err == nil {
-			linkop.Serve(rc, daemonLinks{cs})
-		}
-	})
+	path := serveLinkOps(t, cs)
 	// request runs op over the control socket, as `xdpfwd link` and the
 	// CNI plugin do.
 	request := func(op, name string) error {
@@ -164,4 +150,34 @@ func TestLinkListAddRefused(t *testing.T) {
 		}
 		f.Close()
 	}
+}
+
+// newFakeSwitch is a switch forwarder on env's in-memory link up0, taking
+// up to 4 links (no root).
+func newFakeSwitch(t *testing.T, env *fwdtest.Env) *fwd.Forwarder {
+	t.Helper()
+	f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: modes.NewSwitch(4, 1024, 0), MaxLinks: 4, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// serveLinkOps serves cs's link requests on a control socket of its own,
+// as the daemon does, and returns its path.
+func serveLinkOps(t *testing.T, cs *controlSocket) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ctl.sock")
+	srv, err := control.Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(time.Second) })
+	go srv.Serve(func(c net.Conn) {
+		if _, rc, err := control.ReadOp(c, 5*time.Second); err == nil {
+			linkop.Serve(rc, daemonLinks{cs})
+		}
+	})
+	return path
 }
