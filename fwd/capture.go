@@ -70,9 +70,8 @@ func (w *worker) tapRejected(p *rxPkt) {
 // read).
 func (w *worker) tapFrames(link, queue int, dir capture.Dir, r capture.Reason, descs []xsk.Desc, total int) {
 	segs := w.tap.segs[:0]
-	size := uint64(w.zone.UnitSize())
 	for _, d := range descs {
-		if !w.zone.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.zone.UnitAddr(d.Addr)+size {
+		if !w.umems.of(d.Addr).region.Frames.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.frameStart(d.Addr)+w.frameSize {
 			break
 		}
 		segs = append(segs, w.mem[d.Addr:d.Addr+uint64(d.Len)])

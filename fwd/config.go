@@ -332,6 +332,7 @@ type linkInfo struct {
 	rxQueues int
 	txQueues int
 	veth     bool // checksums auto means on
+	dom      int  // the UMEM domain it binds in (domain.go); set by New, AddLink
 }
 
 // info is l as an Env reports it.

@@ -49,6 +49,14 @@ const (
 	// never followed; reported with the RX ring's invalid descriptors
 	// (rx_bad_descs).
 	cBadCompletions
+	// cCrossInline, cCrossFrame and cCrossFrag count the packets copied
+	// into another UMEM domain on their way out (domain.go), by the TX
+	// path the copy took (a chain of frames counts as frames);
+	// cCrossBytes their bytes. Counted on the link they leave by.
+	cCrossInline
+	cCrossFrame
+	cCrossFrag
+	cCrossBytes
 	// cDrops + r counts the packets abandoned for dropReason r.
 	cDrops
 	numCounts = cDrops + count(numDropReasons)
@@ -68,6 +76,10 @@ var linkCounts = [cDrops]func(*LinkStats) *uint64{
 	cCsumCompleted:   func(l *LinkStats) *uint64 { return &l.ChecksumsCompleted },
 	cVLANRestored:    func(l *LinkStats) *uint64 { return &l.VLANRestored },
 	cOrderTimeouts:   func(l *LinkStats) *uint64 { return &l.OrderHoldTimeouts },
+	cCrossInline:     func(l *LinkStats) *uint64 { return &l.DomainCopiesInline },
+	cCrossFrame:      func(l *LinkStats) *uint64 { return &l.DomainCopiesFrame },
+	cCrossFrag:       func(l *LinkStats) *uint64 { return &l.DomainCopiesFrag },
+	cCrossBytes:      func(l *LinkStats) *uint64 { return &l.DomainCopyBytes },
 }
 
 // ringCounts are the LinkStats fields the rings count (txring's kicks,

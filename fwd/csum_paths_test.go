@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -99,9 +98,9 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	t.Cleanup(func() { r.Close() })
 	policy := linearize.Policy{InlineMax: 256, MaxTxFrags: 4, ChunkSize: frameSize}
 	w := &worker{}
-	w.mem, w.zone, w.frames = r.Mem(), r.Frames, r.Frames.NewCache(16)
+	w.mem, w.frameSize = r.Mem(), uint64(frameSize)
 	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
-	w.build = inline.NewBuilder(r, policy, 16, 64)
+	w.umems = oneDomain(r, policy, 16)
 	w.out = make([]xsk.Desc, linearize.MaxDescs)
 	w.csum = true
 	return w
@@ -110,7 +109,7 @@ func testWorker(t *testing.T, frameSize int) *worker {
 // testPort is a port with an RX ring on an in-memory socket, for the
 // frames layOut recycles.
 func testPort(w *worker) *port {
-	return &port{rx: rxring.New(xsktest.New(64, 0, 0).Socket, w.frames)}
+	return &port{rx: rxring.New(xsktest.New(64, 0, 0).Socket, w.umems.dom[0].frames)}
 }
 
 // receive places frame in fresh frames of w as a received packet of the
@@ -124,7 +123,7 @@ func (w *worker) receive(t *testing.T, frame []byte, lens ...int) {
 		if k < len(lens) {
 			l = min(lens[k], l)
 		}
-		a, ok := w.frames.Alloc(umem.Held) // as rxring's Next leaves it
+		a, ok := w.umems.dom[0].frames.Alloc(umem.Held) // as rxring's Next leaves it
 		if !ok {
 			t.Fatal("out of frames")
 		}
@@ -171,7 +170,9 @@ func TestCompleteEveryPath(t *testing.T) {
 				}{{partial, 1}, {correct, 0}} {
 					w.receive(t, pkt.frame, c.lens...)
 					var bc batchCounts
-					tx := w.layOut(&rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, &bc, &bc)
+					l := &lane{}
+					tx := w.layOut(&rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, l, &bc)
+					bc.paths = l.bc.paths
 					if tx == nil {
 						t.Fatal("layOut dropped the packet")
 					}
@@ -190,7 +191,7 @@ func TestCompleteEveryPath(t *testing.T) {
 					}
 					w.release(tx)
 					in.rx.Release() // the frames copied from go to the fake fill ring
-					if v := w.zone.Violations(); v != 0 {
+					if v := w.umems.dom[0].region.Frames.Violations(); v != 0 {
 						t.Fatalf("%d ownership violations", v)
 					}
 				}

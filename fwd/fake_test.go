@@ -89,9 +89,14 @@ func (r *fakeRun) close() error {
 	if n := r.f.Leaked(); n != 0 {
 		t.Errorf("Leaked() = %d after Close, want 0", n)
 	}
-	for _, z := range r.f.Region().Zones() {
-		if c := z.Counts(); c[umem.Free] != z.Len() {
-			t.Errorf("zone %s after Close: %v (want all %d free)", z.Name(), c, z.Len())
+	for d, reg := range r.f.Regions() {
+		for _, z := range reg.Zones() {
+			if c := z.Counts(); c[umem.Free] != z.Len() {
+				t.Errorf("domain %d zone %s after Close: %v (want all %d free)", d, z.Name(), c, z.Len())
+			}
+			if v := z.Violations(); v != 0 {
+				t.Errorf("domain %d zone %s: %d ownership violations", d, z.Name(), v)
+			}
 		}
 	}
 	return runErr

@@ -18,27 +18,34 @@ type flowState struct {
 	symmetric bool
 	active    atomic.Int32 // TX queues flows are spread over
 
-	region *umem.Region
-	// slot of the flow each in-flight descriptor belongs to, by address:
-	// per frame, per inline slot, per 64 bytes of the frag zone (packets
-	// start 64-byte aligned there). Written by the worker that builds the
-	// descriptor, read by the one that reaps it; the handoff ring or the
-	// worker itself orders the two.
+	// slots, per UMEM domain, of the flow each in-flight descriptor
+	// belongs to.
+	slots []flowSlots
+}
+
+// flowSlots are the flow slots of one domain's descriptors, by address:
+// per frame, per inline slot, per 64 bytes of the frag zone (packets
+// start 64-byte aligned there). Written by the worker that builds the
+// descriptor, read by the one that reaps it; the handoff ring or the
+// worker itself orders the two.
+type flowSlots struct {
+	region                *umem.Region
 	frames, inline, frags []xps.Slot
 }
 
 const fragMetaShift = 6
 
-func newFlowState(r *umem.Region, mode xps.Mode, size int, symmetric bool, queues int) *flowState {
+func newFlowState(regions []*umem.Region, mode xps.Mode, size int, symmetric bool, queues int) *flowState {
 	t := xps.NewTable(size, xps.DefaultIdle)
 	t.SetMode(mode)
-	fs := &flowState{
-		table:     t,
-		symmetric: symmetric,
-		region:    r,
-		frames:    make([]xps.Slot, r.Frames.Len()),
-		inline:    make([]xps.Slot, r.Inline.Len()),
-		frags:     make([]xps.Slot, r.Frags.Size()>>fragMetaShift),
+	fs := &flowState{table: t, symmetric: symmetric}
+	for _, r := range regions {
+		fs.slots = append(fs.slots, flowSlots{
+			region: r,
+			frames: make([]xps.Slot, r.Frames.Len()),
+			inline: make([]xps.Slot, r.Inline.Len()),
+			frags:  make([]xps.Slot, r.Frags.Size()>>fragMetaShift),
+		})
 	}
 	fs.active.Store(int32(queues))
 	return fs
@@ -59,14 +66,16 @@ func (fs *flowState) pick(frame []byte, rxq int, now int64) (int, xps.Slot) {
 }
 
 func (fs *flowState) slotOf(addr uint64) *xps.Slot {
-	r := fs.region
-	switch {
-	case r.Frames.Contains(addr):
-		return &fs.frames[r.Frames.Index(addr)]
-	case r.Inline.Contains(addr):
-		return &fs.inline[r.Inline.Index(addr)]
-	case r.Frags.Contains(addr):
-		return &fs.frags[(addr-r.Frags.Base())>>fragMetaShift]
+	for i := range fs.slots {
+		s := &fs.slots[i]
+		switch r := s.region; {
+		case r.Frames.Contains(addr):
+			return &s.frames[r.Frames.Index(addr)]
+		case r.Inline.Contains(addr):
+			return &s.inline[r.Inline.Index(addr)]
+		case r.Frags.Contains(addr):
+			return &s.frags[(addr-r.Frags.Base())>>fragMetaShift]
+		}
 	}
 	return nil
 }

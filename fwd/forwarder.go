@@ -43,14 +43,15 @@ type Forwarder struct {
 	// startLinks are the links cfg was resolved against (links changes
 	// with AddLink and RemoveLink), for Reconfigure.
 	startLinks []linkInfo
-	region     *umem.Region
-	progs      []Program
-	socks      [][]*xsk.Socket // [link][queue]; nil for a removed link
-	torn       bool            // Close closed the sockets (under statsMu)
-	ports      [][]*port       // [link][queue], as socks
-	workers    []*worker
-	policy     linearize.Policy
-	flows      *flowState // nil with one queue
+	// doms are the UMEMs (domain.go), by index: links[i].dom.
+	doms    []*domain
+	progs   []Program
+	socks   [][]*xsk.Socket // [link][queue]; nil for a removed link
+	torn    bool            // Close closed the sockets (under statsMu)
+	ports   [][]*port       // [link][queue], as socks
+	workers []*worker
+	policy  linearize.Policy
+	flows   *flowState // nil with one queue
 	// handoffSize is the entries of each handoff ring (merge.go);
 	// handoffBytes what all the rings' entries take (under linkMu once
 	// running).
@@ -82,9 +83,6 @@ type Forwarder struct {
 	strandedRemoved int
 	rewatch         chan struct{}
 	vanished        map[string]string // name → why it is out
-	// zeroCopy: the UMEM was registered in zero-copy mode at New, and
-	// links are fixed (changeable). Written once by New.
-	zeroCopy bool
 
 	stop       atomic.Bool
 	started    time.Time
@@ -142,7 +140,6 @@ func New(config Config) (_ *Forwarder, err error) {
 	}()
 
 	f.handoffSize = cfg.HandoffSize
-	ucfg := cfg.UMEM
 	f.inlineMax.Store(int32(cfg.InlineMax))
 	f.xpsMode.Store(uint32(cfg.XPS))
 	f.policy = linearize.Policy{
@@ -150,8 +147,11 @@ func New(config Config) (_ *Forwarder, err error) {
 		MaxTxFrags: cfg.MaxTxFrags,
 		ChunkSize:  cfg.FrameSize,
 	}
-	if f.region, err = umem.New(ucfg); err != nil {
+	if err := f.mapDomains(); err != nil {
 		return nil, err
+	}
+	for i := range f.links {
+		f.links[i].dom = cfg.domainOf(f.links[i].name)
 	}
 
 	// Programs first: a link that is not ours to take is refused before
@@ -162,25 +162,16 @@ func New(config Config) (_ *Forwarder, err error) {
 		}
 	}
 
-	zc := cfg.ZeroCopy
-	if err = f.openSockets(zc); err != nil && zc == xsk.ZeroCopyAuto && f.socks[0] != nil && f.socks[0][0] != nil && f.socks[0][0].ZeroCopy() {
-		// The owner got zero-copy but a sharing socket could not follow
-		// (shared sockets inherit the owner's mode): all in copy mode.
-		f.closeSockets()
-		err = f.openSockets(xsk.ZeroCopyOff)
-	}
-	if err != nil {
-		if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
-			return nil, &InputError{err}
+	for d := range f.doms {
+		if err := f.openDomain(d); err != nil {
+			if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
+				return nil, &InputError{err}
+			}
+			return nil, err
 		}
-		return nil, err
 	}
-
-	// Links may come and go only in copy mode (changeable); with none
-	// left there is no socket to ask.
-	f.zeroCopy = f.socks[0][0].ZeroCopy()
 	if cfg.Queues > 1 {
-		f.flows = newFlowState(f.region, cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
+		f.flows = newFlowState(f.regions(), cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
 	}
 	for i := range f.socks {
 		f.ports[i] = f.newPorts(i)
@@ -228,36 +219,110 @@ func New(config Config) (_ *Forwarder, err error) {
 	}
 	f.warnVLANLoss()
 	rxq, modes := make([]int, len(links)), make([]string, len(links))
+	bind := ""
 	for i, l := range links {
 		rxq[i], modes[i] = l.rxQueues, f.progs[i].Mode()
+		switch b := f.socks[i][0].BindMode(); bind {
+		case "":
+			bind = b
+		case b, "mixed":
+		default:
+			bind = "mixed" // zero-copy NICs, copy-mode veths: umem_domains says which
+		}
+	}
+	doms := make([]string, len(f.doms))
+	for d, dm := range f.doms {
+		doms[d] = fmt.Sprintf("%s: %s", dm, strings.Join(dm.Links, ","))
 	}
 	cfg.Logger.Info("forwarder ready",
 		"links", cfg.Links, "workers", cfg.Queues,
 		"rx_queues", rxq, "ring_size", cfg.RingSize, "xdp_mode", modes,
-		"bind_mode", f.socks[0][0].BindMode(), "promiscuous", cfg.Promiscuous,
-		"umem_backing", f.region.Backing(), "umem_bytes", f.region.Size(),
+		"bind_mode", bind, "promiscuous", cfg.Promiscuous,
+		"umem_backing", f.doms[0].region.Backing(), "umem_bytes", f.umemBytes(), "umem_domains", doms,
 		"max_links", cfg.MaxLinks, "added_ring_size", cfg.AddedRingSize, "umem_reserved_bytes", cfg.UMEMReserved)
 	return f, nil
 }
 
-func (f *Forwarder) openSockets(zc xsk.ZeroCopy) error {
-	for i := range f.links {
-		if err := f.openLink(i, zc, f.cfg.RingSize); err != nil {
-			return err
+// mapDomains maps the plan's UMEMs, back to back in one mapping.
+func (f *Forwarder) mapDomains() error {
+	cfgs := make([]umem.Config, len(f.cfg.Domains))
+	for d, dm := range f.cfg.Domains {
+		cfgs[d] = dm.UMEM
+	}
+	regions, err := umem.NewSpace(cfgs...)
+	if err != nil {
+		return err
+	}
+	for d, dm := range f.cfg.Domains {
+		f.doms = append(f.doms, &domain{Domain: dm, region: regions[d]})
+	}
+	return nil
+}
+
+// openDomain binds the sockets of domain d's links. With zero-copy auto,
+// when the first got zero-copy and one sharing it could not follow
+// (shared sockets inherit the owner's mode), all of them bind in copy
+// mode instead.
+func (f *Forwarder) openDomain(d int) error {
+	zc := f.doms[d].ZeroCopy
+	err := f.openLinksOf(d, zc)
+	if owner := f.umemOwner(d); err != nil && zc == xsk.ZeroCopyAuto && owner != nil && owner.ZeroCopy() {
+		f.closeLinksOf(d)
+		err = f.openLinksOf(d, xsk.ZeroCopyOff)
+	}
+	if owner := f.umemOwner(d); err == nil && owner != nil {
+		f.doms[d].zeroCopy = owner.ZeroCopy()
+	}
+	return err
+}
+
+func (f *Forwarder) openLinksOf(d int, zc xsk.ZeroCopy) error {
+	for i, l := range f.links {
+		if l.dom == d {
+			if err := f.openLink(i, zc, f.cfg.RingSize); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
+func (f *Forwarder) closeLinksOf(d int) {
+	for i := len(f.links) - 1; i >= 0; i-- {
+		if f.links[i].dom == d {
+			f.closeLink(i)
+		}
+	}
+}
+
+// regions are the domains' UMEMs, by domain.
+func (f *Forwarder) regions() []*umem.Region {
+	out := make([]*umem.Region, len(f.doms))
+	for d, dm := range f.doms {
+		out[d] = dm.region
+	}
+	return out
+}
+
+// umemBytes is what every domain's UMEM maps together.
+func (f *Forwarder) umemBytes() int {
+	n := 0
+	for _, dm := range f.doms {
+		n += dm.region.Size()
+	}
+	return n
+}
+
 // openLink binds a socket on every RX queue of link i (New, AddLink), its
-// rings of ring entries: the first socket of all registers the UMEM, the
-// others share it.
+// rings of ring entries: the first socket of its domain registers the
+// domain's UMEM, the others share it.
 func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 	l := f.links[i]
-	owner := f.umemOwner()
+	owner := f.umemOwner(l.dom)
+	region := f.doms[l.dom].region
 	f.socks[i] = make([]*xsk.Socket, l.rxQueues)
 	for q := range l.rxQueues {
-		s, err := f.env.Open(f.region, xsk.Config{
+		s, err := f.env.Open(region, xsk.Config{
 			Ifname: l.name, Ifindex: l.index, Queue: q,
 			RingSize: ring, FillSize: fillSizeOf(ring, f.cfg.Queues, q),
 			Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
@@ -274,13 +339,13 @@ func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 	return nil
 }
 
-// umemOwner is a socket bound to the UMEM, for another to share it: the
-// first of the first link there is (nil before any). Any will do: the
-// kernel keeps the UMEM for each socket bound to it, the one that
-// registered it or not.
-func (f *Forwarder) umemOwner() *xsk.Socket {
-	for _, ss := range f.socks {
-		if len(ss) > 0 && ss[0] != nil {
+// umemOwner is a socket bound to domain d's UMEM, for another to share
+// it: the first of the domain's first link there is (nil before any). Any
+// will do: the kernel keeps the UMEM for each socket bound to it, the one
+// that registered it or not.
+func (f *Forwarder) umemOwner(d int) *xsk.Socket {
+	for i, ss := range f.socks {
+		if f.links[i].dom == d && f.links[i].name != "" && len(ss) > 0 && ss[0] != nil {
 			return ss[0]
 		}
 	}
@@ -308,7 +373,7 @@ func (f *Forwarder) attach(i int) error {
 func (f *Forwarder) newPorts(i int) []*port {
 	var ports []*port
 	for q, sk := range f.socks[i] {
-		p := &port{link: i, queue: q, sock: sk}
+		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk}
 		if f.progs[i].Mode() == "native" {
 			// One CPU at a time runs a queue's NAPI, so the queue's
 			// newest stamp only grows (merge.go's caughtUp relies on
@@ -338,13 +403,20 @@ func (f *Forwarder) closeSockets() error {
 	var errs []error
 	// Sharing sockets first: the owner holds the UMEM registration.
 	for i := len(f.links) - 1; i >= 0; i-- {
-		for q := len(f.socks[i]) - 1; q >= 0; q-- {
-			if s := f.socks[i][q]; s != nil {
-				errs = append(errs, s.Close())
-			}
-		}
-		f.socks[i] = nil
+		errs = append(errs, f.closeLink(i))
 	}
+	return errors.Join(errs...)
+}
+
+// closeLink closes link i's sockets, the last first.
+func (f *Forwarder) closeLink(i int) error {
+	var errs []error
+	for q := len(f.socks[i]) - 1; q >= 0; q-- {
+		if s := f.socks[i][q]; s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	f.socks[i] = nil
 	return errors.Join(errs...)
 }
 
@@ -448,30 +520,43 @@ func (f *Forwarder) Close() error {
 	}
 	errs = append(errs, f.closeSockets())
 	f.torn = true
-	if f.region != nil {
+	if len(f.doms) > 0 {
 		for _, w := range f.workers {
 			w.dropHandoffs()
 		}
 		for _, w := range f.workers {
-			w.build.Close()
-			w.frames.Flush()
+			for _, d := range w.umems.dom {
+				d.build.Close()
+				d.frames.Flush()
+			}
 			errs = append(errs, w.wake.close())
 		}
 		// Closing the sockets made the kernel let go of its fill, RX, TX
 		// and completion rings. Whatever the TX side still held beyond
 		// the descriptors known to be in flight was lost on our side; a
 		// frame still Held was lost by a worker.
-		f.region.Frames.Reclaim(umem.KernelRX)
-		tx := f.region.Frames.Reclaim(umem.KernelTX) + f.region.Inline.Reclaim(umem.KernelTX) + f.region.Frags.ReclaimReferenced()
-		f.stranded = min(tx, inflight)
-		f.leaked = f.region.InUse() + tx - f.stranded
-		for _, z := range f.region.Zones() {
-			f.violations += z.Violations()
+		var tx []int
+		for _, dm := range f.doms {
+			r := dm.region
+			r.Frames.Reclaim(umem.KernelRX)
+			tx = append(tx, r.Frames.Reclaim(umem.KernelTX)+r.Inline.Reclaim(umem.KernelTX)+r.Frags.ReclaimReferenced())
 		}
-		if err := f.region.Check(); err != nil {
-			errs = append(errs, err)
+		for d, dm := range f.doms {
+			// What is in flight is counted for all domains at once: it
+			// is taken off the first domains' TX first.
+			dm.stranded = min(tx[d], inflight)
+			inflight -= dm.stranded
+			dm.leaked = dm.region.InUse() + tx[d] - dm.stranded
+			f.stranded += dm.stranded
+			f.leaked += dm.leaked
+			for _, z := range dm.region.Zones() {
+				f.violations += z.Violations()
+			}
+			if err := dm.region.Check(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", dm, err))
+			}
+			errs = append(errs, dm.region.Close())
 		}
-		errs = append(errs, f.region.Close())
 	}
 	f.closeErr = errors.Join(errs...)
 	if f.closeErr != nil {
@@ -480,8 +565,18 @@ func (f *Forwarder) Close() error {
 	return f.closeErr
 }
 
-// Region is the forwarder's UMEM, for tests and stats.
-func (f *Forwarder) Region() *umem.Region { return f.region }
+// Region is the UMEM of the domain links added while running join, the
+// only one with one domain, for tests and stats (nil once Close began to
+// build it).
+func (f *Forwarder) Region() *umem.Region {
+	if len(f.doms) == 0 {
+		return nil
+	}
+	return f.doms[len(f.doms)-1].region
+}
+
+// Regions are every domain's UMEM, by domain.
+func (f *Forwarder) Regions() []*umem.Region { return f.regions() }
 
 // Leaked is the number of UMEM addresses lost, valid after Close.
 func (f *Forwarder) Leaked() int {
@@ -581,7 +676,7 @@ func (f *Forwarder) SetInlineMax(setting int) error {
 	if err != nil {
 		return &InputError{err}
 	}
-	if n > 0 && f.region.Inline.Len() == 0 {
+	if n > 0 && f.doms[0].region.Inline.Len() == 0 {
 		return inputErr("inline limit %d: started with the inline path off, so there is no inline zone; restart to turn it on", n)
 	}
 	f.inlineMax.Store(int32(n))

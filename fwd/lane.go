@@ -21,6 +21,7 @@ import (
 type lane struct {
 	ring        *txring.Ring
 	link, queue int        // its socket's, where a capture records what it sends
+	dom         int        // its socket's UMEM domain (domain.go)
 	stats       *portStats // its socket's counters
 	// bc are the current batch's counts for the lane, touched whether it
 	// is on the batch's list (txLanes.touch).
@@ -35,7 +36,7 @@ type lane struct {
 }
 
 func newLane(p *port) *lane {
-	return &lane{ring: txring.New(p.sock), link: p.link, queue: p.queue, stats: &p.stats}
+	return &lane{ring: txring.New(p.sock), link: p.link, queue: p.queue, dom: p.dom, stats: &p.stats}
 }
 
 // kickBackoff is how long a worker leaves a TX ring alone after a kick

@@ -3,7 +3,6 @@ package fwd
 import (
 	"sync/atomic"
 
-	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -17,60 +16,63 @@ import (
 // states themselves are umem's, checked there: TestOwnershipConfined keeps
 // every other file of the package off them.
 
-// txLayout is a worker's layout part: the builder of inline slots and
-// frag blocks, the page meter, one packet's TX scratch, and the settings
-// a layout reads. The worker's alone, but inlineMax, the forwarder's live
-// limit (SetInlineMax writes it), loaded once per batch.
+// txLayout is a worker's layout part: the page meter, one packet's TX
+// scratch, and the settings a layout reads; the builders of inline slots
+// and frag blocks are the worker's parts of each domain (workerDomain).
+// The worker's alone, but inlineMax, the forwarder's live limit
+// (SetInlineMax writes it), loaded once per batch.
 type txLayout struct {
-	build *inline.Builder
-	out   []xsk.Desc // one packet's TX descriptors
+	out []xsk.Desc // one packet's TX descriptors
 	// csum: finish partial TCP/UDP checksums (--complete-checksums).
 	csum      bool
 	inlineMax *atomic.Int32
 	meter     umem.PageMeter // last: some 100 KiB (see worker)
 }
 
-func newTXLayout(r *umem.Region, policy linearize.Policy, align int, csum bool, inlineMax *atomic.Int32) txLayout {
+func newTXLayout(csum bool, inlineMax *atomic.Int32) txLayout {
 	return txLayout{
-		build:     inline.NewBuilder(r, policy, 1024, align),
 		out:       make([]xsk.Desc, linearize.MaxDescs),
 		csum:      csum,
 		inlineMax: inlineMax,
 	}
 }
 
-// layOut lays out p as TX descriptors in w.out and returns them (nil: no
-// layout, the packet left Held for the caller to abandon). Frames that
-// leave as they came move to the kernel's TX side; frames whose data was
-// copied go back to p's fill ring at once. What it counts goes to lc, the
-// counts of the lane it leaves by, but a completed checksum, counted on
-// the receive side (rc).
-func (w *worker) layOut(p *rxPkt, rc, lc *batchCounts) []xsk.Desc {
+// layOut lays out p for lane l as TX descriptors in w.out and returns
+// them (nil: no layout, the packet left Held for the caller to abandon).
+// Frames that leave as they came move to the kernel's TX side; frames
+// whose data was copied go back to p's fill ring at once. A lane of
+// another domain gets a copy (layOutAcross). What it counts goes to l's
+// counts, but a completed checksum, counted on the receive side (rc).
+func (w *worker) layOut(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
+	if p.in.dom != l.dom {
+		return w.layOutAcross(p, l, rc)
+	}
+	d := &w.umems.dom[l.dom]
 	chain := p.descs
-	path := w.build.Policy.Decide(p.total, len(chain))
+	path := d.build.Policy.Decide(p.total, len(chain))
 	nd := 0
 	switch path {
 	case linearize.Inline:
 		var addr uint64
 		var ok bool
 		if len(chain) == 1 {
-			d := chain[0]
-			addr, ok = w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)])
+			c := chain[0]
+			addr, ok = d.build.Inline(w.mem[c.Addr : c.Addr+uint64(c.Len)])
 		} else {
-			addr, _, ok = w.build.InlineGather(chain)
+			addr, _, ok = d.build.InlineGather(chain)
 		}
 		if ok {
 			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd = 1
 		} else {
-			lc.n[cInlineFallbacks]++
+			l.bc.n[cInlineFallbacks]++
 			path = linearize.Frame
 			if len(chain) > 1 {
 				path = linearize.Chain
 			}
 		}
 	case linearize.Frag:
-		if nd = w.build.Repack(chain, w.out); nd == 0 {
+		if nd = d.build.Repack(chain, w.out); nd == 0 {
 			path = linearize.Chain
 		}
 	}
@@ -83,46 +85,65 @@ func (w *worker) layOut(p *rxPkt, rc, lc *batchCounts) []xsk.Desc {
 			// to repack it into.
 			return nil
 		}
-		for j, d := range chain {
-			w.zone.Move(d.Addr, umem.Held, umem.KernelTX)
-			w.out[j] = xsk.Desc{Addr: d.Addr, Len: d.Len, Options: d.Options & xsk.PktContd}
+		for j, c := range chain {
+			d.region.Frames.Move(c.Addr, umem.Held, umem.KernelTX)
+			w.out[j] = xsk.Desc{Addr: c.Addr, Len: c.Len, Options: c.Options & xsk.PktContd}
 		}
 		nd = len(chain)
 	}
 	tx := w.out[:nd]
-	// Finished on the bytes that leave, on every path (see complete).
+	w.laidOut(tx, rc)
+	l.bc.paths[path]++
+	l.bc.hist[min(nd, linearize.MaxDescs)]++
+	return tx
+}
+
+// laidOut finishes the bytes that leave, on every path (see complete),
+// and meters their pages.
+func (w *worker) laidOut(tx []xsk.Desc, rc *batchCounts) {
 	if w.csum && w.complete(tx) {
 		rc.n[cCsumCompleted]++
 	}
 	for _, d := range tx {
 		w.meter.Touch(d.Addr, d.Len)
 	}
-	lc.paths[path]++
-	lc.hist[min(nd, linearize.MaxDescs)]++
+}
+
+// layOutAcross lays out p for lane l of another domain than p's: a copy
+// in l's domain (layOutCopy), p's own frames back to its fill ring at
+// once, while hot.
+func (w *worker) layOutAcross(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
+	tx := w.layOutCopy(p, l)
+	if tx == nil {
+		return nil
+	}
+	p.in.rx.RecycleChain(p.descs)
+	w.laidOut(tx, rc)
 	return tx
 }
 
-// layOutCopy lays out a copy of p as TX descriptors in w.out, in an
-// inline slot or a frag block of its own, else (no frag zone, or none
-// left) in free frames, one per descriptor of the packet, and returns
-// them (nil: no room, for the caller to abandon). The packet's own frames
-// stay Held.
-func (w *worker) layOutCopy(p *rxPkt, c *batchCounts) []xsk.Desc {
+// layOutCopy lays out a copy of p for lane l as TX descriptors in w.out,
+// in an inline slot or a frag block of l's domain, else (no frag zone, or
+// none left) in its free frames, one per descriptor of the packet, and
+// returns them (nil: no room, for the caller to abandon). The packet's
+// own frames stay Held. A copy into another domain is counted as such.
+func (w *worker) layOutCopy(p *rxPkt, l *lane) []xsk.Desc {
+	d := &w.umems.dom[l.dom]
 	chain := p.descs
 	nd, path := 0, linearize.Frag
-	switch d := chain[0]; {
-	case len(chain) == 1 && p.total <= w.build.Policy.InlineMax:
-		if addr, ok := w.build.Inline(w.mem[d.Addr : d.Addr+uint64(d.Len)]); ok {
+	switch c := chain[0]; {
+	case len(chain) == 1 && p.total <= d.build.Policy.InlineMax:
+		if addr, ok := d.build.Inline(w.mem[c.Addr : c.Addr+uint64(c.Len)]); ok {
 			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd, path = 1, linearize.Inline
 		}
 	case len(chain) == 1:
-		nd = w.build.Pack(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.out)
+		nd = d.build.Pack(w.mem[c.Addr:c.Addr+uint64(c.Len)], w.out)
 	default:
-		nd = w.build.Repack(chain, w.out)
+		nd = d.build.Repack(chain, w.out)
 	}
 	if nd == 0 {
-		if nd = w.copyToFrames(chain); nd > 0 {
+		if nd = w.copyToFrames(d, chain); nd > 0 {
 			path = linearize.Frame
 			if nd > 1 {
 				path = linearize.Chain
@@ -132,28 +153,42 @@ func (w *worker) layOutCopy(p *rxPkt, c *batchCounts) []xsk.Desc {
 	if nd == 0 {
 		return nil
 	}
+	c := &l.bc
 	c.paths[path]++
 	c.hist[min(nd, linearize.MaxDescs)]++
+	if p.in.dom != l.dom {
+		c.n[crossCount[path]]++
+		c.n[cCrossBytes] += uint64(p.total)
+	}
 	return w.out[:nd]
 }
 
+// crossCount is the counter of a copy across domains by the path it
+// took: a chain of frames counts as frames.
+var crossCount = [linearize.NumPaths]count{
+	linearize.Inline: cCrossInline,
+	linearize.Frame:  cCrossFrame,
+	linearize.Chain:  cCrossFrame,
+	linearize.Frag:   cCrossFrag,
+}
+
 // copyToFrames copies each descriptor of chain to the start of a free
-// frame (each came in one, so each fits) and describes them in w.out; 0,
-// with the frames given back, when the worker has too few.
-func (w *worker) copyToFrames(chain []xsk.Desc) int {
+// frame of d (each came in one, so each fits) and describes them in
+// w.out; 0, with the frames given back, when the worker has too few.
+func (w *worker) copyToFrames(d *workerDomain, chain []xsk.Desc) int {
 	if len(chain) > len(w.out) {
 		return 0
 	}
-	for j, d := range chain {
-		a, ok := w.frames.Alloc(umem.KernelTX)
+	for j, c := range chain {
+		a, ok := d.frames.Alloc(umem.KernelTX)
 		if !ok {
 			for _, o := range w.out[:j] {
-				w.frames.Free(o.Addr, umem.KernelTX)
+				d.frames.Free(o.Addr, umem.KernelTX)
 			}
 			return 0
 		}
-		copy(w.mem[a:a+uint64(d.Len)], w.mem[d.Addr:d.Addr+uint64(d.Len)])
-		w.out[j] = xsk.Desc{Addr: a, Len: d.Len, Options: d.Options & xsk.PktContd}
+		copy(w.mem[a:a+uint64(c.Len)], w.mem[c.Addr:c.Addr+uint64(c.Len)])
+		w.out[j] = xsk.Desc{Addr: a, Len: c.Len, Options: c.Options & xsk.PktContd}
 	}
 	return len(chain)
 }
@@ -169,15 +204,17 @@ func (w *worker) release(descs []xsk.Desc) {
 	}
 }
 
-// freeTX returns a TX address to the zone it came from: frames to the
-// worker's cache, inline slots and frag references to the builder. It
-// reports false for an address that is no UMEM unit (never followed).
+// freeTX returns a TX address to the zone it came from, in its domain:
+// frames to the worker's cache, inline slots and frag references to the
+// builder. It reports false for an address that is no UMEM unit (never
+// followed).
 func (w *worker) freeTX(addr uint64) bool {
-	if w.zone.Contains(addr) {
-		w.frames.Free(addr, umem.KernelTX)
+	d := w.umems.of(addr)
+	if d.region.Frames.Contains(addr) {
+		d.frames.Free(addr, umem.KernelTX)
 		return true
 	}
-	return w.build.Release(addr)
+	return d.build.Release(addr)
 }
 
 // releaseLent frees what a removed link's closed sockets held: rx, frames
@@ -185,11 +222,11 @@ func (w *worker) freeTX(addr uint64) bool {
 // completed (RemoveLink read both back before closing them).
 func (w *worker) releaseLent(rx, tx []uint64) {
 	for _, a := range rx {
-		w.frames.Free(xsk.Flat(a), umem.KernelRX)
+		a = xsk.Flat(a)
+		w.umems.of(a).frames.Free(a, umem.KernelRX)
 	}
 	for _, a := range tx {
 		w.freeTX(xsk.Flat(a))
 	}
-	w.frames.Publish()
-	w.build.Publish()
+	w.umems.publish()
 }

@@ -164,7 +164,7 @@ func (w *worker) adopt(link int, ports []*port, l *lane) {
 		}
 		p.rx.Refill(w.batch)
 	}
-	w.frames.Publish()
+	w.umems.publish()
 	w.chg.live = w.chg.live.Add(link)
 	w.txAll = append(w.txAll, l)
 	w.pollSet()
@@ -247,8 +247,7 @@ func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 	}
 	w.txAll = removeLinkOf(w.txAll, link, func(l *lane) int { return l.link })
 	w.reapAll()
-	w.frames.Publish()
-	w.build.Publish()
+	w.umems.publish()
 	w.pollSet()
 }
 
@@ -290,18 +289,33 @@ func (f *Forwarder) linksFixed() error {
 	switch {
 	case f.handler == nil:
 		return &InputError{fmt.Errorf("without a Handler (xconnect) the links are the two given: %w", linkop.ErrUnsupported)}
-	case f.zeroCopy:
+	case f.doms[len(f.doms)-1].zeroCopy:
 		// The kernel binds a socket sharing a zero-copy UMEM in zero-copy
 		// mode too (xp_assign_dev_shared), which a veth cannot take; and
 		// a driver holds frames the rings do not show, which closing one
-		// socket would lose.
-		return fmt.Errorf("the UMEM is registered in zero-copy mode, and the kernel binds every socket sharing it in zero-copy mode too, which a veth cannot take (--zero-copy off takes links while running): %w", linkop.ErrUnsupported)
+		// socket would lose. With links to come (MaxLinks) they get a
+		// copy-mode UMEM of their own (domain.go).
+		return fmt.Errorf("the only UMEM is registered in zero-copy mode, and the kernel binds every socket sharing it in zero-copy mode too, which a veth cannot take (--max-links above the links given keeps them zero-copy and sets a copy-mode UMEM aside for links added while running): %w", linkop.ErrUnsupported)
 	}
 	f.mu.Lock()
 	closed := f.closed
 	f.mu.Unlock()
 	if closed || f.stop.Load() {
 		return fmt.Errorf("the forwarder is stopping: %w", linkop.ErrUnsupported)
+	}
+	return nil
+}
+
+// linkFixed says why link i may not be removed (nor added back on new
+// queues) now, if so: links fixed, or a link bound in zero-copy mode,
+// whose driver holds frames the rings do not show, which closing its
+// sockets would lose. Every reason wraps linkop.ErrUnsupported.
+func (f *Forwarder) linkFixed(i int) error {
+	if err := f.linksFixed(); err != nil {
+		return err
+	}
+	if d := f.doms[f.links[i].dom]; d.zeroCopy {
+		return fmt.Errorf("it is bound in zero-copy mode (UMEM domain %s), where its driver holds frames the rings do not show, which removing it would lose; links in copy mode come and go: %w", d.Name, linkop.ErrUnsupported)
 	}
 	return nil
 }
@@ -380,6 +394,7 @@ func (f *Forwarder) addLink(name string) error {
 			f.promisc = append(f.promisc, nil)
 		}
 	}
+	l.dom = f.cfg.domainOf(name)
 	f.links[i] = l
 	undo := func() {
 		for _, s := range f.socks[i] {
@@ -491,6 +506,9 @@ func (f *Forwarder) RemoveLink(name string) error {
 	}
 	if i < 0 || name == "" {
 		return fmt.Errorf("link del %s: %w %q (%w)", name, ErrUnknownLink, name, linkop.ErrUnknownLink)
+	}
+	if err := f.linkFixed(i); err != nil {
+		return fmt.Errorf("link del %s: %w", name, err)
 	}
 	f.removeLink(i, false)
 	f.watchChanged()

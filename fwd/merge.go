@@ -370,7 +370,7 @@ func monoNow() int64 { return clockBaseNS + int64(time.Since(clockBase)) }
 // stampOf reads the arrival stamp in front of the packet at addr, a frame
 // zone address; 0 when there is none that makes sense.
 func (w *worker) stampOf(addr uint64) int64 {
-	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.zone.UnitAddr(addr) {
+	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.frameStart(addr) {
 		return 0
 	}
 	ts := int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaStampOff:]))
@@ -386,7 +386,7 @@ func (w *worker) stampOf(addr uint64) int64 {
 // program writes a stamp for every packet it redirects, so the bytes are
 // this packet's unless the frame had no room for metadata).
 func (w *worker) arrivalOf(addr uint64) int64 {
-	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.zone.UnitAddr(addr) {
+	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.frameStart(addr) {
 		return 0
 	}
 	return max(int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaStampOff:])), 0)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/capture"
-	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
@@ -40,7 +39,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 	}
 	t.Cleanup(func() { r.Close() })
 	g := &mergeRig{t: t, now: rigStart, region: r, labels: map[uint64]string{}}
-	f := &Forwarder{region: r, flows: newFlowState(r, xps.ModeSticky, 1024, true, 2),
+	f := &Forwarder{doms: []*domain{{region: r}}, flows: newFlowState([]*umem.Region{r}, xps.ModeSticky, 1024, true, 2),
 		links: make([]linkInfo, 2), ports: make([][]*port, 2)}
 	g.f = f
 	for i := range f.ports {
@@ -61,8 +60,8 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 		}
 		t.Cleanup(func() { wk.close() })
 		w := &worker{q: q, wake: wk, cpu: -1}
-		w.mem, w.zone, w.frames = r.Mem(), r.Frames, r.Frames.NewCache(64)
-		w.build = inline.NewBuilder(r, linearize.Policy{ChunkSize: 2048}, 64, 64)
+		w.mem, w.frameSize = r.Mem(), 2048
+		w.umems = oneDomain(r, linearize.Policy{ChunkSize: 2048}, 64)
 		w.flows = f.flows
 		w.txLanes = newTXLanes(2, 64)
 		w.chg.live = AllLinks(2) // as newWorker: both links may be sent to
@@ -101,7 +100,7 @@ func (g *mergeRig) stamps() *xsk.LastStamps {
 // frame takes a frame for a packet named name, in the state a packet
 // built from it for TX is in (KernelTX, as layOut leaves it).
 func (g *mergeRig) frame(name string) uint64 {
-	a, ok := g.w[0].frames.Alloc(umem.KernelTX)
+	a, ok := g.w[0].umems.dom[0].frames.Alloc(umem.KernelTX)
 	if !ok {
 		g.t.Fatal("rig: out of frames")
 	}
@@ -140,7 +139,7 @@ func (g *mergeRig) hand(i, q, tq int, name string, stamp int64, descs int) []uin
 // arrive puts a packet stamped stamp on RX ring q of link i, unread: what
 // the owner's watermark then reports. It returns the packet's address.
 func (g *mergeRig) arrive(i, q int, stamp int64) uint64 {
-	a, _ := g.w[0].frames.Alloc(umem.KernelRX)
+	a, _ := g.w[0].umems.dom[0].frames.Alloc(umem.KernelRX)
 	addr := a + 256
 	binary.NativeEndian.PutUint64(g.region.Mem()[addr-xsk.MetaStampOff:], uint64(stamp))
 	s := g.socks[i][q]

@@ -92,7 +92,7 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 		l := f.links[i]
 		switch ev.Kind {
 		case LinkGone:
-			if f.linksFixed() == nil {
+			if f.linkFixed(i) == nil {
 				f.cfg.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
 				f.removeLink(i, true)
 				f.linkOut(l.name, OutDeleted)
@@ -106,7 +106,7 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 				return
 			}
 			err := fmt.Errorf("%w: %s has %d RX and %d TX queues, was %d and %d", ErrQueuesChanged, l.name, ev.RXQueues, ev.TXQueues, l.rxQueues, l.txQueues)
-			if f.linksFixed() == nil {
+			if f.linkFixed(i) == nil {
 				f.readdLink(i, err)
 				return
 			}

@@ -176,7 +176,9 @@ func (w *worker) begin(n uint32, v verdict, whole bool, b *rxBatch) {
 // the live inline limit, and with several queues one clock read.
 func (w *worker) startBatch() {
 	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	w.build.Policy.InlineMax = int(w.inlineMax.Load())
+	for i, n := 0, int(w.inlineMax.Load()); i < len(w.umems.dom); i++ {
+		w.umems.dom[i].build.Policy.InlineMax = n
+	}
 	if w.flows != nil {
 		w.now = w.clock() // one clock read per batch
 	}
@@ -282,7 +284,7 @@ func (w *worker) send(p *rxPkt, o int, b *rxBatch) {
 		return
 	}
 	l := w.tx[o]
-	if tx := w.layOut(p, &b.c, &l.bc); tx != nil {
+	if tx := w.layOut(p, l, &b.c); tx != nil {
 		w.put(l, tx, p.total)
 		return
 	}
@@ -294,7 +296,7 @@ func (w *worker) send(p *rxPkt, o int, b *rxBatch) {
 func (w *worker) sendFlow(p *rxPkt, o int, b *rxBatch) {
 	l := w.tx[o]
 	c := w.chooseFlow(p, false)
-	if tx := w.layOut(p, &b.c, &l.bc); tx != nil {
+	if tx := w.layOut(p, l, &b.c); tx != nil {
 		w.emit(p.in, o, c, tx, p.total, b)
 		return
 	}

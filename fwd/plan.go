@@ -84,10 +84,13 @@ type Plan struct {
 	XPSAsymmetric bool
 	FlowTableSize int
 
-	// UMEM is the region's layout: its frames, inline slots and frag
-	// blocks (umemConfig). UMEMReserved is the bytes of it set aside for
-	// the links that may be added (MaxLinks above Links), at
-	// AddedRingSize; the rest is the links given's.
+	// Domains are the UMEMs (domain.go): one, or with zero-copy NIC links
+	// and links that cannot bind in zero-copy (veths, every link added
+	// while running) two, zero-copy first. UMEM is the layout of the last
+	// (its frames, inline slots and frag blocks: umemConfig), the one
+	// links added while running join; UMEMReserved is the bytes of it set
+	// aside for them (MaxLinks above Links), at AddedRingSize.
+	Domains      []Domain
 	UMEM         umem.Config
 	UMEMReserved int
 	// HandoffSize is the entries of each handoff ring; 0 with one worker.
@@ -260,9 +263,8 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 		// Weighed on the frame size and frag zone just settled.
 		p.RingSize = givenRingSize(&p, cfg.FragOrder, links)
 	}
-	p.UMEM = umemConfig(&p, cfg.FragOrder, links)
+	p.planDomains(cfg.FragOrder, links)
 	p.FragOrder = p.UMEM.FragOrder
-	p.UMEMReserved = umemReserved(&p, cfg.FragOrder, links)
 	if err := p.boundUMEM(cfg, links); err != nil {
 		return Plan{}, err
 	}
@@ -296,13 +298,22 @@ func addedRingSize(set uint32, p *Plan, links []linkInfo) uint32 {
 func (p *Plan) boundUMEM(cfg Config, links []linkInfo) error {
 	limit := cmp.Or(cfg.MaxUMEM, DefaultMaxUMEM)
 	p.MaxUMEM = limit
-	size := int64(p.UMEM.Size())
+	size := int64(p.UMEMSize())
 	if size <= limit {
 		return nil
 	}
 	reserved := int64(p.UMEMReserved)
 	return inputErr("the UMEM would pin %d MiB, above --max-umem %d MiB: %d MiB for the %d links given (--ring-size %d) and %d MiB set aside for %d links to come (--max-links %d, --added-ring-size %d); lower those or raise --max-umem",
 		size>>20, limit>>20, (size-reserved)>>20, len(links), p.RingSize, reserved>>20, max(p.MaxLinks-len(links), 0), p.MaxLinks, p.AddedRingSize)
+}
+
+// UMEMSize is the bytes every domain's UMEM pins together.
+func (p *Plan) UMEMSize() int {
+	n := 0
+	for _, d := range p.Domains {
+		n += d.UMEM.Size()
+	}
+	return n
 }
 
 // umemReserved is the bytes of p's UMEM set aside for the links that may

@@ -261,7 +261,7 @@ func TestReconfigure(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
-		f := &Forwarder{cfg: p, links: links, host: host, region: r}
+		f := &Forwarder{cfg: p, links: links, host: host, doms: []*domain{{region: r}}}
 		f.inlineMax.Store(int32(p.InlineMax))
 		f.xpsMode.Store(uint32(p.XPS))
 		return f

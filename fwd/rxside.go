@@ -5,7 +5,6 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/linearize"
 	"github.com/xdpfwd/xdpfwd/rxring"
-	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -26,6 +25,7 @@ import (
 // producer; with a Handler every port carries one, for reflections.
 type port struct {
 	link, queue int
+	dom         int // the UMEM domain of its socket (domain.go)
 	sock        *xsk.Socket
 	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
 	tx          *lane        // nil unless a TX lane (lane.go)
@@ -66,34 +66,38 @@ type portOrder struct {
 const frameCacheSize = 512
 
 // rxSide is a worker's RX side: the ports it reads (on every link), the
-// UMEM they receive into, its frame cache, the batch bound and one
-// packet's RX scratch (collect's).
+// memory they receive into (every domain's: umem.NewSpace), the batch
+// bound and one packet's RX scratch (collect's). The frames they lend
+// are the worker's caches of each domain (workerDomain).
 type rxSide struct {
-	rx     []*port
-	mem    []byte
-	zone   *umem.Zone // RX frames
-	frames *umem.Cache
-	batch  uint32
-	chain  []xsk.Desc // cross-connect's scratch for one packet's RX descriptors
+	rx        []*port
+	mem       []byte
+	frameSize uint64
+	batch     uint32
+	chain     []xsk.Desc // cross-connect's scratch for one packet's RX descriptors
 }
 
-func newRXSide(r *umem.Region, batch int) rxSide {
+func newRXSide(mem []byte, frameSize, batch int) rxSide {
 	return rxSide{
-		mem:    r.Mem(),
-		zone:   r.Frames,
-		frames: r.Frames.NewCache(frameCacheSize),
-		batch:  uint32(batch),
-		chain:  make([]xsk.Desc, 0, linearize.MaxDescs),
+		mem:       mem,
+		frameSize: uint64(frameSize),
+		batch:     uint32(batch),
+		chain:     make([]xsk.Desc, 0, linearize.MaxDescs),
 	}
 }
 
 // add makes w, whose RX side this is, the owner of port p: its RX ring
-// lends frames from w's cache.
+// lends frames from w's cache of p's domain.
 func (r *rxSide) add(p *port, w *worker) {
 	p.owner = w
-	p.rx = rxring.New(p.sock, r.frames)
+	p.rx = rxring.New(p.sock, w.umems.dom[p.dom].frames)
 	r.rx = append(r.rx, p)
 }
+
+// frameStart is the start of the RX frame addr lies in. Every domain's
+// frames are aligned to their size (a region starts on a huge page, its
+// frames zone on a frame), so no domain need be looked up.
+func (r *rxSide) frameStart(addr uint64) uint64 { return addr &^ (r.frameSize - 1) }
 
 // refill tops up every fill ring, a batch at a time.
 func (r *rxSide) refill() {

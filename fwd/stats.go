@@ -20,6 +20,9 @@ type LinkStats struct {
 	Drops     map[string]uint64 `json:"drops"`
 	XDPMode   string            `json:"xdp_mode"`
 	BindMode  string            `json:"bind_mode"`
+	// Domain is the UMEM domain the link binds in (domain.go): "zerocopy"
+	// or "copy" when the forwarder has two, "" when one.
+	Domain string `json:"umem_domain,omitempty"`
 	// Queues is the RX queues the link has, each with a socket.
 	Queues int `json:"queues"`
 
@@ -39,6 +42,13 @@ type LinkStats struct {
 	// turn because they had waited for ordering across RX queues longer
 	// than the hold bound: not drops, but possibly out of order.
 	OrderHoldTimeouts uint64 `json:"order_hold_timeouts"`
+	// DomainCopies* count the packets sent on this link that were copied
+	// from another UMEM domain (a zero-copy NIC's into a pod's, or back),
+	// by the TX path the copy took; DomainCopyBytes their bytes.
+	DomainCopiesInline uint64 `json:"domain_copies_inline"`
+	DomainCopiesFrame  uint64 `json:"domain_copies_frame"`
+	DomainCopiesFrag   uint64 `json:"domain_copies_frag"`
+	DomainCopyBytes    uint64 `json:"domain_copy_bytes"`
 	// VLANRestored counts packets received on this link whose VLAN tag the
 	// sender or the NIC had offloaded (kept out of the frame) and that
 	// xdpfwd put back into the frame.
@@ -191,6 +201,7 @@ func (f *Forwarder) linkStats(i int) LinkStats {
 	if len(f.socks[i]) > 0 && f.socks[i][0] != nil {
 		l.BindMode = f.socks[i][0].BindMode()
 	}
+	l.Domain = f.doms[f.links[i].dom].Name
 	l.Queues = len(f.ports[i])
 	l.LinkDowns = f.health[i].downs.Load()
 	l.DownSeconds = f.health[i].downTime().Seconds()
@@ -313,12 +324,17 @@ type ZoneUsage struct {
 func (f *Forwarder) Zones() []ZoneUsage {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
-	if f.region == nil {
-		return nil
-	}
 	var out []ZoneUsage
-	for _, z := range f.region.Zones() {
-		out = append(out, ZoneUsage{Name: z.Name(), Units: z.Len(), UnitBytes: z.UnitSize(), FreeUnits: z.FreeUnits()})
+	for _, d := range f.doms {
+		for _, z := range d.region.Zones() {
+			// With two domains each zone is named for its domain too:
+			// "copy.frames".
+			name := z.Name()
+			if d.Name != "" {
+				name = d.Name + "." + name
+			}
+			out = append(out, ZoneUsage{Name: name, Units: z.Len(), UnitBytes: z.UnitSize(), FreeUnits: z.FreeUnits()})
+		}
 	}
 	return out
 }
@@ -372,16 +388,44 @@ type UMEMSummary struct {
 	OwnershipViolations uint64 `json:"ownership_violations"`
 }
 
+// DomainSummary describes one UMEM domain in the summary.
+type DomainSummary struct {
+	// Name is "zerocopy" or "copy" with two domains, "" with one.
+	Name string `json:"name"`
+	// BindMode is how its sockets are bound: "zerocopy" or "copy".
+	BindMode string `json:"bind_mode"`
+	// Links are the links bound in it when the summary was taken.
+	Links     []string `json:"links"`
+	SizeBytes int      `json:"size_bytes"`
+	// LeakedAddresses and StrandedTX are UMEMSummary's, for this
+	// domain's UMEM alone.
+	LeakedAddresses int `json:"leaked_addresses"`
+	StrandedTX      int `json:"stranded_tx_descriptors"`
+}
+
+// domainSummaries describes the domains; statsMu is held.
+func (f *Forwarder) domainSummaries() []DomainSummary {
+	out := make([]DomainSummary, len(f.doms))
+	for d, dm := range f.doms {
+		out[d] = DomainSummary{Name: dm.Name, BindMode: dm.bindMode(), Links: []string{}, SizeBytes: dm.region.Size()}
+	}
+	for _, l := range f.links {
+		if l.name != "" {
+			out[l.dom].Links = append(out[l.dom].Links, l.name)
+		}
+	}
+	return out
+}
+
 // OwnershipViolations sums the UMEM zones' ownership violations so far.
 func (f *Forwarder) OwnershipViolations() uint64 {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
-	if f.region == nil {
-		return 0
-	}
 	var n uint64
-	for _, z := range f.region.Zones() {
-		n += z.Violations()
+	for _, d := range f.doms {
+		for _, z := range d.region.Zones() {
+			n += z.Violations()
+		}
 	}
 	return n
 }
@@ -394,7 +438,13 @@ type Summary struct {
 	Links        map[string]LinkStats `json:"links"`
 	RemovedOlder *RemovedSummary      `json:"removed_older,omitempty"`
 	UMEM         UMEMSummary          `json:"umem"`
-	DurationS    float64              `json:"duration_s"`
+	// Domains are the UMEMs one by one (domain.go); DomainCopies counts
+	// the packets copied from one into another by TX path (inline,
+	// frame, frag), DomainCopyBytes their bytes.
+	Domains         []DomainSummary   `json:"umem_domains"`
+	DomainCopies    map[string]uint64 `json:"domain_copies"`
+	DomainCopyBytes uint64            `json:"domain_copy_bytes"`
+	DurationS       float64           `json:"duration_s"`
 
 	// Totals over every link of the TX layout accounting.
 	TXPaths         map[string]uint64 `json:"tx_paths"`
@@ -596,7 +646,7 @@ func (f *Forwarder) PagesPer1K() (p4k, p2m float64) {
 func (f *Forwarder) Summary() Summary {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
-	s := Summary{Links: map[string]LinkStats{}, TXPaths: map[string]uint64{}}
+	s := Summary{Links: map[string]LinkStats{}, TXPaths: map[string]uint64{}, DomainCopies: map[string]uint64{}}
 	if f.closedLocked() {
 		return s
 	}
@@ -632,8 +682,15 @@ func (f *Forwarder) Summary() Summary {
 	s.XPS = f.xps()
 	s.Workers = f.workerStats()
 	s.Efficiency = NewEfficiency(nil, links, nil, s.Workers)
-	if f.region != nil {
-		s.UMEM = UMEMSummary{Backing: string(f.region.Backing()), SizeBytes: f.region.Size()}
+	if len(f.doms) > 0 {
+		s.UMEM = UMEMSummary{Backing: string(f.doms[0].region.Backing()), SizeBytes: f.umemBytes()}
+		s.Domains = f.domainSummaries()
+	}
+	for _, ls := range links {
+		s.DomainCopies["inline"] += ls.DomainCopiesInline
+		s.DomainCopies["frame"] += ls.DomainCopiesFrame
+		s.DomainCopies["frag"] += ls.DomainCopiesFrag
+		s.DomainCopyBytes += ls.DomainCopyBytes
 	}
 	end := f.stopped
 	if end.IsZero() {
@@ -653,6 +710,10 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 	s.UMEM.LeakedAddresses = f.Leaked()
 	s.UMEM.StrandedTX = f.stranded
 	s.UMEM.OwnershipViolations = f.violations
+	for d := range s.Domains {
+		s.Domains[d].LeakedAddresses = f.doms[d].leaked
+		s.Domains[d].StrandedTX = f.doms[d].stranded
+	}
 	return s, err
 }
 

@@ -74,7 +74,7 @@ func (p *Packet) verdictOf() verdict {
 // ordering.
 func (w *worker) reflect(p *rxPkt, b *rxBatch) {
 	l := p.in.tx
-	tx := w.layOut(p, &b.c, &l.bc)
+	tx := w.layOut(p, l, &b.c)
 	if tx == nil {
 		w.abandon(lost{why: dropNoRoom, at: atRX, rx: *p, link: l.link, queue: l.queue, total: p.total}, &l.bc)
 		w.touch(l)
@@ -115,7 +115,7 @@ func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
 // sendCopy sends a copy of p to link o, leaving p itself in place.
 func (w *worker) sendCopy(p *rxPkt, o int, b *rxBatch) {
 	l := w.tx[o]
-	tx := w.layOutCopy(p, &l.bc)
+	tx := w.layOutCopy(p, l)
 	if tx == nil {
 		w.abandon(lost{why: dropNoRoom, at: atCopy, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
 		w.touch(l)

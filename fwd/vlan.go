@@ -20,7 +20,7 @@ const vlanTagLen = 4
 // earlier and is 4 bytes longer afterwards. The arrival stamp is copied in
 // front of the new start, so stampOf still finds it.
 func (w *worker) restoreVLAN(d *xsk.Desc) bool {
-	unit := w.zone.UnitAddr(d.Addr)
+	unit := w.frameStart(d.Addr)
 	if d.Addr < unit+xsk.MetaLen {
 		return false // no metadata in front of the packet
 	}

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/xdpfwd/xdpfwd/umem"
-	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
 const (
@@ -44,6 +41,9 @@ type worker struct {
 	flowOrder
 	verdicts
 	tap tapState // hands packets to xdpfwd capture (capture.go)
+	// umems are its parts of each UMEM domain: frame caches and builders
+	// (domain.go).
+	umems workerDomains
 	loopStats
 	// chg takes the links added and removed while running (links.go).
 	chg linkChanges
@@ -78,8 +78,9 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 	}
 	w := &worker{
 		q:        q,
-		rxSide:   newRXSide(f.region, f.cfg.Batch),
-		txLayout: newTXLayout(f.region, f.policy, packAlign(f.socks[0][q]), f.cfg.CompleteChecksums, &f.inlineMax),
+		rxSide:   newRXSide(f.doms[0].region.Mem(), f.cfg.FrameSize, f.cfg.Batch),
+		umems:    f.newWorkerDomains(),
+		txLayout: newTXLayout(f.cfg.CompleteChecksums, &f.inlineMax),
 		verdicts: newVerdicts(f.handler, int(f.cfg.RingSize)),
 		wake:     wk,
 		cpu:      -1,
@@ -108,15 +109,6 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 	w.chg.live = AllLinks(len(f.ports))
 	w.txAll = slices.Clone(w.tx)
 	return w, nil
-}
-
-// packAlign is where copied packets start in a frag block (see
-// inline.NewBuilder).
-func packAlign(s *xsk.Socket) int {
-	if s.ZeroCopy() {
-		return umem.ChunkMax
-	}
-	return 64
 }
 
 func (w *worker) run(stop *atomic.Bool) {
@@ -215,8 +207,7 @@ func (w *worker) round() (n, held int) {
 		n += m
 	}
 	w.reapAll()
-	w.frames.Publish()
-	w.build.Publish()
+	w.umems.publish()
 	return n, held
 }
 

@@ -57,14 +57,15 @@ type source interface {
 // Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
 // while the forwarder runs, so it is read once, before the run.
 type Info struct {
-	Version     string
-	XDPModes    []string // per link: native or generic
-	BindMode    string   // zerocopy or copy (all sockets share the owner's mode)
-	UMEMBacking string   // hugetlb-2MiB, thp-2MiB or 4KiB
+	Version  string
+	XDPModes []string // per link: native or generic
+	BindMode string   // zerocopy or copy, or "mixed" when the links' UMEM domains differ
+	// UMEMBacking is hugetlb-2MiB, thp-2MiB or 4KiB.
+	UMEMBacking string
 }
 
-// mixedMode is xdpfwd_info's xdp_mode when the two links differ; the
-// per-link modes are in xdpfwd_link_info.
+// mixedMode is xdpfwd_info's xdp_mode or bind_mode when the links
+// differ; the per-link modes are in xdpfwd_link_info.
 const mixedMode = "mixed"
 
 // Collector is a prometheus.Collector over a forwarder. Build it with
@@ -96,8 +97,12 @@ func NewCollector(f *fwd.Forwarder, version string) *Collector {
 	for i := range info.XDPModes {
 		ls := f.LinkStats(i)
 		info.XDPModes[i] = ls.XDPMode
-		if info.BindMode == "" {
+		switch info.BindMode {
+		case "":
 			info.BindMode = ls.BindMode
+		case ls.BindMode, mixedMode:
+		default:
+			info.BindMode = mixedMode // zero-copy NICs, copy-mode veths (fwd's UMEM domains)
 		}
 	}
 	if r := f.Region(); r != nil {
@@ -150,6 +155,7 @@ type descs struct {
 	rxPackets, rxBytes, txPackets, txBytes *prometheus.Desc
 	drops                                  *prometheus.Desc
 	txPath, txDescs, inlineFallbacks       *prometheus.Desc
+	domainCopies, domainCopyBytes          *prometheus.Desc
 	kickErrors, csumCompleted              *prometheus.Desc
 	descsPerPacket                         *prometheus.Desc
 	txKicks, fillWakeups, rxBatchPackets   *prometheus.Desc
@@ -192,6 +198,9 @@ func newDescs() descs {
 		txPath:          d("tx_path_packets_total", "Frames transmitted on the link's queue, by TX layout: inline, frame, frag or chain.", "link", "queue", "path"),
 		txDescs:         d("tx_descriptors_total", "TX descriptors posted on the link's queue.", lq...),
 		inlineFallbacks: d("inline_fallbacks_total", "Small frames that found no free inline slot and left from their RX frame (or chain) instead.", lq...),
+		domainCopies: d("domain_copies_total", "Frames transmitted on the link's queue that were copied from another UMEM domain (a zero-copy NIC's into a copy-mode pod's, or back), by the TX path of the copy: inline, frame or frag.",
+			"link", "queue", "path"),
+		domainCopyBytes: d("domain_copy_bytes_total", "Bytes of the frames copied from another UMEM domain to leave on the link's queue.", lq...),
 		kickErrors:      d("tx_kick_errors_total", "TX wake-ups (sendto) that failed, mostly while the link was down; not drops: the descriptors stay queued.", lq...),
 		csumCompleted:   d("checksums_completed_total", "Frames received with a partial TCP/UDP checksum (left for offload) that xdpfwd finished.", lq...),
 		descsPerPacket:  d("tx_descriptors_per_packet", "TX descriptors each frame transmitted on the link's queue took.", lq...),
@@ -231,7 +240,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
 	for _, x := range []*prometheus.Desc{
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
-		d.txPath, d.txDescs, d.inlineFallbacks, d.kickErrors, d.csumCompleted, d.descsPerPacket,
+		d.txPath, d.txDescs, d.inlineFallbacks, d.domainCopies, d.domainCopyBytes, d.kickErrors, d.csumCompleted, d.descsPerPacket,
 		d.txKicks, d.fillWakeups, d.rxBatchPackets,
 		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
@@ -368,6 +377,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 			}
 			counter(d.txDescs, st.TXDescriptors, link, queue)
 			counter(d.inlineFallbacks, st.InlineFallbacks, link, queue)
+			counter(d.domainCopies, st.DomainCopiesInline, link, queue, "inline")
+			counter(d.domainCopies, st.DomainCopiesFrame, link, queue, "frame")
+			counter(d.domainCopies, st.DomainCopiesFrag, link, queue, "frag")
+			counter(d.domainCopyBytes, st.DomainCopyBytes, link, queue)
 			counter(d.kickErrors, st.KickErrors, link, queue)
 			counter(d.csumCompleted, st.ChecksumsCompleted, link, queue)
 			count, sum, buckets := descHistogram(st.DescsPerPacket)

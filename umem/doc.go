@@ -1,7 +1,11 @@
 // Package umem owns the premapped packet memory of an xdpfwd process: one
 // mmap'd region, registered once with the kernel as an AF_XDP UMEM, carved
 // into zones of fixed-size units (RX frames, 256-byte inline TX slots, and
-// 32/64 KiB frag blocks).
+// 32/64 KiB frag blocks). Several regions may share one mapping, back to
+// back (NewSpace): UMEMs registered apart (one bound in zero-copy mode,
+// one in copy mode) whose addresses never overlap, so that one address
+// names one byte of any of them. Only the rings see a region's own
+// offsets (package xsk translates).
 //
 // The region is the user-space counterpart of a driver's premapped,
 // coherent DMA zone, the fix Eric Dumazet proposes for IOMMU costs in

@@ -106,9 +106,17 @@ func (c Config) FragBlockSize() int {
 	return smallPage << c.FragOrder
 }
 
-// Region is the process's one premapped packet memory.
+// Region is one UMEM: premapped packet memory registered with the kernel
+// as a whole, carved into zones. Regions made together (NewSpace) lie back
+// to back in one mapping: an address (an offset into Mem) then names a
+// byte of any of them, and each zone's units carry addresses of the
+// mapping, not of their region. The kernel sees a region's own offsets
+// (Base subtracted: package xsk translates on its rings).
 type Region struct {
-	mem     []byte
+	m       *mapping
+	mem     []byte // the whole mapping
+	base    uint64 // where the region starts in it
+	size    int
 	cfg     Config
 	backing Backing
 
@@ -120,27 +128,62 @@ type Region struct {
 	zones  []*Zone
 }
 
+// mapping is the memory regions made together share: unmapped when the
+// last of them is closed.
+type mapping struct {
+	mem  []byte
+	open int
+}
+
 // New maps and pre-faults the region and carves it into zones.
 func New(cfg Config) (*Region, error) {
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("umem: %w", err)
-	}
-	if cfg.FragOrder == 0 {
-		cfg.FragBlocks = 0
-	}
-	inlineOff, fragOff, frameOff, size := cfg.layout()
-
-	mem, backing, err := mapRegion(int(size), cfg.HugePages)
+	rs, err := NewSpace(cfg)
 	if err != nil {
 		return nil, err
 	}
-	r := &Region{mem: mem, cfg: cfg, backing: backing}
-	r.Inline = newZone("inline", inlineOff, InlineSlotSize, cfg.InlineSlots)
-	fragUnit := uint64(max(cfg.FragBlockSize(), smallPage))
-	r.Frags = newZone("frags", fragOff, fragUnit, cfg.FragBlocks)
-	r.Frames = newZone("frames", frameOff, uint64(cfg.FrameSize), cfg.Frames)
-	r.zones = []*Zone{r.Inline, r.Frags, r.Frames}
-	return r, nil
+	return rs[0], nil
+}
+
+// NewSpace maps one region per Config back to back in one mapping (each
+// starting on a huge page boundary), pre-faults it and carves each region
+// into its zones: several UMEMs whose addresses do not overlap, so that
+// code reading packets needs no word of which one a packet is in. The
+// first Config's HugePages chooses the backing of the whole. Each region
+// is closed on its own; the mapping goes with the last.
+func NewSpace(cfgs ...Config) ([]*Region, error) {
+	if len(cfgs) == 0 {
+		return nil, errors.New("umem: no region to map")
+	}
+	var total uint64
+	for i := range cfgs {
+		if err := cfgs[i].validate(); err != nil {
+			return nil, fmt.Errorf("umem: %w", err)
+		}
+		if cfgs[i].FragOrder == 0 {
+			cfgs[i].FragBlocks = 0
+		}
+		_, _, _, size := cfgs[i].layout()
+		total += size
+	}
+	mem, backing, err := mapRegion(int(total), cfgs[0].HugePages)
+	if err != nil {
+		return nil, err
+	}
+	m := &mapping{mem: mem, open: len(cfgs)}
+	rs := make([]*Region, len(cfgs))
+	var base uint64
+	for i, cfg := range cfgs {
+		inlineOff, fragOff, frameOff, size := cfg.layout()
+		r := &Region{m: m, mem: mem, base: base, size: int(size), cfg: cfg, backing: backing}
+		r.Inline = newZone("inline", base+inlineOff, InlineSlotSize, cfg.InlineSlots)
+		fragUnit := uint64(max(cfg.FragBlockSize(), smallPage))
+		r.Frags = newZone("frags", base+fragOff, fragUnit, cfg.FragBlocks)
+		r.Frames = newZone("frames", base+frameOff, uint64(cfg.FrameSize), cfg.Frames)
+		r.zones = []*Zone{r.Inline, r.Frags, r.Frames}
+		rs[i] = r
+		base += size
+	}
+	return rs, nil
 }
 
 // layout is where each zone starts and the region's size: inline first,
@@ -231,14 +274,26 @@ func anonHugeBytes(mem []byte) int64 {
 	return 0
 }
 
-// Mem is the region's memory. Offsets in descriptors index into it.
+// Mem is the mapping the region lies in, whole: addresses in
+// descriptors and zones index into it.
 func (r *Region) Mem() []byte { return r.mem }
 
-// Addr is the region's virtual address, for XDP_UMEM_REG.
-func (r *Region) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(&r.mem[0]))) }
+// Bytes is the region's own memory, as the kernel sees it: offset 0 is
+// Base.
+func (r *Region) Bytes() []byte { return r.mem[r.base : r.base+uint64(r.size)] }
 
-// Size is the region's size in bytes.
-func (r *Region) Size() int { return len(r.mem) }
+// Base is where the region starts in Mem: the kernel's offset of an
+// address is the address less Base.
+func (r *Region) Base() uint64 { return r.base }
+
+// Contains reports whether addr lies in the region.
+func (r *Region) Contains(addr uint64) bool { return addr-r.base < uint64(r.size) }
+
+// Addr is the region's virtual address, for XDP_UMEM_REG.
+func (r *Region) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(&r.mem[r.base]))) }
+
+// Size is the region's size in bytes (XDP_UMEM_REG's length).
+func (r *Region) Size() int { return r.size }
 
 // Backing reports what memory the region got.
 func (r *Region) Backing() Backing { return r.backing }
@@ -284,12 +339,16 @@ func (r *Region) InUse() int {
 	return n
 }
 
-// Close unmaps the region. The sockets using it must be closed first.
+// Close releases the region; the mapping is unmapped once every region
+// in it is closed (NewSpace). The sockets using it must be closed first.
 func (r *Region) Close() error {
-	if r.mem == nil {
+	if r.m == nil {
 		return nil
 	}
-	err := unix.Munmap(r.mem)
-	r.mem = nil
-	return err
+	m := r.m
+	r.m, r.mem = nil, nil
+	if m.open--; m.open > 0 {
+		return nil
+	}
+	return unix.Munmap(m.mem)
 }

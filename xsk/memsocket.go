@@ -46,3 +46,15 @@ type MemHooks struct {
 // before the socket is used. The hooks run on the goroutine that calls
 // Kick or WakeRX, concurrently with whatever else plays the kernel's side.
 func (s *Socket) SetMemHooks(h MemHooks) { s.mem = &h }
+
+// SetMemBinding sets, on a socket of NewMemSocket's before it is used,
+// what the kernel's bind sets on a real one: the place of its UMEM in the
+// process's address space (umem.Region.Base: the rings then hold the
+// UMEM's own offsets, as the kernel's do) and whether it is bound in
+// zero-copy mode.
+func (s *Socket) SetMemBinding(base uint64, zeroCopy bool) {
+	for _, r := range []*ring{&s.Fill.ring, &s.Comp.ring, &s.RX.ring, &s.TX.ring} {
+		r.base = base
+	}
+	s.zeroCopy = zeroCopy
+}

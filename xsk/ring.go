@@ -25,6 +25,10 @@ type ring struct {
 	mask     uint32
 	size     uint32
 	mem      []byte // the whole mapping, for munmap
+	// base is the UMEM's place in the process's address space of
+	// descriptors (umem.Region.Base): entries hold the kernel's offsets,
+	// the accessors below take and give the process's addresses.
+	base uint64
 
 	// cachedProd and cachedCons are this side's private copies, refreshed
 	// from the shared indices only when they no longer tell enough. On a
@@ -143,12 +147,12 @@ func (c *Consumer) Release(n uint32) {
 
 // Addr returns the fill/completion entry at idx.
 func (c *Consumer) Addr(idx uint32) uint64 {
-	return *(*uint64)(unsafe.Add(c.descs, uintptr(idx&c.mask)*8))
+	return *(*uint64)(unsafe.Add(c.descs, uintptr(idx&c.mask)*8)) + c.base
 }
 
 // SetAddr writes the fill/completion entry at idx.
 func (p *Producer) SetAddr(idx uint32, addr uint64) {
-	*(*uint64)(unsafe.Add(p.descs, uintptr(idx&p.mask)*8)) = addr
+	*(*uint64)(unsafe.Add(p.descs, uintptr(idx&p.mask)*8)) = addr - p.base
 }
 
 // Desc is a packet descriptor of an RX or TX ring (struct xdp_desc).
@@ -160,11 +164,14 @@ type Desc struct {
 
 // Desc returns the RX/TX entry at idx.
 func (c *Consumer) Desc(idx uint32) Desc {
-	return *(*Desc)(unsafe.Add(c.descs, uintptr(idx&c.mask)*unsafe.Sizeof(Desc{})))
+	d := *(*Desc)(unsafe.Add(c.descs, uintptr(idx&c.mask)*unsafe.Sizeof(Desc{})))
+	d.Addr += c.base // an unaligned-mode offset in the high bits is kept (Flat)
+	return d
 }
 
 // SetDesc writes the RX/TX entry at idx.
 func (p *Producer) SetDesc(idx uint32, d Desc) {
+	d.Addr -= p.base
 	*(*Desc)(unsafe.Add(p.descs, uintptr(idx&p.mask)*unsafe.Sizeof(Desc{}))) = d
 }
 
@@ -223,9 +230,9 @@ func (c *Consumer) Unread(buf []uint64, desc bool) []uint64 {
 func (r *ring) span(buf []uint64, from, to uint32, desc bool) []uint64 {
 	for i := from; i != to; i++ {
 		if desc {
-			buf = append(buf, (*Desc)(unsafe.Add(r.descs, uintptr(i&r.mask)*unsafe.Sizeof(Desc{}))).Addr)
+			buf = append(buf, (*Desc)(unsafe.Add(r.descs, uintptr(i&r.mask)*unsafe.Sizeof(Desc{}))).Addr+r.base)
 		} else {
-			buf = append(buf, *(*uint64)(unsafe.Add(r.descs, uintptr(i&r.mask)*8)))
+			buf = append(buf, *(*uint64)(unsafe.Add(r.descs, uintptr(i&r.mask)*8))+r.base)
 		}
 	}
 	return buf

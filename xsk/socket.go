@@ -183,6 +183,11 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 	s.TX.initProducer()
 	s.Comp.initConsumer()
 	s.RX.initConsumer()
+	// Every ring of a socket names addresses of its UMEM, r: the kernel
+	// sees them less r's place in the mapping (umem.NewSpace).
+	for _, rg := range []*ring{&s.Fill.ring, &s.Comp.ring, &s.RX.ring, &s.TX.ring} {
+		rg.base = r.Base()
+	}
 
 	sa := unix.SockaddrXDP{Flags: flags, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
 	if cfg.Shared != nil {

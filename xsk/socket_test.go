@@ -142,10 +142,38 @@ func nsLink(t *testing.T, ns *topo.NS, name string) (net.HardwareAddr, uint64) {
 
 // TestReceiveThenTransmitSharedUMEM receives real frames on LinkA's socket and sends
 // one of them, from the buffer it arrived in, out of LinkB's socket, which
-// shares the UMEM.
+// shares the UMEM: a UMEM mapped alone, and the second of two mapped back
+// to back (umem.NewSpace), whose rings hold offsets of its own while the
+// process names its bytes by their place in the mapping.
 func TestReceiveThenTransmitSharedUMEM(t *testing.T) {
+	t.Run("alone", func(t *testing.T) { testReceiveThenTransmit(t, newRegion(t)) })
+	t.Run("second-of-a-space", func(t *testing.T) { testReceiveThenTransmit(t, newSpaceRegion(t)) })
+}
+
+// newSpaceRegion maps two UMEMs back to back and returns the second, its
+// addresses starting past the first's; both are closed at cleanup.
+func newSpaceRegion(t *testing.T) *umem.Region {
+	t.Helper()
+	cfg := umem.Config{FrameSize: 2048, Frames: 4096, InlineSlots: 256, HugePages: umem.HugePagesAuto}
+	rs, err := umem.NewSpace(cfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, r := range rs {
+			if err := r.Close(); err != nil {
+				t.Errorf("unmap region: %v", err)
+			}
+		}
+	})
+	if rs[1].Base() == 0 || !rs[1].Frames.Contains(rs[1].Frames.Base()) || rs[0].Contains(rs[1].Frames.Base()) {
+		t.Fatalf("second region at %#x: not past the first (%d bytes)", rs[1].Base(), rs[0].Size())
+	}
+	return rs[1]
+}
+
+func testReceiveThenTransmit(t *testing.T, r *umem.Region) {
 	p := newPair(t)
-	r := newRegion(t)
 	prog := attach(t, p.LinkA)
 	sa := open(t, r, p.LinkA, nil)
 	sb := open(t, r, p.LinkB, sa)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -194,9 +195,9 @@ func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
 		}{l.Mode, l.Links})
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "LINK\tMODE\tRX PACKETS\tTX PACKETS\tPOLICY\t\n")
+	fmt.Fprintf(tw, "LINK\tMODE\tBIND\tUMEM\tRX PACKETS\tTX PACKETS\tPOLICY\t\n")
 	for _, k := range l.Links {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", k.Name, l.Mode, k.RXPackets, k.TXPackets, linkPolicy(k))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", k.Name, l.Mode, cmp.Or(k.Bind, "-"), cmp.Or(k.Domain, "-"), k.RXPackets, k.TXPackets, linkPolicy(k))
 	}
 	return tw.Flush()
 }
@@ -283,7 +284,7 @@ func (d daemonLinks) List() (linkop.List, error) {
 			continue // a removed link's index
 		}
 		st := f.LinkStats(i)
-		k := linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets}
+		k := linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets, Bind: st.BindMode, Domain: st.Domain}
 		if p, ok := ports[name]; ok {
 			k.MAC = p.MAC.String()
 			for _, a := range p.IPs {

@@ -130,6 +130,11 @@ type Link struct {
 	Name      string `json:"name"`
 	RXPackets uint64 `json:"rx_packets"`
 	TXPackets uint64 `json:"tx_packets"`
+	// Bind is how its sockets are bound, "zerocopy" or "copy"; Domain the
+	// UMEM it shares with the links of its kind ("zerocopy" or "copy",
+	// "" when the daemon has one UMEM for all).
+	Bind   string `json:"bind,omitempty"`
+	Domain string `json:"umem_domain,omitempty"`
 	// MAC and IPs are the link's port security, if it has it: the only
 	// source MAC (and sender IPs, none: any) its frames may carry.
 	MAC string   `json:"mac,omitempty"`

@@ -82,8 +82,12 @@ type LinkOptions struct {
 	MTU                        int
 	Driver                     string
 	Veth                       bool
-	// ZeroCopy is what the link reports of AF_XDP zero-copy (sockets
-	// bind in copy mode whatever it says).
+	// ZeroCopy is what the link reports of AF_XDP zero-copy. A socket
+	// asking for zero-copy (auto or on) that registers its UMEM binds in
+	// zero-copy mode on a link that reports it; one sharing a UMEM binds
+	// in the mode of the socket it shares it with, and, as the kernel's
+	// xp_assign_dev_shared, fails when that is zero-copy and the link
+	// does not report it.
 	ZeroCopy xsk.ZeroCopyFeatures
 	// Generic: the program runs in generic mode (no last stamps, no VLAN
 	// recovery); NativeRefused is what auto mode reports it fell back for.
@@ -197,14 +201,24 @@ func (e *Env) Open(r *umem.Region, cfg xsk.Config) (*xsk.Socket, error) {
 		return nil, fmt.Errorf("xsk %s queue %d: bind: %w", cfg.Ifname, cfg.Queue, unix.ENODEV)
 	case cfg.Queue < 0 || cfg.Queue >= l.rxq:
 		return nil, fmt.Errorf("xsk %s queue %d: bind: %w", cfg.Ifname, cfg.Queue, unix.EINVAL)
-	case cfg.ZeroCopy == xsk.ZeroCopyOn && cfg.Shared == nil:
+	}
+	zcLink := l.opt.ZeroCopy.Known && l.opt.ZeroCopy.ZeroCopy
+	zc := zcLink && cfg.ZeroCopy != xsk.ZeroCopyOff
+	if cfg.Shared != nil {
+		zc = cfg.Shared.ZeroCopy()
+	}
+	switch {
+	case cfg.Shared == nil && cfg.ZeroCopy == xsk.ZeroCopyOn && !zcLink:
 		return nil, fmt.Errorf("xsk %s queue %d: %w", cfg.Ifname, cfg.Queue, xsk.ErrZeroCopyUnsupported)
+	case zc && !zcLink:
+		return nil, fmt.Errorf("xsk %s queue %d: bind sharing a zero-copy UMEM: %w", cfg.Ifname, cfg.Queue, unix.EOPNOTSUPP)
 	}
 	fill := cfg.FillSize
 	if fill == 0 {
 		fill = 2 * cfg.RingSize
 	}
-	ks := &sock{link: l, queue: cfg.Queue, region: r, mem: r.Mem(), rings: xsktest.New(cfg.RingSize, fill, ringStart), sg: cfg.SG}
+	ks := &sock{link: l, queue: cfg.Queue, region: r, mem: r.Bytes(), rings: xsktest.New(cfg.RingSize, fill, ringStart), sg: cfg.SG}
+	ks.rings.Socket.SetMemBinding(r.Base(), zc)
 	if cfg.Shared != nil {
 		if owner, ok := e.socks[cfg.Shared]; ok {
 			ks.sg = owner.sg
@@ -564,7 +578,7 @@ type sock struct {
 	link   *Link
 	queue  int
 	region *umem.Region
-	mem    []byte
+	mem    []byte // the region's own: the rings hold offsets into it
 	sg     bool
 
 	mu    sync.Mutex
@@ -600,6 +614,11 @@ func (ks *sock) receive(frame []byte, o RX, prog *Program) bool {
 	addrs := fill.TakeAddrs(n)
 	for k, a := range addrs {
 		a = xsk.Flat(a)
+		if a+uint64(chunk) > uint64(len(ks.mem)) {
+			// The kernel refuses it (xp_check_unaligned): a frame of
+			// another UMEM domain on this socket's fill ring.
+			panic(fmt.Sprintf("fwdtest: %s queue %d: fill address %#x outside the socket's UMEM (%d bytes)", l.name, ks.queue, a, len(ks.mem)))
+		}
 		seg := frame[min(k*per, len(frame)):min((k+1)*per, len(frame))]
 		at := a + Headroom // a is the frame's start: the fill ring lends whole frames
 		copy(ks.mem[at:], seg)
@@ -637,6 +656,11 @@ func (ks *sock) transmit() {
 		n := tx.TakeInto(ks.descs[:min(len(ks.descs), comp.Room())])
 		for _, d := range ks.descs[:n] {
 			a := xsk.Flat(d.Addr)
+			if a+uint64(d.Len) > uint64(len(ks.mem)) {
+				// The kernel counts it invalid (xp_validate_desc) and
+				// loses it: a descriptor of another UMEM domain.
+				panic(fmt.Sprintf("fwdtest: %s queue %d: TX descriptor %#x+%d outside the socket's UMEM (%d bytes)", ks.link.name, ks.queue, a, d.Len, len(ks.mem)))
+			}
 			ks.pkt = append(ks.pkt, ks.mem[a:a+uint64(d.Len)]...)
 			if d.Options&xsk.PktContd == 0 {
 				ks.sent = append(ks.sent, Frame{Queue: ks.queue, Data: ks.pkt})
