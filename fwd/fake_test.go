@@ -458,15 +458,21 @@ func TestFakeTXFull(t *testing.T) {
 
 // TestFakeVLANRestore: a tag the program recovered from the receive
 // metadata is put back into the frame, counted, both on the cross-connect
-// and on a Handler's path.
+// and on a Handler's path, and from a zero-copy NIC to a veth (copied
+// across UMEM domains, domain.go).
 func TestFakeVLANRestore(t *testing.T) {
 	for _, h := range []struct {
 		name    string
 		handler fwd.Handler
 		out     int
-	}{{"xconnect", nil, 1}, {"reflect", modes.Reflect, 0}} {
+		links   [2]fwdtest.LinkOptions
+	}{
+		{"xconnect", nil, 1, [2]fwdtest.LinkOptions{}},
+		{"reflect", modes.Reflect, 0, [2]fwdtest.LinkOptions{}},
+		{"xconnect-across-domains", nil, 1, [2]fwdtest.LinkOptions{zcNIC(1, 0), fakeVeth(1, 0)}},
+	} {
 		t.Run(h.name, func(t *testing.T) {
-			r := startFake(t, fwd.Config{Handler: h.handler}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+			r := startFake(t, fwd.Config{Handler: h.handler}, h.links[0], h.links[1])
 			f := seqFrame(macB, macA, 1, 0, 300)
 			r.inject(0, 0, f, fwdtest.RX{VLAN: true, TPID: 0x8100, TCI: 0x2064})
 			got := r.links[h.out].CollectN(1, 5*time.Second)
@@ -484,37 +490,51 @@ func TestFakeVLANRestore(t *testing.T) {
 			if n := r.f.LinkStats(0).VLANRestored; n != 1 {
 				t.Errorf("vlan_restored %d, want 1", n)
 			}
+			if across := len(r.f.Plan().Domains) > 1; across != (r.f.LinkStats(1).DomainCopyBytes > 0) {
+				t.Errorf("%d bytes copied across domains, with %d domains", r.f.LinkStats(1).DomainCopyBytes, len(r.f.Plan().Domains))
+			}
 		})
 	}
 }
 
 // TestFakeChecksumCompletion: on a veth (ChecksumsAuto) a TCP or UDP
 // checksum left partial by the sender leaves complete; a complete one
-// untouched; each completion counted.
+// untouched; each completion counted. From a veth to a zero-copy NIC too,
+// where the copy across UMEM domains is what is completed.
 func TestFakeChecksumCompletion(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		proto uint8
-		size  int
-	}{{"udp-small", 17, 100}, {"udp", 17, 1400}, {"tcp-small", 6, 80}, {"tcp", 6, 1514}} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := startFake(t, fwd.Config{}, fwdtest.LinkOptions{Veth: true}, fwdtest.LinkOptions{Veth: true})
-			correct, partial := l4v4(tc.proto, tc.size)
-			r.inject(0, 0, partial, fwdtest.RX{})
-			r.inject(0, 0, correct, fwdtest.RX{})
-			got := r.links[1].CollectN(2, 5*time.Second)
-			if len(got) != 2 {
-				t.Fatalf("%d frames out, want 2", len(got))
-			}
-			for i, g := range got {
-				if !bytes.Equal(g.Data, correct) {
-					t.Errorf("frame %d out: checksum %x, want %x", i, g.Data[len(g.Data)-len(correct):][l4Field(tc.proto):][:2], correct[l4Field(tc.proto):][:2])
-				}
-			}
-			if n := r.f.LinkStats(0).ChecksumsCompleted; n != 1 {
-				t.Errorf("checksums completed %d, want 1", n)
-			}
-		})
+	for _, links := range []struct {
+		name string
+		out  fwdtest.LinkOptions
+	}{{"veth-veth", fwdtest.LinkOptions{Veth: true}}, {"veth-zerocopy-nic", zcNIC(1, 0)}} {
+		for _, tc := range []struct {
+			name  string
+			proto uint8
+			size  int
+		}{{"udp-small", 17, 100}, {"udp", 17, 1400}, {"tcp-small", 6, 80}, {"tcp", 6, 1514}} {
+			t.Run(links.name+"/"+tc.name, func(t *testing.T) { testChecksumCompletion(t, links.out, tc.proto, tc.size) })
+		}
+	}
+}
+
+func testChecksumCompletion(t *testing.T, out fwdtest.LinkOptions, proto uint8, size int) {
+	r := startFake(t, fwd.Config{}, fwdtest.LinkOptions{Veth: true}, out)
+	correct, partial := l4v4(proto, size)
+	r.inject(0, 0, partial, fwdtest.RX{})
+	r.inject(0, 0, correct, fwdtest.RX{})
+	got := r.links[1].CollectN(2, 5*time.Second)
+	if len(got) != 2 {
+		t.Fatalf("%d frames out, want 2", len(got))
+	}
+	for i, g := range got {
+		if !bytes.Equal(g.Data, correct) {
+			t.Errorf("frame %d out: checksum %x, want %x", i, g.Data[len(g.Data)-len(correct):][l4Field(proto):][:2], correct[l4Field(proto):][:2])
+		}
+	}
+	if n := r.f.LinkStats(0).ChecksumsCompleted; n != 1 {
+		t.Errorf("checksums completed %d, want 1", n)
+	}
+	if across := len(r.f.Plan().Domains) > 1; across != (r.f.LinkStats(1).DomainCopyBytes == uint64(2*size)) {
+		t.Errorf("%d bytes copied across domains, with %d domains", r.f.LinkStats(1).DomainCopyBytes, len(r.f.Plan().Domains))
 	}
 }
 
