@@ -51,12 +51,13 @@ const (
 )
 
 // planDomains sorts the links given into domains and sizes each one's
-// UMEM. There are two when zero-copy may be had (not off, and some link
-// reports it: the kernel's xdp-features) and some link cannot have it or
-// links may be added while running: the first holds the zero-copy links
-// alone, the second the others and the memory set aside for links to
-// come. Otherwise there is one, as before domains (a link whose support
-// is unknown tries zero-copy with the others).
+// UMEM. There are two when zero-copy may be had (auto, or on with every
+// link given able to) and some link reports it (the kernel's
+// xdp-features), and some link cannot have it or links may be added
+// while running: the first holds the zero-copy links alone, the second
+// the others and the memory set aside for links to come. Otherwise there
+// is one, as before domains (a link whose support is unknown tries
+// zero-copy with the others; with on, a link that cannot fails its bind).
 func (p *Plan) planDomains(fragOrder int, links []linkInfo) {
 	var zc, cp []linkInfo
 	for _, l := range links {
@@ -67,7 +68,10 @@ func (p *Plan) planDomains(fragOrder int, links []linkInfo) {
 		}
 	}
 	added := p.Handler != nil && p.MaxLinks > len(links)
-	if p.ZeroCopy == xsk.ZeroCopyOff || len(zc) == 0 || len(cp) == 0 && !added {
+	// ZeroCopyOn asks every link given to bind in zero-copy mode: one
+	// that cannot fails its bind, as before domains.
+	on := p.ZeroCopy == xsk.ZeroCopyOn && len(cp) > 0
+	if p.ZeroCopy == xsk.ZeroCopyOff || on || len(zc) == 0 || len(cp) == 0 && !added {
 		p.UMEM = umemConfig(p, fragOrder, links)
 		p.UMEMReserved = umemReserved(p, fragOrder, links)
 		p.Domains = []Domain{{ZeroCopy: p.ZeroCopy, Links: linkNames(links), Added: true, UMEM: p.UMEM}}
