@@ -276,14 +276,6 @@ func (t *txLanes) inFlight() uint64 {
 	return n
 }
 
-// kickInFlight kicks every lane the kernel has not completed (drain).
-func (t *txLanes) kickInFlight() {
-	for _, l := range t.own {
-		if l.inFlight() > 0 {
-			l.kick()
-		}
-	}
-}
 
 // unsent appends to buf the addresses still on l's TX ring, submitted
 // and not completed (a link being removed: RemoveLink takes them back).

@@ -210,20 +210,7 @@ func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 			lanes = append(lanes, l)
 		}
 	}
-	for {
-		var inFlight uint64
-		for _, l := range lanes {
-			w.reap(l)
-			inFlight += l.inFlight()
-		}
-		if inFlight == 0 || time.Now().After(deadline) {
-			break
-		}
-		for _, l := range lanes {
-			l.kick()
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	w.settle(lanes, nil, deadline, 100*time.Microsecond)
 	for _, l := range lanes {
 		unsent := len(d.tx)
 		d.tx = l.unsent(d.tx)

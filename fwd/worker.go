@@ -324,8 +324,7 @@ func (w *worker) reap(l *lane) {
 // every TX descriptor.
 func (w *worker) drain() {
 	w.draining = true
-	deadline := time.Now().Add(drainTimeout)
-	for {
+	w.settle(w.own, func() bool {
 		n := 0
 		for _, p := range w.rx {
 			n += w.forward(p)
@@ -336,11 +335,31 @@ func (w *worker) drain() {
 			m, held = w.merge()
 			n += m
 		}
-		w.reapAll()
-		if n == 0 && held == 0 && w.inFlight() == 0 || time.Now().After(deadline) {
+		return n > 0 || held > 0
+	}, time.Now().Add(drainTimeout), time.Millisecond)
+}
+
+// settle is the one routine that waits for lanes to empty (drain, a
+// removed link's dropLink): each try runs more (nil: nothing; true: it
+// moved or holds packets) and reaps the lanes; while more has work or the
+// kernel has not completed what they hold, the lanes with something in
+// flight are kicked and it waits pause, up to deadline.
+func (w *worker) settle(lanes []*lane, more func() bool, deadline time.Time, pause time.Duration) {
+	for {
+		busy := more != nil && more()
+		var inFlight uint64
+		for _, l := range lanes {
+			w.reap(l)
+			inFlight += l.inFlight()
+		}
+		if !busy && inFlight == 0 || time.Now().After(deadline) {
 			return
 		}
-		w.kickInFlight()
-		time.Sleep(time.Millisecond)
+		for _, l := range lanes {
+			if l.inFlight() > 0 {
+				l.kick()
+			}
+		}
+		time.Sleep(pause)
 	}
 }
