@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -17,6 +18,9 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 // repoRoot is the repository's root.
@@ -437,4 +441,60 @@ func TestReadmePerformance(t *testing.T) {
 			}
 		}
 	}
+}
+
+// jsonKeys collects the object keys of v, a decoded JSON document, each
+// as its path's last element; the keys of the objects under skip (maps
+// keyed by link name) are not collected, only what is under them.
+func jsonKeys(v any, skip bool, keys map[string]bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if !skip {
+				keys[k] = true
+			}
+			jsonKeys(e, k == "links" && !skip, keys)
+		}
+	case []any:
+		for _, e := range v {
+			jsonKeys(e, false, keys)
+		}
+	}
+}
+
+// TestDocsSummaryFields: every key of the --summary JSON (a summary with
+// a link, a worker, links removed and a sink's report) and every drop
+// reason is named in docs/operating.md's section on the summary.
+func TestDocsSummaryFields(t *testing.T) {
+	sum := fwd.Summary{
+		Links:        map[string]fwd.LinkStats{"eth1": {}},
+		RemovedOlder: &fwd.RemovedSummary{},
+		Workers:      []fwd.WorkerStats{{}},
+	}
+	b, err := json.Marshal(sinkSummary{Summary: sum, Sink: &modes.SinkReport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	top := doc.(map[string]any)
+	keys := map[string]bool{}
+	for k, v := range top {
+		keys[k] = true
+		if k != "sink" { // the sink's report: docs/modes.md and metrics/README.md
+			jsonKeys(v, k == "links", keys)
+		}
+	}
+	for _, r := range fwd.DropReasons() {
+		keys[r] = true
+	}
+	sec := docSection(t, "docs/operating.md", readDoc(t, "docs/operating.md"), "## The summary JSON")
+	for k := range keys {
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(k) + `\b`).MatchString(sec) {
+			t.Errorf("summary key %q: not in docs/operating.md's summary section", k)
+		}
+	}
+	t.Logf("%d keys and drop reasons", len(keys))
 }
