@@ -463,12 +463,14 @@ func jsonKeys(v any, skip bool, keys map[string]bool) {
 }
 
 // TestDocsSummaryFields: every key of the --summary JSON (a summary with
-// a link, a worker, links removed and a sink's report) and every drop
-// reason is named in docs/operating.md's section on the summary.
+// a link in a UMEM domain, a domain, a worker, links removed and a sink's
+// report) and every drop reason is named in docs/operating.md's section on
+// the summary.
 func TestDocsSummaryFields(t *testing.T) {
 	sum := fwd.Summary{
-		Links:        map[string]fwd.LinkStats{"eth1": {}},
+		Links:        map[string]fwd.LinkStats{"eth1": {Domain: "zerocopy"}},
 		RemovedOlder: &fwd.RemovedSummary{},
+		Domains:      []fwd.DomainSummary{{}},
 		Workers:      []fwd.WorkerStats{{}},
 	}
 	b, err := json.Marshal(sinkSummary{Summary: sum, Sink: &modes.SinkReport{}})
