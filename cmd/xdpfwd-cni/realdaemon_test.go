@@ -220,7 +220,7 @@ func testRealDaemon(t *testing.T, queues int) {
 			[]string{"link", "add", up, "numtxqueues", q, "numrxqueues", q, "type", "veth", "peer", "name", up + "p", "numtxqueues", q, "numrxqueues", q},
 			[]string{"link", "set", up, "up"}, []string{"link", "set", up + "p", "up"})
 	}
-	// --max-links 16: the node's pods and then some, as the README
+	// --max-links 16: the node's pods and then some, as docs/operating.md
 	// advises. At the default 64 an added link's rings are 64 entries,
 	// which a worker that two loaded cores do not run for some tens of
 	// milliseconds overflows (rx_ring_full on the stream's links in half

@@ -22,8 +22,8 @@ import (
 )
 
 // TestRunHelpGrouped: `run --help` lists every flag of run once, with two
-// dashes, under the README table's groups in its order, and --queues says
-// what 0 picks.
+// dashes, under the groups of docs/operating.md's table in its order, and
+// --queues says what 0 picks.
 func TestRunHelpGrouped(t *testing.T) {
 	t.Parallel()
 	r := runBin(t, 30*time.Second, nil, "run", "--help")
