@@ -289,16 +289,7 @@ func testDomainsChurn(t *testing.T, workers int) {
 		}
 	})
 	for range 20 {
-		for _, n := range []string{"d", "c"} {
-			if err := s.f.RemoveLink(n); err != nil {
-				t.Fatalf("RemoveLink(%s): %v", n, err)
-			}
-		}
-		for _, n := range []string{"c", "d"} {
-			if err := s.f.AddLink(n); err != nil {
-				t.Fatalf("AddLink(%s): %v", n, err)
-			}
-		}
+		linkSteps(t, s.f, "-d", "-c", "+c", "+d")
 	}
 	stop.Store(true)
 	wg.Wait()

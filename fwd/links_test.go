@@ -107,6 +107,20 @@ func forWorkers(t *testing.T, test func(t *testing.T, workers int)) {
 	}
 }
 
+// linkSteps adds (+NAME) and removes (-NAME) links of f, in turn.
+func linkSteps(t *testing.T, f *fwd.Forwarder, steps ...string) {
+	t.Helper()
+	for _, st := range steps {
+		op, name := f.AddLink, st[1:]
+		if st[0] == '-' {
+			op = f.RemoveLink
+		}
+		if err := op(name); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+}
+
 // injectOn injects frame on l queue 0, retrying while it cannot take it.
 func injectOn(t *testing.T, l *fwdtest.Link, frame []byte) {
 	t.Helper()
@@ -349,16 +363,7 @@ func testFakeLinkRemoveUnderLoad(t *testing.T, workers int) {
 	})
 	const cycles = 20
 	for range cycles {
-		for _, n := range []string{"c", "d"} {
-			if err := r.f.AddLink(n); err != nil {
-				t.Fatalf("AddLink(%s): %v", n, err)
-			}
-		}
-		for _, n := range []string{"d", "c"} {
-			if err := r.f.RemoveLink(n); err != nil {
-				t.Fatalf("RemoveLink(%s): %v", n, err)
-			}
-		}
+		linkSteps(t, r.f, "+c", "+d", "-d", "-c")
 	}
 	stop.Store(true)
 	wg.Wait()
