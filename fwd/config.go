@@ -332,13 +332,14 @@ type linkInfo struct {
 	rxQueues int
 	txQueues int
 	veth     bool // checksums auto means on
+	rxRing   int  // each RX queue's hardware ring (LinkInfo.RXRing)
 	dom      int  // the UMEM domain it binds in (domain.go); set by New, AddLink
 }
 
 // info is l as an Env reports it.
 func (l linkInfo) info() LinkInfo {
 	return LinkInfo{Name: l.name, Index: l.index, Driver: l.driver, ZeroCopy: l.zc, MTU: l.mtu,
-		RXQueues: l.rxQueues, TXQueues: l.txQueues, Veth: l.veth}
+		RXQueues: l.rxQueues, TXQueues: l.txQueues, Veth: l.veth, RXRing: l.rxRing}
 }
 
 // lookupLinks asks env what each link is: the facts resolve plans with.
@@ -350,7 +351,7 @@ func lookupLinks(env Env, names []string) ([]linkInfo, error) {
 		if err != nil {
 			return out, err
 		}
-		out[i] = linkInfo{name: name, driver: l.Driver, zc: l.ZeroCopy, index: l.Index, mtu: l.MTU, rxQueues: l.RXQueues, txQueues: l.TXQueues, veth: l.Veth}
+		out[i] = linkInfo{name: name, driver: l.Driver, zc: l.ZeroCopy, index: l.Index, mtu: l.MTU, rxQueues: l.RXQueues, txQueues: l.TXQueues, veth: l.Veth, rxRing: l.RXRing}
 	}
 	return out, nil
 }

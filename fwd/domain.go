@@ -81,6 +81,7 @@ func (p *Plan) planDomains(fragOrder int, links []linkInfo) {
 	zq.MaxLinks = len(zc)
 	cq := *p
 	cq.MaxLinks = p.MaxLinks - len(zc)
+	cq.ZeroCopy = xsk.ZeroCopyOff
 	cq.UMEM = umemConfig(&cq, fragOrder, cp)
 	p.UMEM = cq.UMEM
 	p.UMEMReserved = umemReserved(&cq, fragOrder, cp)

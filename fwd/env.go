@@ -71,6 +71,11 @@ type LinkInfo struct {
 	// Veth: the link is a veth, whose peer's stack may leave partial
 	// checksums (Config.Checksums).
 	Veth bool
+	// RXRing is the descriptors of each RX queue's hardware ring (ethtool
+	// -g), 0 if the link has none or will not say. A driver in
+	// zero-copy mode keeps that many of a socket's frames posted on it,
+	// beyond its fill ring: the plan counts them (umemConfig).
+	RXRing int
 }
 
 // Program is xdpfwd's XDP program on one link and the map of sockets it
@@ -151,8 +156,12 @@ func (kernel) Link(name string) (LinkInfo, error) {
 	a := l.Attrs()
 	rx, tx := realQueues(name)
 	drv, zc := probeLink(name, a.Index)
+	var ring int
+	if r, err := ethtool.GetRings(name); err == nil {
+		ring = int(r.RX)
+	}
 	return LinkInfo{Name: name, Index: a.Index, Driver: drv, ZeroCopy: zc, MTU: a.MTU,
-		RXQueues: rx, TXQueues: tx, Veth: l.Type() == "veth"}, nil
+		RXQueues: rx, TXQueues: tx, Veth: l.Type() == "veth", RXRing: ring}, nil
 }
 
 // probeLink names a link's driver and asks the kernel what it does of

@@ -276,7 +276,6 @@ func (t *txLanes) inFlight() uint64 {
 	return n
 }
 
-
 // unsent appends to buf the addresses still on l's TX ring, submitted
 // and not completed (a link being removed: RemoveLink takes them back).
 func (l *lane) unsent(buf []uint64) []uint64 { return l.ring.Unsent(buf) }

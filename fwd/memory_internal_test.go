@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
 // umemBytes is the UMEM New maps for workers workers on two links of
@@ -43,5 +44,37 @@ func TestUMEMBoundedByWorkers(t *testing.T) {
 	for _, s := range [][2]int{{1, 1}, {2, 2}, {2, 4}, {2, 8}, {2, 16}, {2, 64}, {4, 4}, {4, 64}} {
 		b, ring := umemBytes(s[0], s[1])
 		t.Log(fmt.Sprintf("| %d | %d | %d | %d MiB |", s[0], s[1], ring, b>>20))
+	}
+}
+
+// TestUMEMFramesCoverCaches: a UMEM holds, at once, a full fill ring per
+// socket (and in zero-copy mode the driver's hardware ring), a TX ring's
+// worth in flight per lane, and what the other workers' caches may keep
+// free out of a starving worker's reach. Without the hardware rings and
+// the caches a zero-copy domain sized for two igb NICs at ring 128 (1,536
+// frames, of which igb's four 256-entry rings held 1,024) starved the fill
+// rings: TCP through the switch stalled (internal/vmtest).
+func TestUMEMFramesCoverCaches(t *testing.T) {
+	for _, tc := range []struct {
+		workers, queues int
+		ring            uint32
+	}{{1, 1, 64}, {2, 2, 128}, {2, 4, 64}, {4, 4, 2048}} {
+		p := Plan{Queues: tc.workers, FrameSize: 4096, InlineMax: 256, RingSize: tc.ring}
+		nic := linkInfo{rxQueues: tc.queues, txQueues: tc.queues, rxRing: 256,
+			zc: xsk.ZeroCopyFeatures{Known: true, ZeroCopy: true}}
+		veth := linkInfo{rxQueues: tc.queues, txQueues: tc.queues, veth: true}
+		links := []linkInfo{nic, veth}
+		need := tc.queues * nic.rxRing
+		for range links {
+			for q := range tc.queues {
+				need += int(fillSize(&p, q))
+			}
+			need += tc.workers * int(tc.ring)
+		}
+		need += (tc.workers - 1) * frameCacheSize
+		if got := umemConfig(&p, 4, links).Frames; got < need {
+			t.Errorf("%d workers, %d queues, ring %d: %d frames, want at least %d (fill and TX rings, %d other caches of %d)",
+				tc.workers, tc.queues, tc.ring, got, need, tc.workers-1, frameCacheSize)
+		}
 	}
 }

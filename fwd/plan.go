@@ -491,11 +491,13 @@ func fillSizeOf(ring uint32, queues, q int) uint32 {
 }
 
 // umemConfig sizes the UMEM from the rings in use: per socket a full fill
-// ring lent to the kernel, per TX lane a TX ring's worth in flight, and
-// frag blocks per TX lane (fragBlocks), not per socket. Every socket's
-// buffer pool in the kernel has an entry per UMEM chunk, so the UMEM's
-// size also sets how long each bind takes and how much kernel memory each
-// socket costs. fragOrder is Config.FragOrder.
+// ring lent to the kernel (and in zero-copy mode the driver's hardware
+// ring), per TX lane a TX ring's worth in flight, what the other workers'
+// caches may hold while one refills, and frag blocks per TX lane
+// (fragBlocks), not per socket. Every socket's buffer pool in the kernel
+// has an entry per UMEM chunk, so the UMEM's size also sets how long each
+// bind takes and how much kernel memory each socket costs. fragOrder is
+// Config.FragOrder.
 //
 // The links that may be added (Plan.MaxLinks) get as much set aside at
 // AddedRingSize, as links of one RX queue per worker: their fill rings
@@ -513,6 +515,18 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 		}
 	}
 	frames += spare * p.Queues * 3 * int(p.AddedRingSize) // fill ring 2×, TX 1×
+	for _, l := range links {
+		if mayBindZeroCopy(p, l) {
+			// The driver keeps a hardware ring's worth of each
+			// socket's frames posted, beyond its fill ring.
+			frames += l.rxQueues * l.rxRing
+		}
+	}
+	// Free frames in a worker's cache are out of the other workers'
+	// reach (frameCacheSize): without these, the rings of a small UMEM
+	// (a zero-copy domain of two NICs) starved while another worker's
+	// cache held what they lacked.
+	frames += max(p.Queues-1, 0) * frameCacheSize
 	ucfg := umem.DefaultConfig(lanes)
 	ucfg.FrameSize = p.FrameSize
 	ucfg.Frames = frames
@@ -540,6 +554,12 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 		ucfg.InlineSlots = 0
 	}
 	return ucfg
+}
+
+// mayBindZeroCopy: l's sockets may bind in zero-copy mode under p (a link
+// whose support is unknown tries, as the plan does).
+func mayBindZeroCopy(p *Plan, l linkInfo) bool {
+	return p.ZeroCopy != xsk.ZeroCopyOff && !l.veth && (!l.zc.Known || l.zc.ZeroCopy)
 }
 
 // maxLaneFragBlocks is the most frag blocks a TX lane gets (2 MiB of

@@ -176,6 +176,29 @@ func GetChannels(ifname string) (Channels, error) {
 	return c.Channels, nil
 }
 
+// Rings are a link's descriptor ring sizes per queue as ethtool -g
+// reports them.
+type Rings struct {
+	MaxRX, MaxRXMini, MaxRXJumbo, MaxTX uint32
+	RX, RXMini, RXJumbo, TX             uint32
+}
+
+// GetRings reads the link's current and maximum ring sizes. A driver in
+// AF_XDP zero-copy mode keeps up to RX of a socket's frames posted on
+// each RX queue's hardware ring.
+func GetRings(ifname string) (Rings, error) {
+	// struct ethtool_ringparam: the command, then the sizes in this order.
+	var r struct {
+		cmd uint32
+		Rings
+	}
+	r.cmd = unix.ETHTOOL_GRINGPARAM
+	if err := ioctl(ifname, unsafe.Pointer(&r)); err != nil {
+		return Rings{}, fmt.Errorf("read ring sizes of %s (ETHTOOL_GRINGPARAM): %w", ifname, err)
+	}
+	return r.Rings, nil
+}
+
 // SetChannels sets the link's RX and TX queue counts (ethtool -L rx N tx
 // N), keeping the other counts.
 func SetChannels(ifname string, rx, tx uint32) error {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,6 +143,17 @@ func TestGetChannels(t *testing.T) {
 	}
 }
 
+// TestGetRings: a veth has no descriptor ring to report (no
+// get_ringparam): the error says so, which callers take as "no hardware
+// ring". NICs report theirs in internal/vmtest (igb, virtio-net).
+func TestGetRings(t *testing.T) {
+	topo.RequireRoot(t)
+	a, _ := newVeth(t, 1)
+	if r, err := ethtool.GetRings(a); !errors.Is(err, unix.EOPNOTSUPP) || !strings.Contains(fmt.Sprint(err), a) {
+		t.Errorf("GetRings(%s) = %+v, %v; want EOPNOTSUPP naming the link", a, r, err)
+	}
+}
+
 // A missing interface is ENODEV from every call. Looking a name up needs no
 // privilege, so this runs without root too.
 func TestMissingInterface(t *testing.T) {
@@ -152,6 +164,7 @@ func TestMissingInterface(t *testing.T) {
 		"VLANOffload":    func() error { _, _, err := ethtool.VLANOffload(name); return err },
 		"SetVLANOffload": func() error { return ethtool.SetVLANOffload(name, false) },
 		"GetChannels":    func() error { _, err := ethtool.GetChannels(name); return err },
+		"GetRings":       func() error { _, err := ethtool.GetRings(name); return err },
 	}
 	for fn, call := range calls {
 		err := call()
