@@ -235,7 +235,7 @@ const defaultRebuildWait = 10 * time.Second
 // change makes a link change on the current forwarder.
 //
 // A forwarder that has stopped (its Run returned: a link's queue count
-// changed, or --wait-for-links waits for a link, and cmdRun builds the
+// changed, or --wait-for-links waits for a link, and daemon.run builds the
 // next) refuses every change as unsupported, which the CNI plugin would
 // take for a definite refusal; the request waits for the next forwarder
 // instead and is made on it, or fails after a while (defaultRebuildWait) as one to try

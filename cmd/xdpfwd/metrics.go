@@ -17,6 +17,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/metrics"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 // metricsLogMsg is logged, with the bound address as addr, once the
@@ -72,6 +73,14 @@ func (ff *fwdFlags) metricsOf() *modeMetrics {
 		mm.swap = ff.swap
 	}
 	return mm
+}
+
+// fdbOf is sw as a metrics.FDB, or nil without a switch.
+func fdbOf(sw *modes.Switch) metrics.FDB {
+	if sw == nil {
+		return nil
+	}
+	return sw
 }
 
 func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, mm *modeMetrics) (stop func(), err error) {
