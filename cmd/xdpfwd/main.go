@@ -52,38 +52,42 @@ commands:
 'xdpfwd <command> --help' lists a command's flags.
 `
 
+// commands are the commands of usage, by name, each a function of its
+// arguments (those after its name) and of where to write.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"run":     cmdRun,
+	"capture": cmdCapture,
+	"link":    cmdLink,
+	"demo":    cmdDemo,
+	"stats":   cmdStats,
+	"bench":   cmdBench,
+	"fdb":     cmdFDB,
+}
+
+// run is xdpfwd with args (without the program's name): it runs the
+// command args[0] names and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	var err error
 	switch args[0] {
-	case "run":
-		err = cmdRun(args[1:], stderr)
-	case "capture":
-		err = cmdCapture(args[1:], stdout, stderr)
-	case "link":
-		err = cmdLink(args[1:], stdout, stderr)
-	case "demo":
-		err = cmdDemo(args[1:], stdout, stderr)
-	case "stats":
-		err = cmdStats(args[1:], stdout, stderr)
-	case "bench":
-		err = cmdBench(args[1:], stdout, stderr)
-	case "fdb":
-		err = cmdFDB(args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "xdpfwd %s\n", version)
+		return exitOK
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
-	default:
+		return exitOK
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
 		fmt.Fprintf(stderr, "xdpfwd: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
-	return exitCode(err, stderr)
+	return exitCode(cmd(args[1:], stdout, stderr), stderr)
 }
 
+// exitCode is err's exit code, printing err but for a --help.
 func exitCode(err error, stderr io.Writer) int {
 	var ue usageError
 	switch {

@@ -26,7 +26,8 @@ import (
 	"github.com/xdpfwd/xdpfwd/fwd"
 )
 
-func cmdRun(args []string, stderr io.Writer) error {
+// cmdRun is `xdpfwd run` (it writes only to stderr).
+func cmdRun(args []string, _, stderr io.Writer) error {
 	// Signals before anything else. Until serve runs nothing would read
 	// SIGHUP, and its default action kills the process (exit 129), which
 	// systemd's Restart=on-failure counts as a clean exit: a
