@@ -1,3 +1,6 @@
+// --mode txonly (the generator: its flags, and the daemon's run of it)
+// and --mode sink's lines and summary.
+
 package main
 
 import (
