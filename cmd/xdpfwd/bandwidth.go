@@ -1,3 +1,6 @@
+// A switch port's bandwidth limits: what a link add's options ask for
+// (controlSocket.limitsFor), and the rate flags of `xdpfwd link add`.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// `xdpfwd bench`: NDR/PDR and latency of a device under test between two
+// namespaces, found by binary search (Search, Verify).
+
 package main
 
 import (

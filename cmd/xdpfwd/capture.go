@@ -1,3 +1,6 @@
+// `xdpfwd capture`: a client of a running daemon's control socket that
+// writes the packets it streams as pcapng. The daemon's side is control.go.
+
 package main
 
 import (
@@ -5,12 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,8 +19,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/cbpf"
 	"github.com/xdpfwd/xdpfwd/control"
-	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/modes"
 	"github.com/xdpfwd/xdpfwd/pcapng"
 )
 
@@ -259,124 +258,4 @@ func direction(rec capture.Record, reasons []string) pcapng.Direction {
 		return pcapng.DirInbound
 	}
 	return pcapng.DirOutbound
-}
-
-// controlSocket is run's control endpoint: made once, with the first
-// forwarder, and kept while the forwarder is rebuilt (--wait-for-links, a
-// queue count change); captures reach the current one.
-type controlSocket struct {
-	srv  *control.Server
-	hub  atomic.Pointer[capture.Hub]
-	fw   atomic.Pointer[fwd.Forwarder]
-	mode string // for link list, and to refuse link ops in xconnect
-	log  *slog.Logger
-	// sw is the switch of --mode switch (nil in the others), whose ports
-	// links added with a pod's MAC are (portsec.go); portSecurity is
-	// --port-security on: secure them unless the add says otherwise.
-	sw           *modes.Switch
-	portSecurity bool
-
-	// linkOps is held by each link change made over the socket and by a
-	// reload's read and change of the links (reloader.linkOps), and
-	// while the state file is written.
-	linkOps sync.Mutex
-	// state is the file of the links added over the socket
-	// (linkstate.go), "" without a socket; given are the --link links,
-	// which it leaves out.
-	state string
-	given []string
-
-	// stopping is set once the daemon is going for good (a signal, or
-	// a failure it exits on): no forwarder comes after the current one,
-	// and link list says so (health).
-	stopping atomic.Bool
-
-	mu   sync.Mutex
-	next chan struct{} // closed when fw changes (forwarder)
-	// rebuildWait bounds how long a link request waits for the next
-	// forwarder (daemonLinks.change); 0: defaultRebuildWait.
-	rebuildWait time.Duration
-}
-
-// setForwarder points the socket's link requests at f (nil: none) and
-// wakes those waiting for the one after a stopped forwarder.
-func (cs *controlSocket) setForwarder(f *fwd.Forwarder) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	cs.fw.Store(f)
-	if cs.next != nil {
-		close(cs.next)
-	}
-	cs.next = make(chan struct{})
-}
-
-// forwarder is the current forwarder, a channel closed when another (or
-// none) takes its place, and how long to wait for that.
-func (cs *controlSocket) forwarder() (*fwd.Forwarder, <-chan struct{}, time.Duration) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.next == nil {
-		cs.next = make(chan struct{})
-	}
-	wait := cs.rebuildWait
-	if wait <= 0 {
-		wait = defaultRebuildWait
-	}
-	return cs.fw.Load(), cs.next, wait
-}
-
-// setRebuildWait sets how long link requests wait for the next
-// forwarder (tests).
-func (cs *controlSocket) setRebuildWait(d time.Duration) {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	cs.rebuildWait = d
-}
-
-// serve points the socket at f, creating it the first time. A socket the
-// user named must work; the default one is best effort (a warning).
-func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, logger *slog.Logger) error {
-	cs.hub.Store(f.Capture())
-	cs.setForwarder(f)
-	if cs.srv != nil || path == "off" {
-		return nil
-	}
-	explicit := path != ""
-	if !explicit {
-		path = control.DefaultPath(links[0])
-	}
-	srv, err := control.Listen(path)
-	if err != nil {
-		if !explicit {
-			logger.Warn("no control socket: xdpfwd capture cannot reach this daemon", "err", err)
-			return nil
-		}
-		if errors.Is(err, control.ErrInUse) {
-			return usageError{fmt.Sprintf("--control: %v", err)}
-		}
-		return err
-	}
-	cs.srv, cs.log = srv, logger
-	logger.Info("control socket", "path", srv.Path())
-	// Before the socket serves: a link added back is one the plugin
-	// finds forwarded.
-	cs.state, cs.given = linkStateFile(srv.Path()), slices.Clone(links)
-	cs.restoreLinks(f, links, logger)
-	go srv.Serve(cs.handle)
-	return nil
-}
-
-// close removes the socket; captures still running get their totals first
-// (the forwarder ended them), or are cut after a grace period.
-func (cs *controlSocket) close() {
-	cs.hub.Store(nil)
-	cs.setForwarder(nil)
-	if cs.srv != nil {
-		cs.srv.Close(2 * time.Second)
-		// What clients were denied, if any: a sign of too many at once
-		// (busy) or of ones that hold a place without a request.
-		if b, e := cs.srv.Busy(), cs.srv.Evicted(); b+e+cs.srv.Refused() > 0 {
-			cs.log.Warn("control socket: connections closed unserved", "busy", b, "evicted", e, "other_users", cs.srv.Refused(), "max_conns", control.MaxConns)
-		}
-	}
 }

@@ -97,9 +97,9 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// daemon starts xdpfwd run on p's links with a control socket in a
+// startDaemon starts xdpfwd run on p's links with a control socket in a
 // directory of the test's, and returns it and the socket.
-func daemon(t *testing.T, p *topo.Pair, extra ...string) (*proc, string) {
+func startDaemon(t *testing.T, p *topo.Pair, extra ...string) (*proc, string) {
 	t.Helper()
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
 	args := append([]string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl}, extra...)
@@ -266,7 +266,7 @@ func checkSeen(t *testing.T, pkts []capPacket, sent [][]byte, in, out string) {
 // the capture.
 func TestCaptureFrames(t *testing.T) {
 	p := newPair(t, topo.Options{Queues: 2})
-	d, ctl := daemon(t, p)
+	d, ctl := startDaemon(t, p)
 	macA, macB := macs(t, p)
 	sizes := []int{60, 128, 300, 1000, 1514}
 	ab := flowFrames(macB, macA, p.V4A, p.V4B, 7001, []uint16{1001, 1002, 1003}, 20, sizes)
@@ -339,7 +339,7 @@ func tcpFrame(dst, src net.HardwareAddr, from, to netip.Addr, sport, dport uint1
 // entered and once on the other.
 func TestCaptureFilter(t *testing.T) {
 	p := newPair(t, topo.Options{})
-	d, ctl := daemon(t, p)
+	d, ctl := startDaemon(t, p)
 	macA, macB := macs(t, p)
 	var other [][]byte
 	keep := flowFrames(macB, macA, p.V4A, p.V4B, 4000, []uint16{9}, 10, []int{200, 300, 1514})
@@ -416,7 +416,7 @@ func TestCaptureDrops(t *testing.T) {
 	})
 	t.Run("too-many-frags", func(t *testing.T) {
 		p := newPair(t, topo.Options{MTU: 9000, TxChecksum: true})
-		d, ctl := daemon(t, p, "--multi-buffer", "on", "--frame-size", "2048")
+		d, ctl := startDaemon(t, p, "--multi-buffer", "on", "--frame-size", "2048")
 		const mtu = 40000
 		if err := p.SetMTU(mtu); err != nil {
 			t.Fatalf("raise the MTU to %d: %v", mtu, err)
@@ -454,7 +454,7 @@ func TestCaptureDrops(t *testing.T) {
 	})
 	t.Run("truncated", func(t *testing.T) {
 		p := newPair(t, topo.Options{})
-		d, ctl := daemon(t, p)
+		d, ctl := startDaemon(t, p)
 		macA, macB := macs(t, p)
 		// 1024 bytes of a 1514-byte frame, as igb cuts it with 2048-byte
 		// zero-copy frames.
@@ -572,7 +572,7 @@ func readSummary(t *testing.T, path string) captureSummary {
 func TestCaptureConcurrent(t *testing.T) {
 	p := newPair(t, topo.Options{Queues: 2})
 	sum := filepath.Join(t.TempDir(), "summary.json")
-	d, ctl := daemon(t, p, "--summary", sum)
+	d, ctl := startDaemon(t, p, "--summary", sum)
 	stop := make(chan struct{})
 	done := flood(t, p, 7400, []uint16{1, 2, 3, 4}, 8, 2*time.Millisecond, 1<<30, stop)
 	defer func() {
@@ -634,7 +634,7 @@ func TestCaptureConcurrent(t *testing.T) {
 func TestCaptureLoss(t *testing.T) {
 	p := newPair(t, topo.Options{})
 	sum := filepath.Join(t.TempDir(), "summary.json")
-	d, ctl := daemon(t, p, "--summary", sum)
+	d, ctl := startDaemon(t, p, "--summary", sum)
 	file := filepath.Join(t.TempDir(), "loss.pcapng")
 	c := startCapture(t, "--control", ctl, "-w", file, "--buffer", "4096", "--snaplen", "1514", "--direction", "rx", "--link", p.LinkA, "udp port 7500")
 	const n = 20000
@@ -690,7 +690,7 @@ func TestCaptureBadInput(t *testing.T) {
 		checkNoPanic(t, "stderr", r.stderr)
 	}
 	p := newPair(t, topo.Options{})
-	d, ctl := daemon(t, p)
+	d, ctl := startDaemon(t, p)
 	r := runBin(t, 20*time.Second, nil, "capture", "-w", "-", "--control", ctl, "--link", "nosuch0")
 	if r.code != 2 || !strings.Contains(r.stderr, `link "nosuch0"`) {
 		t.Errorf("unknown link: exit %d, stderr %q; want 2 naming the link", r.code, r.stderr)

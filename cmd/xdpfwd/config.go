@@ -1,3 +1,7 @@
+// `xdpfwd run`'s settings: the one parser of its command line and
+// --config file (parseRun), and the reloader that applies the file again
+// on SIGHUP.
+
 package main
 
 import (

@@ -1,3 +1,7 @@
+// `xdpfwd demo`: two namespaces joined through xdpfwd (xconnect), or
+// three on one switching xdpfwd (--mode switch), traffic checked across
+// them, a PASS or FAIL verdict, everything built removed.
+
 package main
 
 import (
@@ -24,21 +28,21 @@ import (
 // everything it built, also on Ctrl-C and on failure.
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	var ff fwdFlags
-	ff.register(fs, false)
-	duration := fs.Duration("duration", 5*time.Second, "how long to keep traffic flowing after the checks")
-	tcpMiB := fs.Int("tcp-mib", 64, "size of the verified TCP transfer, MiB")
-	udpCount := fs.Int("udp-count", 100000, "datagrams in the counted UDP burst")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics and /healthz on this address during the demo")
-	maxLoss := fs.Float64("max-loss", demoMaxLoss, "FAIL when more than this percent of a direction's UDP datagrams are lost (sent unpaced: a busy machine loses some at xdpfwd's RX ring)")
+	d := &demo{stdout: stdout, stderr: stderr}
+	d.ff.register(fs, false)
+	fs.DurationVar(&d.duration, "duration", 5*time.Second, "how long to keep traffic flowing after the checks")
+	fs.IntVar(&d.tcpMiB, "tcp-mib", 64, "size of the verified TCP transfer, MiB")
+	fs.IntVar(&d.udpCount, "udp-count", 100000, "datagrams in the counted UDP burst")
+	fs.StringVar(&d.metrics, "metrics", "", "serve Prometheus metrics and /healthz on this address during the demo")
+	fs.Float64Var(&d.maxLoss, "max-loss", demoMaxLoss, "FAIL when more than this percent of a direction's UDP datagrams are lost (sent unpaced: a busy machine loses some at xdpfwd's RX ring)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	if *duration < 0 || *tcpMiB < 1 || *udpCount < 1 || !(*maxLoss >= 0 && *maxLoss <= 100) {
+	if d.duration < 0 || d.tcpMiB < 1 || d.udpCount < 1 || !(d.maxLoss >= 0 && d.maxLoss <= 100) {
 		return usageError{"demo: --duration must be ≥ 0, --tcp-mib and --udp-count ≥ 1, --max-loss 0..100"}
 	}
-	cfg, logger, err := ff.config(stderr)
-	if err != nil {
+	var err error
+	if d.cfg, d.logger, err = d.ff.config(stderr); err != nil {
 		return err
 	}
 	if err := fwd.CheckCapabilities(); err != nil {
@@ -47,30 +51,56 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var verdict string
-	switch ff.mode {
+	switch d.ff.mode {
 	case "switch":
-		err = demoSwitch(ctx, &ff, cfg, logger, *tcpMiB, *metricsAddr, &verdict, stdout, stderr)
+		err = d.switchHosts(ctx)
 	case "xconnect":
-		err = demoXconnect(ctx, &ff, cfg, logger, *tcpMiB, *udpCount, *duration, *maxLoss, *metricsAddr, &verdict, stdout, stderr)
+		err = d.xconnect(ctx)
 	default:
-		return usageError{fmt.Sprintf("demo: --mode %s: the demo shows xconnect and switch", ff.mode)}
+		return usageError{fmt.Sprintf("demo: --mode %s: the demo shows xconnect and switch", d.ff.mode)}
 	}
 	// The verdict comes last, after the cleanup: a demo that could not
 	// remove what it built failed too.
-	if err != nil && !strings.HasPrefix(verdict, "FAIL") {
-		verdict = "FAIL: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+	if err != nil && !strings.HasPrefix(d.verdict, "FAIL") {
+		d.verdict = "FAIL: " + strings.ReplaceAll(err.Error(), "\n", "; ")
 	}
-	fmt.Fprintln(stdout, verdict)
+	fmt.Fprintln(stdout, d.verdict)
 	return err
 }
 
-// demoXconnect is the demo of the default mode: two namespaces, one
-// xdpfwd between them. It sets *verdict to the PASS or FAIL line.
-func demoXconnect(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.Logger, tcpMiB, udpCount int, duration time.Duration, maxLoss float64, metricsAddr string, verdict *string, stdout, stderr io.Writer) (err error) {
+// demo is one `xdpfwd demo`: its flags, the forwarder's Config they make,
+// where it writes, and the verdict its mode's run sets.
+type demo struct {
+	ff     fwdFlags
+	cfg    fwd.Config // without links: the demo's mode gives them
+	logger *slog.Logger
+
+	duration         time.Duration // traffic both ways after the checks
+	tcpMiB, udpCount int
+	maxLoss          float64 // percent
+	metrics          string  // --metrics: "" for none
+
+	stdout, stderr io.Writer
+	// verdict is the PASS or FAIL line, printed last (cmdDemo); "" when
+	// the cleanup failed.
+	verdict string
+}
+
+// serveMetrics serves --metrics for f, if asked; stop ends it.
+func (d *demo) serveMetrics(f *fwd.Forwarder) (stop func(), err error) {
+	if d.metrics == "" {
+		return func() {}, nil
+	}
+	return serveMetrics(d.metrics, f, d.logger, d.ff.metricsOf())
+}
+
+// xconnect is the demo of the default mode: two namespaces, one xdpfwd
+// between them. It sets d.verdict to the PASS or FAIL line.
+func (d *demo) xconnect(ctx context.Context) (err error) {
+	stdout, stderr := d.stdout, d.stderr
 	// The namespace ends keep their default offloads, as a container's
 	// veth does: xdpfwd finishes the partial checksums they send.
-	p, err := topo.NewPair(topo.Options{Queues: max(ff.queues, 1), TxChecksum: true})
+	p, err := topo.NewPair(topo.Options{Queues: max(d.ff.queues, 1), TxChecksum: true})
 	if err != nil {
 		return fmt.Errorf("demo: build namespaces: %w", err)
 	}
@@ -78,23 +108,22 @@ func demoXconnect(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slo
 		if cerr := p.Close(); cerr != nil {
 			fmt.Fprintf(stderr, "xdpfwd demo: cleanup: %v\n", cerr)
 			err = errors.Join(err, fmt.Errorf("demo: cleanup: %w", cerr))
-			*verdict = ""
+			d.verdict = ""
 			return
 		}
 		fmt.Fprintf(stdout, "removed namespaces %s, %s and links %s, %s\n", p.A.Name, p.B.Name, p.LinkA, p.LinkB)
 	}()
 
+	cfg := d.cfg
 	cfg.Links = []string{p.LinkA, p.LinkB}
 	f, err := fwd.New(cfg)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	stopMetrics := func() {}
-	if metricsAddr != "" {
-		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, ff.metricsOf()); err != nil {
-			f.Close()
-			return err
-		}
+	stopMetrics, err := d.serveMetrics(f)
+	if err != nil {
+		f.Close()
+		return err
 	}
 	defer stopMetrics()
 	a, b := f.LinkStats(0), f.LinkStats(1)
@@ -108,7 +137,7 @@ func demoXconnect(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slo
 
 	var res demoResult
 	checks := make(chan error, 1)
-	go func() { checks <- demoTraffic(ctx, p, tcpMiB, udpCount, duration, &res, stdout) }()
+	go func() { checks <- d.traffic(ctx, p, &res) }()
 	var checkErr error
 	select {
 	case checkErr = <-checks:
@@ -143,9 +172,9 @@ func demoXconnect(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slo
 		sum.UMEM.SizeBytes>>20, sum.UMEM.Backing, sum.PagesPer1KDesc["4k"], sum.PagesPer1KDesc["2m"], sum.UMEM.LeakedAddresses)
 	res.checkErr = errors.Join(checkErr, runErr, closeErr)
 	res.leaked = sum.UMEM.LeakedAddresses
-	res.maxLoss = maxLoss
-	res.bothWays = duration > 0
-	*verdict, err = res.verdict()
+	res.maxLoss = d.maxLoss
+	res.bothWays = d.duration > 0
+	d.verdict, err = res.verdict()
 	return err
 }
 
@@ -221,8 +250,10 @@ func explainDrops(w io.Writer, links []fwd.LinkStats) {
 	}
 }
 
-// demoTraffic runs the checks, each bounded in time and count.
-func demoTraffic(ctx context.Context, p *topo.Pair, tcpMiB, udpCount int, duration time.Duration, res *demoResult, out io.Writer) error {
+// traffic runs the checks on p, each bounded in time and count, and
+// notes in res what they found.
+func (d *demo) traffic(ctx context.Context, p *topo.Pair, res *demoResult) error {
+	out, tcpMiB, udpCount, duration := d.stdout, d.tcpMiB, d.udpCount, d.duration
 	pings := []struct {
 		name string
 		src  *topo.NS
@@ -260,11 +291,11 @@ func demoTraffic(ctx context.Context, p *topo.Pair, tcpMiB, udpCount int, durati
 	// Keep traffic flowing, both ways, for the rest of the demo.
 	end := time.Now().Add(duration)
 	for time.Now().Before(end) && ctx.Err() == nil {
-		for i, d := range []struct {
+		for i, dir := range []struct {
 			src, dst *topo.NS
 			addr     netip.Addr
 		}{{p.A, p.B, p.V4B}, {p.B, p.A, p.V6A}} {
-			u, err := topo.UDPBurst(d.src, d.dst, d.addr, 20000, 256, 5*time.Second)
+			u, err := topo.UDPBurst(dir.src, dir.dst, dir.addr, 20000, 256, 5*time.Second)
 			if err != nil {
 				return fmt.Errorf("udp: %w", err)
 			}
@@ -279,10 +310,12 @@ func demoTraffic(ctx context.Context, p *topo.Pair, tcpMiB, udpCount int, durati
 	return nil
 }
 
-// demoSwitch builds three namespaces on three links of one switching
-// xdpfwd, and proves ping and a byte-exact TCP transfer between each pair
-// of them, both ways, then prints what the switch learned.
-func demoSwitch(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.Logger, tcpMiB int, metricsAddr string, verdict *string, stdout, stderr io.Writer) (err error) {
+// switchHosts is the demo of --mode switch: it builds three namespaces on
+// three links of one switching xdpfwd, and proves ping and a byte-exact
+// TCP transfer between each pair of them, both ways, then prints what the
+// switch learned. It sets d.verdict to the PASS or FAIL line.
+func (d *demo) switchHosts(ctx context.Context) (err error) {
+	ff, tcpMiB, stdout, stderr := &d.ff, d.tcpMiB, d.stdout, d.stderr
 	h, err := topo.NewHosts(3, topo.Options{Queues: max(ff.queues, 1), TxChecksum: true})
 	if err != nil {
 		return fmt.Errorf("demo: build namespaces: %w", err)
@@ -292,11 +325,12 @@ func demoSwitch(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.
 		if cerr := h.Close(); cerr != nil {
 			fmt.Fprintf(stderr, "xdpfwd demo: cleanup: %v\n", cerr)
 			err = errors.Join(err, fmt.Errorf("demo: cleanup: %w", cerr))
-			*verdict = ""
+			d.verdict = ""
 			return
 		}
 		fmt.Fprintf(stdout, "removed %d namespaces and links %v\n", n, h.Links)
 	}()
+	cfg := d.cfg
 	cfg.Links = h.Links
 	if err := ff.handler(&cfg); err != nil { // the switch, over these links
 		return usageError{err.Error()}
@@ -305,12 +339,10 @@ func demoSwitch(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	stopMetrics := func() {}
-	if metricsAddr != "" {
-		if stopMetrics, err = serveMetrics(metricsAddr, f, logger, ff.metricsOf()); err != nil {
-			f.Close()
-			return err
-		}
+	stopMetrics, err := d.serveMetrics(f)
+	if err != nil {
+		f.Close()
+		return err
 	}
 	defer stopMetrics()
 	fmt.Fprintf(stdout, "xdpfwd demo --mode switch: %d hosts on links %v, one xdpfwd switching between them\n", len(h.NS), h.Links)
@@ -357,9 +389,9 @@ func demoSwitch(ctx context.Context, ff *fwdFlags, cfg fwd.Config, logger *slog.
 	criterion := fmt.Sprintf("ping and TCP byte for byte between each of the %d ordered host pairs, 0 UMEM addresses leaked (TCP resends what a drop took)", pairs)
 	if checkErr != nil {
 		msg := strings.ReplaceAll(checkErr.Error(), "\n", "; ")
-		*verdict = fmt.Sprintf("FAIL: %s (want %s)", msg, criterion)
+		d.verdict = fmt.Sprintf("FAIL: %s (want %s)", msg, criterion)
 		return fmt.Errorf("demo failed: %s", msg)
 	}
-	*verdict = "PASS: " + criterion
+	d.verdict = "PASS: " + criterion
 	return nil
 }

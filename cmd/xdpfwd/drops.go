@@ -1,3 +1,6 @@
+// Drop reasons for a reader: what each counter means, and the totals the
+// daemon logs as it stops (logTotals).
+
 package main
 
 import (

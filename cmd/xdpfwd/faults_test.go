@@ -170,7 +170,7 @@ func waitLog(t *testing.T, pr *proc, s string, within time.Duration) time.Durati
 
 // hangBug is the explanation attached when xdpfwd does not end its run
 // after a link was deleted.
-const hangBug = "BUG: after a link is deleted fwd.Forwarder.Run returns ErrLinkGone, but cmd/xdpfwd/main.go forward() then blocks in <-done: " +
+const hangBug = "BUG: after a link is deleted fwd.Forwarder.Run returns ErrLinkGone, but cmd/xdpfwd/run.go daemon.serve then blocks in <-done: " +
 	"its stats goroutine only returns on the signal context (ctx.Done()), which a deleted link does not end, so the process neither exits 1 " +
 	"nor reaches the --wait-for-links wait. Fix: give the goroutine a context cancelled when Run returns (or close a channel after Run)"
 

@@ -1,3 +1,6 @@
+// `xdpfwd fdb`: a client of a running switch's /fdb endpoint, next to its
+// --metrics.
+
 package main
 
 import (

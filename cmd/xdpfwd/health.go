@@ -1,3 +1,5 @@
+// The daemon's health, one judgement for /healthz and for link list.
+
 package main
 
 import (

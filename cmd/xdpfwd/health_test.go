@@ -13,7 +13,7 @@ import (
 // (fwdtest's in-memory links: no root): forwarding with links; no links,
 // still available (a switch takes links), once every link is removed;
 // forwarding again after an add; rebuilding, still available, once the
-// forwarder stops while the daemon goes on (cmdRun builds the next); and
+// forwarder stops while the daemon goes on (daemon.run builds the next); and
 // stopping, not available, saying it drains, once the daemon is going.
 func TestLinkListHealth(t *testing.T) {
 	env := fwdtest.New()

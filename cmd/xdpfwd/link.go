@@ -1,3 +1,6 @@
+// `xdpfwd link list|add|del`: a client of a running daemon's control
+// socket. The daemon's side (daemonLinks) is control.go.
+
 package main
 
 import (
@@ -11,13 +14,9 @@ import (
 	"net/netip"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/control/linkop"
-	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
@@ -224,159 +223,4 @@ func linkPolicy(k linkop.Link) string {
 		return "-"
 	}
 	return strings.Join(s, " ")
-}
-
-// handle serves one connection of the control socket: a link request
-// (its first line's "op") or, as ever, a capture.
-func (cs *controlSocket) handle(c net.Conn) {
-	op, rc, err := control.ReadOp(c, 10*time.Second)
-	if err != nil {
-		// Too long, too slow: said, for a client still reading.
-		control.RefuseRequest(c, err)
-		c.Close()
-		return
-	}
-	if linkop.IsOp(op) {
-		linkop.Serve(rc, daemonLinks{cs})
-		return
-	}
-	if op != "" && op != "capture" {
-		defer rc.Close()
-		b, _ := json.Marshal(linkop.Reply{Error: fmt.Sprintf("unknown op %q: want capture (no op), %s, %s or %s", op, linkop.OpList, linkop.OpAdd, linkop.OpDel), BadRequest: true})
-		rc.Write(append(b, '\n'))
-		return
-	}
-	capture.Serve(rc, cs.hub.Load())
-}
-
-// daemonLinks is the daemon's linkop.Manager: the current forwarder's
-// links. Adding and removing need the forwarder to be a
-// linkop.LinkManager (issue 21's Forwarder.AddLink and RemoveLink); until
-// it is, they are refused, never pretended.
-type daemonLinks struct{ cs *controlSocket }
-
-var errNoForwarder = errors.New("no forwarder is running")
-
-func (d daemonLinks) List() (linkop.List, error) {
-	f := d.cs.fw.Load()
-	if f == nil {
-		return linkop.List{}, errNoForwarder
-	}
-	l := linkop.List{Mode: d.cs.mode, Queues: f.Plan().Queues}
-	// Why an add would be refused, for the CNI plugin's STATUS; not
-	// while the forwarder is stopped for a rebuild, which adds wait for
-	// (change).
-	if _, err := d.manager(f, "add", "LINK"); err != nil {
-		l.AddRefused = err.Error()
-	} else if err := f.LinksChangeable(); err != nil && !f.Stopping() {
-		l.AddRefused = err.Error()
-	}
-	// The plugin's STATUS: a daemon draining or stalled is not
-	// available, though it answers.
-	l.Health, l.HealthDetail = health(f, d.cs.stopping.Load())
-	var ports map[string]modes.Port
-	var limits map[string]modes.Limits
-	if sw := d.cs.sw; sw != nil {
-		ports, limits = sw.Ports(), sw.PortLimits()
-	}
-	for i, name := range f.Links() {
-		if name == "" {
-			continue // a removed link's index
-		}
-		st := f.LinkStats(i)
-		k := linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets, Bind: st.BindMode, Domain: st.Domain}
-		if p, ok := ports[name]; ok {
-			k.MAC = p.MAC.String()
-			for _, a := range p.IPs {
-				k.IPs = append(k.IPs, a.String())
-			}
-		}
-		if b, ok := limits[name]; ok {
-			k.Bandwidth = &linkop.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
-		}
-		l.Links = append(l.Links, k)
-	}
-	return l, nil
-}
-
-func (d daemonLinks) Add(name string) error {
-	return d.change("add", name, linkop.LinkManager.AddLink)
-}
-
-func (d daemonLinks) Del(name string) error {
-	return d.change("del", name, func(lm linkop.LinkManager, name string) error {
-		err := lm.RemoveLink(name)
-		d.cs.releasePort(name, err)
-		return err
-	})
-}
-
-// defaultRebuildWait bounds how long a link request waits for the
-// forwarder being rebuilt: well within the client's linkop.AddTimeout,
-// so that it hears why.
-const defaultRebuildWait = 10 * time.Second
-
-// change makes a link change on the current forwarder.
-//
-// A forwarder that has stopped (its Run returned: a link's queue count
-// changed, or --wait-for-links waits for a link, and cmdRun builds the
-// next) refuses every change as unsupported, which the CNI plugin would
-// take for a definite refusal; the request waits for the next forwarder
-// instead and is made on it, or fails after a while (defaultRebuildWait) as one to try
-// again (no code: the CNI plugin's "try again later", 11). A change
-// that the forwarder refuses as the input's fault (fwd.InputError:
-// --max-links taken, an MTU its frames cannot hold) is a refusal
-// (linkop.Refused): `xdpfwd link` exits 2 and the CNI plugin gives a
-// definite code.
-func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string) error) error {
-	start := time.Now()
-	for {
-		f, next, wait := d.cs.forwarder()
-		if f == nil {
-			return fmt.Errorf("link %s %s: %w", op, name, errNoForwarder)
-		}
-		lm, err := d.manager(f, op, name)
-		if err == nil {
-			d.cs.linkOps.Lock()
-			err = do(lm, name)
-			if err == nil {
-				if serr := d.cs.saveLinks(f, d.cs.given); serr != nil && d.cs.log != nil {
-					d.cs.log.Error("link state not written: this link is not added back if the daemon restarts", "link", name, "err", serr)
-				}
-			}
-			d.cs.linkOps.Unlock()
-		}
-		if err == nil || !f.Stopping() {
-			if fwd.IsInputError(err) {
-				return linkop.Refused(err)
-			}
-			return err
-		}
-		t := time.NewTimer(time.Until(start.Add(wait)))
-		select {
-		case <-next:
-			t.Stop()
-		case <-t.C:
-			return fmt.Errorf("link %s %s: the forwarder is being rebuilt, and the next was not ready within %v: try again", op, name, wait)
-		}
-	}
-}
-
-func (d daemonLinks) manager(f *fwd.Forwarder, op, name string) (linkop.LinkManager, error) {
-	if d.cs.mode == "xconnect" {
-		return nil, fmt.Errorf("link %s %s: xconnect mode forwards exactly its two links: %w", op, name, linkop.ErrUnsupported)
-	}
-	if !linksAtRuntime(d.cs.mode) {
-		return nil, fmt.Errorf("link %s %s: %s mode's links are fixed at start (switch, reflect and sink take links while running): %w", op, name, d.cs.mode, linkop.ErrUnsupported)
-	}
-	return linkManager(f, op, name)
-}
-
-// linkManager is f as a linkop.LinkManager, or the error that says which
-// capability it lacks.
-func linkManager(f *fwd.Forwarder, op, name string) (linkop.LinkManager, error) {
-	if lm, ok := any(f).(linkop.LinkManager); ok {
-		return lm, nil
-	}
-	return nil, fmt.Errorf("link %s %s: this xdpfwd's forwarder has no AddLink/RemoveLink (links fixed at start, issue 21): restart it with the link in --link: %w", op, name, linkop.ErrUnsupported)
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // TestLinkOpsDuringRebuild: between a forwarder's stop and the next one's
-// start (cmdRun rebuilding it: a link's queue count changed, or
+// start (daemon.run rebuilding it: a link's queue count changed, or
 // --wait-for-links waiting for a link), a link request is not refused as
 // unsupported (which the CNI plugin takes for a definite error, 100): it
 // waits for the next forwarder and is made on it; if none comes within
@@ -64,7 +64,7 @@ func TestLinkOpsDuringRebuild(t *testing.T) {
 	}
 	f1 := newForwarder()
 	cs.setForwarder(f1)
-	// Stopped and closed, as cmdRun leaves it while it builds the next.
+	// Stopped and closed, as daemon.run leaves it while it builds the next.
 	f1.Stop()
 	f1.Close()
 	// No next forwarder within the wait.

@@ -1,3 +1,6 @@
+// --wait-for-links in the modes that take links while running: links the
+// kernel deleted are added back when they return.
+
 package main
 
 import (

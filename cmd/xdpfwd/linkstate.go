@@ -1,3 +1,6 @@
+// The links added over the control socket, kept in a file beside it so
+// that a restarted daemon adds them back.
+
 package main
 
 import (

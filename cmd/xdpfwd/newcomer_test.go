@@ -51,7 +51,7 @@ func TestRunHelpGrouped(t *testing.T) {
 	var ff fwdFlags
 	ff.register(fs, true)
 	for _, name := range []string{"stats-interval", "summary", "metrics", "wait-for-links", "config", "control"} {
-		fs.String(name, "", "") // run's own, registered in cmdRun
+		fs.String(name, "", "") // run's own, registered in newRunFlags
 	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if n := len(regexp.MustCompile(`(?m)^  --`+regexp.QuoteMeta(f.Name)+`( |$)`).FindAllString(help, -1)); n != 1 {

@@ -1,3 +1,6 @@
+// A switch port's security: the pod's MAC and IPs an add's options give
+// (controlSocket.portFor), and the add that secures the link with them.
+
 package main
 
 import (

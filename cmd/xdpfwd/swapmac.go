@@ -1,3 +1,5 @@
+// --mode 5tswap and --mode mac: their flags and handlers.
+
 package main
 
 import (

@@ -1,3 +1,6 @@
+// --mode txonly (the generator: its flags, and the daemon's run of it)
+// and --mode sink's lines and summary.
+
 package main
 
 import (
@@ -135,8 +138,9 @@ func (gf *genFlags) config(ff *fwdFlags, cfg fwd.Config) (gen.Config, error) {
 
 // runTxOnly is `xdpfwd run --mode txonly`: generate until the count, the
 // duration or a signal, with a stats line every interval.
-func runTxOnly(ctx context.Context, ff *fwdFlags, gf *genFlags, cfg fwd.Config, logger *slog.Logger, interval time.Duration, summary string, stderr io.Writer) error {
-	gc, err := gf.config(ff, cfg)
+func (d *daemon) runTxOnly(ctx context.Context) error {
+	gf, logger, interval, summary, stderr := &d.st.gf, d.logger, d.st.interval, d.st.summary, d.stderr
+	gc, err := gf.config(d.ff, d.st.cfg)
 	if err != nil {
 		return err
 	}

@@ -1,3 +1,5 @@
+// A command's --help: its flags in groups, wrapped.
+
 package main
 
 import (

@@ -1,0 +1,534 @@
+// The command line: the flag.Value types of the flags, fwdFlags (the
+// forwarder's flags, which run and demo share) with its registration and
+// its translation into a fwd.Config and a mode's handler, and the parse
+// helpers every command's flags go through (parseFlags).
+
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/fdb"
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/modes"
+	"github.com/xdpfwd/xdpfwd/umem"
+	"github.com/xdpfwd/xdpfwd/xps"
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// fwdFlags are the forwarder's flags, shared by run and demo.
+type fwdFlags struct {
+	links     listFlag
+	queues    int
+	frameSize frameSizeFlag
+	xdpMode   string
+	zeroCopy  string
+	promisc   string
+	hugePages string
+	force     bool
+	logFormat string
+	logLevel  string
+
+	inlineMax   inlineMaxFlag
+	fragOrder   fragOrderFlag
+	maxTxFrags  int
+	multiBuffer multiBufferFlag
+	ringSize    int
+	addedRing   int
+	maxUMEM     sizeFlag
+	maxLinks    int
+
+	xpsMode    string
+	spin       string
+	coalesce   time.Duration
+	busyPoll   time.Duration
+	checksums  string
+	cpus       string
+	flowTable  int
+	asymmetric bool
+
+	mode      string
+	fdbAge    time.Duration
+	fdbSize   int
+	fdbStatic listFlag
+	// portSecurity is --port-security: on (the default) secures the links
+	// added over the control socket with their pod's MAC.
+	portSecurity string
+	// sw is the switch of --mode switch, once config built it.
+	sw *modes.Switch
+	// sink is the counting sink of --mode sink.
+	sink *modes.CountingSink
+	swapMACFlags
+}
+
+func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
+	if withLinks {
+		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch (1 with --max-links), 1..64 for reflect, sink, 5tswap, mac and txonly)")
+		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
+	}
+	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)")
+	fs.Var(&ff.frameSize, "frame-size", "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)")
+	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
+	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto (zero-copy where the driver has it; links that cannot, veths, and links added while running bind in copy mode in a UMEM of their own), on (every --link link in zero-copy or fail; links added while running in copy mode, in a UMEM of their own), off (copy mode, one UMEM)")
+	fs.StringVar(&ff.promisc, "promisc", "auto", "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off")
+	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
+	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256")
+	fs.Var(&ff.fragOrder, "frag-order", "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none")
+	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 0, "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4")
+	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
+	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
+	fs.IntVar(&ff.addedRing, "added-ring-size", 0, fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize))
+	fs.Var(&ff.maxUMEM, "max-umem", fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20))
+	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
+	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
+	fs.StringVar(&ff.spin, "spin", "auto", "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing), N (every time), or off (sleep at once)")
+	fs.DurationVar(&ff.coalesce, "coalesce", 0, "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off")
+	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off")
+	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
+	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
+	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
+	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)")
+	ff.registerSwapMAC(fs)
+	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
+	fs.IntVar(&ff.maxLinks, "max-links", -1, fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. -1 (default): %d in those modes; 0: the --link links only", defaultMaxLinks))
+	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
+	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
+	fs.StringVar(&ff.portSecurity, "port-security", "on", "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured")
+	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
+	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
+}
+
+func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
+	var cfg fwd.Config
+	var err error
+	bad := func(err error) error { return usageError{err.Error()} }
+	if cfg.XDPMode, err = xsk.ParseXDPMode(ff.xdpMode); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.ZeroCopy, err = xsk.ParseZeroCopy(ff.zeroCopy); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.HugePages, err = umem.ParseHugePages(ff.hugePages); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.Promisc, err = fwd.ParsePromiscMode(ff.promisc); err != nil {
+		return cfg, nil, bad(err)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(ff.logLevel)); err != nil {
+		return cfg, nil, bad(fmt.Errorf("log level %q: want debug, info, warn or error", ff.logLevel))
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var logger *slog.Logger
+	switch ff.logFormat {
+	case "text":
+		logger = slog.New(slog.NewTextHandler(stderr, opts))
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	default:
+		return cfg, nil, bad(fmt.Errorf("log format %q: want text or json", ff.logFormat))
+	}
+	cfg.Links = ff.links
+	cfg.Queues = ff.queues
+	cfg.FrameSize = ff.frameSize.n // 0 unless given: fwd chooses
+	cfg.Force = ff.force
+	cfg.Logger = logger
+	cfg.InlineMax = int(ff.inlineMax)
+	cfg.FragOrder = int(ff.fragOrder)
+	cfg.MaxTxFrags = ff.maxTxFrags
+	cfg.MultiBufferMode = ff.multiBuffer.mode
+	if ff.ringSize < 0 || ff.ringSize > math.MaxUint32 {
+		return cfg, nil, bad(fmt.Errorf("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.ringSize, fwd.MinRingSize, fwd.MaxRingSize))
+	}
+	cfg.RingSize = uint32(ff.ringSize) // fwd.New checks the range
+	if ff.addedRing < 0 || ff.addedRing > math.MaxUint32 {
+		return cfg, nil, bad(fmt.Errorf("--added-ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.addedRing, fwd.MinRingSize, fwd.MaxRingSize))
+	}
+	cfg.AddedRingSize = uint32(ff.addedRing)
+	cfg.MaxUMEM = int64(ff.maxUMEM)
+	if cfg.XPS, err = xps.ParseMode(ff.xpsMode); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.CPUs, err = parseCPUList(ff.cpus); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.Checksums, err = fwd.ParseChecksumMode(ff.checksums); err != nil {
+		return cfg, nil, bad(err)
+	}
+	cfg.FlowTableSize = ff.flowTable
+	if cfg.Spin, err = parseSpin(ff.spin); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if ff.coalesce < 0 || ff.coalesce > time.Millisecond {
+		return cfg, nil, bad(fmt.Errorf("--coalesce %v: want 0..1ms", ff.coalesce))
+	}
+	cfg.Coalesce = ff.coalesce
+	if ff.busyPoll < 0 || ff.busyPoll > time.Second {
+		return cfg, nil, bad(fmt.Errorf("--busy-poll %v: want 0..1s", ff.busyPoll))
+	}
+	cfg.BusyPoll = ff.busyPoll
+	cfg.XPSAsymmetric = ff.asymmetric
+	if err := ff.handler(&cfg); err != nil {
+		return cfg, nil, bad(err)
+	}
+	if cfg.MaxLinks, err = ff.resolveMaxLinks(len(cfg.Links)); err != nil {
+		return cfg, nil, bad(err)
+	}
+	return cfg, logger, nil
+}
+
+// sizeFlag is a byte count: a number with an optional binary suffix (K,
+// KiB, M, MiB, G, GiB), as --max-umem takes it.
+type sizeFlag int64
+
+func (s *sizeFlag) String() string {
+	switch v := int64(*s); {
+	case v != 0 && v%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", v>>30)
+	case v != 0 && v%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", v>>20)
+	default:
+		return strconv.FormatInt(v, 10)
+	}
+}
+
+func (s *sizeFlag) Set(v string) error {
+	num := strings.TrimRight(v, "KMGiB")
+	unit := strings.TrimSuffix(v[len(num):], "iB")
+	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30}[unit]
+	n, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return fmt.Errorf("%q: want bytes, e.g. 268435456, 256MiB or 2GiB", v)
+	}
+	*s = sizeFlag(n << shift)
+	return nil
+}
+
+// defaultMaxLinks is --max-links -1 in the modes that take links while
+// running: a node's containers.
+const defaultMaxLinks = 64
+
+// linksAtRuntime reports whether --mode takes links while running (xdpfwd
+// link add/del): a switch, a reflector and a sink, whose handlers need
+// nothing per link.
+func linksAtRuntime(mode string) bool {
+	return mode == "switch" || mode == "reflect" || mode == "sink"
+}
+
+// resolveMaxLinks is fwd.Config.MaxLinks for --max-links with n --link
+// flags.
+func (ff *fwdFlags) resolveMaxLinks(n int) (int, error) {
+	switch {
+	case ff.maxLinks == -1 && linksAtRuntime(ff.mode):
+		return max(defaultMaxLinks, n), nil
+	case ff.maxLinks == -1 || ff.maxLinks == 0:
+		return 0, nil
+	case !linksAtRuntime(ff.mode):
+		return 0, fmt.Errorf("--max-links is for --mode switch, reflect or sink (links added while running)")
+	case ff.maxLinks < n || ff.maxLinks > fwd.MaxLinks:
+		return 0, fmt.Errorf("--max-links %d: want %d..%d (the --link links up to %d), or 0 (the --link links only)", ff.maxLinks, n, fwd.MaxLinks, fwd.MaxLinks)
+	}
+	return ff.maxLinks, nil
+}
+
+// handler sets cfg.Handler for --mode, after checking the link count and
+// the switch's settings.
+func (ff *fwdFlags) handler(cfg *fwd.Config) error {
+	m, err := modes.ParseMode(ff.mode)
+	if err != nil {
+		return err
+	}
+	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
+		return fmt.Errorf("--fdb-static is for --mode switch")
+	}
+	if ff.portSecurity != "on" && ff.portSecurity != "off" {
+		return fmt.Errorf("--port-security %q: want on or off", ff.portSecurity)
+	}
+	if m != modes.MACMode && len(ff.ethPeer) > 0 {
+		return fmt.Errorf("--eth-peer is for --mode mac")
+	}
+	switch m {
+	case modes.ReflectMode:
+		cfg.Handler = modes.Reflect
+	case modes.SinkMode:
+		ff.sink = modes.NewSink(nil)
+		cfg.Handler = ff.sink
+	case modes.FiveTupleSwapMode:
+		cfg.Handler = ff.swapHandler()
+	case modes.MACMode:
+		if cfg.Handler, err = ff.macHandler(cfg.Links); err != nil {
+			return err
+		}
+	case modes.SwitchMode:
+		if ff.fdbAge <= 0 {
+			return fmt.Errorf("--fdb-age %v: want a positive age", ff.fdbAge)
+		}
+		if ff.fdbSize < 64 || ff.fdbSize > fdb.MaxSize {
+			return fmt.Errorf("--fdb-size %d: want 64..%d entries", ff.fdbSize, fdb.MaxSize)
+		}
+		ff.sw = modes.NewSwitch(len(cfg.Links), ff.fdbSize, ff.fdbAge)
+		for _, e := range ff.fdbStatic {
+			mac, vlan, link, err := parseStatic(e, cfg.Links)
+			if err != nil {
+				return err
+			}
+			if err := ff.sw.Table.AddStatic(mac, vlan, link); err != nil {
+				return err
+			}
+		}
+		cfg.Handler = ff.sw
+	}
+	return nil
+}
+
+// checkLinks checks the number of --link flags against what --mode needs
+// beyond what fwd.New checks (two links without a Handler, 1..MaxLinks
+// with one): a switch needs two, or one (a node's uplink) when links may
+// be added while running (maxLinks, fwd.Config.MaxLinks, above n).
+func (ff *fwdFlags) checkLinks(n, maxLinks int) error {
+	m, err := modes.ParseMode(ff.mode)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	lo, hi := m.Links()
+	if m == modes.SwitchMode && maxLinks > n {
+		lo = 1
+	}
+	if m != modes.XConnect && n >= 1 && n <= fwd.MaxLinks && (n < lo || n > hi) {
+		msg := fmt.Sprintf("--mode %s takes %d..%d --link flags, got %d", m, lo, hi, n)
+		if m == modes.SwitchMode {
+			msg += " (one takes links added while running: --max-links above 1)"
+		}
+		return usageError{msg}
+	}
+	return nil
+}
+
+// parseStatic parses a static FDB entry, MAC[/VLAN]=LINK.
+func parseStatic(s string, links []string) (mac net.HardwareAddr, vlan uint16, link int, err error) {
+	addr, name, ok := strings.Cut(s, "=")
+	if !ok {
+		return nil, 0, 0, fmt.Errorf("--fdb-static %q: want MAC[/VLAN]=LINK", s)
+	}
+	if a, v, ok := strings.Cut(addr, "/"); ok {
+		n, err := strconv.ParseUint(v, 10, 12)
+		if err != nil || n == 0 || n > 4094 {
+			return nil, 0, 0, fmt.Errorf("--fdb-static %q: VLAN %q: want 1..4094", s, v)
+		}
+		addr, vlan = a, uint16(n)
+	}
+	if mac, err = net.ParseMAC(addr); err != nil || len(mac) != 6 {
+		return nil, 0, 0, fmt.Errorf("--fdb-static %q: %q is not a MAC address", s, addr)
+	}
+	link = slices.Index(links, name)
+	if link < 0 {
+		return nil, 0, 0, fmt.Errorf("--fdb-static %q: %q is not one of the links %v", s, name, links)
+	}
+	return mac, vlan, link, nil
+}
+
+// frameSizeFlag is --frame-size: 0 until given (on the command line or
+// in the config file), so that fwd may pick 4096 for a driver that needs
+// it; a size given is kept, or refused.
+type frameSizeFlag struct{ n int }
+
+func (f *frameSizeFlag) String() string {
+	if f.n == 0 {
+		return "2048"
+	}
+	return strconv.Itoa(f.n)
+}
+
+func (f *frameSizeFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("frame size %q: want 2048 or 4096", s)
+	case n != 2048 && n != 4096:
+		return fmt.Errorf("frame size %d: want 2048 or 4096", n)
+	}
+	f.n = n
+	return nil
+}
+
+// inlineMaxFlag is --inline-max: an inline limit as fwd.Config.InlineMax
+// takes it, spelled as fwd.ParseInlineMax reads it.
+type inlineMaxFlag int
+
+func (n *inlineMaxFlag) String() string {
+	if *n == fwd.InlineOff {
+		return "off"
+	}
+	return strconv.Itoa(int(*n))
+}
+
+func (n *inlineMaxFlag) Set(s string) error {
+	v, err := fwd.ParseInlineMax(s)
+	if err != nil {
+		return err
+	}
+	*n = inlineMaxFlag(v)
+	return nil
+}
+
+// multiBufferFlag is --multi-buffer: auto, on or off. It was a boolean
+// once, so it still takes the boolean forms: bare (on), =true and =false.
+type multiBufferFlag struct{ mode fwd.MultiBufferMode }
+
+func (m *multiBufferFlag) String() string { return m.mode.String() }
+
+func (m *multiBufferFlag) Set(s string) error {
+	v, err := fwd.ParseMultiBufferMode(s)
+	if err != nil {
+		return err
+	}
+	m.mode = v
+	return nil
+}
+
+// IsBoolFlag lets the flag stand alone; joinOptionalValues gives it a
+// value that follows it as a separate argument.
+func (m *multiBufferFlag) IsBoolFlag() bool { return true }
+
+func (m *multiBufferFlag) optionalValue() {}
+
+// optionalValue is a flag that may stand alone (IsBoolFlag) or take a value.
+type optionalValue interface {
+	flag.Value
+	IsBoolFlag() bool
+	optionalValue()
+}
+
+// joinOptionalValues rewrites "--flag value" to "--flag=value" for the
+// flags whose value is optional, unless value is another flag: the flag
+// package never gives a boolean flag the next argument. The commands take
+// no arguments besides flags, so the next one can only be its value.
+func joinOptionalValues(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		out = append(out, a)
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			// The end of the flags: the flag package stops here too.
+			return append(out, args[i+1:]...)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		f := fs.Lookup(name)
+		if f == nil || i+1 == len(args) { // name=value, or unknown: Parse judges
+			continue
+		}
+		if _, ok := f.Value.(optionalValue); ok {
+			if next := args[i+1]; next == "" || next[0] != '-' {
+				out[len(out)-1] = a + "=" + args[i+1]
+				i++
+			}
+			continue
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
+			continue
+		}
+		// The next argument is this flag's value, whatever it looks like.
+		out = append(out, args[i+1])
+		i++
+	}
+	return out
+}
+
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	// The flag package would print its error and the whole usage; we
+	// print one line (exitCode) and the usage only when asked for it.
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(joinOptionalValues(fs, args)); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stderr, fs)
+			return err
+		}
+		return usageError{fmt.Sprintf("%s: %v (see 'xdpfwd %s --help')", fs.Name(), err, fs.Name())}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
+	}
+	return nil
+}
+
+// parseCPUList parses "0,2-3" into [0 2 3].
+func parseCPUList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1024 {
+			return nil, fmt.Errorf("--cpus %q: want a list like 0,1 or 2-3", s)
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// parseSpin parses --spin as fwd.Config.Spin takes it: "auto" or 0 (the
+// default, adaptive), "off" (never spin: -1), or a positive count of empty
+// rounds.
+func parseSpin(v string) (int, error) {
+	switch v {
+	case "auto", "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("--spin %q: want auto, off, or 0..%d empty rounds (0: auto)", v, 1<<20)
+	}
+	return n, nil
+}
+
+// fragOrderFlag is --frag-order as fwd.Config.FragOrder takes it: 0 the
+// default (4), 3 or 4, off (negative: no frag zone). fwd.New checks the
+// range.
+type fragOrderFlag int
+
+func (f *fragOrderFlag) String() string {
+	if *f < 0 {
+		return "off"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+func (f *fragOrderFlag) Set(s string) error {
+	if s == "off" {
+		*f = -1
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("frag order %q: want 3, 4, 0 (the default, 4) or off", s)
+	}
+	*f = fragOrderFlag(max(n, -1))
+	return nil
+}
