@@ -120,7 +120,8 @@ type Config struct {
 	// partial for offload (a container's veth does, by default): nothing
 	// else would, after XDP/AF_XDP, and the receiver would drop them.
 	// Checksums already complete are left untouched. ChecksumsAuto (the
-	// zero value) turns it on when either link is a veth.
+	// zero value) finishes the packets received on veths, given or added
+	// while running.
 	Checksums ChecksumMode
 
 	// Spin is how many empty rounds a worker busy-polls its rings before it

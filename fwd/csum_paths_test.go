@@ -102,14 +102,13 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
 	w.umems = oneDomain(r, policy, 16)
 	w.out = make([]xsk.Desc, linearize.MaxDescs)
-	w.csum = true
 	return w
 }
 
 // testPort is a port with an RX ring on an in-memory socket, for the
-// frames layOut recycles.
+// frames layOut recycles, whose packets get their checksums finished.
 func testPort(w *worker) *port {
-	return &port{rx: rxring.New(xsktest.New(64, 0, 0).Socket, w.umems.dom[0].frames)}
+	return &port{rx: rxring.New(xsktest.New(64, 0, 0).Socket, w.umems.dom[0].frames), csum: true}
 }
 
 // receive places frame in fresh frames of w as a received packet of the

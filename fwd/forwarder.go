@@ -373,7 +373,7 @@ func (f *Forwarder) attach(i int) error {
 func (f *Forwarder) newPorts(i int) []*port {
 	var ports []*port
 	for q, sk := range f.socks[i] {
-		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk}
+		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.cfg.completesChecksums(f.links[i])}
 		if f.progs[i].Mode() == "native" {
 			// One CPU at a time runs a queue's NAPI, so the queue's
 			// newest stamp only grows (merge.go's caughtUp relies on

@@ -22,17 +22,14 @@ import (
 // The worker's alone, but inlineMax, the forwarder's live limit
 // (SetInlineMax writes it), loaded once per batch.
 type txLayout struct {
-	out []xsk.Desc // one packet's TX descriptors
-	// csum: finish partial TCP/UDP checksums (--complete-checksums).
-	csum      bool
+	out       []xsk.Desc // one packet's TX descriptors
 	inlineMax *atomic.Int32
 	meter     umem.PageMeter // last: some 100 KiB (see worker)
 }
 
-func newTXLayout(csum bool, inlineMax *atomic.Int32) txLayout {
+func newTXLayout(inlineMax *atomic.Int32) txLayout {
 	return txLayout{
 		out:       make([]xsk.Desc, linearize.MaxDescs),
-		csum:      csum,
 		inlineMax: inlineMax,
 	}
 }
@@ -92,16 +89,16 @@ func (w *worker) layOut(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 		nd = len(chain)
 	}
 	tx := w.out[:nd]
-	w.laidOut(tx, rc)
+	w.laidOut(tx, p.in.csum, rc)
 	l.bc.paths[path]++
 	l.bc.hist[min(nd, linearize.MaxDescs)]++
 	return tx
 }
 
 // laidOut finishes the bytes that leave, on every path (see complete),
-// and meters their pages.
-func (w *worker) laidOut(tx []xsk.Desc, rc *batchCounts) {
-	if w.csum && w.complete(tx) {
+// if their port's link asks for it (csum), and meters their pages.
+func (w *worker) laidOut(tx []xsk.Desc, csum bool, rc *batchCounts) {
+	if csum && w.complete(tx) {
 		rc.n[cCsumCompleted]++
 	}
 	for _, d := range tx {
@@ -118,7 +115,7 @@ func (w *worker) layOutAcross(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 		return nil
 	}
 	p.in.rx.RecycleChain(p.descs)
-	w.laidOut(tx, rc)
+	w.laidOut(tx, p.in.csum, rc)
 	return tx
 }
 

@@ -64,9 +64,11 @@ type Plan struct {
 	HugePages umem.HugePages
 	Force     bool
 
-	MultiBuffer       bool // sockets bound with XDP_USE_SG
-	CompleteChecksums bool // partial TCP/UDP checksums finished
-	Promiscuous       bool // links held promiscuous while running
+	MultiBuffer bool // sockets bound with XDP_USE_SG
+	// Checksums says on which links' packets partial TCP/UDP checksums
+	// are finished (completesChecksums).
+	Checksums   ChecksumMode
+	Promiscuous bool // links held promiscuous while running
 
 	// CPUs pins worker q to CPUs[q % len(CPUs)]; empty: not pinned.
 	CPUs []int
@@ -226,14 +228,7 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	}
 	p.InlineMax, _ = inline.ResolveMax(cfg.InlineMax) // check checked it
 	p.Promiscuous = resolvePromisc(cfg.Promisc, cfg.Handler)
-	switch cfg.Checksums {
-	case ChecksumsOn:
-		p.CompleteChecksums = true
-	case ChecksumsAuto:
-		for _, l := range links {
-			p.CompleteChecksums = p.CompleteChecksums || l.veth
-		}
-	}
+	p.Checksums = cfg.Checksums
 	for _, l := range links {
 		p.LinkQueues = append(p.LinkQueues, l.rxQueues)
 	}
@@ -556,6 +551,14 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 	return ucfg
 }
 
+// completesChecksums: partial TCP/UDP checksums of the packets received
+// on l are finished: on every link with ChecksumsOn; with ChecksumsAuto
+// on veths, given or added while running (a container's stack leaves
+// them partial for offload, and nothing after XDP would finish them).
+func (p *Plan) completesChecksums(l linkInfo) bool {
+	return p.Checksums == ChecksumsOn || p.Checksums == ChecksumsAuto && l.veth
+}
+
 // mayBindZeroCopy: l's sockets may bind in zero-copy mode under p (a link
 // whose support is unknown tries, as the plan does).
 func mayBindZeroCopy(p *Plan, l linkInfo) bool {
@@ -671,7 +674,7 @@ var restartFields = []struct {
 	{"HugePages", func(p *Plan) any { return p.HugePages }},
 	{"Force", func(p *Plan) any { return p.Force }},
 	{"MultiBufferMode", func(p *Plan) any { return p.MultiBuffer }},
-	{"Checksums", func(p *Plan) any { return p.CompleteChecksums }},
+	{"Checksums", func(p *Plan) any { return p.Checksums }},
 	{"Promisc", func(p *Plan) any { return p.Promiscuous }},
 	{"CPUs", func(p *Plan) any { return p.CPUs }},
 	{"FragOrder", func(p *Plan) any { return p.FragOrder }},

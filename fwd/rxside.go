@@ -26,11 +26,14 @@ import (
 type port struct {
 	link, queue int
 	dom         int // the UMEM domain of its socket (domain.go)
-	sock        *xsk.Socket
-	rx          *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	tx          *lane        // nil unless a TX lane (lane.go)
-	stats       portStats    // counters.go
-	owner       *worker
+	// csum: partial TCP/UDP checksums of its packets are finished
+	// (Plan.Checksums).
+	csum  bool
+	sock  *xsk.Socket
+	rx    *rxring.Ring // its fill and RX rings, with the owner's frame cache
+	tx    *lane        // nil unless a TX lane (lane.go)
+	stats portStats    // counters.go
+	owner *worker
 	portOrder
 }
 

@@ -97,7 +97,7 @@ func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
 		return
 	}
 	// Finish a partial checksum once, before the copies are made.
-	if w.csum && w.complete(p.descs) {
+	if p.in.csum && w.complete(p.descs) {
 		b.c.n[cCsumCompleted]++
 	}
 	last := 63

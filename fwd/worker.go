@@ -80,7 +80,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		q:        q,
 		rxSide:   newRXSide(f.doms[0].region.Mem(), f.cfg.FrameSize, f.cfg.Batch),
 		umems:    f.newWorkerDomains(),
-		txLayout: newTXLayout(f.cfg.CompleteChecksums, &f.inlineMax),
+		txLayout: newTXLayout(&f.inlineMax),
 		verdicts: newVerdicts(f.handler, int(f.cfg.RingSize)),
 		wake:     wk,
 		cpu:      -1,
