@@ -81,127 +81,149 @@ func network(proto string, a netip.Addr) string {
 // verifies every byte at the receiver. It fails on a mismatch, on a short or
 // long stream, or when timeout expires.
 func TCPTransfer(src, dst *NS, dstAddr netip.Addr, n int64, timeout time.Duration) (TransferResult, error) {
-	var res TransferResult
-	if n < 0 {
-		return res, fmt.Errorf("tcp transfer to %s: negative length %d", dstAddr, n)
-	}
 	deadline := time.Now().Add(timeout)
-
-	var ln *net.TCPListener
-	err := dst.Do(func() error {
+	l, err := ListenStream(dst, dstAddr, n, deadline)
+	if err != nil {
+		return TransferResult{}, err
+	}
+	var c net.Conn
+	err = src.Do(func() error {
+		d := net.Dialer{Deadline: deadline}
 		var err error
-		ln, err = net.ListenTCP(network("tcp", dstAddr), net.TCPAddrFromAddrPort(netip.AddrPortFrom(dstAddr, 0)))
+		c, err = d.Dial(network("tcp", dstAddr), l.Addr().String())
 		return err
 	})
 	if err != nil {
-		return res, fmt.Errorf("tcp transfer: listen on %s in %s: %w", dstAddr, dst.Name, err)
+		l.Close()
+		return TransferResult{}, fmt.Errorf("tcp transfer: connect from %s to %s: %w", src.Name, l.Addr(), err)
 	}
-	defer ln.Close()
-	ln.SetDeadline(deadline)
-	to := ln.Addr().(*net.TCPAddr).AddrPort()
+	sendErr := SendStream(c, n, deadline)
+	res, err := l.Wait()
+	// The receiver's error explains a sender failure (it closed on
+	// mismatch), not the other way round.
+	if err == nil && sendErr != nil {
+		err = sendErr
+	}
+	if err != nil {
+		return res, fmt.Errorf("tcp transfer %s -> %s (%s): %w", src.Name, dst.Name, l.Addr(), err)
+	}
+	return res, nil
+}
 
-	type recvResult struct {
-		bytes int64
-		end   time.Time
-		err   error
+// A StreamListener accepts one TCP connection and verifies that it carries
+// exactly n bytes of the stream SendStream writes: the receiving half of
+// TCPTransfer, for a sender elsewhere (a VM guest's agent).
+type StreamListener struct {
+	ln   *net.TCPListener
+	done chan struct{}
+	res  TransferResult
+	err  error
+}
+
+// ListenStream listens on addr (ephemeral port) in ns until deadline.
+func ListenStream(ns *NS, addr netip.Addr, n int64, deadline time.Time) (*StreamListener, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("tcp stream to %s: negative length %d", addr, n)
 	}
-	recvc := make(chan recvResult, 1)
+	l := &StreamListener{done: make(chan struct{})}
+	err := ns.Do(func() error {
+		var err error
+		l.ln, err = net.ListenTCP(network("tcp", addr), net.TCPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tcp stream: listen on %s in %s: %w", addr, ns.Name, err)
+	}
+	l.ln.SetDeadline(deadline)
 	go func() {
-		var r recvResult
-		defer func() { recvc <- r }()
-		c, err := ln.AcceptTCP()
+		defer close(l.done)
+		c, err := l.ln.AcceptTCP()
 		if err != nil {
-			r.err = fmt.Errorf("accept on %s in %s: %w", to, dst.Name, err)
+			l.err = fmt.Errorf("accept on %s in %s: %w", l.Addr(), ns.Name, err)
 			return
 		}
 		defer c.Close()
 		c.SetDeadline(deadline)
-		buf := make([]byte, tcpChunk)
-		for {
-			k, err := c.Read(buf)
-			if k > 0 {
-				if r.bytes+int64(k) > n {
-					r.err = fmt.Errorf("received more than the %d bytes sent", n)
-					return
-				}
-				if want := streamAt(r.bytes, k); !bytes.Equal(buf[:k], want) {
-					i := 0
-					for buf[i] == want[i] {
-						i++
-					}
-					r.err = fmt.Errorf("stream mismatch at byte %d: got %#02x, want %#02x", r.bytes+int64(i), buf[i], want[i])
-					r.bytes += int64(i)
-					return
-				}
-				r.bytes += int64(k)
-				if r.bytes == n {
-					r.end = time.Now()
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				if r.bytes < n {
-					r.err = fmt.Errorf("stream ended after %d of %d bytes", r.bytes, n)
-				}
-				return
-			}
-			if err != nil {
-				r.err = fmt.Errorf("receive after %d of %d bytes: %w", r.bytes, n, err)
-				return
+		start := time.Now()
+		var end time.Time
+		l.res.Bytes, end, l.err = ReceiveStream(c, n)
+		if !end.IsZero() {
+			l.res.Elapsed = end.Sub(start)
+			if s := l.res.Elapsed.Seconds(); s > 0 {
+				l.res.Gbps = float64(l.res.Bytes) * 8 / s / 1e9
 			}
 		}
 	}()
+	return l, nil
+}
 
-	var c *net.TCPConn
-	err = src.Do(func() error {
-		d := net.Dialer{Deadline: deadline}
-		conn, err := d.Dial(network("tcp", dstAddr), to.String())
+// Addr is the address a sender connects to.
+func (l *StreamListener) Addr() netip.AddrPort { return l.ln.Addr().(*net.TCPAddr).AddrPort() }
+
+// Close stops waiting for a connection.
+func (l *StreamListener) Close() { l.ln.Close(); <-l.done }
+
+// Wait returns once the stream ended, failed or the deadline passed.
+func (l *StreamListener) Wait() (TransferResult, error) {
+	<-l.done
+	l.ln.Close()
+	return l.res, l.err
+}
+
+// SendStream writes n bytes of the stream to c by deadline, half-closes it
+// so the receiver sees the stream end exactly at n, and closes it.
+func SendStream(c net.Conn, n int64, deadline time.Time) error {
+	defer c.Close()
+	c.SetDeadline(deadline)
+	for off := int64(0); off < n; {
+		k := int(min(n-off, tcpChunk))
+		w, err := c.Write(streamAt(off, k))
+		off += int64(w)
 		if err != nil {
-			return err
+			return fmt.Errorf("send after %d of %d bytes: %w", off, n, err)
 		}
-		c = conn.(*net.TCPConn)
-		return nil
-	})
-	if err != nil {
-		ln.Close() // unblock the receiver
-		<-recvc
-		return res, fmt.Errorf("tcp transfer: connect from %s to %s: %w", src.Name, to, err)
 	}
-	start := time.Now()
-	sendErr := func() error {
-		defer c.Close()
-		c.SetDeadline(deadline)
-		for off := int64(0); off < n; {
-			k := int(min(n-off, tcpChunk))
-			w, err := c.Write(streamAt(off, k))
-			off += int64(w)
-			if err != nil {
-				return fmt.Errorf("send after %d of %d bytes: %w", off, n, err)
-			}
-		}
-		// Half-close so the receiver sees EOF and can tell the stream
-		// ended exactly at n bytes.
-		if err := c.CloseWrite(); err != nil {
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.CloseWrite(); err != nil {
 			return fmt.Errorf("close write: %w", err)
 		}
-		return nil
-	}()
-	r := <-recvc
-	res.Bytes = r.bytes
-	if !r.end.IsZero() {
-		res.Elapsed = r.end.Sub(start)
-		if s := res.Elapsed.Seconds(); s > 0 {
-			res.Gbps = float64(res.Bytes) * 8 / s / 1e9
+	}
+	return nil
+}
+
+// ReceiveStream reads c to its end and checks it is exactly n bytes of the
+// stream SendStream writes. It returns the bytes verified and when the
+// last of them arrived.
+func ReceiveStream(c net.Conn, n int64) (got int64, end time.Time, err error) {
+	buf := make([]byte, tcpChunk)
+	for {
+		k, err := c.Read(buf)
+		if k > 0 {
+			if got+int64(k) > n {
+				return got, end, fmt.Errorf("received more than the %d bytes sent", n)
+			}
+			if want := streamAt(got, k); !bytes.Equal(buf[:k], want) {
+				i := 0
+				for buf[i] == want[i] {
+					i++
+				}
+				return got + int64(i), end, fmt.Errorf("stream mismatch at byte %d: got %#02x, want %#02x", got+int64(i), buf[i], want[i])
+			}
+			got += int64(k)
+			if got == n {
+				end = time.Now()
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			if got < n {
+				return got, end, fmt.Errorf("stream ended after %d of %d bytes", got, n)
+			}
+			return got, end, nil
+		}
+		if err != nil {
+			return got, end, fmt.Errorf("receive after %d of %d bytes: %w", got, n, err)
 		}
 	}
-	// The receiver's error explains a sender failure (it closed on
-	// mismatch), not the other way round.
-	if r.err != nil {
-		return res, fmt.Errorf("tcp transfer %s -> %s (%s): %w", src.Name, dst.Name, to, r.err)
-	}
-	if sendErr != nil {
-		return res, fmt.Errorf("tcp transfer %s -> %s (%s): %w", src.Name, dst.Name, to, sendErr)
-	}
-	return res, nil
 }
 
 // UDPBurst sends count datagrams of size bytes (size >= 8; each starts with

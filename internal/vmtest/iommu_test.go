@@ -14,8 +14,11 @@ import (
 // guest's IOMMU (strict mode: every unmap is an IOTLB invalidation), per
 // 1,000 packets forwarded from A to B.
 type IOMMURow struct {
-	NIC       string  `json:"nic"`
-	Forwarder string  `json:"forwarder"` // bridge, xdpfwd-copy, xdpfwd-zerocopy, … (-noinline: --inline-max off)
+	NIC       string `json:"nic"`
+	Forwarder string `json:"forwarder"` // bridge, xdpfwd-copy, xdpfwd-zerocopy, … (-noinline: --inline-max off)
+	// Path is "" for A → B through the two NICs, "nic→pod" or "pod→nic"
+	// between host A and a pod's veth (testPods).
+	Path      string  `json:"path,omitempty"`
 	Frame     int     `json:"frame_bytes"`
 	Sent      int     `json:"sent"`
 	Received  int     `json:"received"`
@@ -145,7 +148,11 @@ func IOMMUTable(rows []IOMMURow) string {
 	var b strings.Builder
 	b.WriteString("| NIC | forwarder | frame | received | IOMMU maps / 1k pkts | unmaps / 1k pkts | TX 4 KiB pages / 1k descs |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %s | %d | %d/%d | %.1f | %.1f | %.1f |\n", r.NIC, r.Forwarder, r.Frame, r.Received, r.Sent, r.MapsPer1K, r.UnmapsPer, r.Pages4KPer1K)
+		fw := r.Forwarder
+		if r.Path != "" {
+			fw += ", " + r.Path
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d/%d | %.1f | %.1f | %.1f |\n", r.NIC, fw, r.Frame, r.Received, r.Sent, r.MapsPer1K, r.UnmapsPer, r.Pages4KPer1K)
 	}
 	return b.String()
 }

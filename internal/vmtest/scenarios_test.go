@@ -34,8 +34,8 @@ func TestNICs(t *testing.T) {
 		scenarios []scenario
 	}{
 		// Two RX queues: igb's RSS over the guest's two CPUs.
-		{"igb", Config{NIC: IGB}, append(scenarios(), scenario{"iommu", testIOMMU})},
-		{"virtio-1q", Config{NIC: Virtio, Queues: 1}, append(scenarios(), scenario{"iommu", testIOMMU})},
+		{"igb", Config{NIC: IGB}, append(scenarios(), scenario{"iommu", testIOMMU}, scenario{"pods", testPods})},
+		{"virtio-1q", Config{NIC: Virtio, Queues: 1}, append(scenarios(), scenario{"iommu", testIOMMU}, scenario{"pods", testPods})},
 		{"virtio-2q", Config{NIC: Virtio, Queues: 2}, scenarios()},
 		// What virtio-net zero-copy maps per packet without its
 		// per-packet indirect descriptor table.
@@ -201,8 +201,9 @@ func testZeroCopyRefused(t *testing.T, vm *VM) {
 // testRuntimeLink: a veth joins the NICs' switch while it runs, as a
 // pod's does (`xdpfwd link add`, of two queues: as many as the workers at
 // most), in copy mode: both hosts ping the guest's address behind it; it
-// leaves (`link del`) and the NICs still forward, nothing leaked. In
-// zero-copy mode the add is refused, saying why.
+// leaves (`link del`) and the NICs still forward, nothing leaked; beside
+// NICs bound zero-copy it joins the copy-mode UMEM and the NICs stay
+// zero-copy.
 func testRuntimeLink(t *testing.T, vm *VM) {
 	addrC := netip.MustParseAddr("198.18.7.3")
 	vm.Run(t, "agent veth rl0 rl1 2 && ip link set rl0 up && ip link set rl1 up && ip addr add "+addrC.String()+"/24 dev rl1", 10*time.Second)
@@ -238,13 +239,59 @@ func testRuntimeLink(t *testing.T, vm *VM) {
 			t.Errorf("summary of the removed rl0: rx %d tx %d, want both above 0", l.RXPackets, l.TXPackets)
 		}
 	})
+	// With the NICs bound zero-copy the veth joins the copy-mode UMEM
+	// (domains): the NICs stay zero-copy, frames crossing are copied
+	// and counted, and both domains are whole when it is done.
 	t.Run("zerocopy", func(t *testing.T) {
 		d := vm.StartXdpfwd(t, "--mode", "switch", "--link", NIC0, "--link", NIC1, "--zerocopy", "on", "--control", ctl)
-		if rc, out := link("add"); rc == 0 || !strings.Contains(out, "zero-copy") {
-			t.Errorf("xdpfwd link add rl0 in zero-copy mode: exit %d, want a refusal naming zero-copy:\n%s", rc, out)
+		vm.WaitCarrier(t)
+		pingBoth(t, vm, 3)
+		if rc, out := link("add"); rc != 0 {
+			t.Fatalf("xdpfwd link add rl0 beside zero-copy NICs: exit %d\n%s\n%s", rc, out, d.Log(t))
 		}
-		checkSummary(t, d.Stop(t))
+		for _, from := range []*topo.NS{vm.A, vm.B} {
+			if r, err := topo.Ping(from, addrC, 5, 60*time.Second); err != nil || r.Received != 5 {
+				t.Fatalf("ping %s (behind the added veth) from %s: %+v %v\n%s", addrC, from.Name, r, err, d.Log(t))
+			}
+		}
+		if rc, out := link("del"); rc != 0 {
+			t.Fatalf("xdpfwd link del rl0: exit %d\n%s", rc, out)
+		}
+		pingBoth(t, vm, 5)
+		s := d.Stop(t)
+		checkSummary(t, s)
+		checkDomains(t, s, map[string]string{NIC0: "zerocopy", NIC1: "zerocopy"})
+		if l := s.Links["rl0"]; l.RXPackets == 0 || l.TXPackets == 0 {
+			t.Errorf("summary of the removed rl0: rx %d tx %d, want both above 0", l.RXPackets, l.TXPackets)
+		}
+		var crossed uint64
+		for _, n := range s.DomainCopies {
+			crossed += n
+		}
+		if crossed == 0 || s.DomainCopyBytes == 0 {
+			t.Errorf("frames between the NICs and rl0 crossed domains, but %d copies of %d bytes are counted", crossed, s.DomainCopyBytes)
+		}
 	})
+}
+
+// checkDomains fails t unless each named link sits in the domain of that
+// bind mode and every domain is whole (nothing leaked or stranded).
+func checkDomains(t *testing.T, s fwd.Summary, bind map[string]string) {
+	t.Helper()
+	for _, d := range s.Domains {
+		if d.LeakedAddresses != 0 || d.StrandedTX != 0 {
+			t.Errorf("domain %q: %d leaked addresses, %d stranded TX descriptors", d.Name, d.LeakedAddresses, d.StrandedTX)
+		}
+		for _, l := range d.Links {
+			if want, ok := bind[l]; ok && d.BindMode != want {
+				t.Errorf("%s is in domain %q bound %s; want %s", l, d.Name, d.BindMode, want)
+			}
+			delete(bind, l)
+		}
+	}
+	for l := range bind {
+		t.Errorf("%s is in no domain of the summary: %+v", l, s.Domains)
+	}
 }
 
 // testPromiscOff: --promisc off leaves the links alone, so unicast frames

@@ -5,6 +5,10 @@
 // The protocol is one JSON object per line each way (vmtest.Request,
 // vmtest.Reply); the agent never writes anything else on its port, so the
 // kernel's console (the first port) can say what it likes.
+//
+// Scripts call the agent back for what busybox cannot do (commands.go):
+// veth pairs, pods in network namespaces, link state, verified TCP
+// streams and paced UDP.
 package main
 
 import (
@@ -12,12 +16,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,26 +36,10 @@ type reply struct {
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "link" {
-		os.Exit(showLink(os.Args[2]))
-	}
-	if (len(os.Args) == 4 || len(os.Args) == 5) && os.Args[1] == "veth" {
-		// busybox's ip cannot make a veth pair. An optional count gives
-		// both ends as many RX and TX queues.
-		q := 1
-		if len(os.Args) == 5 {
-			if _, err := fmt.Sscan(os.Args[4], &q); err != nil || q < 1 {
-				fmt.Fprintln(os.Stderr, "agent: veth: queues", os.Args[4])
-				os.Exit(2)
-			}
+	if len(os.Args) > 1 {
+		if cmd, ok := commands[os.Args[1]]; ok {
+			os.Exit(cmd(os.Args[2:]))
 		}
-		la := netlink.LinkAttrs{Name: os.Args[2], NumTxQueues: q, NumRxQueues: q}
-		err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: os.Args[3], PeerNumTxQueues: uint32(q), PeerNumRxQueues: uint32(q)})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "agent: veth:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
 	}
 	port := "/dev/ttyS1"
 	if len(os.Args) > 1 {
@@ -110,32 +96,6 @@ func run(req request) reply {
 		}
 	}
 	return r
-}
-
-// linkState is what `agent link NAME` prints: what busybox's ip does not
-// show of a link.
-type linkState struct {
-	XDPProgID   uint32 `json:"xdp_prog_id"`
-	Promiscuity int    `json:"promiscuity"` // IFLA_PROMISCUITY: memberships, not the flag
-	Up          bool   `json:"up"`
-	Carrier     bool   `json:"carrier"`
-	MTU         int    `json:"mtu"`
-}
-
-func showLink(name string) int {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "agent:", err)
-		return 1
-	}
-	a := l.Attrs()
-	s := linkState{Promiscuity: a.Promisc, Up: a.Flags&net.FlagUp != 0,
-		Carrier: a.OperState == netlink.OperUp, MTU: a.MTU}
-	if a.Xdp != nil && a.Xdp.Attached {
-		s.XDPProgID = a.Xdp.ProgId
-	}
-	json.NewEncoder(os.Stdout).Encode(s)
-	return 0
 }
 
 // makeRaw turns off echo, line editing and CR/LF translation on the port.
