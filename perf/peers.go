@@ -11,7 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,6 +35,15 @@ func lookTools(install string, tools ...string) (map[string]string, error) {
 	var missing []string
 	for _, t := range tools {
 		p, err := exec.LookPath(t)
+		if err != nil {
+			// Daemons live in sbin, which a non-login PATH may lack.
+			for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/sbin"} {
+				if st, serr := os.Stat(filepath.Join(dir, t)); serr == nil && st.Mode()&0o111 != 0 {
+					p, err = filepath.Join(dir, t), nil
+					break
+				}
+			}
+		}
 		if err != nil {
 			missing = append(missing, t)
 			continue
