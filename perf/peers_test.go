@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,7 +20,8 @@ import (
 // perf's topology, sends a bounded UDP burst through it, and checks that the
 // datagrams arrived and the peer counted them, then that stopping it left
 // nothing behind: no XDP program on the root ends, their promiscuity as
-// before, no process, no runtime directory. A peer that is not installed is
+// before, no process, no runtime directory; and the same after the
+// forwarder was killed with SIGKILL before its stop. A peer that is not installed is
 // skipped, unless XDPFWD_REQUIRE_PEERS=1.
 func TestPeersForward(t *testing.T) {
 	topo.RequireRoot(t)
@@ -123,6 +126,35 @@ func TestPeersForward(t *testing.T) {
 				if _, err := os.Stat(dir); err == nil {
 					t.Errorf("%s left behind", dir)
 				}
+			}
+
+			// A forwarder that dies without cleaning up (SIGKILL) leaves
+			// its XDP programs attached: the stop removes them, and says so.
+			stop, err = c.start(ctx, e, p)
+			if err != nil {
+				t.Fatalf("second start: %v", err)
+			}
+			stopped = false
+			pid := e.childPID()
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatalf("kill %d: %v", pid, err)
+			}
+			_, err = stop()
+			stopped = true
+			t.Logf("stop after SIGKILL: %v", err)
+			if err == nil || !strings.Contains(err.Error(), "left XDP program") {
+				t.Errorf("stop after SIGKILL: %v, want it to report the XDP program left behind", err)
+			}
+			for _, l := range []string{p.LinkA, p.LinkB} {
+				if on, id, err := xdpAttached(l); err != nil || on {
+					t.Errorf("after SIGKILL and stop: %s: XDP program %d still attached (%v)", l, id, err)
+				}
+			}
+			if a, b := topo.Promiscuity(t, p.LinkA), topo.Promiscuity(t, p.LinkB); a != promA || b != promB {
+				t.Errorf("after SIGKILL and stop: promiscuity %d, %d, %d, %d before", a, b, promA, promB)
+			}
+			if procs := procsNaming(pairID(p)); len(procs) > 0 {
+				t.Errorf("after SIGKILL and stop: processes left: %v", procs)
 			}
 		})
 	}
