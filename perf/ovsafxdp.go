@@ -145,7 +145,7 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 	}
 	// Without --no-wait, ovs-vsctl returns once ovs-vswitchd has applied
 	// the change (or the timeout expires).
-	args := []string{"--", "set", "Open_vSwitch", ".", fmt.Sprintf("other_config:pmd-cpu-mask=0x%x", uint64(1)<<cpu),
+	args := []string{"--", "set", "Open_vSwitch", ".", "other_config:pmd-cpu-mask=" + cpuMask(cpu),
 		"--", "add-br", o.br, "--", "set", "bridge", o.br, "datapath_type=netdev"}
 	args = append(append(args, port(p.LinkA)...), port(p.LinkB)...)
 	if _, err := o.vsctl(ctx, args...); err != nil {
@@ -280,4 +280,10 @@ func (o *ovsInstance) stats(p *topo.Pair) map[string]any {
 		d["pmd_packets_received"], d["pmd_failed_upcalls"] = recv, failed
 	}
 	return d
+}
+
+// cpuMask is the hexadecimal mask of one CPU, of any number, as OVS's
+// pmd-cpu-mask takes it.
+func cpuMask(cpu int) string {
+	return "0x" + string("1248"[cpu%4]) + strings.Repeat("0", cpu/4)
 }

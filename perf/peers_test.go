@@ -191,3 +191,12 @@ func procsNaming(s string) []string {
 	}
 	return out
 }
+
+// TestCPUMask checks OVS's pmd-cpu-mask for CPUs beyond a machine word.
+func TestCPUMask(t *testing.T) {
+	for cpu, want := range map[int]string{0: "0x1", 1: "0x2", 3: "0x8", 4: "0x10", 6: "0x40", 67: "0x80000000000000000"} {
+		if got := cpuMask(cpu); got != want {
+			t.Errorf("cpuMask(%d) = %s, want %s", cpu, got, want)
+		}
+	}
+}
