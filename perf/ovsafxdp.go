@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -98,10 +100,13 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return nil, err
 	}
+	// The bridge's internal port is a persistent tap device of that name,
+	// which ovs-vswitchd removes only when it exits cleanly.
+	e.res.addTopology("link " + o.br)
 	stop := func() (map[string]any, error) {
 		e.child.Store(nil)
 		d := o.stats(p)
-		err := errors.Join(o.stop(), ends.restore("ovs-vswitchd", d))
+		err := errors.Join(o.stop(), ends.restore("ovs-vswitchd", d), o.removeTap())
 		if !e.o.KeepBuilds {
 			err = errors.Join(err, os.RemoveAll(o.dir))
 		}
@@ -203,6 +208,22 @@ func (o *ovsInstance) stop() error {
 		errs = append(errs, d.c.stop(5*time.Second))
 	}
 	return errors.Join(errs...)
+}
+
+// removeTap removes the bridge's tap device if ovs-vswitchd left it (it was
+// killed), and says so.
+func (o *ovsInstance) removeTap() error {
+	l, err := netlink.LinkByName(o.br)
+	if err != nil {
+		return nil // gone, as it should be
+	}
+	if _, ok := l.(*netlink.Tuntap); !ok {
+		return fmt.Errorf("%s is a %s, not the bridge's tap device: left alone", o.br, l.Type())
+	}
+	if err := netlink.LinkDel(l); err != nil {
+		return fmt.Errorf("ovs-vswitchd left its bridge's tap device %s, and it could not be removed: %w", o.br, err)
+	}
+	return fmt.Errorf("ovs-vswitchd left its bridge's tap device %s (removed)", o.br)
 }
 
 var (

@@ -78,6 +78,12 @@ func TestPeersForward(t *testing.T) {
 			} else {
 				t.Logf("processes: %v", procs)
 			}
+			// What it records in the topology (OVS: its bridge's tap
+			// device) exists now, so the checks after the stop mean
+			// something.
+			if left := leftovers(e.res.Topology); len(left) != len(e.res.Topology) {
+				t.Errorf("recorded %v, of which only %v exist while it runs", e.res.Topology, left)
+			}
 			for _, l := range []string{p.LinkA, p.LinkB} {
 				if m := xdpMode(l); m == "" {
 					t.Errorf("%s: no XDP program while %s runs", l, c.Name)
@@ -122,6 +128,9 @@ func TestPeersForward(t *testing.T) {
 			if procs := procsNaming(pairID(p)); len(procs) > 0 {
 				t.Errorf("processes left: %v", procs)
 			}
+			if left := leftovers(e.res.Topology); len(left) > 0 {
+				t.Errorf("left behind: %v", left)
+			}
 			for _, dir := range []string{filepath.Join("/var/run/dpdk", "xf"+pairID(p)+"tp"), filepath.Join(e.tmp, "ovs-"+pairID(p))} {
 				if _, err := os.Stat(dir); err == nil {
 					t.Errorf("%s left behind", dir)
@@ -155,6 +164,9 @@ func TestPeersForward(t *testing.T) {
 			}
 			if procs := procsNaming(pairID(p)); len(procs) > 0 {
 				t.Errorf("after SIGKILL and stop: processes left: %v", procs)
+			}
+			if left := leftovers(e.res.Topology); len(left) > 0 {
+				t.Errorf("after SIGKILL and stop: left behind: %v", left)
 			}
 		})
 	}
