@@ -28,12 +28,19 @@ type child struct {
 // waits for the child: it is the child's parent thread, and Pdeathsig
 // (SIGTERM) fires when it dies, i.e. only if perf itself dies.
 func startChild(name, bin string, args []string, cpus []int, logPath string) (*child, error) {
+	return startChildEnv(name, bin, args, nil, cpus, logPath)
+}
+
+// startChildEnv is startChild with env as the child's environment (nil:
+// perf's own).
+func startChildEnv(name, bin string, args, env []string, cpus []int, logPath string) (*child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	c := &child{name: name, logPath: logPath, done: make(chan struct{})}
 	c.cmd = exec.Command(bin, args...)
+	c.cmd.Env = env
 	c.cmd.Stdout, c.cmd.Stderr = logf, logf
 	// Its own process group: a Ctrl-C at the terminal reaches perf, which
 	// stops the child in order, not the child behind perf's back.
@@ -71,6 +78,17 @@ func (c *child) exited() bool {
 	case <-c.done:
 		return true
 	default:
+		return false
+	}
+}
+
+// waitExit waits up to timeout for the child to exit by itself, and
+// reports whether it did.
+func (c *child) waitExit(timeout time.Duration) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-time.After(timeout):
 		return false
 	}
 }

@@ -95,6 +95,10 @@ func contenderTable() []*contender {
 		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
 		redirectContender(),
 		asavieContender(),
+		// Issue 30: other AF_XDP forwarders (peers.go), not run where not
+		// installed.
+		testpmdContender(),
+		ovsAfxdpContender(),
 		dropBaseline(),
 		// Issue 10: the switch and reflect workloads' contenders.
 		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch"),

@@ -308,11 +308,17 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	defer func() { res.LoadAvg[1] = loadAvg() }()
 	pr := newProgress(o.Progress)
 
-	// Build what needs building; a contender that cannot be built here is
-	// reported, not fatal.
+	// Build what needs building, for the contenders that run a selected
+	// workload (a switch-only run neither builds asavie-fwd nor looks for
+	// the peers); a contender that cannot be built here is reported, not
+	// fatal.
 	var active []*contender
 	for _, c := range cs {
 		cr := res.contender(c)
+		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
+			cr.Skipped = noWorkloadApplies
+			continue
+		}
 		if c.build != nil {
 			pr.status("building " + c.Name)
 			if err := c.build(ctx, e); err != nil {
@@ -322,10 +328,6 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 				cr.Skipped = "not run: " + err.Error()
 				continue
 			}
-		}
-		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
-			cr.Skipped = noWorkloadApplies
-			continue
 		}
 		active = append(active, c)
 	}

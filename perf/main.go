@@ -1,7 +1,8 @@
 // Command perf benchmarks xdpfwd side by side against the forwarders its
 // users would pick instead: the Linux bridge, an in-kernel XDP redirect
-// (the upper bound of a veth datapath) and a forwarder built on
-// github.com/asavie/xdp.
+// (the upper bound of a veth datapath), a forwarder built on
+// github.com/asavie/xdp, and other AF_XDP forwarders where installed: DPDK's
+// testpmd (net_af_xdp) and Open vSwitch's userspace datapath (afxdp ports).
 //
 // As root, from the module root:
 //

@@ -123,7 +123,7 @@ func (r *Results) Markdown() string {
 	fmt.Fprintf(&b, "Method: %d interleaved rounds (every contender in turn, then again); each sample is a %.1f s window after %.1f s of unmeasured traffic. "+
 		"Cells are the median [min–max] over the rounds; ×N is the ratio to %s in the same run (for CPU cost, lower is better; in the switch and reflect sections, to xdpfwd in that mode).\n\n",
 		st.Rounds, st.DurationS, st.WarmupS, ref)
-	fmt.Fprintf(&b, "Placement: forwarder processes (xdpfwd, asavie-fwd) pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
+	fmt.Fprintf(&b, "Placement: forwarder processes (xdpfwd, asavie-fwd, testpmd, Open vSwitch's daemons), every thread, pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
 		"Kernel-side forwarding (the bridge, the XDP redirect, AF_XDP copy-mode receive) runs in softirq on the CPU that sends, mostly the load CPU. "+
 		"Veth queues: %d%s.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, st.Queues, r.ownQueuesNote())
 
