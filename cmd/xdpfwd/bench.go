@@ -1,5 +1,5 @@
 // `xdpfwd bench`: NDR/PDR and latency of a device under test between two
-// namespaces, found by binary search (Search, Verify).
+// namespaces, found by binary search (package ndr).
 
 package main
 
@@ -31,6 +31,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/gen"
+	"github.com/xdpfwd/xdpfwd/internal/ndr"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/modes"
 )
@@ -116,7 +117,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			res, err := r.bench(ctx, dut, sz, hi, SearchParams{MaxTrials: *maxTrials, Precision: *precision / 100, Repeats: *repeat}, *pdrLoss/100)
+			res, err := r.bench(ctx, dut, sz, hi, ndr.Params{MaxTrials: *maxTrials, Precision: *precision / 100, Repeats: *repeat}, *pdrLoss/100)
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", dut, err)
 			}
@@ -134,7 +135,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 }
 
 // TrialResult is one trial: a target rate, what was offered and what
-// arrived.
+// arrived; the NDR search's record of it (ndr.Trial).
 type TrialResult struct {
 	Target   float64 `json:"target_pps"` // 0: unpaced
 	Offered  float64 `json:"offered_pps"`
@@ -155,6 +156,11 @@ type TrialResult struct {
 	Latency modes.LatencyReport `json:"latency_ns"`
 }
 
+// Outcome is what the NDR search reads of a trial.
+func (t TrialResult) Outcome() ndr.Outcome {
+	return ndr.Outcome{Target: t.Target, Offered: t.Offered, Loss: t.Loss, Underrun: t.Underrun}
+}
+
 // latencyWindow is the generator's pacing window in the latency trials: a
 // round sends what is due in 50 µs (5 packets at 100 kpps, one below
 // 20 kpps), so a latency is a packet's through the DUT, not its wait
@@ -162,183 +168,15 @@ type TrialResult struct {
 // default (gen.DefaultWindow): fewer wake-ups at the rates they search.
 const latencyWindow = 50 * time.Microsecond
 
-// SearchParams bound a search.
-type SearchParams struct {
-	MaxTrials int     // most rates tried (each Repeats trials at most)
-	Precision float64 // stop when hi-lo ≤ Precision·hi
-	// Repeats is how many trials decide a rate, by majority (a trial
-	// that agrees with the first half settles it early): a loss burst
-	// that a shared machine causes in one trial does not fail the rate.
-	// 0 and 1: one trial.
-	Repeats int
-}
-
-// SearchResult is a search's outcome: the highest rate that passed (its
-// trial) and every trial made.
-type SearchResult struct {
-	Rate   float64       `json:"rate_pps"` // offered rate of the best passing trial; 0 if none passed
-	Best   *TrialResult  `json:"best,omitempty"`
-	Trials []TrialResult `json:"trials"`
-	// Verified says Verify's trials at Rate all passed; VerifyTrials are
-	// those trials, the failed ones at higher rates first.
-	Verified     bool          `json:"verified"`
-	VerifyTrials []TrialResult `json:"verify_trials,omitempty"`
-}
-
-// Verify confirms res.Rate: n trials at that rate must all lose at most
-// maxLoss (a search decides by majority, and its best trial may be one
-// lucky trial of several). On a failure the rate is lowered by step and
-// verified again, at most maxSteps times. The rate reported is the
-// lowest offered by the passing trials, so it is one each of them
-// sustained; without a pass, the lowest rate tried, Verified false. n 0
-// leaves res as it is.
-func Verify(trial func(rate float64) (TrialResult, error), res SearchResult, maxLoss float64, n int, step float64, maxSteps int) (SearchResult, error) {
-	if n <= 0 || res.Rate <= 0 || step <= 0 {
-		return res, nil
-	}
-	rate, tried := res.Rate, res.Rate
-	for range maxSteps + 1 {
-		if rate <= 0 {
-			break
-		}
-		tried = rate
-		var passed []TrialResult
-		for len(passed) < n {
-			t, err := trial(rate)
-			if err != nil {
-				return res, err
-			}
-			res.VerifyTrials = append(res.VerifyTrials, t)
-			if t.Loss > maxLoss || t.Underrun {
-				break
-			}
-			passed = append(passed, t)
-		}
-		if len(passed) == n {
-			b := passed[0]
-			for _, t := range passed[1:] {
-				if t.Offered < b.Offered {
-					b = t
-				}
-			}
-			res.Rate, res.Best, res.Verified = b.Offered, &b, true
-			return res, nil
-		}
-		rate -= step
-	}
-	res.Rate, res.Best, res.Verified = tried, nil, false // the lowest tried, unconfirmed
-	return res, nil
-}
-
-// Search is a binary search for the highest rate in (lo, hi] whose trial
-// loses at most maxLoss. Trials already made (prior, e.g. another
-// search's) narrow the bounds first: a passing one raises lo, a failing one
-// lowers hi; hi itself is tried first unless a prior trial failed there.
-// Each rate is decided by the majority of p.Repeats trials (a rate that
-// passes counts its passing trials, the best of them the result). It
-// stops after p.MaxTrials rates or when the bounds are within p.Precision
-// of hi. It is a pure function of trial's answers.
-func Search(trial func(rate float64) (TrialResult, error), lo, hi, maxLoss float64, p SearchParams, prior ...TrialResult) (SearchResult, error) {
-	var res SearchResult
-	pass := func(t TrialResult) bool { return t.Loss <= maxLoss && !t.Underrun }
-	consider := func(t TrialResult) {
-		if pass(t) && (res.Best == nil || t.Offered > res.Best.Offered) {
-			b := t
-			res.Best, res.Rate = &b, t.Offered
-		}
-	}
-	need := max(p.Repeats, 1)/2 + 1 // agreeing trials that decide a rate
-	// Prior trials decide their rates by the same majority: a rate whose
-	// trials pass more often than not passes.
-	type tally struct{ pass, fail int }
-	votes := map[float64]*tally{}
-	var rates []float64
-	for _, t := range prior {
-		rate := t.Target
-		if rate == 0 { // unpaced: as fast as it went
-			rate = t.Offered
-		}
-		v := votes[rate]
-		if v == nil {
-			v = &tally{}
-			votes[rate] = v
-			rates = append(rates, rate)
-		}
-		if pass(t) {
-			v.pass++
-		} else {
-			v.fail++
-		}
-	}
-	hiFailed := false
-	for _, rate := range rates {
-		v := votes[rate]
-		switch {
-		case v.pass > v.fail:
-			lo = max(lo, min(rate, hi))
-			for _, t := range prior {
-				if t.Target == rate || t.Target == 0 && t.Offered == rate {
-					consider(t)
-				}
-			}
-		case rate <= hi:
-			hi, hiFailed = rate, true
-		}
-	}
-	steps := 0
-	try := func(rate float64) (bool, error) {
-		steps++
-		var passed []TrialResult
-		for fails := 0; len(passed) < need && fails < need; {
-			t, err := trial(rate)
-			if err != nil {
-				return false, err
-			}
-			res.Trials = append(res.Trials, t)
-			if pass(t) {
-				passed = append(passed, t)
-			} else {
-				fails++
-			}
-		}
-		if len(passed) < need {
-			return false, nil
-		}
-		for _, t := range passed {
-			consider(t)
-		}
-		return true, nil
-	}
-	if !hiFailed && lo < hi && p.MaxTrials > 0 {
-		ok, err := try(hi)
-		if err != nil || ok {
-			return res, err
-		}
-	}
-	for steps < p.MaxTrials && hi-lo > p.Precision*hi {
-		mid := (lo + hi) / 2
-		ok, err := try(mid)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return res, nil
-}
-
 // benchResult is one (DUT, size): NDR, PDR and latency at fractions of
 // the NDR.
 type benchResult struct {
-	DUT     string        `json:"dut"`
-	Size    string        `json:"size"`
-	Max     TrialResult   `json:"unpaced"`
-	NDR     SearchResult  `json:"ndr"`
-	PDR     SearchResult  `json:"pdr"`
-	Latency []TrialResult `json:"latency_at_10_50_90_pct_ndr"`
+	DUT     string                  `json:"dut"`
+	Size    string                  `json:"size"`
+	Max     TrialResult             `json:"unpaced"`
+	NDR     ndr.Result[TrialResult] `json:"ndr"`
+	PDR     ndr.Result[TrialResult] `json:"pdr"`
+	Latency []TrialResult           `json:"latency_at_10_50_90_pct_ndr"`
 	// Warmup is the discarded trial before the search.
 	Warmup *TrialResult `json:"warmup,omitempty"`
 }
@@ -367,7 +205,7 @@ type rig struct {
 	sinkCPU string
 }
 
-func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp SearchParams, pdrLoss float64) (res benchResult, err error) {
+func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp ndr.Params, pdrLoss float64) (res benchResult, err error) {
 	res.DUT, res.Size = dut, sizeName(sizes)
 	if r.p, err = topo.NewPair(topo.Options{}); err != nil {
 		return res, err
@@ -436,11 +274,11 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 		}
 		hi, prior = res.Max.Offered, []TrialResult{res.Max}
 	}
-	if res.NDR, err = Search(trial, 0, hi, 0, sp, prior...); err != nil {
+	if res.NDR, err = ndr.Search(trial, 0, hi, 0, sp, prior...); err != nil {
 		return res, err
 	}
 	// PDR ≥ NDR: the NDR search's trials bound it already.
-	if res.PDR, err = Search(trial, 0, hi, pdrLoss, sp, append(prior, res.NDR.Trials...)...); err != nil {
+	if res.PDR, err = ndr.Search(trial, 0, hi, pdrLoss, sp, append(prior, res.NDR.Trials...)...); err != nil {
 		return res, err
 	}
 	// A loaded machine is not monotonic: a PDR trial above the NDR with
@@ -455,7 +293,7 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 	// lucky PDR trial: verify it, lower until every trial at it passes.
 	// Steps of --precision of the NDR itself: the search's top (the
 	// unpaced rate) may be several times the NDR.
-	if res.NDR, err = Verify(trial, res.NDR, 0, r.verify, sp.Precision*res.NDR.Rate, 8); err != nil {
+	if res.NDR, err = ndr.Verify(trial, res.NDR, 0, r.verify, sp.Precision*res.NDR.Rate, 8); err != nil {
 		return res, err
 	}
 	for _, f := range []float64{0.1, 0.5, 0.9} {
