@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,12 +13,10 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -31,6 +28,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/gen"
+	"github.com/xdpfwd/xdpfwd/internal/childproc"
 	"github.com/xdpfwd/xdpfwd/internal/ndr"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/modes"
@@ -370,11 +368,11 @@ func (r *rig) startDUT(dut string) (func() error, error) {
 		if r.pin {
 			args = append(args, "--cpus", "1")
 		}
-		c, err := startChild(r.self, "", args...)
+		c, err := startXdpfwd("xdpfwd DUT", r.self, "", args...)
 		if err != nil {
-			return nil, fmt.Errorf("xdpfwd DUT: %w", err)
+			return nil, err
 		}
-		return func() error { _, err := c.stop(); return err }, nil
+		return func() error { return c.Stop(stopTimeout) }, nil
 	}
 	return nil, fmt.Errorf("unknown DUT %q", dut)
 }
@@ -398,9 +396,9 @@ func (r *rig) run(rate float64, sizes []int, d, window time.Duration) (TrialResu
 	if r.sinkCPU != "" {
 		args = append(args, "--cpus", r.sinkCPU)
 	}
-	sink, err := startChild(r.self, r.p.B.Name, args...)
+	sink, err := startXdpfwd("sink", r.self, r.p.B.Name, args...)
 	if err != nil {
-		return t, fmt.Errorf("sink: %w", err)
+		return t, err
 	}
 	// The sink's worker starts polling a moment after it says it is
 	// ready: frames sent before would wait in its RX ring, or overflow it.
@@ -426,9 +424,8 @@ func (r *rig) run(rate float64, sizes []int, d, window time.Duration) (TrialResu
 		err = errors.Join(err, g.Close())
 	}
 	time.Sleep(100 * time.Millisecond) // what is in flight through the DUT arrives
-	out, serr := sink.stop()
-	if err = errors.Join(err, serr); err != nil {
-		return t, fmt.Errorf("%w\nsink: %s", err, out)
+	if err = errors.Join(err, sink.Stop(stopTimeout)); err != nil {
+		return t, fmt.Errorf("%w\nsink: %s", err, sink.Output())
 	}
 	b, err := os.ReadFile(sumFile)
 	if err != nil {
@@ -455,73 +452,24 @@ func (r *rig) run(rate float64, sizes []int, d, window time.Duration) (TrialResu
 	return t, nil
 }
 
-// child is an xdpfwd process the bench started.
-type child struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan error
-}
-
-// startChild starts self with args, in network namespace ns ("": this
-// one), and waits until it logs that its forwarder is ready.
-func startChild(self, ns string, args ...string) (*child, error) {
-	argv := append([]string{self}, args...)
-	if ns != "" {
-		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
-	}
-	c := &child{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan error, 1)}
-	pipe, err := c.cmd.StderrPipe()
+// startXdpfwd starts self with args as the child name, in network
+// namespace ns ("": this one), and waits until it logs that its
+// forwarder is ready.
+func startXdpfwd(name, self, ns string, args ...string) (*childproc.Process, error) {
+	c, err := childproc.Start(name, append([]string{self}, args...), childproc.Options{Netns: ns})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.cmd.Start(); err != nil {
+	if err := c.WaitFor("forwarder ready", 15*time.Second); err != nil {
+		c.Stop(stopTimeout) // reaps it; err says why, with its output's tail
 		return nil, err
 	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		once := sync.Once{}
-		for sc.Scan() {
-			c.mu.Lock()
-			c.out.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-			if strings.Contains(sc.Text(), "forwarder ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-		c.done <- c.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-		return c, nil
-	case err := <-c.done:
-		c.done <- err
-		return nil, fmt.Errorf("%s exited before it was ready (%v): %s", strings.Join(argv, " "), err, c.output())
-	case <-time.After(15 * time.Second):
-		out, _ := c.stop()
-		return nil, fmt.Errorf("%s not ready after 15 s: %s", strings.Join(argv, " "), out)
-	}
+	return c, nil
 }
 
-func (c *child) output() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.String()
-}
-
-// stop sends SIGINT (SIGKILL after 10 s) and returns the output.
-func (c *child) stop() (string, error) {
-	c.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-c.done:
-		return c.output(), err
-	case <-time.After(10 * time.Second):
-		c.cmd.Process.Kill()
-		<-c.done
-		return c.output(), fmt.Errorf("pid %d did not stop on SIGINT in 10 s: killed", c.cmd.Process.Pid)
-	}
-}
+// stopTimeout is how long a child has to stop on SIGINT before it is
+// killed.
+const stopTimeout = 10 * time.Second
 
 // bound says what limited the NDR: the generator when its unpaced
 // trial lost nothing (the DUT's NDR is at least that), else the DUT.
