@@ -5,10 +5,10 @@
 // and then, after a timeout, SIGKILL; the tail of its output for an error
 // message.
 //
-// A Process is signalled only through the process it started and only until
-// it has been reaped, so a stop never reaches a process it did not start,
-// even one that has since reused the PID. A child gets SIGTERM if its
-// parent dies first (Pdeathsig): it does not outlive a killed tool.
+// A Process signals only the process it started, and only until it has
+// reaped it, so a stop never reaches a process it did not start, even one
+// that has since reused the PID. A child gets SIGTERM if its parent dies
+// first (Pdeathsig): it does not outlive a killed tool.
 package childproc
 
 import (
