@@ -101,8 +101,8 @@ func (e *env) queuesOf(p *topo.Pair) int {
 }
 
 func (e *env) childPID() int {
-	if c := e.child.Load(); c != nil && c.cmd.Process != nil {
-		return c.cmd.Process.Pid
+	if c := e.child.Load(); c != nil {
+		return c.p.Pid()
 	}
 	return 0
 }

@@ -1,10 +1,9 @@
 // `xdpfwd bench`: NDR/PDR and latency of a device under test between two
-// namespaces, found by binary search (Search, Verify).
+// namespaces, found by binary search (package ndr).
 
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,12 +13,10 @@ import (
 	"math"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -31,6 +28,8 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/gen"
+	"github.com/xdpfwd/xdpfwd/internal/childproc"
+	"github.com/xdpfwd/xdpfwd/internal/ndr"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/modes"
 )
@@ -116,7 +115,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			res, err := r.bench(ctx, dut, sz, hi, SearchParams{MaxTrials: *maxTrials, Precision: *precision / 100, Repeats: *repeat}, *pdrLoss/100)
+			res, err := r.bench(ctx, dut, sz, hi, ndr.Params{MaxTrials: *maxTrials, Precision: *precision / 100, Repeats: *repeat}, *pdrLoss/100)
 			if err != nil {
 				return fmt.Errorf("bench %s: %w", dut, err)
 			}
@@ -134,7 +133,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 }
 
 // TrialResult is one trial: a target rate, what was offered and what
-// arrived.
+// arrived; the NDR search's record of it (ndr.Trial).
 type TrialResult struct {
 	Target   float64 `json:"target_pps"` // 0: unpaced
 	Offered  float64 `json:"offered_pps"`
@@ -155,6 +154,11 @@ type TrialResult struct {
 	Latency modes.LatencyReport `json:"latency_ns"`
 }
 
+// Outcome is what the NDR search reads of a trial.
+func (t TrialResult) Outcome() ndr.Outcome {
+	return ndr.Outcome{Target: t.Target, Offered: t.Offered, Loss: t.Loss, Underrun: t.Underrun}
+}
+
 // latencyWindow is the generator's pacing window in the latency trials: a
 // round sends what is due in 50 µs (5 packets at 100 kpps, one below
 // 20 kpps), so a latency is a packet's through the DUT, not its wait
@@ -162,183 +166,15 @@ type TrialResult struct {
 // default (gen.DefaultWindow): fewer wake-ups at the rates they search.
 const latencyWindow = 50 * time.Microsecond
 
-// SearchParams bound a search.
-type SearchParams struct {
-	MaxTrials int     // most rates tried (each Repeats trials at most)
-	Precision float64 // stop when hi-lo ≤ Precision·hi
-	// Repeats is how many trials decide a rate, by majority (a trial
-	// that agrees with the first half settles it early): a loss burst
-	// that a shared machine causes in one trial does not fail the rate.
-	// 0 and 1: one trial.
-	Repeats int
-}
-
-// SearchResult is a search's outcome: the highest rate that passed (its
-// trial) and every trial made.
-type SearchResult struct {
-	Rate   float64       `json:"rate_pps"` // offered rate of the best passing trial; 0 if none passed
-	Best   *TrialResult  `json:"best,omitempty"`
-	Trials []TrialResult `json:"trials"`
-	// Verified says Verify's trials at Rate all passed; VerifyTrials are
-	// those trials, the failed ones at higher rates first.
-	Verified     bool          `json:"verified"`
-	VerifyTrials []TrialResult `json:"verify_trials,omitempty"`
-}
-
-// Verify confirms res.Rate: n trials at that rate must all lose at most
-// maxLoss (a search decides by majority, and its best trial may be one
-// lucky trial of several). On a failure the rate is lowered by step and
-// verified again, at most maxSteps times. The rate reported is the
-// lowest offered by the passing trials, so it is one each of them
-// sustained; without a pass, the lowest rate tried, Verified false. n 0
-// leaves res as it is.
-func Verify(trial func(rate float64) (TrialResult, error), res SearchResult, maxLoss float64, n int, step float64, maxSteps int) (SearchResult, error) {
-	if n <= 0 || res.Rate <= 0 || step <= 0 {
-		return res, nil
-	}
-	rate, tried := res.Rate, res.Rate
-	for range maxSteps + 1 {
-		if rate <= 0 {
-			break
-		}
-		tried = rate
-		var passed []TrialResult
-		for len(passed) < n {
-			t, err := trial(rate)
-			if err != nil {
-				return res, err
-			}
-			res.VerifyTrials = append(res.VerifyTrials, t)
-			if t.Loss > maxLoss || t.Underrun {
-				break
-			}
-			passed = append(passed, t)
-		}
-		if len(passed) == n {
-			b := passed[0]
-			for _, t := range passed[1:] {
-				if t.Offered < b.Offered {
-					b = t
-				}
-			}
-			res.Rate, res.Best, res.Verified = b.Offered, &b, true
-			return res, nil
-		}
-		rate -= step
-	}
-	res.Rate, res.Best, res.Verified = tried, nil, false // the lowest tried, unconfirmed
-	return res, nil
-}
-
-// Search is a binary search for the highest rate in (lo, hi] whose trial
-// loses at most maxLoss. Trials already made (prior, e.g. another
-// search's) narrow the bounds first: a passing one raises lo, a failing one
-// lowers hi; hi itself is tried first unless a prior trial failed there.
-// Each rate is decided by the majority of p.Repeats trials (a rate that
-// passes counts its passing trials, the best of them the result). It
-// stops after p.MaxTrials rates or when the bounds are within p.Precision
-// of hi. It is a pure function of trial's answers.
-func Search(trial func(rate float64) (TrialResult, error), lo, hi, maxLoss float64, p SearchParams, prior ...TrialResult) (SearchResult, error) {
-	var res SearchResult
-	pass := func(t TrialResult) bool { return t.Loss <= maxLoss && !t.Underrun }
-	consider := func(t TrialResult) {
-		if pass(t) && (res.Best == nil || t.Offered > res.Best.Offered) {
-			b := t
-			res.Best, res.Rate = &b, t.Offered
-		}
-	}
-	need := max(p.Repeats, 1)/2 + 1 // agreeing trials that decide a rate
-	// Prior trials decide their rates by the same majority: a rate whose
-	// trials pass more often than not passes.
-	type tally struct{ pass, fail int }
-	votes := map[float64]*tally{}
-	var rates []float64
-	for _, t := range prior {
-		rate := t.Target
-		if rate == 0 { // unpaced: as fast as it went
-			rate = t.Offered
-		}
-		v := votes[rate]
-		if v == nil {
-			v = &tally{}
-			votes[rate] = v
-			rates = append(rates, rate)
-		}
-		if pass(t) {
-			v.pass++
-		} else {
-			v.fail++
-		}
-	}
-	hiFailed := false
-	for _, rate := range rates {
-		v := votes[rate]
-		switch {
-		case v.pass > v.fail:
-			lo = max(lo, min(rate, hi))
-			for _, t := range prior {
-				if t.Target == rate || t.Target == 0 && t.Offered == rate {
-					consider(t)
-				}
-			}
-		case rate <= hi:
-			hi, hiFailed = rate, true
-		}
-	}
-	steps := 0
-	try := func(rate float64) (bool, error) {
-		steps++
-		var passed []TrialResult
-		for fails := 0; len(passed) < need && fails < need; {
-			t, err := trial(rate)
-			if err != nil {
-				return false, err
-			}
-			res.Trials = append(res.Trials, t)
-			if pass(t) {
-				passed = append(passed, t)
-			} else {
-				fails++
-			}
-		}
-		if len(passed) < need {
-			return false, nil
-		}
-		for _, t := range passed {
-			consider(t)
-		}
-		return true, nil
-	}
-	if !hiFailed && lo < hi && p.MaxTrials > 0 {
-		ok, err := try(hi)
-		if err != nil || ok {
-			return res, err
-		}
-	}
-	for steps < p.MaxTrials && hi-lo > p.Precision*hi {
-		mid := (lo + hi) / 2
-		ok, err := try(mid)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return res, nil
-}
-
 // benchResult is one (DUT, size): NDR, PDR and latency at fractions of
 // the NDR.
 type benchResult struct {
-	DUT     string        `json:"dut"`
-	Size    string        `json:"size"`
-	Max     TrialResult   `json:"unpaced"`
-	NDR     SearchResult  `json:"ndr"`
-	PDR     SearchResult  `json:"pdr"`
-	Latency []TrialResult `json:"latency_at_10_50_90_pct_ndr"`
+	DUT     string                  `json:"dut"`
+	Size    string                  `json:"size"`
+	Max     TrialResult             `json:"unpaced"`
+	NDR     ndr.Result[TrialResult] `json:"ndr"`
+	PDR     ndr.Result[TrialResult] `json:"pdr"`
+	Latency []TrialResult           `json:"latency_at_10_50_90_pct_ndr"`
 	// Warmup is the discarded trial before the search.
 	Warmup *TrialResult `json:"warmup,omitempty"`
 }
@@ -367,7 +203,7 @@ type rig struct {
 	sinkCPU string
 }
 
-func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp SearchParams, pdrLoss float64) (res benchResult, err error) {
+func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp ndr.Params, pdrLoss float64) (res benchResult, err error) {
 	res.DUT, res.Size = dut, sizeName(sizes)
 	if r.p, err = topo.NewPair(topo.Options{}); err != nil {
 		return res, err
@@ -436,11 +272,11 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 		}
 		hi, prior = res.Max.Offered, []TrialResult{res.Max}
 	}
-	if res.NDR, err = Search(trial, 0, hi, 0, sp, prior...); err != nil {
+	if res.NDR, err = ndr.Search(trial, 0, hi, 0, sp, prior...); err != nil {
 		return res, err
 	}
 	// PDR ≥ NDR: the NDR search's trials bound it already.
-	if res.PDR, err = Search(trial, 0, hi, pdrLoss, sp, append(prior, res.NDR.Trials...)...); err != nil {
+	if res.PDR, err = ndr.Search(trial, 0, hi, pdrLoss, sp, append(prior, res.NDR.Trials...)...); err != nil {
 		return res, err
 	}
 	// A loaded machine is not monotonic: a PDR trial above the NDR with
@@ -455,7 +291,7 @@ func (r *rig) bench(ctx context.Context, dut string, sizes []int, hi float64, sp
 	// lucky PDR trial: verify it, lower until every trial at it passes.
 	// Steps of --precision of the NDR itself: the search's top (the
 	// unpaced rate) may be several times the NDR.
-	if res.NDR, err = Verify(trial, res.NDR, 0, r.verify, sp.Precision*res.NDR.Rate, 8); err != nil {
+	if res.NDR, err = ndr.Verify(trial, res.NDR, 0, r.verify, sp.Precision*res.NDR.Rate, 8); err != nil {
 		return res, err
 	}
 	for _, f := range []float64{0.1, 0.5, 0.9} {
@@ -532,11 +368,11 @@ func (r *rig) startDUT(dut string) (func() error, error) {
 		if r.pin {
 			args = append(args, "--cpus", "1")
 		}
-		c, err := startChild(r.self, "", args...)
+		c, err := startXdpfwd("xdpfwd DUT", r.self, "", args...)
 		if err != nil {
-			return nil, fmt.Errorf("xdpfwd DUT: %w", err)
+			return nil, err
 		}
-		return func() error { _, err := c.stop(); return err }, nil
+		return func() error { return c.Stop(stopTimeout) }, nil
 	}
 	return nil, fmt.Errorf("unknown DUT %q", dut)
 }
@@ -560,9 +396,9 @@ func (r *rig) run(rate float64, sizes []int, d, window time.Duration) (TrialResu
 	if r.sinkCPU != "" {
 		args = append(args, "--cpus", r.sinkCPU)
 	}
-	sink, err := startChild(r.self, r.p.B.Name, args...)
+	sink, err := startXdpfwd("sink", r.self, r.p.B.Name, args...)
 	if err != nil {
-		return t, fmt.Errorf("sink: %w", err)
+		return t, err
 	}
 	// The sink's worker starts polling a moment after it says it is
 	// ready: frames sent before would wait in its RX ring, or overflow it.
@@ -588,9 +424,8 @@ func (r *rig) run(rate float64, sizes []int, d, window time.Duration) (TrialResu
 		err = errors.Join(err, g.Close())
 	}
 	time.Sleep(100 * time.Millisecond) // what is in flight through the DUT arrives
-	out, serr := sink.stop()
-	if err = errors.Join(err, serr); err != nil {
-		return t, fmt.Errorf("%w\nsink: %s", err, out)
+	if err = errors.Join(err, sink.Stop(stopTimeout)); err != nil {
+		return t, fmt.Errorf("%w\nsink: %s", err, sink.Output())
 	}
 	b, err := os.ReadFile(sumFile)
 	if err != nil {
@@ -617,73 +452,24 @@ func (r *rig) run(rate float64, sizes []int, d, window time.Duration) (TrialResu
 	return t, nil
 }
 
-// child is an xdpfwd process the bench started.
-type child struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  strings.Builder
-	done chan error
-}
-
-// startChild starts self with args, in network namespace ns ("": this
-// one), and waits until it logs that its forwarder is ready.
-func startChild(self, ns string, args ...string) (*child, error) {
-	argv := append([]string{self}, args...)
-	if ns != "" {
-		argv = append([]string{"ip", "netns", "exec", ns}, argv...)
-	}
-	c := &child{cmd: exec.Command(argv[0], argv[1:]...), done: make(chan error, 1)}
-	pipe, err := c.cmd.StderrPipe()
+// startXdpfwd starts self with args as the child name, in network
+// namespace ns ("": this one), and waits until it logs that its
+// forwarder is ready.
+func startXdpfwd(name, self, ns string, args ...string) (*childproc.Process, error) {
+	c, err := childproc.Start(name, append([]string{self}, args...), childproc.Options{Netns: ns})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.cmd.Start(); err != nil {
+	if err := c.WaitFor("forwarder ready", 15*time.Second); err != nil {
+		c.Stop(stopTimeout) // reaps it; err says why, with its output's tail
 		return nil, err
 	}
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(pipe)
-		once := sync.Once{}
-		for sc.Scan() {
-			c.mu.Lock()
-			c.out.WriteString(sc.Text() + "\n")
-			c.mu.Unlock()
-			if strings.Contains(sc.Text(), "forwarder ready") {
-				once.Do(func() { close(ready) })
-			}
-		}
-		c.done <- c.cmd.Wait()
-	}()
-	select {
-	case <-ready:
-		return c, nil
-	case err := <-c.done:
-		c.done <- err
-		return nil, fmt.Errorf("%s exited before it was ready (%v): %s", strings.Join(argv, " "), err, c.output())
-	case <-time.After(15 * time.Second):
-		out, _ := c.stop()
-		return nil, fmt.Errorf("%s not ready after 15 s: %s", strings.Join(argv, " "), out)
-	}
+	return c, nil
 }
 
-func (c *child) output() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.String()
-}
-
-// stop sends SIGINT (SIGKILL after 10 s) and returns the output.
-func (c *child) stop() (string, error) {
-	c.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-c.done:
-		return c.output(), err
-	case <-time.After(10 * time.Second):
-		c.cmd.Process.Kill()
-		<-c.done
-		return c.output(), fmt.Errorf("pid %d did not stop on SIGINT in 10 s: killed", c.cmd.Process.Pid)
-	}
-}
+// stopTimeout is how long a child has to stop on SIGINT before it is
+// killed.
+const stopTimeout = 10 * time.Second
 
 // bound says what limited the NDR: the generator when its unpaced
 // trial lost nothing (the DUT's NDR is at least that), else the DUT.

@@ -65,15 +65,15 @@ func TestLoopLatencyVsPing(t *testing.T) {
 	}
 	in(p.A, "ip", "neigh", "replace", p.V4B.String(), "lladdr", macB.String(), "dev", p.PeerA)
 	in(p.B, "ip", "neigh", "replace", p.V4A.String(), "lladdr", macA.String(), "dev", p.PeerB)
-	dut, err := startChild(binary(t), "", "run", "--mode", "mac", "--link", p.LinkA, "--link", p.LinkB,
+	dut, err := startXdpfwd("xdpfwd mac", binary(t), "", "run", "--mode", "mac", "--link", p.LinkA, "--link", p.LinkB,
 		"--eth-peer", p.LinkA+"="+macA.String(), "--eth-peer", p.LinkB+"="+macB.String(),
 		"--control", "off", "--stats-interval", "0", "--queues", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if out, err := dut.stop(); err != nil {
-			t.Errorf("xdpfwd mac: %v\n%s", err, out)
+		if err := dut.Stop(stopTimeout); err != nil {
+			t.Errorf("%v\n%s", err, dut.Output())
 		}
 	}()
 
@@ -92,7 +92,7 @@ func TestLoopLatencyVsPing(t *testing.T) {
 	// The same path, the generator's frames from A into a counting sink
 	// on B's eth0 (its XDP program now takes every frame there).
 	sumFile := filepath.Join(t.TempDir(), "sink.json")
-	sink, err := startChild(binary(t), p.B.Name, "run", "--mode", "sink", "--link", p.PeerB, "--control", "off",
+	sink, err := startXdpfwd("sink", binary(t), p.B.Name, "run", "--mode", "sink", "--link", p.PeerB, "--control", "off",
 		"--stats-interval", "0", "--queues", "1", "--summary", sumFile)
 	if err != nil {
 		t.Fatal(err)
@@ -109,12 +109,12 @@ func TestLoopLatencyVsPing(t *testing.T) {
 		}
 	}
 	if err != nil {
-		sink.stop()
+		sink.Stop(stopTimeout)
 		t.Fatalf("generator: %v", err)
 	}
 	time.Sleep(100 * time.Millisecond) // what is in flight arrives (bench.go's run); the count is only in the summary
-	if out, err := sink.stop(); err != nil {
-		t.Fatalf("sink: %v\n%s", err, out)
+	if err := sink.Stop(stopTimeout); err != nil {
+		t.Fatalf("%v\n%s", err, sink.Output())
 	}
 	b, err := os.ReadFile(sumFile)
 	if err != nil {
