@@ -117,20 +117,25 @@ func TestPeersForward(t *testing.T) {
 			}
 
 			// Nothing left behind.
-			for _, l := range []string{p.LinkA, p.LinkB} {
-				if on, id, err := xdpAttached(l); err != nil || on {
-					t.Errorf("%s: XDP program %d still attached (%v)", l, id, err)
+			// What a stop must leave: the pair as it found it.
+			clean := func(when string) {
+				t.Helper()
+				for _, l := range []string{p.LinkA, p.LinkB} {
+					if on, id, err := xdpAttached(l); err != nil || on {
+						t.Errorf("%s: %s: XDP program %d still attached (%v)", when, l, id, err)
+					}
+				}
+				if a, b := topo.Promiscuity(t, p.LinkA), topo.Promiscuity(t, p.LinkB); a != promA || b != promB {
+					t.Errorf("%s: promiscuity %d, %d, %d, %d before", when, a, b, promA, promB)
+				}
+				if procs := procsNaming(pairID(p)); len(procs) > 0 {
+					t.Errorf("%s: processes left: %v", when, procs)
+				}
+				if left := leftovers(e.res.Topology); len(left) > 0 {
+					t.Errorf("%s: left behind: %v", when, left)
 				}
 			}
-			if a, b := topo.Promiscuity(t, p.LinkA), topo.Promiscuity(t, p.LinkB); a != promA || b != promB {
-				t.Errorf("promiscuity %d, %d after the stop, %d, %d before", a, b, promA, promB)
-			}
-			if procs := procsNaming(pairID(p)); len(procs) > 0 {
-				t.Errorf("processes left: %v", procs)
-			}
-			if left := leftovers(e.res.Topology); len(left) > 0 {
-				t.Errorf("left behind: %v", left)
-			}
+			clean("after the stop")
 			for _, dir := range []string{filepath.Join("/var/run/dpdk", "xf"+pairID(p)+"tp"), filepath.Join(e.tmp, "ovs-"+pairID(p))} {
 				if _, err := os.Stat(dir); err == nil {
 					t.Errorf("%s left behind", dir)
@@ -154,20 +159,7 @@ func TestPeersForward(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "left XDP program") {
 				t.Errorf("stop after SIGKILL: %v, want it to report the XDP program left behind", err)
 			}
-			for _, l := range []string{p.LinkA, p.LinkB} {
-				if on, id, err := xdpAttached(l); err != nil || on {
-					t.Errorf("after SIGKILL and stop: %s: XDP program %d still attached (%v)", l, id, err)
-				}
-			}
-			if a, b := topo.Promiscuity(t, p.LinkA), topo.Promiscuity(t, p.LinkB); a != promA || b != promB {
-				t.Errorf("after SIGKILL and stop: promiscuity %d, %d, %d, %d before", a, b, promA, promB)
-			}
-			if procs := procsNaming(pairID(p)); len(procs) > 0 {
-				t.Errorf("after SIGKILL and stop: processes left: %v", procs)
-			}
-			if left := leftovers(e.res.Topology); len(left) > 0 {
-				t.Errorf("after SIGKILL and stop: left behind: %v", left)
-			}
+			clean("after SIGKILL and stop")
 		})
 	}
 }
