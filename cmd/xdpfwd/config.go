@@ -121,10 +121,10 @@ func (s *runSettings) value(k string) string {
 var configFlags = map[string]string{
 	"Links": "link", "Handler": "mode", "Queues": "queues", "FrameSize": "frame-size",
 	"XDPMode": "xdp-mode", "ZeroCopy": "zerocopy", "HugePages": "hugepages", "Force": "force",
-	"RingSize": "ring-size", "Batch": "batch", "InlineMax": "inline-max", "FragOrder": "frag-order",
+	"RingSize": "ring-size", "InlineMax": "inline-max", "FragOrder": "frag-order",
 	"MaxTxFrags": "max-tx-frags", "MultiBufferMode": "multi-buffer", "XPS": "xps",
 	"XPSAsymmetric": "xps-asymmetric", "FlowTableSize": "flow-table-size", "CPUs": "cpus",
-	"NoPin": "cpus", "Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
+	"Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
 	"BusyPoll": "busy-poll", "Promisc": "promisc", "MaxLinks": "max-links",
 	"AddedRingSize": "added-ring-size", "MaxUMEM": "max-umem",
 }
