@@ -115,19 +115,11 @@ func (s *runSettings) value(k string) string {
 	return ""
 }
 
-// configFlags name, by fwd.Config field, the flag that sets it: how a
-// reload's changes are reported. The forwarder compares these (resolved);
-// every other flag is xdpfwd's own and compared here.
-var configFlags = map[string]string{
-	"Links": "link", "Handler": "mode", "Queues": "queues", "FrameSize": "frame-size",
-	"XDPMode": "xdp-mode", "ZeroCopy": "zerocopy", "HugePages": "hugepages", "Force": "force",
-	"RingSize": "ring-size", "InlineMax": "inline-max", "FragOrder": "frag-order",
-	"MaxTxFrags": "max-tx-frags", "MultiBufferMode": "multi-buffer", "XPS": "xps",
-	"XPSAsymmetric": "xps-asymmetric", "FlowTableSize": "flow-table-size", "CPUs": "cpus",
-	"Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
-	"BusyPoll": "busy-poll", "Promisc": "promisc", "MaxLinks": "max-links",
-	"AddedRingSize": "added-ring-size", "MaxUMEM": "max-umem",
-}
+// configFlags name, by fwd.Config field, the flag that sets it (the
+// settings table's fields): how a reload's changes are reported. The
+// forwarder compares these (resolved); every other flag is xdpfwd's own
+// and compared here.
+var configFlags = fieldFlags(settings)
 
 // flagOf is the flag of fwd.Config field name.
 func flagOf(field string) string {
@@ -162,7 +154,7 @@ func readConfigFile(fs *flag.FlagSet, path string) (map[string][]string, error) 
 	}
 	out := map[string][]string{}
 	for k, v := range raw {
-		if k == "config" || fs.Lookup(k) == nil {
+		if s := settingNamed(k); s != nil && s.noKey || fs.Lookup(k) == nil {
 			return nil, usageError{fmt.Sprintf("--config %s: unknown setting %q (keys are the flag names of 'xdpfwd run')", path, k)}
 		}
 		switch v := v.(type) {
