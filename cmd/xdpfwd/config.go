@@ -18,7 +18,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/fwd"
 )
 
@@ -57,18 +56,11 @@ type runSettings struct {
 	file  map[string][]string
 }
 
-// newRunFlags registers the flags of `xdpfwd run` on a new flag set.
+// newRunFlags registers the flags of `xdpfwd run` on a new flag set: every
+// setting of the table.
 func newRunFlags() *runSettings {
 	s := &runSettings{fs: flag.NewFlagSet("run", flag.ContinueOnError)}
-	fs := s.fs
-	s.ff.register(fs, true)
-	fs.DurationVar(&s.interval, "stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
-	fs.StringVar(&s.summary, "summary", "", "write a JSON summary to this file on exit")
-	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
-	fs.BoolVar(&s.waitLinks, "wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
-	fs.StringVar(&s.config, "config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
-	fs.StringVar(&s.control, "control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
-	s.gf.register(fs)
+	registerSettings(s.fs, flagVars{ff: &s.ff, run: s}, forwarderFlag, runLinkFlag, runFlag)
 	return s
 }
 
