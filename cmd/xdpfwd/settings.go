@@ -2,8 +2,9 @@
 // and config-file key, default, what its zero value means, whether a
 // reload changes it, its --help group and help, and where its value goes.
 // What used to be kept in parallel lists is derived from the table: the
-// --help groups (flagGroups), the fwd.Config fields each flag sets
-// (configFlags) and, through it, what a reload compares. settings_test.go
+// flags of run and demo (registerSettings), the --help groups
+// (flagGroups), the fwd.Config fields each flag sets (configFlags) and,
+// through it, what a reload compares. settings_test.go
 // holds the table to the flags registered, to fwd's reload (which
 // settings it applies live, which need a restart) and to
 // docs/operating.md's flag table.
@@ -51,7 +52,9 @@ type setting struct {
 	reload reload
 	// noKey: a flag only, not a key of the config file.
 	noKey bool
-	help  string
+	// help is its --help text; a `word` in it names the flag's value
+	// there (flag.UnquoteUsage).
+	help string
 	// ptr is where its value goes in v: a *string, *int, *uint, *uint64,
 	// *bool, *time.Duration or a flag.Value.
 	ptr func(v flagVars) any
