@@ -18,7 +18,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/fwd"
 )
 
@@ -57,18 +56,11 @@ type runSettings struct {
 	file  map[string][]string
 }
 
-// newRunFlags registers the flags of `xdpfwd run` on a new flag set.
+// newRunFlags registers the flags of `xdpfwd run` on a new flag set: every
+// setting of the table.
 func newRunFlags() *runSettings {
 	s := &runSettings{fs: flag.NewFlagSet("run", flag.ContinueOnError)}
-	fs := s.fs
-	s.ff.register(fs, true)
-	fs.DurationVar(&s.interval, "stats-interval", time.Second, "period of the stats line on stderr; 0 turns it off")
-	fs.StringVar(&s.summary, "summary", "", "write a JSON summary to this file on exit")
-	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)")
-	fs.BoolVar(&s.waitLinks, "wait-for-links", false, "when a link is missing or deleted, wait for it to return instead of exiting")
-	fs.StringVar(&s.config, "config", "", "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it")
-	fs.StringVar(&s.control, "control", "", "unix socket for xdpfwd capture, mode 0600 (default "+control.Dir+"/FIRST-LINK.sock; off: none)")
-	s.gf.register(fs)
+	registerSettings(s.fs, flagVars{ff: &s.ff, run: s}, forwarderFlag, runLinkFlag, runFlag)
 	return s
 }
 
@@ -115,19 +107,11 @@ func (s *runSettings) value(k string) string {
 	return ""
 }
 
-// configFlags name, by fwd.Config field, the flag that sets it: how a
-// reload's changes are reported. The forwarder compares these (resolved);
-// every other flag is xdpfwd's own and compared here.
-var configFlags = map[string]string{
-	"Links": "link", "Handler": "mode", "Queues": "queues", "FrameSize": "frame-size",
-	"XDPMode": "xdp-mode", "ZeroCopy": "zerocopy", "HugePages": "hugepages", "Force": "force",
-	"RingSize": "ring-size", "Batch": "batch", "InlineMax": "inline-max", "FragOrder": "frag-order",
-	"MaxTxFrags": "max-tx-frags", "MultiBufferMode": "multi-buffer", "XPS": "xps",
-	"XPSAsymmetric": "xps-asymmetric", "FlowTableSize": "flow-table-size", "CPUs": "cpus",
-	"NoPin": "cpus", "Checksums": "complete-checksums", "Spin": "spin", "Coalesce": "coalesce",
-	"BusyPoll": "busy-poll", "Promisc": "promisc", "MaxLinks": "max-links",
-	"AddedRingSize": "added-ring-size", "MaxUMEM": "max-umem",
-}
+// configFlags name, by fwd.Config field, the flag that sets it (the
+// settings table's fields): how a reload's changes are reported. The
+// forwarder compares these (resolved); every other flag is xdpfwd's own
+// and compared here.
+var configFlags = fieldFlags(settings)
 
 // flagOf is the flag of fwd.Config field name.
 func flagOf(field string) string {
@@ -162,7 +146,7 @@ func readConfigFile(fs *flag.FlagSet, path string) (map[string][]string, error) 
 	}
 	out := map[string][]string{}
 	for k, v := range raw {
-		if k == "config" || fs.Lookup(k) == nil {
+		if s := settingNamed(k); s != nil && s.noKey || fs.Lookup(k) == nil {
 			return nil, usageError{fmt.Sprintf("--config %s: unknown setting %q (keys are the flag names of 'xdpfwd run')", path, k)}
 		}
 		switch v := v.(type) {

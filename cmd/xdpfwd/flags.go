@@ -1,7 +1,8 @@
 // The command line: the flag.Value types of the flags, fwdFlags (the
-// forwarder's flags, which run and demo share) with its registration and
-// its translation into a fwd.Config and a mode's handler, and the parse
-// helpers every command's flags go through (parseFlags).
+// forwarder's flags, which run and demo share, registered from the
+// settings table) and its translation into a fwd.Config and a mode's
+// handler, and the parse helpers every command's flags go through
+// (parseFlags).
 
 package main
 
@@ -77,41 +78,15 @@ type fwdFlags struct {
 	swapMACFlags
 }
 
+// register registers the forwarder's flags on fs, as the settings table
+// declares them; withLinks, run's, adds those that name links (--link,
+// --force).
 func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
+	scopes := []scope{forwarderFlag}
 	if withLinks {
-		fs.Var(&ff.links, "link", "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch (1 with --max-links), 1..64 for reflect, sink, 5tswap, mac and txonly)")
-		fs.BoolVar(&ff.force, "force", false, "replace a foreign XDP program already on a link")
+		scopes = append(scopes, runLinkFlag)
 	}
-	fs.IntVar(&ff.queues, "queues", 0, "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)")
-	fs.Var(&ff.frameSize, "frame-size", "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)")
-	fs.StringVar(&ff.xdpMode, "xdp-mode", "auto", "XDP attach mode: auto|native|generic")
-	fs.StringVar(&ff.zeroCopy, "zerocopy", "auto", "AF_XDP bind mode: auto (zero-copy where the driver has it; links that cannot, veths, and links added while running bind in copy mode in a UMEM of their own), on (every --link link in zero-copy or fail; links added while running in copy mode, in a UMEM of their own), off (copy mode, one UMEM)")
-	fs.StringVar(&ff.promisc, "promisc", "auto", "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off")
-	fs.StringVar(&ff.hugePages, "hugepages", "auto", "UMEM backing: auto|on|off")
-	fs.Var(&ff.inlineMax, "inline-max", "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256")
-	fs.Var(&ff.fragOrder, "frag-order", "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none")
-	fs.IntVar(&ff.maxTxFrags, "max-tx-frags", 0, "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4")
-	fs.Var(&ff.multiBuffer, "multi-buffer", "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)")
-	fs.IntVar(&ff.ringSize, "ring-size", 0, fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize))
-	fs.IntVar(&ff.addedRing, "added-ring-size", 0, fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize))
-	fs.Var(&ff.maxUMEM, "max-umem", fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20))
-	fs.StringVar(&ff.xpsMode, "xps", "sticky", "TX queue per flow, with --queues > 1: sticky|hash|cpu")
-	fs.StringVar(&ff.checksums, "complete-checksums", "auto", "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off")
-	fs.StringVar(&ff.spin, "spin", "auto", "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing), N (every time), or off (sleep at once)")
-	fs.DurationVar(&ff.coalesce, "coalesce", 0, "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off")
-	fs.DurationVar(&ff.busyPoll, "busy-poll", 0, "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off")
-	fs.StringVar(&ff.cpus, "cpus", "", "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3")
-	fs.IntVar(&ff.flowTable, "flow-table-size", 0, "entries in the sticky flow table (0: 65536)")
-	fs.BoolVar(&ff.asymmetric, "xps-asymmetric", false, "key the two directions of a connection apart (default: they share a queue index)")
-	fs.StringVar(&ff.mode, "mode", "xconnect", "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)")
-	ff.registerSwapMAC(fs)
-	fs.DurationVar(&ff.fdbAge, "fdb-age", 300*time.Second, "switch: forget an address not seen for this long")
-	fs.IntVar(&ff.maxLinks, "max-links", -1, fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. -1 (default): %d in those modes; 0: the --link links only", defaultMaxLinks))
-	fs.IntVar(&ff.fdbSize, "fdb-size", fdb.DefaultSize, "switch: addresses the forwarding database holds")
-	fs.Var(&ff.fdbStatic, "fdb-static", "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)")
-	fs.StringVar(&ff.portSecurity, "port-security", "on", "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured")
-	fs.StringVar(&ff.logFormat, "log-format", "text", "log format: text|json")
-	fs.StringVar(&ff.logLevel, "log-level", "info", "log level: debug|info|warn|error")
+	registerSettings(fs, flagVars{ff: ff}, scopes...)
 }
 
 func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {

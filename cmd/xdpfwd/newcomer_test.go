@@ -47,13 +47,7 @@ func TestRunHelpGrouped(t *testing.T) {
 	if m := regexp.MustCompile(`(?m)^\s+-[a-z]`).FindAllString(help, -1); len(m) > 0 {
 		t.Errorf("%d flags printed with a single dash: %q", len(m), m)
 	}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var ff fwdFlags
-	ff.register(fs, true)
-	for _, name := range []string{"stats-interval", "summary", "metrics", "wait-for-links", "config", "control"} {
-		fs.String(name, "", "") // run's own, registered in newRunFlags
-	}
-	fs.VisitAll(func(f *flag.Flag) {
+	newRunFlags().fs.VisitAll(func(f *flag.Flag) {
 		if n := len(regexp.MustCompile(`(?m)^  --`+regexp.QuoteMeta(f.Name)+`( |$)`).FindAllString(help, -1)); n != 1 {
 			t.Errorf("--%s listed %d times, want once", f.Name, n)
 		}

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,10 +19,6 @@ type swapMACFlags struct {
 	// swap and mac are the mode's handler, once config built it.
 	swap *modes.FiveTupleSwap
 	mac  *modes.MAC
-}
-
-func (sf *swapMACFlags) registerSwapMAC(fs *flag.FlagSet) {
-	fs.Var(&sf.ethPeer, "eth-peer", "mac: the `MAC` address every frame is sent to, or LINK=MAC for the frames leaving one link (repeat; testpmd's --eth-peer)")
 }
 
 // swapHandler builds --mode 5tswap's handler.

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,7 +21,8 @@ import (
 	"github.com/xdpfwd/xdpfwd/modes"
 )
 
-// genFlags are --mode txonly's flags.
+// genFlags are --mode txonly's flags (registered from the settings
+// table).
 type genFlags struct {
 	size     string
 	count    uint64
@@ -37,22 +37,6 @@ type genFlags struct {
 	srcPort  uint
 	dstPort  uint
 	batch    int
-}
-
-func (gf *genFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&gf.size, "size", "64", "txonly: frame size in bytes with FCS (64..1518, to the MTU), a list 64,512 cycled over the packets, or imix (7:4:1 of 64, 594, 1518)")
-	fs.Uint64Var(&gf.count, "count", 0, "txonly: packets to send in all, then exit (0: until --duration or a signal)")
-	fs.DurationVar(&gf.duration, "duration", 0, "txonly: send this long, then exit (0: until --count or a signal)")
-	fs.StringVar(&gf.rate, "rate", "0", "txonly: target packets per second over all queues, e.g. 100k or 1.5M (0: as fast as the links take them); a finite number, at most 1G")
-	fs.IntVar(&gf.flows, "flows", 0, fmt.Sprintf("txonly: flows, 1..%d, at least links × queues (0: links × queues)", gen.MaxFlows))
-	fs.StringVar(&gf.flowsBy, "flows-by", "port", "txonly: what tells flows apart: port (UDP source port) or ip (source address)")
-	fs.IntVar(&gf.vlan, "vlan", 0, "txonly: 802.1Q VLAN ID to tag frames with, 1..4094 (0: untagged)")
-	fs.StringVar(&gf.dstMAC, "dst-mac", "ff:ff:ff:ff:ff:ff", "txonly: destination MAC address")
-	fs.StringVar(&gf.srcIP, "src-ip", "198.18.0.1", "txonly: IPv4 source address (of flow 0 with --flows-by ip)")
-	fs.StringVar(&gf.dstIP, "dst-ip", "198.18.0.2", "txonly: IPv4 destination address")
-	fs.UintVar(&gf.srcPort, "src-port", 1024, "txonly: UDP source port (of flow 0 with --flows-by port)")
-	fs.UintVar(&gf.dstPort, "dst-port", 9, "txonly: UDP destination port")
-	fs.IntVar(&gf.batch, "batch", 64, "txonly: most packets per TX round (one kick at most per round); paced (--rate), a round sends at most what is due in 1 ms, at least 1")
 }
 
 // parseRate reads a packet rate with an optional k, M or G suffix: a

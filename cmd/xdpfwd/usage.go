@@ -11,17 +11,10 @@ import (
 )
 
 // flagGroups are the headings of a command's --help, in the order of
-// docs/operating.md's table of `xdpfwd run` flags; a flag in none of them
-// (txonly's, the demo's own) is listed last, under its command's name.
-var flagGroups = []struct {
-	title string
-	flags []string
-}{
-	{"links and mode", []string{"link", "mode", "eth-peer", "fdb-size", "fdb-age", "fdb-static", "max-links", "port-security", "xdp-mode", "zerocopy", "promisc", "hugepages"}},
-	{"queues and rings", []string{"queues", "frame-size", "multi-buffer", "ring-size", "added-ring-size", "max-umem", "xps", "xps-asymmetric", "flow-table-size", "cpus", "spin", "coalesce", "busy-poll"}},
-	{"TX paths", []string{"inline-max", "frag-order", "max-tx-frags", "complete-checksums"}},
-	{"operations", []string{"force", "wait-for-links", "stats-interval", "summary", "metrics", "control", "config", "log-format", "log-level"}},
-}
+// docs/operating.md's table of `xdpfwd run` flags: the settings table's
+// groups. A flag in none of them (txonly's, the demo's own) is listed
+// last, under its command's name.
+var flagGroups = groupsOf(settings)
 
 // printUsage writes fs's flags, each spelled with two dashes as the docs
 // spell them, its help on the lines below: for the commands that take the

@@ -1,0 +1,352 @@
+// The settings of `xdpfwd run`, each declared once (settings): its flag
+// and config-file key, default, what its zero value means, whether a
+// reload changes it, its --help group and help, and where its value goes.
+// What used to be kept in parallel lists is derived from the table: the
+// flags of run and demo (registerSettings), the --help groups
+// (flagGroups), the fwd.Config fields each flag sets (configFlags) and,
+// through it, what a reload compares. settings_test.go
+// holds the table to the flags registered, to fwd's reload (which
+// settings it applies live, which need a restart) and to
+// docs/operating.md's flag table.
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/control"
+	"github.com/xdpfwd/xdpfwd/fdb"
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/gen"
+)
+
+// setting is one setting of `xdpfwd run`: a flag, and the config file's
+// key of the same name.
+type setting struct {
+	// name is the flag's name and the --config file's key.
+	name string
+	// group is the --help heading it is listed under, and the bold row
+	// above it in docs/operating.md's table; "" for txonly's, listed last
+	// under the command's name.
+	group string
+	// scope says which commands take it and where its value goes.
+	scope scope
+	// def is the default as the flag spells it. A flag.Value's default is
+	// its zero value, which def spells; for the others def is parsed into
+	// the default (a duration as time.ParseDuration reads it).
+	def string
+	// zero is what the zero value (0, "") means where it is not itself:
+	// an automatic choice, a default of fwd's, off. docs/operating.md
+	// gives it (TestSettingsDocs).
+	zero string
+	// fields are the fwd.Config fields it sets, which the forwarder
+	// compares on a reload (Forwarder.Reconfigure): a change is reported
+	// by the field, under this setting's name. None: a setting of
+	// xdpfwd's own, which the reloader compares.
+	fields []string
+	// reload is what a reload does with a change of it.
+	reload reload
+	// noKey: a flag only, not a key of the config file.
+	noKey bool
+	// help is its --help text; a `word` in it names the flag's value
+	// there (flag.UnquoteUsage).
+	help string
+	// ptr is where its value goes in v: a *string, *int, *uint, *uint64,
+	// *bool, *time.Duration or a flag.Value.
+	ptr func(v flagVars) any
+}
+
+// scope is which commands take a setting, and where its value goes.
+type scope int
+
+const (
+	// forwarderFlag is a field of fwdFlags: run and demo take it.
+	forwarderFlag scope = iota
+	// runLinkFlag is a field of fwdFlags that only run takes: the demo
+	// makes its own links.
+	runLinkFlag
+	// runFlag is a field of runSettings (txonly's, of its genFlags):
+	// only run takes it.
+	runFlag
+)
+
+// reload is what a SIGHUP reload does with a changed setting.
+type reload int
+
+const (
+	// restart: nothing; it is logged as needing a restart.
+	restart reload = iota
+	// live: put in force while running.
+	live
+	// liveLinks: live in the modes that take links while running
+	// (linksAtRuntime), restart in the others.
+	liveLinks
+)
+
+// flagVars are the variables the flags of a command set: a setting's ptr
+// points into them.
+type flagVars struct {
+	ff  *fwdFlags
+	run *runSettings // nil for the demo
+}
+
+// The --help groups, in the order of docs/operating.md's table.
+const (
+	linksAndMode   = "links and mode"
+	queuesAndRings = "queues and rings"
+	txPaths        = "TX paths"
+	operations     = "operations"
+)
+
+// settings are the settings of `xdpfwd run`, in the order of its --help
+// and of docs/operating.md's table: each group's together.
+var settings = []setting{
+	// links and mode
+	{name: "link", group: linksAndMode, scope: runLinkFlag, fields: []string{"Links"}, reload: liveLinks,
+		help: "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch (1 with --max-links), 1..64 for reflect, sink, 5tswap, mac and txonly)",
+		ptr:  func(v flagVars) any { return &v.ff.links }},
+	{name: "mode", group: linksAndMode, def: "xconnect", fields: []string{"Handler"},
+		help: "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)",
+		ptr:  func(v flagVars) any { return &v.ff.mode }},
+	{name: "eth-peer", group: linksAndMode,
+		help: "mac: the `MAC` address every frame is sent to, or LINK=MAC for the frames leaving one link (repeat; testpmd's --eth-peer)",
+		ptr:  func(v flagVars) any { return &v.ff.ethPeer }},
+	{name: "fdb-size", group: linksAndMode, def: strconv.Itoa(fdb.DefaultSize),
+		help: "switch: addresses the forwarding database holds",
+		ptr:  func(v flagVars) any { return &v.ff.fdbSize }},
+	{name: "fdb-age", group: linksAndMode, def: "300s",
+		help: "switch: forget an address not seen for this long",
+		ptr:  func(v flagVars) any { return &v.ff.fdbAge }},
+	{name: "fdb-static", group: linksAndMode,
+		help: "switch: a static entry `MAC[/VLAN]=LINK`, never aged or moved (repeat)",
+		ptr:  func(v flagVars) any { return &v.ff.fdbStatic }},
+	{name: "max-links", group: linksAndMode, def: "-1", zero: "the --link links only", fields: []string{"MaxLinks"},
+		help: fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. -1 (default): %d in those modes; 0: the --link links only", defaultMaxLinks),
+		ptr:  func(v flagVars) any { return &v.ff.maxLinks }},
+	{name: "port-security", group: linksAndMode, def: "on",
+		help: "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured",
+		ptr:  func(v flagVars) any { return &v.ff.portSecurity }},
+	{name: "xdp-mode", group: linksAndMode, def: "auto", fields: []string{"XDPMode"},
+		help: "XDP attach mode: auto|native|generic",
+		ptr:  func(v flagVars) any { return &v.ff.xdpMode }},
+	{name: "zerocopy", group: linksAndMode, def: "auto", fields: []string{"ZeroCopy"},
+		help: "AF_XDP bind mode: auto (zero-copy where the driver has it; links that cannot, veths, and links added while running bind in copy mode in a UMEM of their own), on (every --link link in zero-copy or fail; links added while running in copy mode, in a UMEM of their own), off (copy mode, one UMEM)",
+		ptr:  func(v flagVars) any { return &v.ff.zeroCopy }},
+	{name: "promisc", group: linksAndMode, def: "auto", fields: []string{"Promisc"},
+		help: "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off",
+		ptr:  func(v flagVars) any { return &v.ff.promisc }},
+	{name: "hugepages", group: linksAndMode, def: "auto", fields: []string{"HugePages"},
+		help: "UMEM backing: auto|on|off",
+		ptr:  func(v flagVars) any { return &v.ff.hugePages }},
+
+	// queues and rings
+	{name: "queues", group: queuesAndRings, def: "0", zero: "auto", fields: []string{"Queues"}, reload: live,
+		help: "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)",
+		ptr:  func(v flagVars) any { return &v.ff.queues }},
+	{name: "frame-size", group: queuesAndRings, def: "2048", fields: []string{"FrameSize"},
+		help: "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)",
+		ptr:  func(v flagVars) any { return &v.ff.frameSize }},
+	{name: "multi-buffer", group: queuesAndRings, def: "auto", fields: []string{"MultiBufferMode"},
+		help: "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)",
+		ptr:  func(v flagVars) any { return &v.ff.multiBuffer }},
+	{name: "ring-size", group: queuesAndRings, def: "0", zero: "auto", fields: []string{"RingSize"},
+		help: fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize),
+		ptr:  func(v flagVars) any { return &v.ff.ringSize }},
+	{name: "added-ring-size", group: queuesAndRings, def: "0", zero: "auto", fields: []string{"AddedRingSize"},
+		help: fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize),
+		ptr:  func(v flagVars) any { return &v.ff.addedRing }},
+	{name: "max-umem", group: queuesAndRings, def: "0", zero: fmt.Sprintf("%d GiB", fwd.DefaultMaxUMEM>>30), fields: []string{"MaxUMEM"},
+		help: fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20),
+		ptr:  func(v flagVars) any { return &v.ff.maxUMEM }},
+	{name: "xps", group: queuesAndRings, def: "sticky", fields: []string{"XPS"}, reload: live,
+		help: "TX queue per flow, with --queues > 1: sticky|hash|cpu",
+		ptr:  func(v flagVars) any { return &v.ff.xpsMode }},
+	{name: "xps-asymmetric", group: queuesAndRings, def: "false", fields: []string{"XPSAsymmetric"},
+		help: "key the two directions of a connection apart (default: they share a queue index)",
+		ptr:  func(v flagVars) any { return &v.ff.asymmetric }},
+	{name: "flow-table-size", group: queuesAndRings, def: "0", zero: "65536", fields: []string{"FlowTableSize"},
+		help: "entries in the sticky flow table (0: 65536)",
+		ptr:  func(v flagVars) any { return &v.ff.flowTable }},
+	{name: "cpus", group: queuesAndRings, zero: "one per worker", fields: []string{"CPUs"},
+		help: "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3",
+		ptr:  func(v flagVars) any { return &v.ff.cpus }},
+	{name: "spin", group: queuesAndRings, def: "auto", zero: "auto", fields: []string{"Spin"},
+		help: "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing), N (every time), or off (sleep at once)",
+		ptr:  func(v flagVars) any { return &v.ff.spin }},
+	{name: "coalesce", group: queuesAndRings, def: "0", zero: "off", fields: []string{"Coalesce"},
+		help: "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off",
+		ptr:  func(v flagVars) any { return &v.ff.coalesce }},
+	{name: "busy-poll", group: queuesAndRings, def: "0", zero: "off", fields: []string{"BusyPoll"},
+		help: "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off",
+		ptr:  func(v flagVars) any { return &v.ff.busyPoll }},
+
+	// TX paths
+	{name: "inline-max", group: txPaths, def: "0", zero: "256", fields: []string{"InlineMax"}, reload: live,
+		help: "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256",
+		ptr:  func(v flagVars) any { return &v.ff.inlineMax }},
+	{name: "frag-order", group: txPaths, def: "0", zero: "4", fields: []string{"FragOrder"},
+		help: "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none",
+		ptr:  func(v flagVars) any { return &v.ff.fragOrder }},
+	{name: "max-tx-frags", group: txPaths, def: "0", zero: "4", fields: []string{"MaxTxFrags"},
+		help: "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4",
+		ptr:  func(v flagVars) any { return &v.ff.maxTxFrags }},
+	{name: "complete-checksums", group: txPaths, def: "auto", fields: []string{"Checksums"},
+		help: "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off",
+		ptr:  func(v flagVars) any { return &v.ff.checksums }},
+
+	// operations
+	{name: "force", group: operations, scope: runLinkFlag, def: "false", fields: []string{"Force"},
+		help: "replace a foreign XDP program already on a link",
+		ptr:  func(v flagVars) any { return &v.ff.force }},
+	{name: "wait-for-links", group: operations, scope: runFlag, def: "false",
+		help: "when a link is missing or deleted, wait for it to return instead of exiting",
+		ptr:  func(v flagVars) any { return &v.run.waitLinks }},
+	{name: "stats-interval", group: operations, scope: runFlag, def: "1s", zero: "off", reload: live,
+		help: "period of the stats line on stderr; 0 turns it off",
+		ptr:  func(v flagVars) any { return &v.run.interval }},
+	{name: "summary", group: operations, scope: runFlag,
+		help: "write a JSON summary to this file on exit",
+		ptr:  func(v flagVars) any { return &v.run.summary }},
+	{name: "metrics", group: operations, scope: runFlag,
+		help: "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)",
+		ptr:  func(v flagVars) any { return &v.run.metrics }},
+	{name: "control", group: operations, scope: runFlag, zero: control.Dir + "/FIRST-LINK.sock",
+		help: "unix socket for xdpfwd capture, mode 0600 (default " + control.Dir + "/FIRST-LINK.sock; off: none)",
+		ptr:  func(v flagVars) any { return &v.run.control }},
+	{name: "config", group: operations, scope: runFlag, noKey: true,
+		help: "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it",
+		ptr:  func(v flagVars) any { return &v.run.config }},
+	{name: "log-format", group: operations, def: "text",
+		help: "log format: text|json",
+		ptr:  func(v flagVars) any { return &v.ff.logFormat }},
+	{name: "log-level", group: operations, def: "info",
+		help: "log level: debug|info|warn|error",
+		ptr:  func(v flagVars) any { return &v.ff.logLevel }},
+
+	// txonly's: no group, listed last under run's name
+	{name: "size", scope: runFlag, def: "64",
+		help: "txonly: frame size in bytes with FCS (64..1518, to the MTU), a list 64,512 cycled over the packets, or imix (7:4:1 of 64, 594, 1518)",
+		ptr:  func(v flagVars) any { return &v.run.gf.size }},
+	{name: "count", scope: runFlag, def: "0", zero: "until a signal",
+		help: "txonly: packets to send in all, then exit (0: until --duration or a signal)",
+		ptr:  func(v flagVars) any { return &v.run.gf.count }},
+	{name: "duration", scope: runFlag, def: "0", zero: "until a signal",
+		help: "txonly: send this long, then exit (0: until --count or a signal)",
+		ptr:  func(v flagVars) any { return &v.run.gf.duration }},
+	{name: "rate", scope: runFlag, def: "0", zero: "as fast as the links take them",
+		help: "txonly: target packets per second over all queues, e.g. 100k or 1.5M (0: as fast as the links take them); a finite number, at most 1G",
+		ptr:  func(v flagVars) any { return &v.run.gf.rate }},
+	{name: "flows", scope: runFlag, def: "0", zero: "links × queues",
+		help: fmt.Sprintf("txonly: flows, 1..%d, at least links × queues (0: links × queues)", gen.MaxFlows),
+		ptr:  func(v flagVars) any { return &v.run.gf.flows }},
+	{name: "flows-by", scope: runFlag, def: "port",
+		help: "txonly: what tells flows apart: port (UDP source port) or ip (source address)",
+		ptr:  func(v flagVars) any { return &v.run.gf.flowsBy }},
+	{name: "vlan", scope: runFlag, def: "0", zero: "none",
+		help: "txonly: 802.1Q VLAN ID to tag frames with, 1..4094 (0: untagged)",
+		ptr:  func(v flagVars) any { return &v.run.gf.vlan }},
+	{name: "batch", scope: runFlag, def: "64",
+		help: "txonly: most packets per TX round (one kick at most per round); paced (--rate), a round sends at most what is due in 1 ms, at least 1",
+		ptr:  func(v flagVars) any { return &v.run.gf.batch }},
+	{name: "dst-mac", scope: runFlag, def: "ff:ff:ff:ff:ff:ff",
+		help: "txonly: destination MAC address",
+		ptr:  func(v flagVars) any { return &v.run.gf.dstMAC }},
+	{name: "src-ip", scope: runFlag, def: "198.18.0.1",
+		help: "txonly: IPv4 source address (of flow 0 with --flows-by ip)",
+		ptr:  func(v flagVars) any { return &v.run.gf.srcIP }},
+	{name: "dst-ip", scope: runFlag, def: "198.18.0.2",
+		help: "txonly: IPv4 destination address",
+		ptr:  func(v flagVars) any { return &v.run.gf.dstIP }},
+	{name: "src-port", scope: runFlag, def: "1024",
+		help: "txonly: UDP source port (of flow 0 with --flows-by port)",
+		ptr:  func(v flagVars) any { return &v.run.gf.srcPort }},
+	{name: "dst-port", scope: runFlag, def: "9",
+		help: "txonly: UDP destination port",
+		ptr:  func(v flagVars) any { return &v.run.gf.dstPort }},
+}
+
+// settingNamed is the setting of flag name, or nil.
+func settingNamed(name string) *setting {
+	for i := range settings {
+		if settings[i].name == name {
+			return &settings[i]
+		}
+	}
+	return nil
+}
+
+// register registers s's flag on fs, its value in v.
+func (s *setting) register(fs *flag.FlagSet, v flagVars) {
+	switch p := s.ptr(v).(type) {
+	case flag.Value: // its zero value is the default, which s.def spells
+		fs.Var(p, s.name, s.help)
+	case *string:
+		fs.StringVar(p, s.name, s.def, s.help)
+	case *bool:
+		fs.BoolVar(p, s.name, s.def == "true", s.help)
+	case *int:
+		fs.IntVar(p, s.name, must(strconv.Atoi(s.def)), s.help)
+	case *uint:
+		fs.UintVar(p, s.name, uint(must(strconv.ParseUint(s.def, 10, 0))), s.help)
+	case *uint64:
+		fs.Uint64Var(p, s.name, must(strconv.ParseUint(s.def, 10, 64)), s.help)
+	case *time.Duration:
+		fs.DurationVar(p, s.name, must(time.ParseDuration(s.def)), s.help)
+	default:
+		panic(fmt.Sprintf("setting %s: a %T", s.name, p))
+	}
+}
+
+// must is v, or a panic: a default of the table that does not parse is
+// a bug that every test of the flags meets.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// registerSettings registers, on fs, the settings of the scopes given.
+func registerSettings(fs *flag.FlagSet, v flagVars, scopes ...scope) {
+	for i := range settings {
+		if s := &settings[i]; slices.Contains(scopes, s.scope) {
+			s.register(fs, v)
+		}
+	}
+}
+
+// flagGroup is a heading of --help and its flags.
+type flagGroup struct {
+	title string
+	flags []string
+}
+
+// groupsOf are the groups of settings, in the table's order.
+func groupsOf(settings []setting) []flagGroup {
+	var out []flagGroup
+	for _, s := range settings {
+		switch {
+		case s.group == "":
+		case len(out) == 0 || out[len(out)-1].title != s.group:
+			out = append(out, flagGroup{s.group, []string{s.name}})
+		default:
+			out[len(out)-1].flags = append(out[len(out)-1].flags, s.name)
+		}
+	}
+	return out
+}
+
+// fieldFlags are, by fwd.Config field, the settings that set them.
+func fieldFlags(settings []setting) map[string]string {
+	out := map[string]string{}
+	for _, s := range settings {
+		for _, f := range s.fields {
+			out[f] = s.name
+		}
+	}
+	return out
+}
