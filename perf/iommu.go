@@ -36,9 +36,12 @@ type iommuRow struct {
 	// VM is the TestNICs subtest the row came from (igb, virtio-1q,
 	// virtio-noindirect): NIC alone does not tell the two virtio VMs
 	// apart. perf sets it; it is in perf's iommu.jsonl, not in vmtest's.
-	VM        string  `json:"vm,omitempty"`
-	NIC       string  `json:"nic"`
-	Forwarder string  `json:"forwarder"`
+	VM        string `json:"vm,omitempty"`
+	NIC       string `json:"nic"`
+	Forwarder string `json:"forwarder"`
+	// Path is vmtest's: "" for A → B through the NICs, "nic→pod" or
+	// "pod→nic" for its pods scenario, whose rows perf does not collect.
+	Path      string  `json:"path,omitempty"`
 	Frame     int     `json:"frame_bytes"`
 	Sent      int     `json:"sent"`
 	Received  int     `json:"received"`
