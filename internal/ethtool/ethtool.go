@@ -164,16 +164,7 @@ type Channels struct {
 
 // GetChannels reads the link's current and maximum queue counts.
 func GetChannels(ifname string) (Channels, error) {
-	// struct ethtool_channels: the command, then the counts in this order.
-	var c struct {
-		cmd uint32
-		Channels
-	}
-	c.cmd = unix.ETHTOOL_GCHANNELS
-	if err := ioctl(ifname, unsafe.Pointer(&c)); err != nil {
-		return Channels{}, fmt.Errorf("read channels of %s (ETHTOOL_GCHANNELS): %w", ifname, err)
-	}
-	return c.Channels, nil
+	return getParams[Channels](ifname, unix.ETHTOOL_GCHANNELS, "channels", "ETHTOOL_GCHANNELS")
 }
 
 // Rings are a link's descriptor ring sizes per queue as ethtool -g
@@ -187,16 +178,22 @@ type Rings struct {
 // AF_XDP zero-copy mode keeps up to RX of a socket's frames posted on
 // each RX queue's hardware ring.
 func GetRings(ifname string) (Rings, error) {
-	// struct ethtool_ringparam: the command, then the sizes in this order.
-	var r struct {
+	return getParams[Rings](ifname, unix.ETHTOOL_GRINGPARAM, "ring sizes", "ETHTOOL_GRINGPARAM")
+}
+
+// getParams reads what an ethtool get command returns in a struct of the
+// command followed by T's u32 fields, in order (struct ethtool_channels,
+// struct ethtool_ringparam); what and cmdName name them in an error.
+func getParams[T any](ifname string, cmd uint32, what, cmdName string) (T, error) {
+	var p struct {
 		cmd uint32
-		Rings
+		v   T
 	}
-	r.cmd = unix.ETHTOOL_GRINGPARAM
-	if err := ioctl(ifname, unsafe.Pointer(&r)); err != nil {
-		return Rings{}, fmt.Errorf("read ring sizes of %s (ETHTOOL_GRINGPARAM): %w", ifname, err)
+	p.cmd = cmd
+	if err := ioctl(ifname, unsafe.Pointer(&p)); err != nil {
+		return p.v, fmt.Errorf("read %s of %s (%s): %w", what, ifname, cmdName, err)
 	}
-	return r.Rings, nil
+	return p.v, nil
 }
 
 // SetChannels sets the link's RX and TX queue counts (ethtool -L rx N tx

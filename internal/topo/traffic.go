@@ -191,6 +191,49 @@ func SendStream(c net.Conn, n int64, deadline time.Time) error {
 	return nil
 }
 
+// DialStream connects to a stream receiver at to, retrying while it is
+// not listening yet (refused), until deadline.
+func DialStream(to netip.AddrPort, deadline time.Time) (net.Conn, error) {
+	for {
+		c, err := net.DialTimeout(network("tcp", to.Addr()), to.String(), time.Until(deadline))
+		if err == nil || time.Now().After(deadline) {
+			return c, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SendPaced writes count datagrams of size bytes (size >= 4) to c, paced
+// at pps, each starting with its big-endian sequence number. A full socket
+// buffer is loss for the receiver to count, not an error.
+func SendPaced(c net.Conn, count, size, pps int) {
+	b := make([]byte, size)
+	gap, next := time.Second/time.Duration(pps), time.Now()
+	for seq := range count {
+		binary.BigEndian.PutUint32(b, uint32(seq))
+		c.Write(b)
+		next = next.Add(gap)
+		time.Sleep(time.Until(next))
+	}
+}
+
+// CountDatagrams counts the datagrams c receives until deadline, or until
+// quiet passes without one after the first.
+func CountDatagrams(c net.Conn, deadline time.Time, quiet time.Duration) int {
+	n, buf := 0, make([]byte, 65536)
+	for {
+		d := deadline
+		if q := time.Now().Add(quiet); n > 0 && q.Before(d) {
+			d = q
+		}
+		c.SetReadDeadline(d)
+		if _, err := c.Read(buf); err != nil {
+			return n
+		}
+		n++
+	}
+}
+
 // ReceiveStream reads c to its end and checks it is exactly n bytes of the
 // stream SendStream writes. It returns the bytes verified and when the
 // last of them arrived.

@@ -1,7 +1,6 @@
 package vmtest
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
@@ -183,16 +182,11 @@ func hostToPod(t *testing.T, vm *VM, from *topo.NS, to pod, n int64) {
 	wait := vm.background(t, to.in(fmt.Sprintf("agent tcp-recv %s:%d %d 60", to.addr, streamPort, n)))
 	deadline := time.Now().Add(60 * time.Second)
 	err := from.Do(func() error {
-		for {
-			c, err := net.DialTimeout("tcp4", netip.AddrPortFrom(to.addr, streamPort).String(), 5*time.Second)
-			if err == nil {
-				return topo.SendStream(c, n, deadline)
-			}
-			if time.Now().After(deadline) {
-				return err
-			}
-			time.Sleep(100 * time.Millisecond) // the receiver is not listening yet
+		c, err := topo.DialStream(netip.AddrPortFrom(to.addr, streamPort), deadline)
+		if err != nil {
+			return err
 		}
+		return topo.SendStream(c, n, deadline)
 	})
 	out := wait()
 	if err != nil || !strings.Contains(out, fmt.Sprintf("verified %d\n", n)) {
@@ -281,9 +275,8 @@ func podIOMMU(t *testing.T, vm *VM, forwarder string) []IOMMURow {
 
 func udpHostToPod(t *testing.T, vm *VM, from *topo.NS, to pod, payload int) (int, error) {
 	wait := vm.background(t, to.in(fmt.Sprintf("agent udp-recv %s:%d 30", to.addr, udpPort)))
-	// The receiver must be up before the first datagram: a probe it
-	// counts too would skew nothing (one in 2,000), but a lost one would
-	// make the count wait for nothing; so wait for its socket.
+	// The receiver must be up before the first datagram, or the first
+	// would be lost to it: wait for its socket.
 	vm.Run(t, fmt.Sprintf(`for i in $(seq 100); do %s | grep -q ':%04X ' && exit 0; sleep 0.1; done; exit 1`,
 		to.in("cat /proc/net/udp"), udpPort), 15*time.Second)
 	err := from.Do(func() error {
@@ -292,19 +285,13 @@ func udpHostToPod(t *testing.T, vm *VM, from *topo.NS, to pod, payload int) (int
 			return err
 		}
 		defer c.Close()
-		b := make([]byte, payload)
-		gap, next := time.Second/podIOMMUPPS, time.Now()
-		for seq := range podIOMMUCount {
-			binary.BigEndian.PutUint32(b, uint32(seq))
-			c.Write(b) // loss is what the receiver counts
-			next = next.Add(gap)
-			time.Sleep(time.Until(next))
-		}
+		topo.SendPaced(c, podIOMMUCount, payload, podIOMMUPPS)
 		return nil
 	})
 	out := wait()
 	var n int
-	if _, serr := fmt.Sscanf(out[strings.LastIndex(out, "received"):], "received %d", &n); serr != nil && err == nil {
+	_, after, found := strings.Cut(out, "received ")
+	if _, serr := fmt.Sscan(after, &n); (!found || serr != nil) && err == nil {
 		err = fmt.Errorf("receiver in %s: %q", to.name, out)
 	}
 	return n, err
@@ -324,22 +311,7 @@ func udpPodToHost(t *testing.T, vm *VM, from pod, to *topo.NS, addr netip.Addr, 
 	}
 	defer ln.Close()
 	got := make(chan int)
-	go func() {
-		n, buf := 0, make([]byte, 2048)
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			d := deadline
-			if q := time.Now().Add(2 * time.Second); n > 0 && q.Before(d) {
-				d = q
-			}
-			ln.SetReadDeadline(d)
-			if _, err := ln.Read(buf); err != nil {
-				got <- n
-				return
-			}
-			n++
-		}
-	}()
+	go func() { got <- topo.CountDatagrams(ln, time.Now().Add(60*time.Second), 2*time.Second) }()
 	rc, out, err := vm.Exec(from.in(fmt.Sprintf("agent udp-send %s %d %d %d", ln.LocalAddr(), podIOMMUCount, payload, podIOMMUPPS)), 60*time.Second)
 	n := <-got
 	if err == nil && rc != 0 {

@@ -205,15 +205,7 @@ func tcpSend(args []string) int {
 	if !ok {
 		return usage("tcp-send ADDR:PORT BYTES SECONDS")
 	}
-	var c net.Conn
-	var err error
-	for {
-		c, err = net.DialTimeout("tcp", to.String(), time.Until(deadline))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c, err := topo.DialStream(to, deadline)
 	if err != nil {
 		return fail("tcp-send to %s: %v", to, err)
 	}
@@ -283,15 +275,7 @@ func udpSend(args []string) int {
 		return fail("udp-send to %s: %v", to, err)
 	}
 	defer c.Close()
-	b := make([]byte, size)
-	gap := time.Second / time.Duration(pps)
-	next := time.Now()
-	for seq := range count {
-		b[0], b[1], b[2], b[3] = byte(seq>>24), byte(seq>>16), byte(seq>>8), byte(seq)
-		c.Write(b) // a full socket buffer is loss the receiver counts
-		next = next.Add(gap)
-		time.Sleep(time.Until(next))
-	}
+	topo.SendPaced(c, count, size, pps)
 	return 0
 }
 
@@ -314,19 +298,6 @@ func udpRecv(args []string) int {
 	defer c.Close()
 	c.SetReadBuffer(4 << 20)
 	deadline := time.Now().Add(time.Duration(s * float64(time.Second)))
-	buf := make([]byte, 65536)
-	n := 0
-	for {
-		d := deadline
-		if quiet := time.Now().Add(time.Second); n > 0 && quiet.Before(d) {
-			d = quiet
-		}
-		c.SetReadDeadline(d)
-		if _, err := c.Read(buf); err != nil {
-			break
-		}
-		n++
-	}
-	fmt.Println("received", n)
+	fmt.Println("received", topo.CountDatagrams(c, deadline, time.Second))
 	return 0
 }
