@@ -326,7 +326,13 @@ func TestPublishPollTransmits(t *testing.T) {
 			}
 			fds := []unix.PollFd{{Fd: int32(e.s.FD()), Events: unix.POLLIN}}
 			ts := unix.NsecToTimespec(int64(time.Millisecond))
-			if _, err := unix.Ppoll(fds, &ts, nil); err != nil {
+			// The Go runtime's preemption signal may interrupt it
+			// (EINTR) before it polled the socket: poll again.
+			var err error = unix.EINTR
+			for err == unix.EINTR {
+				_, err = unix.Ppoll(fds, &ts, nil)
+			}
+			if err != nil {
 				t.Fatalf("ppoll: %v", err)
 			}
 			tx.Polled()
