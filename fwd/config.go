@@ -129,8 +129,12 @@ type Config struct {
 	// (xdpfwd's --spin auto or 0), spins 64 rounds (about 5 µs) while
 	// spinning catches packets, and sleeps at once after 16 spins in a row
 	// caught nothing (a trickle), spinning again every 16th time to notice
-	// a burst. Positive: spin that many rounds every time. Negative
-	// (--spin off): never spin.
+	// a burst. When what it forwards is answered (requests out on a link,
+	// replies back on it within 200 µs, in a third of its dry spells) it
+	// also polls a reply window, long enough to catch most answers
+	// without a wake-up, within a quarter of its time; a one-way stream
+	// never earns one (WorkerStats.ReplyWindow). Positive: spin that many
+	// rounds every time. Negative (--spin off): never spin.
 	Spin int
 
 	// Coalesce is how long a worker keeps polling its rings after they

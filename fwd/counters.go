@@ -150,5 +150,9 @@ func publishRX(in *port, c *batchCounts, packets int, rxBytes uint64) {
 // sleep or round.
 type loopStats struct {
 	sleeps, polls, pollTimeouts, pollEventfd atomic.Uint64
-	progress                                 workerProgress
+	// replyCaught counts dry spells ended within the reply window (a
+	// wake-up saved); replyWindow is the window now (ns, spin.go).
+	replyCaught atomic.Uint64
+	replyWindow atomic.Int64
+	progress    workerProgress
 }

@@ -196,7 +196,10 @@ type txLanes struct {
 	// deferred: the last round published TX descriptors and left their
 	// kick to the next one (kickOrDefer).
 	deferred bool
-	reaped   []uint64 // completion scratch, batch long
+	// sent are the links the current round sent on, sentBefore those of
+	// the last round that moved packets (the worker's reply window).
+	sent, sentBefore LinkSet
+	reaped           []uint64 // completion scratch, batch long
 }
 
 func newTXLanes(links, batch int) txLanes {
@@ -216,6 +219,7 @@ func (t *txLanes) touch(l *lane) {
 func (t *txLanes) publishTouched() {
 	for _, l := range t.touched {
 		l.touched = false
+		t.sent = t.sent.Add(l.link)
 		l.publish()
 		publish(l.stats, &l.bc)
 		l.bc = batchCounts{}

@@ -78,6 +78,9 @@ type rxSide struct {
 	frameSize uint64
 	batch     uint32
 	chain     []xsk.Desc // cross-connect's scratch for one packet's RX descriptors
+	// rxFrom are the links whose RX rings gave packets this round (the
+	// worker's reply window).
+	rxFrom LinkSet
 }
 
 func newRXSide(mem []byte, frameSize, batch int) rxSide {

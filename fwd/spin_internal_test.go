@@ -3,6 +3,7 @@ package fwd
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSpinner plays dry spells through a spinner: 'c' a spin that caught
@@ -69,5 +70,86 @@ func TestSpinnerRounds(t *testing.T) {
 		if empty != tc.empty {
 			t.Errorf("spin %d: %d empty rounds before sleeping, want %d", tc.spin, empty, tc.empty)
 		}
+	}
+}
+
+// TestReplyWindow plays dry spells through the default spinner's reply
+// window: each spell is its length and whether it ended with a turn (a
+// packet from a link the worker had just sent on). Request/response
+// traffic earns a window that catches the replies; a one-way stream, or
+// replies slower than replyMax, earn none.
+func TestReplyWindow(t *testing.T) {
+	const us = int64(time.Microsecond)
+	type spell struct {
+		gap    int64
+		turned bool
+	}
+	repeat := func(n int, s ...spell) []spell {
+		var out []spell
+		for range n {
+			out = append(out, s...)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name             string
+		spells           []spell
+		wantMin, wantMax int64 // the window after them
+	}{
+		{"no spell yet", nil, 0, 0},
+		{"request/response at 500/s: replies in 60 µs", repeat(8, spell{60 * us, true}, spell{2000 * us, true}), 60 * us, 80 * us},
+		{"a one-way stream at 20k/s", repeat(16, spell{45 * us, false}), 0, 0},
+		{"replies slower than replyMax", repeat(16, spell{400 * us, true}), 0, 0},
+		{"a few quick turns among many slow ones", append(repeat(12, spell{3000 * us, true}), repeat(4, spell{50 * us, true})...), 0, 0},
+		{"a stream that starts answering", append(repeat(16, spell{45 * us, false}), repeat(6, spell{30 * us, true})...), 30 * us, 40 * us},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSpinner(0)
+			now := int64(1)
+			for _, sp := range tc.spells {
+				s.dry(now)
+				now += sp.gap
+				s.ended(sp.gap, sp.turned)
+			}
+			if w := s.reply.window; w < tc.wantMin || w > tc.wantMax {
+				t.Errorf("window %v, want %v..%v", time.Duration(w), time.Duration(tc.wantMin), time.Duration(tc.wantMax))
+			}
+		})
+	}
+	for _, spin := range []int{64, -1} {
+		s := newSpinner(spin)
+		for range 16 {
+			s.ended(60*us, true)
+		}
+		if until := s.dry(100); until != 100 {
+			t.Errorf("--spin %d: a dry spell polls until %d, want none past its rounds", spin, until)
+		}
+	}
+}
+
+// TestReplyWindowBudget: however often spells that would use the window
+// come, the windows polled take at most 1/replyShare of the worker's time
+// (plus the budget saved at start).
+func TestReplyWindowBudget(t *testing.T) {
+	const us = int64(time.Microsecond)
+	s := newSpinner(0)
+	now := int64(1)
+	start, polled := now, int64(0)
+	for range 10000 {
+		// Turns 150 µs apart: each would be caught by a window of 187 µs,
+		// which polls all the time.
+		until := s.dry(now)
+		polled += min(until-now, 150*us)
+		now += 150 * us
+		s.ended(150*us, true)
+	}
+	if w := s.reply.window; w < 150*us {
+		t.Fatalf("window %v, want one that catches turns 150 µs apart", time.Duration(w))
+	}
+	if limit := (now-start)/replyShare + replyBudgetMax; polled > limit {
+		t.Errorf("polled %v of %v, more than 1/%d of it plus the budget cap", time.Duration(polled), time.Duration(now-start), replyShare)
+	}
+	if polled < (now-start)/(2*replyShare) {
+		t.Errorf("polled %v of %v: the budget of 1/%d went unspent", time.Duration(polled), time.Duration(now-start), replyShare)
 	}
 }

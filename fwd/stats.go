@@ -482,6 +482,11 @@ type WorkerStats struct {
 	// EventfdWrites counts the eventfd writes other workers made to wake
 	// it: system calls on their threads.
 	EventfdWrites uint64 `json:"eventfd_writes"`
+	// ReplyWindow is how long it polls its rings after forwarding, for
+	// the answer to come (0: only the short spin); ReplyCaught counts
+	// the packets that came within it, each a wake-up saved (Config.Spin).
+	ReplyWindow time.Duration `json:"reply_window_ns"`
+	ReplyCaught uint64        `json:"reply_caught"`
 }
 
 // Efficiency is the cost side of a span of forwarding, per 1,000 packets
@@ -568,6 +573,8 @@ func (f *Forwarder) workerStats() []WorkerStats {
 			PollTimeouts:  w.pollTimeouts.Load(),
 			PollEventfd:   w.pollEventfd.Load(),
 			EventfdWrites: w.wake.wakes.Load(),
+			ReplyWindow:   time.Duration(w.replyWindow.Load()),
+			ReplyCaught:   w.replyCaught.Load(),
 		}
 	}
 	return out

@@ -132,7 +132,12 @@ func (w *worker) run(stop *atomic.Bool) {
 	w.setRunning(true)
 	idle := 0
 	spinning := false
-	var dry int64 // when the rings ran dry (monotonic ns), with coalesce
+	// A dry spell lasts from the round that found the rings empty (dry,
+	// monotonic ns; 0 while packets come) to the one that finds a packet,
+	// through spins and sleeps; it is polled until until at least (the
+	// spinner's reply window). coalesce counts from the last round that
+	// found them empty (empty).
+	var dry, until, empty int64
 	for !stop.Load() {
 		if w.chg.pending.Load() { // links added or removed (links.go)
 			w.takeChanges()
@@ -143,6 +148,11 @@ func (w *worker) run(stop *atomic.Bool) {
 			if spinning {
 				w.spin.caught()
 			}
+			if dry != 0 {
+				w.endSpell(monoNow(), dry, until)
+				dry = 0
+			}
+			w.sentBefore, w.sent = w.sent, 0
 			idle, spinning = 0, false
 			w.kickOrDefer(&w.rxSide)
 			continue
@@ -174,12 +184,22 @@ func (w *worker) run(stop *atomic.Bool) {
 		// wake-up. What the last round published is kicked first.
 		if idle++; idle == 1 {
 			spinning = w.spin.start()
-			if w.coalesce > 0 {
-				dry = monoNow()
+			empty = monoNow()
+			if dry == 0 {
+				dry, until = empty, w.spin.dry(empty)
 			}
 		}
-		if spinning && w.spin.more(idle) || w.coalesce > 0 && monoNow()-dry < w.coalesce {
+		if spinning && w.spin.more(idle) || w.coalesce > 0 && monoNow()-empty < w.coalesce {
 			w.flush()
+			continue
+		}
+		if until > dry && monoNow() < until {
+			// The reply window: long enough for another thread on this
+			// CPU (the answering one, perhaps) to want it.
+			w.flush()
+			if idle%replyYieldRounds == 0 {
+				yield()
+			}
 			continue
 		}
 		if spinning {
@@ -198,8 +218,12 @@ func (w *worker) run(stop *atomic.Bool) {
 // It returns the packets it moved and the descriptors it holds for order.
 func (w *worker) round() (n, held int) {
 	w.refill()
+	w.rxFrom = 0
 	for _, p := range w.rx {
-		n += w.forwardAll(p)
+		if k := w.forwardAll(p); k > 0 {
+			n += k
+			w.rxFrom = w.rxFrom.Add(p.link)
+		}
 	}
 	if w.order != nil {
 		var m int
@@ -209,6 +233,17 @@ func (w *worker) round() (n, held int) {
 	w.reapAll()
 	w.umems.publish()
 	return n, held
+}
+
+// endSpell records a dry spell from dry to now that a packet ended, polled
+// until until: the spinner learns from it (spin.go), and one caught within
+// the reply window is counted.
+func (w *worker) endSpell(now, dry, until int64) {
+	if now <= until {
+		w.replyCaught.Add(1)
+	}
+	w.spin.ended(now-dry, w.rxFrom&w.sentBefore != 0)
+	w.replyWindow.Store(w.spin.reply.window)
 }
 
 // holdPoll bounds a sleep while packets are held for ordering: a worker
