@@ -82,13 +82,17 @@ func (l *lane) put(descs []xsk.Desc) bool {
 
 // publish gives back the slots reserved ahead and unused, and makes what
 // was put visible to the kernel; its kick is the worker loop's
-// (kickOrDefer).
+// (kickOrDefer), unless the ring is full: then the kernel must take some
+// before the next batch has room, so it is kicked now.
 func (l *lane) publish() {
 	if l.left > 0 {
 		l.ring.Cancel(l.left)
 		l.left = 0
 	}
 	l.ring.Publish()
+	if l.ring.Full() {
+		l.kick()
+	}
 }
 
 // down reports whether the lane backs off after a failed kick: its link

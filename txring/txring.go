@@ -8,7 +8,7 @@
 // # Concurrency
 //
 // A Ring has a single owner: one goroutine at a time calls Free, Reserve,
-// Set, Cancel, Submit, Publish, Flush, Owed, Polled, Kick, KickDown, Reap
+// Set, Cancel, Submit, Publish, Full, Flush, Owed, Polled, Kick, KickDown, Reap
 // and InFlight, which keep unguarded counters
 // and the xsk rings' cached indices. Other goroutines may read Kicks,
 // KickErrors (atomics) and Pending (both indices loaded atomically). The
@@ -26,9 +26,9 @@
 // It never touches the bytes of a packet, never frees an address (the
 // caller returns each to its zone), never allocates, never blocks, and
 // makes no syscall per packet: Submit kicks only when the kernel asked for
-// a wake-up (need_wakeup) or the ring is full, and Publish leaves the kick
-// to the owner, who may make it once for several batches or let a poll(2)
-// make it.
+// a wake-up (need_wakeup) or the ring is full, and Publish leaves every
+// kick to the owner, who may make it once for several batches or let a
+// poll(2) make it.
 package txring
 
 import (
@@ -93,10 +93,10 @@ func (r *Ring) Submit() {
 }
 
 // Publish makes every reserved descriptor visible to the kernel without
-// waking it, unless the ring is now full. What it published is owed a
-// wake-up (Owed) until the next Flush or Kick, or until the owner polls
-// the socket (Polled): an owner that is about to sleep in poll(2) saves
-// the sendto.
+// waking it. What it published is owed a wake-up (Owed) until the next
+// Flush or Kick, or until the owner polls the socket (Polled): an owner
+// that is about to sleep in poll(2) saves the sendto. When to kick is the
+// owner's decision; a ring left Full needs one to make room.
 func (r *Ring) Publish() {
 	if r.reserved == 0 {
 		return
@@ -105,10 +105,11 @@ func (r *Ring) Publish() {
 	r.submitted += uint64(r.reserved)
 	r.reserved = 0
 	r.owed = true
-	if r.tx.Free(1) == 0 {
-		r.Kick(true)
-	}
 }
+
+// Full reports whether the TX ring has no free slot: only a kick makes
+// the kernel take what it holds.
+func (r *Ring) Full() bool { return r.tx.Free(1) == 0 }
 
 // Flush kicks the kernel for what Publish left owed, if the ring's
 // need_wakeup flag asks for it (KickDown to nothing pending).

@@ -232,6 +232,43 @@ func TestInFlightKicksAndReap(t *testing.T) {
 	}
 }
 
+// TestPublishLeavesTheKick fills the TX ring with Publish: the ring is Full,
+// every descriptor pending, and no sendto made (the kick is the owner's,
+// fwd's lane); one Flush then sends them all and frees the ring.
+func TestPublishLeavesTheKick(t *testing.T) {
+	const ringSize = 64
+	e := newEnv(t, ringSize)
+	tx := txring.New(e.s)
+	for filled := uint32(0); filled < ringSize; {
+		got, idx := tx.Reserve(16)
+		for k := range got {
+			tx.Set(idx+k, e.slots[filled+k], frameLen, 0)
+		}
+		filled += got
+		tx.Publish()
+		if full := filled == ringSize; tx.Full() != full {
+			t.Fatalf("%d of %d published: Full = %v", filled, ringSize, tx.Full())
+		}
+	}
+	if n, p := tx.Kicks.Load(), tx.Pending(); n != 0 || p != ringSize || !tx.Owed() {
+		t.Fatalf("full ring: %d kicks, %d pending, owed %v; want 0, %d, true", n, p, tx.Owed(), ringSize)
+	}
+	if err := tx.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	reaped := make([]uint64, ringSize)
+	deadline := time.Now().Add(2 * time.Second)
+	for n := 0; n < ringSize; n += tx.Reap(reaped) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d completed within 2 s after the flush (pending %d)", n, ringSize, tx.Pending())
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if tx.Full() || tx.Kicks.Load() == 0 {
+		t.Errorf("after the flush: Full %v, %d kicks", tx.Full(), tx.Kicks.Load())
+	}
+}
+
 // BenchmarkReserveSetSubmitReap transmits batches of 64 frames of 64 bytes
 // out of LinkA into namespace A and reaps completions each iteration.
 // ns/op is per batch of 64.
