@@ -40,7 +40,9 @@ type Config struct {
 	// smaller rings (Plan.RingSize), so that MaxLinks links added later
 	// take within 10 % of the memory of MaxLinks given at start. 0: the
 	// links given, nothing set aside; at most MaxLinks (64, a LinkSet's
-	// size). Without a Handler, 0 or 2.
+	// size). Without a Handler, 0 or 2. Plan.MaxLinks is the count it
+	// resolved to, never 0; xdpfwd's --max-links takes the same counts
+	// (its default, auto, is not 0 but 64 in the modes that add links).
 	MaxLinks int
 	// Handler decides each packet's way (handler.go); nil cross-connects
 	// the two links.
