@@ -23,6 +23,11 @@ import (
 // the links), and means the same in xdpfwd's flags, its --config file and
 // a SIGHUP reload, which all build a Config through one parser. New
 // resolves a Config into a Plan (Forwarder.Plan) and never writes to it.
+// A Plan's field of the same name holds what the Config's resolved to: a
+// zero that stands for a default replaced by it (InlineMax 256, FragOrder
+// 4, MaxLinks the links given), off spelled as the Config spells it
+// (InlineOff, FragOff, a Coalesce of 0), so that the same number means the
+// same in both; CPUs aside, whose empty list is unpinned in a Plan.
 type Config struct {
 	// Links are the links to forward between: exactly two without a
 	// Handler (each packet leaves by the other), 1..MaxLinks with one.
@@ -35,7 +40,9 @@ type Config struct {
 	// smaller rings (Plan.RingSize), so that MaxLinks links added later
 	// take within 10 % of the memory of MaxLinks given at start. 0: the
 	// links given, nothing set aside; at most MaxLinks (64, a LinkSet's
-	// size). Without a Handler, 0 or 2.
+	// size). Without a Handler, 0 or 2. Plan.MaxLinks is the count it
+	// resolved to, never 0; xdpfwd's --max-links takes the same counts
+	// (its default, auto, is not 0 but 64 in the modes that add links).
 	MaxLinks int
 	// Handler decides each packet's way (handler.go); nil cross-connects
 	// the two links.
@@ -81,14 +88,17 @@ type Config struct {
 
 	// InlineMax is the largest packet, in bytes, copied whole into a
 	// 256-byte inline slot: 1..256; 0: the default, 256; InlineOff: the
-	// inline path is off, and the UMEM has no inline zone. SetInlineMax
-	// and xdpfwd's --inline-max (ParseInlineMax) take the same values.
+	// inline path is off, and the UMEM has no inline zone. SetInlineMax,
+	// Plan.InlineMax (resolved: never 0) and xdpfwd's --inline-max
+	// (ParseInlineMax) take the same values.
 	InlineMax int
 	// FragOrder sizes frag blocks, which take repacked multi-buffer
 	// packets and a Handler's flood copies: 3 (32 KiB) or 4 (64 KiB).
-	// 0: the default, 4; negative (xdpfwd's --frag-order off): no frag
-	// zone. Without multi-buffer and without a Handler no packet uses one,
-	// and the UMEM has none whatever FragOrder says.
+	// 0: the default, 4; FragOff (any negative; xdpfwd's --frag-order
+	// off): no frag zone. Without multi-buffer and without a Handler no
+	// packet uses one, and the UMEM has none whatever FragOrder says.
+	// Plan.FragOrder (resolved: 3, 4 or FragOff, never 0) and xdpfwd's
+	// --frag-order take the same values.
 	FragOrder int
 	// MaxTxFrags is the most descriptors a multi-buffer packet may leave
 	// as before it is repacked into a frag block. 0: 4.
@@ -213,9 +223,14 @@ type PromiscHandler interface {
 	Promiscuous() bool
 }
 
-// InlineOff, as Config.InlineMax or SetInlineMax's limit, turns the inline
-// TX path off. 0 there is the default, 256 (see inline.Off).
+// InlineOff, as Config.InlineMax, Plan.InlineMax or SetInlineMax's limit,
+// turns the inline TX path off. 0 there is the default, 256 (see
+// inline.Off), which a Plan never holds.
 const InlineOff = inline.Off
+
+// FragOff, as Config.FragOrder or Plan.FragOrder, is no frag zone. 0 there
+// is the default order, 4, which a Plan never holds.
+const FragOff = -1
 
 // ParseInlineMax parses an inline limit as xdpfwd's --inline-max and its
 // config file give it: "off" (InlineOff), or 0..256, 0 being the default.

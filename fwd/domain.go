@@ -58,7 +58,7 @@ const (
 // the others and the memory set aside for links to come. Otherwise there
 // is one, as before domains (a link whose support is unknown tries
 // zero-copy with the others; with on, a link that cannot fails its bind).
-func (p *Plan) planDomains(fragOrder int, links []linkInfo) {
+func (p *Plan) planDomains(links []linkInfo) {
 	var zc, cp []linkInfo
 	for _, l := range links {
 		if l.zc.Known && l.zc.ZeroCopy && !l.veth {
@@ -72,8 +72,8 @@ func (p *Plan) planDomains(fragOrder int, links []linkInfo) {
 	// that cannot fails its bind, as before domains.
 	on := p.ZeroCopy == xsk.ZeroCopyOn && len(cp) > 0
 	if p.ZeroCopy == xsk.ZeroCopyOff || on || len(zc) == 0 || len(cp) == 0 && !added {
-		p.UMEM = umemConfig(p, fragOrder, links)
-		p.UMEMReserved = umemReserved(p, fragOrder, links)
+		p.UMEM = umemConfig(p, links)
+		p.UMEMReserved = umemReserved(p, links)
 		p.Domains = []Domain{{ZeroCopy: p.ZeroCopy, Links: linkNames(links), Added: true, UMEM: p.UMEM}}
 		return
 	}
@@ -82,11 +82,11 @@ func (p *Plan) planDomains(fragOrder int, links []linkInfo) {
 	cq := *p
 	cq.MaxLinks = p.MaxLinks - len(zc)
 	cq.ZeroCopy = xsk.ZeroCopyOff
-	cq.UMEM = umemConfig(&cq, fragOrder, cp)
+	cq.UMEM = umemConfig(&cq, cp)
 	p.UMEM = cq.UMEM
-	p.UMEMReserved = umemReserved(&cq, fragOrder, cp)
+	p.UMEMReserved = umemReserved(&cq, cp)
 	p.Domains = []Domain{
-		{Name: DomainZeroCopy, ZeroCopy: p.ZeroCopy, Links: linkNames(zc), UMEM: umemConfig(&zq, fragOrder, zc)},
+		{Name: DomainZeroCopy, ZeroCopy: p.ZeroCopy, Links: linkNames(zc), UMEM: umemConfig(&zq, zc)},
 		{Name: DomainCopy, ZeroCopy: xsk.ZeroCopyOff, Links: linkNames(cp), Added: true, UMEM: p.UMEM},
 	}
 	p.decide(slog.LevelInfo, "two UMEM domains", "zero-copy links "+joinNames(zc)+" share one UMEM; "+

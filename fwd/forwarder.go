@@ -140,10 +140,10 @@ func New(config Config) (_ *Forwarder, err error) {
 	}()
 
 	f.handoffSize = cfg.HandoffSize
-	f.inlineMax.Store(int32(cfg.InlineMax))
+	f.inlineMax.Store(int32(cfg.inlineBytes()))
 	f.xpsMode.Store(uint32(cfg.XPS))
 	f.policy = linearize.Policy{
-		InlineMax:  cfg.InlineMax,
+		InlineMax:  cfg.inlineBytes(),
 		MaxTxFrags: cfg.MaxTxFrags,
 		ChunkSize:  cfg.FrameSize,
 	}

@@ -11,11 +11,11 @@ import (
 // umemBytes is the UMEM New maps for workers workers on two links of
 // queues RX (and TX) queues each, at the default frame size and ring size.
 func umemBytes(workers, queues int) (bytes int64, ring uint32) {
-	cfg := Plan{Queues: workers, FrameSize: 2048, InlineMax: 256}
+	cfg := Plan{Queues: workers, FrameSize: 2048, InlineMax: 256, FragOrder: 4}
 	l := linkInfo{rxQueues: queues, txQueues: queues}
 	links := []linkInfo{l, l}
 	cfg.RingSize = autoRingSize(workers, links)
-	u := umemConfig(&cfg, 4, links)
+	u := umemConfig(&cfg, links)
 	n := int64(u.Frames)*int64(u.FrameSize) + int64(u.InlineSlots)*umem.InlineSlotSize + int64(u.FragBlocks)*int64(u.FragBlockSize())
 	return n, cfg.RingSize
 }
@@ -59,7 +59,7 @@ func TestUMEMFramesCoverCaches(t *testing.T) {
 		workers, queues int
 		ring            uint32
 	}{{1, 1, 64}, {2, 2, 128}, {2, 4, 64}, {4, 4, 2048}} {
-		p := Plan{Queues: tc.workers, FrameSize: 4096, InlineMax: 256, RingSize: tc.ring}
+		p := Plan{Queues: tc.workers, FrameSize: 4096, InlineMax: 256, FragOrder: 4, RingSize: tc.ring}
 		nic := linkInfo{rxQueues: tc.queues, txQueues: tc.queues, rxRing: 256,
 			zc: xsk.ZeroCopyFeatures{Known: true, ZeroCopy: true}}
 		veth := linkInfo{rxQueues: tc.queues, txQueues: tc.queues, veth: true}
@@ -72,7 +72,7 @@ func TestUMEMFramesCoverCaches(t *testing.T) {
 			need += tc.workers * int(tc.ring)
 		}
 		need += (tc.workers - 1) * frameCacheSize
-		if got := umemConfig(&p, 4, links).Frames; got < need {
+		if got := umemConfig(&p, links).Frames; got < need {
 			t.Errorf("%d workers, %d queues, ring %d: %d frames, want at least %d (fill and TX rings, %d other caches of %d)",
 				tc.workers, tc.queues, tc.ring, got, need, tc.workers-1, frameCacheSize)
 		}

@@ -20,10 +20,13 @@ import (
 
 // Plan is a Config resolved against what the links and the host report:
 // every value a Forwarder runs with, each zero value of Config replaced by
-// what it stands for. resolve builds it from data alone (no netlink, no
-// syscall), so the same Config against the same facts always gives the
-// same Plan; New builds the forwarder from it, and nothing changes it
-// after. The input Config is never written.
+// what it stands for. A field named as Config's takes Config's values, off
+// spelled the same (InlineOff, FragOff), and never holds a zero that is a
+// default there: such a value given back as the Config's resolves to
+// itself. resolve builds it from data alone (no netlink, no syscall), so
+// the same Config against the same facts always gives the same Plan; New
+// builds the forwarder from it, and nothing changes it after. The input
+// Config is never written.
 //
 // Worker w reads RX queues w, w+Queues, w+2·Queues, … of each link and
 // transmits on queue w of each (LinkQueues gives each link's RX queues,
@@ -34,7 +37,8 @@ type Plan struct {
 	Logger  *slog.Logger
 
 	// MaxLinks is how many links the forwarder holds at most (Links and
-	// those added while running): Config.MaxLinks, or len(Links).
+	// those added while running): Config.MaxLinks, or len(Links) for its
+	// 0; never 0.
 	MaxLinks int
 	// Queues is the number of workers, each with TX queue w on every link.
 	Queues int
@@ -72,10 +76,16 @@ type Plan struct {
 
 	// CPUs pins worker q to CPUs[q % len(CPUs)]; empty: not pinned.
 	CPUs []int
-	// InlineMax is the inline limit in bytes at start; 0: the inline path
-	// is off and the UMEM has no inline zone.
+	// InlineMax is the inline limit at start, as Config.InlineMax spells
+	// it, resolved: 1..256 bytes, or InlineOff (the inline path off, and
+	// no inline zone in the UMEM); never 0, Config's default (256).
+	// inlineBytes is it as a byte count, what the workers and
+	// Forwarder.InlineMax hold.
 	InlineMax int
-	// FragOrder is the frag zone's order: 3 or 4, 0 when there is none.
+	// FragOrder is the frag zone's order, as Config.FragOrder spells it:
+	// 3 or 4, or FragOff when the UMEM has none (FragOff asked, or neither
+	// multi-buffer nor a Handler to use one); never 0, Config's default
+	// (4).
 	FragOrder  int
 	MaxTxFrags int
 
@@ -182,7 +192,7 @@ func (c *Config) check(host hostFacts) error {
 	case batch < linearize.MaxDescs || c.RingSize != 0 && uint32(batch) > c.RingSize:
 		return inputErr("batch %d: want %d..ring size, or 0 (%d)", c.Batch, linearize.MaxDescs, defaultBatch)
 	case c.FragOrder > 0 && c.FragOrder != 3 && c.FragOrder != 4:
-		return inputErr("--frag-order %d: want 3 (32 KiB), 4 (64 KiB), 0 (the default, 4) or off (no frag zone)", c.FragOrder)
+		return inputErr("--frag-order %d: want 3 (32 KiB), 4 (64 KiB), 0 (the default, 4) or off (FragOff: no frag zone)", c.FragOrder)
 	case !allowed(c.CPUs, host.cpus):
 		return inputErr("cpus %v: want CPUs the process may run on, of %v", c.CPUs, host.cpus)
 	case maxTxFrags < 1 || maxTxFrags > linearize.MaxDescs:
@@ -226,7 +236,11 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	if p.Spin < 0 || p.Coalesce < 0 {
 		p.Coalesce = 0
 	}
-	p.InlineMax, _ = inline.ResolveMax(cfg.InlineMax) // check checked it
+	p.InlineMax = cmp0(cfg.InlineMax, umem.InlineSlotSize) // check checked it
+	p.FragOrder = cmp0(cfg.FragOrder, defaultFragOrder)    // as asked; the UMEM's below
+	if p.FragOrder < 0 {
+		p.FragOrder = FragOff
+	}
 	p.Promiscuous = resolvePromisc(cfg.Promisc, cfg.Handler)
 	p.Checksums = cfg.Checksums
 	for _, l := range links {
@@ -256,10 +270,10 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 	}
 	if cfg.RingSize == 0 && p.MaxLinks > len(links) {
 		// Weighed on the frame size and frag zone just settled.
-		p.RingSize = givenRingSize(&p, cfg.FragOrder, links)
+		p.RingSize = givenRingSize(&p, links)
 	}
-	p.planDomains(cfg.FragOrder, links)
-	p.FragOrder = p.UMEM.FragOrder
+	p.planDomains(links)
+	p.FragOrder = cmp0(p.UMEM.FragOrder, FragOff) // umem's 0 is none
 	if err := p.boundUMEM(cfg, links); err != nil {
 		return Plan{}, err
 	}
@@ -314,10 +328,10 @@ func (p *Plan) UMEMSize() int {
 // umemReserved is the bytes of p's UMEM set aside for the links that may
 // be added (MaxLinks above the links given): its size less that of the
 // same plan without them.
-func umemReserved(p *Plan, fragOrder int, links []linkInfo) int {
+func umemReserved(p *Plan, links []linkInfo) int {
 	q := *p
 	q.MaxLinks = len(links)
-	return p.UMEM.Size() - umemConfig(&q, fragOrder, links).Size()
+	return p.UMEM.Size() - umemConfig(&q, links).Size()
 }
 
 // pow2AtLeast is the smallest power of two n or more.
@@ -491,13 +505,14 @@ func fillSizeOf(ring uint32, queues, q int) uint32 {
 // caches may hold while one refills, and frag blocks per TX lane
 // (fragBlocks), not per socket. Every socket's buffer pool in the kernel
 // has an entry per UMEM chunk, so the UMEM's size also sets how long each
-// bind takes and how much kernel memory each socket costs. fragOrder is
-// Config.FragOrder.
+// bind takes and how much kernel memory each socket costs. The frag zone
+// is of p.FragOrder, the order asked (3, 4 or FragOff), and the inline
+// zone there unless p.InlineMax is InlineOff.
 //
 // The links that may be added (Plan.MaxLinks) get as much set aside at
 // AddedRingSize, as links of one RX queue per worker: their fill rings
 // and TX in flight, and their lanes' share of the frag blocks.
-func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
+func umemConfig(p *Plan, links []linkInfo) umem.Config {
 	spare := max(p.MaxLinks-len(links), 0)
 	lanes := (len(links) + spare) * p.Queues
 	frames := len(links) * p.Queues * int(p.RingSize) // TX in flight
@@ -526,26 +541,19 @@ func umemConfig(p *Plan, fragOrder int, links []linkInfo) umem.Config {
 	ucfg.FrameSize = p.FrameSize
 	ucfg.Frames = frames
 	ucfg.HugePages = p.HugePages
-	switch {
-	case fragOrder < 0:
-		ucfg.FragOrder = 0
-	case fragOrder == 0:
-		ucfg.FragOrder = defaultFragOrder
-	default:
-		ucfg.FragOrder = fragOrder
-	}
-	if !p.MultiBuffer && p.Handler == nil {
+	ucfg.FragOrder = p.FragOrder
+	if p.FragOrder == FragOff || !p.MultiBuffer && p.Handler == nil {
 		// Frag blocks take repacked multi-buffer packets (and a
 		// Handler's flood copies): without either, no packet uses one,
 		// and every socket's bind pays per UMEM chunk.
-		ucfg.FragOrder = 0
+		ucfg.FragOrder = 0 // umem's none
 	}
 	ucfg.FragBlocks = 0
 	if ucfg.FragOrder != 0 {
 		ucfg.FragBlocks = len(links)*p.Queues*fragBlocks(p.RingSize, p.FrameSize, ucfg.FragBlockSize()) +
 			spare*p.Queues*fragBlocks(p.AddedRingSize, p.FrameSize, ucfg.FragBlockSize())
 	}
-	if p.InlineMax == 0 {
+	if p.InlineMax == InlineOff {
 		ucfg.InlineSlots = 0
 	}
 	return ucfg
@@ -595,15 +603,15 @@ func fragBlocks(ring uint32, chunk, block int) int {
 // sockets' rings, the heap), where the 2 links' 2048-entry rings alone
 // would take more than the 62 others; and the links given keep the
 // largest rings that allows, at least AddedRingSize.
-func givenRingSize(p *Plan, fragOrder int, links []linkInfo) uint32 {
+func givenRingSize(p *Plan, links []linkInfo) uint32 {
 	const givenRingSlack = 16
 	q := *p
 	q.RingSize = p.AddedRingSize
-	base := umemConfig(&q, fragOrder, links).Size()
+	base := umemConfig(&q, links).Size()
 	ring := p.RingSize
 	for ; ring > p.AddedRingSize; ring /= 2 {
 		q.RingSize = ring
-		if umemConfig(&q, fragOrder, links).Size()-base <= base/givenRingSlack {
+		if umemConfig(&q, links).Size()-base <= base/givenRingSlack {
 			break
 		}
 	}
@@ -677,7 +685,7 @@ var restartFields = []struct {
 	{"Checksums", func(p *Plan) any { return p.Checksums }},
 	{"Promisc", func(p *Plan) any { return p.Promiscuous }},
 	{"CPUs", func(p *Plan) any { return p.CPUs }},
-	{"FragOrder", func(p *Plan) any { return p.FragOrder }},
+	{"FragOrder", func(p *Plan) any { return fragOrderString(p.FragOrder) }},
 	{"MaxTxFrags", func(p *Plan) any { return p.MaxTxFrags }},
 	{"Spin", func(p *Plan) any { return p.Spin }},
 	{"Coalesce", func(p *Plan) any { return p.Coalesce }},
@@ -705,9 +713,21 @@ func restartChanges(cur, next *Plan) []Change {
 func liveSettings(next Config, cur *Plan) Config {
 	next.Queues = cur.Queues
 	next.XPS = cur.XPS
-	next.InlineMax = cur.InlineMax
-	if cur.InlineMax == 0 {
-		next.InlineMax = InlineOff
-	}
+	next.InlineMax = cur.InlineMax // a Plan's value is a Config's
 	return next
+}
+
+// inlineBytes is the byte count p.InlineMax puts in force, 0 when the
+// inline path is off: linearize.Policy.InlineMax, Forwarder.InlineMax.
+func (p *Plan) inlineBytes() int {
+	n, _ := inline.ResolveMax(p.InlineMax) // resolved: 1..256 or InlineOff
+	return n
+}
+
+// fragOrderString is a Plan's frag order as --frag-order spells it.
+func fragOrderString(order int) string {
+	if order == FragOff {
+		return "off"
+	}
+	return fmt.Sprint(order)
 }

@@ -51,7 +51,7 @@ func TestResolveZeroValues(t *testing.T) {
 		{"Promiscuous (auto: on without a handler)", p.Promiscuous, true},
 		{"CPUs (one worker: unpinned)", len(p.CPUs), 0},
 		{"InlineMax (0: 256)", p.InlineMax, 256},
-		{"FragOrder (0: 4, but no zone without multi-buffer or handler)", p.FragOrder, 0},
+		{"FragOrder (0: 4, but no zone without multi-buffer or handler)", p.FragOrder, FragOff},
 		{"MaxTxFrags (0: 4)", p.MaxTxFrags, 4},
 		{"FlowTableSize (0: xps.DefaultSize)", p.FlowTableSize, xps.DefaultSize},
 		{"Spin (0: adaptive, kept 0)", p.Spin, 0},
@@ -138,10 +138,12 @@ func TestResolveSettings(t *testing.T) {
 			func(p Plan) bool { return p.MultiBuffer && p.FragOrder == 3 }, "on, order 3", "multi-buffer on"},
 		{"frag order 0 with a handler: 4", Config{Handler: drop}, twoLinks(veth(1)), twoCPUs,
 			func(p Plan) bool { return p.FragOrder == 4 && p.UMEM.FragOrder == 4 }, "4", ""},
-		{"frag order negative: no zone", Config{Handler: drop, FragOrder: -1}, twoLinks(veth(1)), twoCPUs,
-			func(p Plan) bool { return p.FragOrder == 0 && p.UMEM.FragOrder == 0 }, "no zone", ""},
+		{"frag order off: no zone", Config{Handler: drop, FragOrder: FragOff}, twoLinks(veth(1)), twoCPUs,
+			func(p Plan) bool { return p.FragOrder == FragOff && p.UMEM.FragOrder == 0 }, "no zone", ""},
+		{"frag order negative: off", Config{Handler: drop, FragOrder: -2}, twoLinks(veth(1)), twoCPUs,
+			func(p Plan) bool { return p.FragOrder == FragOff && p.UMEM.FragOrder == 0 }, "FragOff, no zone", ""},
 		{"inline off: no inline zone", Config{InlineMax: InlineOff}, twoLinks(veth(1)), twoCPUs,
-			func(p Plan) bool { return p.InlineMax == 0 && p.UMEM.InlineSlots == 0 }, "0 bytes, no slots", ""},
+			func(p Plan) bool { return p.InlineMax == InlineOff && p.inlineBytes() == 0 && p.UMEM.InlineSlots == 0 }, "off, 0 bytes, no slots", ""},
 		{"inline 100", Config{InlineMax: 100}, twoLinks(veth(1)), twoCPUs,
 			func(p Plan) bool { return p.InlineMax == 100 && p.UMEM.InlineSlots > 0 }, "100 bytes", ""},
 		{"spin negative: coalesce off", Config{Spin: -1, Coalesce: time.Microsecond}, twoLinks(veth(1)), twoCPUs,
@@ -262,7 +264,7 @@ func TestReconfigure(t *testing.T) {
 		}
 		t.Cleanup(func() { r.Close() })
 		f := &Forwarder{cfg: p, links: links, host: host, doms: []*domain{{region: r}}}
-		f.inlineMax.Store(int32(p.InlineMax))
+		f.inlineMax.Store(int32(p.inlineBytes()))
 		f.xpsMode.Store(uint32(p.XPS))
 		return f
 	}

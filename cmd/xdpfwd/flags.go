@@ -53,7 +53,7 @@ type fwdFlags struct {
 	ringSize    int
 	addedRing   int
 	maxUMEM     sizeFlag
-	maxLinks    int
+	maxLinks    maxLinksFlag
 
 	xpsMode    string
 	spin       string
@@ -195,7 +195,7 @@ func (s *sizeFlag) Set(v string) error {
 	return nil
 }
 
-// defaultMaxLinks is --max-links -1 in the modes that take links while
+// defaultMaxLinks is --max-links auto in the modes that take links while
 // running: a node's containers.
 const defaultMaxLinks = 64
 
@@ -207,19 +207,57 @@ func linksAtRuntime(mode string) bool {
 }
 
 // resolveMaxLinks is fwd.Config.MaxLinks for --max-links with n --link
-// flags.
+// flags: auto is defaultMaxLinks in the modes that take links while
+// running, 0 in the others; a count is the Config's.
 func (ff *fwdFlags) resolveMaxLinks(n int) (int, error) {
+	m := ff.maxLinks.n
 	switch {
-	case ff.maxLinks == -1 && linksAtRuntime(ff.mode):
+	case ff.maxLinks.auto() && linksAtRuntime(ff.mode):
 		return max(defaultMaxLinks, n), nil
-	case ff.maxLinks == -1 || ff.maxLinks == 0:
+	case ff.maxLinks.auto() || m == 0:
 		return 0, nil
 	case !linksAtRuntime(ff.mode):
 		return 0, fmt.Errorf("--max-links is for --mode switch, reflect or sink (links added while running)")
-	case ff.maxLinks < n || ff.maxLinks > fwd.MaxLinks:
-		return 0, fmt.Errorf("--max-links %d: want %d..%d (the --link links up to %d), or 0 (the --link links only)", ff.maxLinks, n, fwd.MaxLinks, fwd.MaxLinks)
+	case m < n || m > fwd.MaxLinks:
+		return 0, fmt.Errorf("--max-links %d: want %d..%d (the --link links up to %d), 0 (the --link links only) or auto", m, n, fwd.MaxLinks, fwd.MaxLinks)
 	}
-	return ff.maxLinks, nil
+	return m, nil
+}
+
+// maxLinksFlag is --max-links: auto, its zero value and the default
+// (defaultMaxLinks in the modes that take links while running, the --link
+// links in the others), or a count as fwd.Config.MaxLinks takes it, 0
+// being the --link links only there as here. -1, auto's spelling before
+// 0 meant the same in the flag and the Config, is refused with the new
+// one: fwd.Config refuses -1 too.
+type maxLinksFlag struct {
+	n   int
+	set bool // a count given: not auto
+}
+
+func (m *maxLinksFlag) auto() bool { return !m.set }
+
+func (m *maxLinksFlag) String() string {
+	if m.auto() {
+		return "auto"
+	}
+	return strconv.Itoa(m.n)
+}
+
+func (m *maxLinksFlag) Set(s string) error {
+	if s == "auto" {
+		*m = maxLinksFlag{}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	switch {
+	case n == -1:
+		return fmt.Errorf("max links -1: the default is spelled auto (%d in switch, reflect and sink); 0 is the --link links only", defaultMaxLinks)
+	case err != nil || n < 0:
+		return fmt.Errorf("max links %q: want auto, 0 (the --link links only) or a count of links, up to %d", s, fwd.MaxLinks)
+	}
+	*m = maxLinksFlag{n: n, set: true}
+	return nil
 }
 
 // handler sets cfg.Handler for --mode, after checking the link count and
@@ -484,8 +522,8 @@ func parseSpin(v string) (int, error) {
 }
 
 // fragOrderFlag is --frag-order as fwd.Config.FragOrder takes it: 0 the
-// default (4), 3 or 4, off (negative: no frag zone). fwd.New checks the
-// range.
+// default (4), 3 or 4, off (fwd.FragOff: no frag zone; a negative number
+// is off too, as in the Config). fwd.New checks the range.
 type fragOrderFlag int
 
 func (f *fragOrderFlag) String() string {
@@ -497,13 +535,16 @@ func (f *fragOrderFlag) String() string {
 
 func (f *fragOrderFlag) Set(s string) error {
 	if s == "off" {
-		*f = -1
+		*f = fwd.FragOff
 		return nil
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
 		return fmt.Errorf("frag order %q: want 3, 4, 0 (the default, 4) or off", s)
 	}
-	*f = fragOrderFlag(max(n, -1))
+	if n < 0 {
+		n = fwd.FragOff
+	}
+	*f = fragOrderFlag(n)
 	return nil
 }

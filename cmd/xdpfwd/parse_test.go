@@ -44,7 +44,7 @@ func TestOneParser(t *testing.T) {
 		{"spin", "8", func(c *fwd.Config) { c.Spin = 8 }},
 		{"frag-order", "0", func(*fwd.Config) {}},
 		{"frag-order", "3", func(c *fwd.Config) { c.FragOrder = 3 }},
-		{"frag-order", "off", func(c *fwd.Config) { c.FragOrder = -1 }},
+		{"frag-order", "off", func(c *fwd.Config) { c.FragOrder = fwd.FragOff }},
 		{"inline-max", "0", func(*fwd.Config) {}},
 		{"inline-max", "off", func(c *fwd.Config) { c.InlineMax = fwd.InlineOff }},
 		{"inline-max", "128", func(c *fwd.Config) { c.InlineMax = 128 }},
@@ -63,6 +63,8 @@ func TestOneParser(t *testing.T) {
 		{"coalesce", "10us", func(c *fwd.Config) { c.Coalesce = 10 * time.Microsecond }},
 		{"max-tx-frags", "0", func(*fwd.Config) {}},
 		{"flow-table-size", "0", func(*fwd.Config) {}},
+		{"max-links", "0", func(*fwd.Config) {}},
+		{"max-links", "auto", func(*fwd.Config) {}}, // xconnect: the --link links
 	} {
 		name := tc.key + "=" + tc.value
 		t.Run(name, func(t *testing.T) {
@@ -112,7 +114,7 @@ func TestOneParser(t *testing.T) {
 // too, with the same message.
 func TestOneParserRefuses(t *testing.T) {
 	dir := t.TempDir()
-	for _, kv := range [][2]string{{"spin", "-3"}, {"frag-order", "many"}, {"inline-max", "300"}, {"queues", "some"}, {"coalesce", "2ms"}, {"max-umem", "lots"}, {"max-umem", "-1"}, {"max-umem", "3TB"}, {"added-ring-size", "100"}} {
+	for _, kv := range [][2]string{{"spin", "-3"}, {"frag-order", "many"}, {"inline-max", "300"}, {"queues", "some"}, {"coalesce", "2ms"}, {"max-umem", "lots"}, {"max-umem", "-1"}, {"max-umem", "3TB"}, {"added-ring-size", "100"}, {"max-links", "-1"}} {
 		var flagErr, fileErr bytes.Buffer
 		run([]string{"run", "--link", "a", "--link", "b", "--" + kv[0], kv[1]}, io.Discard, &flagErr)
 		path := filepath.Join(dir, kv[0]+".yaml")
@@ -165,7 +167,7 @@ func TestReloadDiff(t *testing.T) {
 	if f.InlineMax() != 100 || iv != 5*time.Second {
 		t.Errorf("after reload: inline limit %d, stats interval %v; want 100, 5s", f.InlineMax(), iv)
 	}
-	if pl := f.Plan(); pl.Spin != 0 || pl.FragOrder != 0 {
-		t.Errorf("after reload the plan has spin %d, frag order %d; want 0, 0 (unchanged)", pl.Spin, pl.FragOrder)
+	if pl := f.Plan(); pl.Spin != 0 || pl.FragOrder != fwd.FragOff {
+		t.Errorf("after reload the plan has spin %d, frag order %d; want 0, FragOff (unchanged)", pl.Spin, pl.FragOrder)
 	}
 }

@@ -405,3 +405,37 @@ func TestSettingsDocs(t *testing.T) {
 		t.Errorf("docs/operating.md: a reload changes %q while running; the table says %q", docLive, tableLive)
 	}
 }
+
+// TestSettingsZero: a setting whose zero value means something (the
+// table's zero) and which sets fwd.Config fields gives them their zero
+// value when it is given its zero (0, or "" for a list): the table's
+// zero, which the docs give, is the Config's too. In switch mode, so
+// that --max-links counts.
+func TestSettingsZero(t *testing.T) {
+	n := 0
+	for _, s := range settings {
+		if s.zero == "" || len(s.fields) == 0 {
+			continue
+		}
+		zero := "0"
+		if f, _ := reflect.TypeFor[fwd.Config]().FieldByName(s.fields[0]); f.Type.Kind() == reflect.Slice {
+			zero = ""
+		}
+		st, err := parseRun([]string{"--mode", "switch", "--link", "a", "--link", "b", "--" + s.name + "=" + zero}, io.Discard)
+		if err != nil {
+			t.Errorf("--%s=%q: %v", s.name, zero, err)
+			continue
+		}
+		n++
+		t.Logf("--%s=%q: %s", s.name, zero, s.zero)
+		cfg := reflect.ValueOf(st.cfg)
+		for _, f := range s.fields {
+			if v := cfg.FieldByName(f); !v.IsZero() {
+				t.Errorf("--%s=%q (%s): fwd.Config.%s is %v, not its zero value", s.name, zero, s.zero, f, v)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no setting has a zero value that sets fwd.Config")
+	}
+}
