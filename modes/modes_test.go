@@ -479,7 +479,7 @@ func TestSwitchLinkDown(t *testing.T) {
 }
 
 // TestSwitchFloodSizes: a broadcast frame of any size reaches every other
-// host once, with the frag zone (--frag-order 4) and without it (0). A
+// host once, with the frag zone (--frag-order 4) and without it (off). A
 // flood's copies cannot leave from the frame the packet arrived in (the
 // packet itself does, out of the last link): a copy over the inline limit
 // (256 bytes) goes to a frag block, or, with no frag zone, to a frame of
@@ -488,7 +488,7 @@ func TestSwitchFloodSizes(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		fragOrder int
-	}{{"frag-order 4", 4}, {"frag-order 0", -1}} {
+	}{{"frag-order 4", 4}, {"frag-order off", fwd.FragOff}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := hosts(t, 3, topo.Options{})
 			sw := modes.NewSwitch(len(h.Links), 256, 300*time.Second)
