@@ -181,19 +181,15 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 				}
 				args = append(args, "--queues", strconv.Itoa(n))
 			}
-			if e.xdpfwdMetrics {
-				args = append(args, "--metrics", "127.0.0.1:0")
-			}
 			args = append(args, extra...)
 			bin := e.bins["xdpfwd"]
 			if c.bin != "" {
 				bin = e.bins[c.bin]
 			}
-			ch, err := e.startForwarder(ctx, p, name, bin, args, cpus)
+			ch, err := e.startXdpfwd(ctx, p, name, bin, args, cpus)
 			if err != nil {
 				return nil, err
 			}
-			ch.metrics = e.xdpfwdMetrics
 			return func() (map[string]any, error) {
 				e.child.Store(nil)
 				err := ch.stop(10 * time.Second)

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // fwdCost is one reading of what a forwarder process spends besides moving
@@ -64,13 +63,11 @@ func (e *env) readFwdCost(ctx context.Context) fwdCost {
 			}
 		}
 	}
-	if c := e.child.Load(); c != nil && c.metrics {
-		if addr := c.metricsAddr(time.Second); addr != "" {
-			if ss, err := scrapeMetrics(ctx, addr, costCounters...); err == nil {
-				fc.metrics = map[string]float64{}
-				for _, s := range ss {
-					fc.metrics[s.name] += s.value
-				}
+	if addr := e.child.Load().metrics(); addr != "" {
+		if ss, err := scrapeMetrics(ctx, addr, costCounters...); err == nil {
+			fc.metrics = map[string]float64{}
+			for _, s := range ss {
+				fc.metrics[s.name] += s.value
 			}
 		}
 	}

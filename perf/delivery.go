@@ -134,7 +134,7 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 		return nil, err
 	}
 	defer rx.close()
-	addr := e.child.Load().metricsAddr(2 * time.Second)
+	addr := e.child.Load().metrics()
 	var f0, f1 fwdCounts
 	if addr != "" {
 		if f0, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {

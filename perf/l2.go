@@ -164,18 +164,14 @@ func xdpfwdModeContender(name, label, mode, group string) *contender {
 			args = append(args, "--link", l)
 		}
 		args = append(args, "--stats-interval", "0", "--summary", sum)
-		if e.xdpfwdMetrics {
-			args = append(args, "--metrics", "127.0.0.1:0")
-		}
 		bin := e.bins["xdpfwd"]
 		if c.bin != "" {
 			bin = e.bins[c.bin]
 		}
-		ch, err := e.startForwarder(ctx, p, name, bin, args, []int{e.o.FwdCPU})
+		ch, err := e.startXdpfwd(ctx, p, name, bin, args, []int{e.o.FwdCPU})
 		if err != nil {
 			return nil, err
 		}
-		ch.metrics = e.xdpfwdMetrics
 		return func() (map[string]any, error) {
 			e.child.Store(nil)
 			err := ch.stop(10 * time.Second)
