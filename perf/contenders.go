@@ -89,18 +89,18 @@ func contenderTable() []*contender {
 		c.Offloads, c.Groups = cfg.Offloads, cfg.Groups
 		cs = append(cs, c)
 	}
-	cs = append(cs, captureContenders()...) // issue 12
+	cs = append(cs, captureContenders()...) // xdpfwd with a capture client attached
 	return append(cs,
 		bridgeContender("bridge", "Linux bridge (tx-csum off, as the XDP rows)", false),
 		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
 		redirectContender(),
 		asavieContender(),
-		// Issue 30: other AF_XDP forwarders (peers.go), not run where not
-		// installed.
+		// Other AF_XDP forwarders (peers.go, issue 30), not run where
+		// not installed.
 		testpmdContender(),
 		ovsAfxdpContender(),
 		dropBaseline(),
-		// Issue 10: the switch and reflect workloads' contenders.
+		// The switch and reflect workloads' contenders (l2.go).
 		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch"),
 		switchBridgeContender(),
 		xdpfwdModeContender("xdpfwd-reflect", "xdpfwd --mode reflect", "reflect", "reflect"),
