@@ -19,10 +19,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
-
-// refContender is the contender every figure is given as a ratio to.
-const refContender = "xdpfwd"
 
 // stopFunc stops a running contender and returns what it reports about
 // itself (modes, drops), recorded in results.json.
@@ -106,6 +104,11 @@ func contenderTable() []*contender {
 		xdpfwdModeContender("xdpfwd-reflect", "xdpfwd --mode reflect", "reflect", "reflect"),
 		xdpTxReflectContender(),
 	)
+}
+
+// result is c's entry in the results, before it runs.
+func (c *contender) result() report.ContenderResult {
+	return report.ContenderResult{Name: c.Name, Label: c.Label, Desc: c.Desc, Baseline: c.Baseline}
 }
 
 func selectContenders(only []string) ([]*contender, error) {
@@ -346,7 +349,7 @@ func (e *env) startBridge(ctx context.Context, p *topo.Pair, links []string) (st
 	if err := netlink.LinkAdd(br); err != nil {
 		return nil, fmt.Errorf("create bridge %s: %w", brName, err)
 	}
-	e.res.addTopology("bridge " + brName)
+	e.res.AddTopology("bridge " + brName)
 	l, err := netlink.LinkByName(brName)
 	if err != nil {
 		return nil, fmt.Errorf("look up bridge %s: %w", brName, err)

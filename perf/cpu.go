@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 // userHZ is the unit of /proc/stat: USER_HZ, 100 on every Linux ABI.
@@ -222,27 +224,8 @@ func onPinnedThread(cpus []int, fn func() error) error {
 	return <-errc
 }
 
-// Machine describes where a run happened.
-type Machine struct {
-	Kernel   string  `json:"kernel"`
-	CPU      string  `json:"cpu"`
-	CPUs     int     `json:"cpus"`
-	MemGiB   float64 `json:"mem_gib"`
-	Go       string  `json:"go"`
-	Commit   string  `json:"commit,omitempty"`
-	BridgeNF string  `json:"bridge_nf_call_iptables,omitempty"` // br_netfilter: bridged frames pass iptables when "1"
-}
-
-func (m Machine) String() string {
-	s := fmt.Sprintf("Linux %s, %s, %d CPUs, %.0f GiB, %s", m.Kernel, m.CPU, m.CPUs, m.MemGiB, m.Go)
-	if m.Commit != "" {
-		s += ", xdpfwd " + m.Commit
-	}
-	return s
-}
-
-func machineInfo(src string) Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+func machineInfo(src string) report.Machine {
+	m := report.Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		m.Kernel = unix.ByteSliceToString(u.Release[:])

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -195,21 +194,4 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 		return m, fmt.Errorf("no datagram arrived (%d sent)", sent)
 	}
 	return m, nil
-}
-
-// fmtCount formats a packet count: 812, 1.23k.
-func fmtCount(v float64) string {
-	if v < 1000 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return si(v)
-}
-
-// queueList formats per-queue figures for the table: "q0 1.2k/1.2k …".
-func queueList(vals, of []float64) string {
-	var s []string
-	for i := range vals {
-		s = append(s, fmt.Sprintf("q%d %s/%s", i, fmtCount(vals[i]), fmtCount(of[i])))
-	}
-	return strings.Join(s, ", ")
 }

@@ -20,12 +20,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 // env is what contenders and workloads share during a run.
 type env struct {
 	o     *Options
-	res   *Results
+	res   *report.Results
 	root  string // perf's module root: perf/asavie, perf/README.md
 	src   string // the module root xdpfwd is built from (--src)
 	tmp   string // builds, logs, summaries
@@ -215,11 +216,11 @@ func (o *Options) placeCPUs() (note string, err error) {
 // on every selected workload, round after round, removes everything it built,
 // and writes results.json, bench.txt and the charts to o.Out. It returns the
 // results even when it fails part-way or is interrupted.
-func Run(ctx context.Context, o Options) (*Results, error) {
+func Run(ctx context.Context, o Options) (*report.Results, error) {
 	o.defaults()
 	start := time.Now()
-	res := &Results{
-		Schema:  schemaVersion,
+	res := &report.Results{
+		Schema:  report.SchemaVersion,
 		Started: start.UTC().Truncate(time.Second),
 		Command: o.Command,
 	}
@@ -232,7 +233,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		err = errors.Join(err, fmt.Errorf("left behind: %s", strings.Join(left, ", ")))
 	}
 	res.ElapsedS = time.Since(start).Seconds()
-	res.deriveNet()
+	res.DeriveNet()
 	if o.Out != "" && (len(res.Samples) > 0 || err == nil) {
 		if werr := res.WriteDir(o.Out); werr != nil {
 			err = errors.Join(err, werr)
@@ -241,7 +242,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	return res, err
 }
 
-func runBench(ctx context.Context, o *Options, res *Results) (err error) {
+func runBench(ctx context.Context, o *Options, res *report.Results) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("perf needs root (namespaces, veths, XDP, AF_XDP); euid is %d", os.Geteuid())
 	}
@@ -285,7 +286,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	prevProcs := runtime.GOMAXPROCS(max(2, len(o.LoadCPUs)))
 	defer runtime.GOMAXPROCS(prevProcs)
 
-	res.Settings = Settings{
+	res.Settings = report.Settings{
 		Quick: o.Quick, Rounds: o.Rounds, DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(),
 		CostRatePPS: o.CostRate, FwdCPU: o.FwdCPU, LoadCPUs: o.LoadCPUs, Queues: o.Queues,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Source: o.Source,
@@ -314,9 +315,9 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	// fatal.
 	var active []*contender
 	for _, c := range cs {
-		cr := res.contender(c)
+		cr := res.Contender(c.result())
 		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
-			cr.Skipped = noWorkloadApplies
+			cr.Skipped = report.NoWorkloadApplies
 			continue
 		}
 		if c.build != nil {
@@ -364,7 +365,7 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 				return err
 			}
 			e.pairs[k] = p
-			res.addTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
+			res.AddTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
 			pr.status(fmt.Sprintf("built namespaces %s, %s and links %s, %s (%s)", p.A.Name, p.B.Name, p.LinkA, p.LinkB, k))
 			if err := staticNeighbours(p); err != nil {
 				return err
@@ -421,7 +422,7 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 		pr.done += len(wls)
 		return
 	}
-	cr := res.contender(c)
+	cr := res.Contender(c.result())
 	where := ""
 	if len(e.pairs) > 1 {
 		where = fmt.Sprintf(" on %s (%d queue(s))", p.Name, e.queuesOf(p))
@@ -452,7 +453,7 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 			break
 		}
 		m, werr := w.run(ctx, e, c, p, w)
-		s := Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
+		s := report.Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
 		if werr != nil && ctx.Err() == nil {
 			s.Error = werr.Error()
 		}
@@ -475,8 +476,6 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 		cr.Errors = append(cr.Errors, fmt.Sprintf("round %d: stop%s: %v", round, where, serr))
 	}
 }
-
-const noWorkloadApplies = "not run: no selected workload applies"
 
 // warm sends UDP from A to B for the warm-up time, unmeasured.
 func (e *env) warm(ctx context.Context, p *topo.Pair) {
@@ -586,34 +585,29 @@ func (pr *progress) line(s string) {
 }
 
 func (pr *progress) status(s string) {
-	pr.line(fmt.Sprintf("perf %s: %s", fmtClock(time.Since(pr.start)), s))
+	pr.line(fmt.Sprintf("perf %s: %s", report.FmtClock(time.Since(pr.start)), s))
 }
 
-func (pr *progress) sample(round, rounds int, c string, w *workload, s Sample) {
+func (pr *progress) sample(round, rounds int, c string, w *workload, s report.Sample) {
 	pr.done++
 	el := time.Since(pr.start)
 	eta := ""
 	if pr.done > 0 && pr.total > pr.done {
-		eta = fmt.Sprintf(", ~%s left", fmtClock(el/time.Duration(pr.done)*time.Duration(pr.total-pr.done)))
+		eta = fmt.Sprintf(", ~%s left", report.FmtClock(el/time.Duration(pr.done)*time.Duration(pr.total-pr.done)))
 	}
 	val := "error: " + s.Error
 	if s.Error == "" {
-		val = fmtMetric(s.Metrics[w.Metric], w.Metric)
+		val = report.FmtMetric(s.Metrics[w.Metric], w.Metric)
 		if w.Metric == "own_cpu_ns_per_pkt_net" {
-			val = fmtMetric(s.Metrics["own_cpu_ns_per_pkt"], "cpu_ns_per_pkt") + " ns/pkt (before subtracting the baseline)"
+			val = report.FmtMetric(s.Metrics["own_cpu_ns_per_pkt"], "cpu_ns_per_pkt") + " ns/pkt (before subtracting the baseline)"
 		}
 	}
 	pr.line(fmt.Sprintf("perf %s: [%d/%d] round %d/%d %-14s %-9s %s%s",
-		fmtClock(el), pr.done, pr.total, round, rounds, c, w.Name, val, eta))
+		report.FmtClock(el), pr.done, pr.total, round, rounds, c, w.Name, val, eta))
 }
 
 func (pr *progress) finish() {
 	if pr.w != nil && pr.tty {
 		fmt.Fprintln(pr.w)
 	}
-}
-
-func fmtClock(d time.Duration) string {
-	d = d.Round(time.Second)
-	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 // The latency workload: UDP request/response at a low, fixed rate, timed
@@ -256,11 +257,7 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 // latencyCount is the requests of one latency sample.
 func (w *workload) latencyCount(o *Options) int {
 	if o.Quick {
-		return quickLatencyCount(w.Count)
+		return report.QuickLatencyCount(w.Count)
 	}
 	return w.Count
 }
-
-// quickLatencyCount is a latency sample's requests with --quick: a
-// quarter (500 at 500/s: a second; p99 from the 5 slowest), at least 200.
-func quickLatencyCount(n int) int { return max(200, n/4) }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 // TestPeersForward starts each peer (issue 30) as perf does, on a pair of
@@ -172,7 +173,7 @@ func peerTestEnv(t *testing.T) *env {
 	if _, err := o.placeCPUs(); err != nil {
 		t.Fatal(err)
 	}
-	return &env{o: o, res: &Results{}, tmp: t.TempDir(), bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{},
+	return &env{o: o, res: &report.Results{}, tmp: t.TempDir(), bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{},
 		hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: newOwnCPU()}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 // workload is one kind of traffic every contender runs.
@@ -367,4 +368,22 @@ func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload)
 		return m, errors.New("no transaction completed")
 	}
 	return m, nil
+}
+
+func workloadInfo(w *workload, o *Options) report.WorkloadInfo {
+	wi := report.WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit}
+	if q := w.queues(o); q != o.Queues {
+		wi.Queues = q
+	}
+	wi.Workers = w.Workers
+	if w.Flows > 0 {
+		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
+	}
+	if w.Hosts > 0 {
+		wi.Size, wi.Hosts = w.Size, w.Hosts
+	}
+	if w.Rate > 0 {
+		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults
+	}
+	return wi
 }

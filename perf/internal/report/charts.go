@@ -1,4 +1,7 @@
-package main
+// The PNG charts: grouped bars with min–max whiskers, one chart per
+// workload group, drawn with gonum/plot.
+
+package report
 
 import (
 	"fmt"
@@ -42,6 +45,9 @@ var palette = []color.RGBA{
 	{0x98, 0xdf, 0x8a, 0xff}, // light green
 	{0xc5, 0xb0, 0xd5, 0xff}, // lavender
 }
+
+// Colours is how many series a chart can draw, each in a colour of its own.
+func Colours() int { return len(palette) }
 
 // whiskers draws min–max ranges over grouped bars; bars and whiskers share
 // the same offset in canvas units, which an XY plotter cannot express.
@@ -251,7 +257,7 @@ func (r *Results) seriesFor(cs []ContenderResult, workloads []string, metrics []
 			if len(metrics) > 1 {
 				m = metrics[i]
 			}
-			st, ok := r.stat(c.Name, w, m)
+			st, ok := r.Stat(c.Name, w, m)
 			any = any || ok
 			s.med = append(s.med, st.Median*scale)
 			s.lo = append(s.lo, st.Min*scale)
@@ -325,7 +331,7 @@ func (r *Results) Charts(dir string) ([]string, error) {
 		wn := []string{w.Name, w.Name, w.Name}
 		unit, scale := "µs", 1.0
 		for _, c := range cs {
-			if st, ok := r.stat(c.Name, w.Name, "p999_us"); ok && st.Max > 20000 {
+			if st, ok := r.Stat(c.Name, w.Name, "p999_us"); ok && st.Max > 20000 {
 				unit, scale = "ms", 1e-3
 			}
 		}
@@ -359,7 +365,7 @@ func (r *Results) Charts(dir string) ([]string, error) {
 		cs := r.ranContenders("latency", false)
 		unit, scale := "µs", 1.0
 		for _, c := range cs {
-			if st, ok := r.stat(c.Name, w.Name, "p99_us"); ok && st.Max > 20000 {
+			if st, ok := r.Stat(c.Name, w.Name, "p99_us"); ok && st.Max > 20000 {
 				unit, scale = "ms", 1e-3
 			}
 		}
