@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 )
 
 // The delivery workload: w.Flows UDP flows (distinct source ports, so the
@@ -78,7 +80,7 @@ func flowSend(ctx context.Context, ns *topo.NS, local netip.Addr, to netip.AddrP
 
 // queueStats reads the ingress link's per-RX-queue XDP counters.
 func queueStats(ifname string, queues int) (pkts, redirected []float64, err error) {
-	st, err := ethtoolStats(ifname)
+	st, err := measure.EthtoolStats(ifname)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +108,7 @@ func waitQuiet(ctx context.Context, read func() uint64, quiet, within time.Durat
 
 func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
 	queues := e.queuesOf(p)
-	rxq, txq, maxRX, _, err := ethtoolChannels(p.LinkA)
+	rxq, txq, maxRX, _, err := measure.EthtoolChannels(p.LinkA)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +119,7 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 				return nil, err
 			}
 		}
-		if rxq, txq, _, _, err = ethtoolChannels(p.LinkA); err != nil {
+		if rxq, txq, _, _, err = measure.EthtoolChannels(p.LinkA); err != nil {
 			return nil, err
 		}
 	}
@@ -134,9 +136,9 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	}
 	defer rx.close()
 	addr := e.child.Load().metrics()
-	var f0, f1 fwdCounts
+	var f0, f1 measure.FwdCounts
 	if addr != "" {
-		if f0, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+		if f0, err = measure.ReadSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
 			return nil, err
 		}
 	}
@@ -173,18 +175,18 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	}
 	m["kernel_xdp_packets"], m["kernel_xdp_redirect"] = kin, kred
 	if addr != "" {
-		if f1, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+		if f1, err = measure.ReadSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
 			return m, err
 		}
-		m["fwd_rx"], m["fwd_tx"], m["fwd_dropped"] = f1.rx-f0.rx, f1.tx-f0.tx, f1.dropped-f0.dropped
+		m["fwd_rx"], m["fwd_tx"], m["fwd_dropped"] = f1.RX-f0.RX, f1.TX-f0.TX, f1.Dropped-f0.Dropped
 		m["fwd_counted_loss_pct"] = 100 * m["fwd_dropped"] / float64(max(1, sent))
 		var qs []string
-		for q := range f1.rxByQueue {
+		for q := range f1.RXByQueue {
 			qs = append(qs, q)
 		}
 		m["fwd_rx_queues"] = float64(len(qs))
 		for _, q := range qs {
-			m["fwd_rxq"+q] = f1.rxByQueue[q] - f0.rxByQueue[q]
+			m["fwd_rxq"+q] = f1.RXByQueue[q] - f0.RXByQueue[q]
 		}
 		// Lost with nobody counting: neither delivered nor among
 		// xdpfwd's drops (nor the receiver's, at this rate none).
@@ -194,4 +196,10 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 		return m, fmt.Errorf("no datagram arrived (%d sent)", sent)
 	}
 	return m, nil
+}
+
+// setEthtoolChannels sets a link's RX and TX queue counts (`ethtool -L
+// rx N tx N`).
+func setEthtoolChannels(ifname string, rx, tx int) error {
+	return ethtool.SetChannels(ifname, uint32(rx), uint32(tx))
 }

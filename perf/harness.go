@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
@@ -39,7 +40,7 @@ type env struct {
 	// echoes count, on a one-host topology's namespace end, the frames
 	// that come back with their MACs swapped (the reflect workload).
 	echoes map[*topo.Pair]*echoCounter
-	own    *ownCPU
+	own    *measure.OwnCPU
 	child  atomic.Pointer[child] // the running forwarder process, if any
 	// allCPUs are the CPUs perf may use: where a forwarder started with
 	// its defaults (pairKey.defaults) runs.
@@ -304,9 +305,9 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: newOwnCPU(), allCPUs: setCPUs(orig)}
-	res.LoadAvg[0] = loadAvg()
-	defer func() { res.LoadAvg[1] = loadAvg() }()
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: measure.NewOwnCPU(), allCPUs: setCPUs(orig)}
+	res.LoadAvg[0] = measure.LoadAvg()
+	defer func() { res.LoadAvg[1] = measure.LoadAvg() }()
 	pr := newProgress(o.Progress)
 
 	// Build what needs building, for the contenders that run a selected

@@ -27,6 +27,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 )
 
 var (
@@ -476,9 +477,9 @@ func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	if err := errors.Join(werr, rerr, tx.close()); err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent, got := b.n[0]-a.n[0], b.n[1]-a.n[1]
-	m := map[string]float64{"sent_pps": sent / secs, "pps": got / secs, "cpu_busy_ns": busyNs(a.cpu, b.cpu), "own_cpu_ns": b.own - a.own}
+	m := map[string]float64{"sent_pps": sent / secs, "pps": got / secs, "cpu_busy_ns": measure.BusyNs(a.cpu, b.cpu), "own_cpu_ns": b.own - a.own}
 	if sent > 0 {
 		m["loss_pct"] = max(0, 100*(1-got/sent))
 	}

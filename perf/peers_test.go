@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
@@ -174,7 +175,7 @@ func peerTestEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{o: o, res: &report.Results{}, tmp: t.TempDir(), bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{},
-		hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: newOwnCPU()}
+		hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: measure.NewOwnCPU()}
 }
 
 // procsNaming lists the processes whose command line contains s, as

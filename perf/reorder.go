@@ -180,7 +180,7 @@ func runReorder(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent, got, ooo := b.n[0]-a.n[0], b.n[1]-a.n[1], b.n[2]-a.n[2]
 	m := map[string]float64{
 		"sent_pps":     sent / secs,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
@@ -201,8 +202,8 @@ func (w *workload) queues(o *Options) int {
 // window runs the measured part of a sample: warm-up, then snapshot before
 // and after the window. snap reads the workload's counters.
 type snapshot struct {
-	cpu cpuTimes
-	own float64 // ownCPU ns
+	cpu measure.CPUTimes
+	own float64 // measure.OwnCPU ns
 	n   [3]float64
 }
 
@@ -212,8 +213,8 @@ func (e *env) window(ctx context.Context, snap func() [3]float64) (a, b snapshot
 	}
 	take := func() (snapshot, error) {
 		n := snap()
-		c, err := readCPUTimes()
-		return snapshot{cpu: c, own: e.own.ns(e.childPID()), n: n}, err
+		c, err := measure.ReadCPUTimes()
+		return snapshot{cpu: c, own: e.own.NS(e.childPID()), n: n}, err
 	}
 	if a, err = take(); err != nil {
 		return
@@ -228,13 +229,13 @@ func (e *env) window(ctx context.Context, snap func() [3]float64) (a, b snapshot
 // cpuMetrics adds the busy share of the forwarder CPU and of the load CPUs
 // over the window, and the share of the machine other processes used.
 func (e *env) cpuMetrics(m map[string]float64, a, b snapshot) {
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
-	other := (busyNs(a.cpu, b.cpu) - (b.own - a.own)) / (secs * 1e9 * float64(len(b.cpu.perCPU)))
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
+	other := (measure.BusyNs(a.cpu, b.cpu) - (b.own - a.own)) / (secs * 1e9 * float64(b.cpu.CPUs()))
 	m["other_cpu_pct"] = max(0, 100*other)
-	m["cpu_fwd_pct"] = busyPct(a.cpu, b.cpu, e.o.FwdCPU)
+	m["cpu_fwd_pct"] = measure.BusyPct(a.cpu, b.cpu, e.o.FwdCPU)
 	var load float64
 	for _, c := range e.o.LoadCPUs {
-		load += busyPct(a.cpu, b.cpu, c)
+		load += measure.BusyPct(a.cpu, b.cpu, c)
 	}
 	m["cpu_load_pct"] = load / float64(len(e.o.LoadCPUs))
 }
@@ -285,7 +286,7 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent := b.n[0] - a.n[0]
 	got := b.n[1] - a.n[1]
 	if c.Baseline {
@@ -295,7 +296,7 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		"sent_pps":     sent / secs,
 		"pps":          got / secs,
 		"out_of_order": b.n[2] - a.n[2],
-		"cpu_busy_ns":  busyNs(a.cpu, b.cpu),
+		"cpu_busy_ns":  measure.BusyNs(a.cpu, b.cpu),
 		"own_cpu_ns":   b.own - a.own,
 	}
 	if sent > 0 {
@@ -325,7 +326,7 @@ func runTCP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	bytes := b.n[0] - a.n[0]
 	m := map[string]float64{"gbps": bytes * 8 / secs / 1e9}
 	e.cpuMetrics(m, a, b)
@@ -355,7 +356,7 @@ func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload)
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	n := b.n[0] - a.n[0]
 	m := map[string]float64{
 		"tps":     n / secs,
