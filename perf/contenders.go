@@ -20,6 +20,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // stopFunc stops a running contender and returns what it reports about
@@ -517,14 +518,14 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 // udpProbe sends one datagram from each of flows sockets (distinct source
 // ports) in A to B and reports whether any arrived within 250 ms.
 func udpProbe(p *topo.Pair, flows int) bool {
-	rfd, port, err := udpSocket(p.B, p.V4B)
+	rfd, port, err := traffic.UDPSocket(p.B, p.V4B)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(rfd)
-	to := sockaddr4(netip.AddrPortFrom(p.V4B, uint16(port)))
+	to := traffic.Sockaddr4(netip.AddrPortFrom(p.V4B, uint16(port)))
 	for range flows {
-		fd, _, err := udpSocket(p.A, p.V4A)
+		fd, _, err := traffic.UDPSocket(p.A, p.V4A)
 		if err != nil {
 			return false
 		}

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // The delivery workload: w.Flows UDP flows (distinct source ports, so the
@@ -29,54 +25,6 @@ import (
 // handed to an AF_XDP socket). Frames on a queue with no socket pass to
 // the root namespace's stack and vanish there, counted by nobody xdpfwd
 // reports to.
-
-// flowSender sends size-byte IP packets round-robin over flows sockets
-// (one per source port), paced at rate packets/s, count packets in all.
-func flowSend(ctx context.Context, ns *topo.NS, local netip.Addr, to netip.AddrPort, flows, size int, rate float64, count int, deadline time.Time) (sent int, err error) {
-	fds := make([]int, 0, flows)
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	for range flows {
-		fd, _, err := udpSocket(ns, local)
-		if err != nil {
-			return 0, err
-		}
-		fds = append(fds, fd)
-		if err := unix.Connect(fd, sockaddr4(to)); err != nil {
-			return 0, fmt.Errorf("connect to %s: %w", to, err)
-		}
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	buf := make([]byte, max(8, size-udpHeaders))
-	start := time.Now()
-	for sent < count && ctx.Err() == nil {
-		now := time.Now()
-		if !now.Before(deadline) {
-			return sent, fmt.Errorf("sent only %d of %d datagrams by the deadline", sent, count)
-		}
-		due := min(count, int(rate*now.Sub(start).Seconds())) - sent
-		if due <= 0 {
-			time.Sleep(200 * time.Microsecond)
-			continue
-		}
-		for range due {
-			binary.BigEndian.PutUint64(buf, uint64(sent))
-			if _, err := unix.Write(fds[sent%len(fds)], buf); err != nil {
-				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ECONNREFUSED) {
-					sent++ // offered, and lost before the wire
-					continue
-				}
-				return sent, fmt.Errorf("write: %w", err)
-			}
-			sent++
-		}
-	}
-	return sent, ctx.Err()
-}
 
 // queueStats reads the ingress link's per-RX-queue XDP counters.
 func queueStats(ifname string, queues int) (pkts, redirected []float64, err error) {
@@ -130,11 +78,11 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	count := max(1000, int(rate*e.o.Duration.Seconds()))
 	deadline := time.Now().Add(e.o.Duration*2 + 5*time.Second)
 
-	rx, err := newUDPReceiver(p.B, p.V4B, deadline.Add(2*time.Second))
+	rx, err := traffic.NewUDPReceiver(p.B, p.V4B, deadline.Add(2*time.Second))
 	if err != nil {
 		return nil, err
 	}
-	defer rx.close()
+	defer rx.Close()
 	addr := e.child.Load().metrics()
 	var f0, f1 measure.FwdCounts
 	if addr != "" {
@@ -146,14 +94,14 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	if err != nil {
 		return nil, err
 	}
-	before := rx.packets.Load()
-	sent, serr := flowSend(ctx, p.A, p.V4A, netip.AddrPortFrom(p.V4B, uint16(rx.port)), w.Flows, w.Size, rate, count, deadline)
+	before := rx.Packets.Load()
+	sent, serr := traffic.FlowSend(ctx, p.A, p.V4A, netip.AddrPortFrom(p.V4B, uint16(rx.Port)), w.Flows, w.Size, rate, count, deadline)
 	if serr != nil {
 		return nil, serr
 	}
 	// Everything in flight arrives (or is lost) within a few quiet 100 ms.
-	waitQuiet(ctx, rx.packets.Load, 200*time.Millisecond, 3*time.Second)
-	got := float64(rx.packets.Load() - before)
+	waitQuiet(ctx, rx.Packets.Load, 200*time.Millisecond, 3*time.Second)
+	got := float64(rx.Packets.Load() - before)
 	k1, r1, err := queueStats(p.LinkA, queues)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/gen"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // The generator-cost workloads (issue 22): what a traffic source costs per
@@ -101,11 +102,11 @@ func startGen(kind string, p *topo.Pair, macB net.HardwareAddr, rate float64, d 
 	none := func() []int { return nil }
 	switch kind {
 	case "sendmmsg":
-		tx, err := newUDPSender(p.A, p.V4A, netip.AddrPortFrom(p.V4B, 9), genIPLen, rate, time.Now().Add(d))
+		tx, err := traffic.NewUDPSender(p.A, p.V4A, netip.AddrPortFrom(p.V4B, 9), genIPLen, rate, time.Now().Add(d))
 		if err != nil {
 			return nil, nil, err
 		}
-		return tx.close, none, nil
+		return tx.Close, none, nil
 	case "txonly":
 		cfg := gen.Config{Links: []string{p.PeerA}, Sizes: []int{genFrame + 4}, Rate: rate, Duration: d,
 			Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B}}

@@ -22,6 +22,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // env is what contenders and workloads share during a run.
@@ -181,7 +182,7 @@ func (o *Options) placeCPUs() (note string, err error) {
 	if err := unix.SchedGetaffinity(0, &avail); err != nil {
 		return "", fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	cpus := setCPUs(avail)
+	cpus := traffic.CPUsOf(avail)
 	if len(cpus) == 0 {
 		return "", errors.New("no CPU available")
 	}
@@ -280,10 +281,10 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 	if err := unix.SchedGetaffinity(0, &orig); err != nil {
 		return fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	if err := pinProcess(cpuSet(o.LoadCPUs)); err != nil {
+	if err := traffic.PinProcess(traffic.CPUSet(o.LoadCPUs)); err != nil {
 		return err
 	}
-	defer pinProcess(orig)
+	defer traffic.PinProcess(orig)
 	prevProcs := runtime.GOMAXPROCS(max(2, len(o.LoadCPUs)))
 	defer runtime.GOMAXPROCS(prevProcs)
 
@@ -305,7 +306,7 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: measure.NewOwnCPU(), allCPUs: setCPUs(orig)}
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: measure.NewOwnCPU(), allCPUs: traffic.CPUsOf(orig)}
 	res.LoadAvg[0] = measure.LoadAvg()
 	defer func() { res.LoadAvg[1] = measure.LoadAvg() }()
 	pr := newProgress(o.Progress)
@@ -483,18 +484,18 @@ func (e *env) warm(ctx context.Context, p *topo.Pair) {
 	if p.B == nil {
 		return // one host (reflect): its workload warms up itself
 	}
-	rx, err := newUDPReceiver(p.B, p.V4B, time.Now().Add(e.o.Warmup+2*time.Second))
+	rx, err := traffic.NewUDPReceiver(p.B, p.V4B, time.Now().Add(e.o.Warmup+2*time.Second))
 	if err != nil {
 		return
 	}
-	defer rx.close()
-	to := netip.AddrPortFrom(p.V4B, uint16(rx.port))
-	tx, err := newUDPSender(p.A, p.V4A, to, 256, 0, time.Now().Add(e.o.Warmup+time.Second))
+	defer rx.Close()
+	to := netip.AddrPortFrom(p.V4B, uint16(rx.Port))
+	tx, err := traffic.NewUDPSender(p.A, p.V4A, to, 256, 0, time.Now().Add(e.o.Warmup+time.Second))
 	if err != nil {
 		return
 	}
 	sleepCtx(ctx, e.o.Warmup)
-	tx.close()
+	tx.Close()
 }
 
 // staticNeighbours gives each namespace a permanent neighbour entry for the
@@ -610,5 +611,17 @@ func (pr *progress) sample(round, rounds int, c string, w *workload, s report.Sa
 func (pr *progress) finish() {
 	if pr.w != nil && pr.tty {
 		fmt.Fprintln(pr.w)
+	}
+}
+
+// sleepCtx sleeps for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -13,11 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -25,9 +22,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 var (
@@ -363,61 +360,6 @@ func (ec *echoCounter) read() (uint64, error) {
 
 func (ec *echoCounter) Close() error { return ec.x.Close() }
 
-// reflectSender sends one 64-byte UDP frame (Ethernet to the root-side
-// end's MAC) as fast as it can from an AF_XDP socket (inline.Sender) on
-// queue 0 of host 0's eth0, until stopped, its deadline or limit.
-type reflectSender struct {
-	snd   *inline.Sender
-	sent  atomic.Uint64
-	stop  atomic.Bool
-	limit uint64
-	done  chan error
-}
-
-func newReflectSender(p *topo.Pair, ec *echoCounter, size int, limit uint64, deadline time.Time) (*reflectSender, error) {
-	s := &reflectSender{limit: min(limit, maxPackets), done: make(chan error, 1)}
-	if err := p.A.Do(func() error {
-		ifi, err := net.InterfaceByName(p.PeerA)
-		if err != nil {
-			return err
-		}
-		s.snd, err = inline.NewSender(inline.SenderConfig{Ifname: p.PeerA, Ifindex: ifi.Index, Queue: 0, RingSize: 512})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("AF_XDP sender on %s in %s: %w", p.PeerA, p.A.Name, err)
-	}
-	// Any IPv4 destination: nothing routes it, the reflector returns it.
-	frame := topo.UDPFrame(ec.dst, ec.src, p.V4A, netip.MustParseAddr("198.18.0.254"), 9, 9, size)
-	go func() { s.done <- s.run(frame, deadline) }()
-	return s, nil
-}
-
-func (s *reflectSender) run(frame []byte, deadline time.Time) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	defer s.snd.Flush()
-	for i := 0; !s.stop.Load() && s.sent.Load() < s.limit; i++ {
-		if i%1024 == 0 && !time.Now().Before(deadline) {
-			return nil
-		}
-		ok, err := s.snd.Send(frame)
-		if err != nil {
-			return err
-		}
-		if ok {
-			s.sent.Add(1)
-		}
-	}
-	return nil
-}
-
-func (s *reflectSender) close() error {
-	s.stop.Store(true)
-	err := <-s.done // bounded by the deadline check every 1,024 sends
-	s.snd.Wait(100 * time.Millisecond)
-	return errors.Join(err, s.snd.Close())
-}
-
 // waitReflect waits until frames sent from host 0 come back reflected
 // (bounded), and fails early if the forwarder process c (may be nil)
 // exits.
@@ -439,14 +381,14 @@ func (e *env) waitReflect(ctx context.Context, p *topo.Pair, c *child) error {
 		if err != nil {
 			return err
 		}
-		s, err := newReflectSender(p, ec, 64, 64, time.Now().Add(time.Second))
+		s, err := traffic.NewReflectSender(p, ec.dst, ec.src, 64, 64, time.Now().Add(time.Second))
 		if err != nil {
 			return err
 		}
-		for end := time.Now().Add(250 * time.Millisecond); s.sent.Load() < 64 && time.Now().Before(end); {
+		for end := time.Now().Add(250 * time.Millisecond); s.Sent.Load() < 64 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
-		last = s.close()
+		last = s.Close()
 		for end := time.Now().Add(250 * time.Millisecond); time.Now().Before(end); {
 			if n, _ := ec.read(); n > before {
 				return nil
@@ -464,7 +406,7 @@ func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	if ec == nil {
 		return nil, fmt.Errorf("%s: no echo counter", p.Name)
 	}
-	tx, err := newReflectSender(p, ec, w.Size, maxPackets, time.Now().Add(e.o.Warmup+e.o.Duration+2*time.Second))
+	tx, err := traffic.NewReflectSender(p, ec.dst, ec.src, w.Size, traffic.MaxPackets, time.Now().Add(e.o.Warmup+e.o.Duration+2*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -472,9 +414,9 @@ func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	a, b, werr := e.window(ctx, func() [3]float64 {
 		n, err := ec.read()
 		rerr = errors.Join(rerr, err)
-		return [3]float64{float64(tx.sent.Load()), float64(n)}
+		return [3]float64{float64(tx.Sent.Load()), float64(n)}
 	})
-	if err := errors.Join(werr, rerr, tx.close()); err != nil {
+	if err := errors.Join(werr, rerr, tx.Close()); err != nil {
 		return nil, err
 	}
 	secs := b.cpu.At.Sub(a.cpu.At).Seconds()

@@ -12,6 +12,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // workload is one kind of traffic every contender runs.
@@ -253,18 +254,18 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	}
 	dst := netip.AddrPortFrom(p.V4B, 9)
 	deadline := time.Now().Add(e.o.Warmup + e.o.Duration + 2*time.Second)
-	var rx *udpReceiver
+	var rx *traffic.UDPReceiver
 	if !c.Baseline {
 		var err error
-		if rx, err = newUDPReceiver(p.B, p.V4B, deadline.Add(time.Second)); err != nil {
+		if rx, err = traffic.NewUDPReceiver(p.B, p.V4B, deadline.Add(time.Second)); err != nil {
 			return nil, err
 		}
-		dst = netip.AddrPortFrom(p.V4B, uint16(rx.port))
+		dst = netip.AddrPortFrom(p.V4B, uint16(rx.Port))
 	}
-	tx, err := newSource(e.o.Source, p, dst, w.Size, rate, deadline)
+	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline)
 	if err != nil {
 		if rx != nil {
-			rx.close()
+			rx.Close()
 		}
 		return nil, err
 	}
@@ -273,15 +274,15 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		if w.Paced && !c.Baseline {
 			costs = append(costs, e.readFwdCost(ctx))
 		}
-		n := [3]float64{float64(tx.packets())}
+		n := [3]float64{float64(tx.Packets())}
 		if rx != nil {
-			n[1], n[2] = float64(rx.packets.Load()), float64(rx.outOfOrder.Load())
+			n[1], n[2] = float64(rx.Packets.Load()), float64(rx.OutOfOrder.Load())
 		}
 		return n
 	})
-	err = errors.Join(werr, tx.close())
+	err = errors.Join(werr, tx.Close())
 	if rx != nil {
-		err = errors.Join(err, rx.close())
+		err = errors.Join(err, rx.Close())
 	}
 	if err != nil {
 		return nil, err
@@ -316,13 +317,13 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 
 // runTCP streams from A to B over w.Streams connections.
 func runTCP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
-	client, server, err := tcpConns(p.A, p.B, p.V4A, p.V4B, w.Streams, 5*time.Second)
+	client, server, err := traffic.TCPConns(p.A, p.B, p.V4A, p.V4B, w.Streams, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	t := startTCPBulk(client, server, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
-	a, b, err := e.window(ctx, func() [3]float64 { return [3]float64{float64(t.received.Load())} })
-	t.close()
+	t := traffic.StartTCPBulk(client, server, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
+	a, b, err := e.window(ctx, func() [3]float64 { return [3]float64{float64(t.Received.Load())} })
+	t.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -342,17 +343,17 @@ func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload)
 	if w.V6 {
 		src, dst = p.V6A, p.V6B
 	}
-	client, server, err := tcpConns(p.A, p.B, src, dst, w.Conns, 10*time.Second)
+	client, server, err := traffic.TCPConns(p.A, p.B, src, dst, w.Conns, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	r := startRR(client, server, w.Req, w.Resp, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
+	r := traffic.StartRR(client, server, w.Req, w.Resp, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
 	a, b, err := e.window(ctx, func() [3]float64 {
-		r.measuring.Store(true) // the first snapshot opens the window
-		return [3]float64{float64(r.count.Load())}
+		r.Measuring.Store(true) // the first snapshot opens the window
+		return [3]float64{float64(r.Count.Load())}
 	})
-	r.measuring.Store(false)
-	r.close()
+	r.Measuring.Store(false)
+	r.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -360,9 +361,9 @@ func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload)
 	n := b.n[0] - a.n[0]
 	m := map[string]float64{
 		"tps":     n / secs,
-		"p50_us":  r.hist.quantile(0.50) / 1e3,
-		"p99_us":  r.hist.quantile(0.99) / 1e3,
-		"p999_us": r.hist.quantile(0.999) / 1e3,
+		"p50_us":  r.Hist.Quantile(0.50) / 1e3,
+		"p99_us":  r.Hist.Quantile(0.99) / 1e3,
+		"p999_us": r.Hist.Quantile(0.999) / 1e3,
 	}
 	e.cpuMetrics(m, a, b)
 	if n == 0 {

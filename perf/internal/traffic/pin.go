@@ -1,7 +1,7 @@
 // CPU placement of perf's own threads: the generators and receivers run
 // on the load CPUs, apart from the forwarder's.
 
-package main
+package traffic
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cpuSet is the affinity mask of cpus.
-func cpuSet(cpus []int) unix.CPUSet {
+// CPUSet is the affinity mask of cpus.
+func CPUSet(cpus []int) unix.CPUSet {
 	var s unix.CPUSet
 	for _, c := range cpus {
 		s.Set(c)
@@ -22,8 +22,8 @@ func cpuSet(cpus []int) unix.CPUSet {
 	return s
 }
 
-// setCPUs lists the CPUs of the mask s.
-func setCPUs(s unix.CPUSet) []int {
+// CPUsOf lists the CPUs of the mask s.
+func CPUsOf(s unix.CPUSet) []int {
 	var cpus []int
 	for c := 0; c < len(s)*64; c++ {
 		if s.IsSet(c) {
@@ -33,10 +33,10 @@ func setCPUs(s unix.CPUSet) []int {
 	return cpus
 }
 
-// pinProcess sets the affinity of every thread of this process. Threads
+// PinProcess sets the affinity of every thread of this process. Threads
 // created later inherit it from the thread that creates them, so a few
 // passes over /proc/self/task catch the ones born during the first.
-func pinProcess(s unix.CPUSet) error {
+func PinProcess(s unix.CPUSet) error {
 	for pass := 0; pass < 3; pass++ {
 		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
@@ -55,16 +55,16 @@ func pinProcess(s unix.CPUSet) error {
 	return nil
 }
 
-// onPinnedThread runs fn on an OS thread pinned to cpus. The thread is never
+// OnPinnedThread runs fn on an OS thread pinned to cpus. The thread is never
 // unlocked, so the runtime discards it when fn returns and no other
 // goroutine ever runs with its affinity. While fn runs, the runtime creates
 // no new threads from it (a locked thread's new Ms come from the template
 // thread), so the pin does not leak into perf's own threads either.
-func onPinnedThread(cpus []int, fn func() error) error {
+func OnPinnedThread(cpus []int, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		s := cpuSet(cpus)
+		s := CPUSet(cpus)
 		if err := unix.SchedSetaffinity(0, &s); err != nil {
 			errc <- fmt.Errorf("sched_setaffinity %v: %w", cpus, err)
 			return
