@@ -21,6 +21,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 // stopFunc stops a running contender and returns what it reports about
@@ -408,7 +409,7 @@ func redirectContender() *contender {
 		Label: "in-kernel XDP redirect (upper bound)",
 		Desc:  "bpf_redirect_map into a DEVMAP on both root ends (native XDP), XDP_PASS on the namespace ends so they accept redirected frames",
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			x := &xdpSet{}
+			x := &xdpprog.Set{}
 			stop := func() (map[string]any, error) { return map[string]any{"xdp_mode": "native"}, x.Close() }
 			fail := func(err error) (stopFunc, error) {
 				_, serr := stop()
@@ -418,7 +419,7 @@ func redirectContender() *contender {
 			if err != nil {
 				return fail(fmt.Errorf("DEVMAP: %w", err))
 			}
-			x.maps = append(x.maps, dm)
+			x.Maps = append(x.Maps, dm)
 			for i, n := range []string{p.LinkA, p.LinkB} {
 				l, err := netlink.LinkByName(n)
 				if err != nil {
@@ -428,26 +429,26 @@ func redirectContender() *contender {
 					return fail(fmt.Errorf("DEVMAP[%d] = %s: %w", i, n, err))
 				}
 			}
-			pass, err := loadAction("perf_pass", xdpPass)
+			pass, err := xdpprog.LoadAction("perf_pass", xdpprog.Pass)
 			if err != nil {
 				return fail(fmt.Errorf("load XDP_PASS program: %w", err))
 			}
-			x.progs = append(x.progs, pass)
+			x.Progs = append(x.Progs, pass)
 			// Namespace ends first, so no redirected frame meets a peer
 			// that cannot take it.
-			if err := x.attach(p.A, p.PeerA, pass); err != nil {
+			if err := x.Attach(p.A, p.PeerA, pass); err != nil {
 				return fail(err)
 			}
-			if err := x.attach(p.B, p.PeerB, pass); err != nil {
+			if err := x.Attach(p.B, p.PeerB, pass); err != nil {
 				return fail(err)
 			}
 			for i, n := range []string{p.LinkA, p.LinkB} {
-				prog, err := loadRedirect(dm, int32(1-i)) // A → B's slot, B → A's
+				prog, err := xdpprog.LoadRedirect(dm, int32(1-i)) // A → B's slot, B → A's
 				if err != nil {
 					return fail(fmt.Errorf("load redirect program: %w", err))
 				}
-				x.progs = append(x.progs, prog)
-				if err := x.attach(nil, n, prog); err != nil {
+				x.Progs = append(x.Progs, prog)
+				if err := x.Attach(nil, n, prog); err != nil {
 					return fail(err)
 				}
 			}
@@ -468,14 +469,14 @@ func dropBaseline() *contender {
 		Desc:     "the generator alone: its packets are dropped by XDP on the ingress root end; subtracted from every contender's CPU cost",
 		Baseline: true,
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			x := &xdpSet{}
+			x := &xdpprog.Set{}
 			stop := func() (map[string]any, error) { return nil, x.Close() }
-			prog, err := loadAction("perf_drop", xdpDrop)
+			prog, err := xdpprog.LoadAction("perf_drop", xdpprog.Drop)
 			if err != nil {
 				return nil, fmt.Errorf("load XDP_DROP program: %w", err)
 			}
-			x.progs = append(x.progs, prog)
-			if err := x.attach(nil, p.LinkA, prog); err != nil {
+			x.Progs = append(x.Progs, prog)
+			if err := x.Attach(nil, p.LinkA, prog); err != nil {
 				stop()
 				return nil, err
 			}
@@ -550,7 +551,7 @@ func (e *env) checkLinksClean(p *topo.Pair) error {
 		links = h.Links // every host's, and a one-host topology has no LinkB
 	}
 	for _, n := range links {
-		on, id, err := xdpAttached(n)
+		on, id, err := xdpprog.Attached(n)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -558,8 +559,8 @@ func (e *env) checkLinksClean(p *topo.Pair) error {
 		if !on {
 			continue
 		}
-		derr := detachNetlinkXDP(n)
-		if on2, _, _ := xdpAttached(n); on2 {
+		derr := xdpprog.DetachNetlink(n)
+		if on2, _, _ := xdpprog.Attached(n); on2 {
 			errs = append(errs, fmt.Errorf("XDP program %d left on %s and could not be removed: %v", id, n, derr))
 		} else {
 			errs = append(errs, fmt.Errorf("XDP program %d was left on %s (removed)", id, n))

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -18,22 +17,19 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 var (
 	switchContenders  = []string{"xdpfwd-switch", "bridge-switch"}
 	reflectContenders = []string{"xdpfwd-reflect", "xdp-tx-reflect"}
 )
-
-// xdpTx is the XDP_TX action.
-const xdpTx = 3
 
 // newHosts builds the Hosts of key k, the Pair that stands for them, and
 // what the workloads on them need: permanent neighbours between the hosts
@@ -207,18 +203,18 @@ func xdpTxReflectContender() *contender {
 		Desc:   "an XDP program on the root-side end (native XDP) that swaps the MAC addresses and returns XDP_TX",
 		Groups: []string{"reflect"},
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			x := &xdpSet{}
+			x := &xdpprog.Set{}
 			stop := func() (map[string]any, error) { return map[string]any{"xdp_mode": "native"}, x.Close() }
 			fail := func(err error) (stopFunc, error) {
 				_, serr := stop()
 				return nil, errors.Join(err, serr)
 			}
-			prog, err := loadMACSwap()
+			prog, err := xdpprog.LoadMACSwap()
 			if err != nil {
 				return fail(fmt.Errorf("load XDP_TX reflector: %w", err))
 			}
-			x.progs = append(x.progs, prog)
-			if err := x.attach(nil, p.LinkA, prog); err != nil {
+			x.Progs = append(x.Progs, prog)
+			if err := x.Attach(nil, p.LinkA, prog); err != nil {
 				return fail(err)
 			}
 			if err := e.waitPath(ctx, p, nil); err != nil {
@@ -231,80 +227,6 @@ func xdpTxReflectContender() *contender {
 
 // ---- XDP programs ----
 
-// loadMACSwap assembles an XDP program that swaps a frame's destination
-// and source MAC addresses and sends it back out of the link it came in
-// on (XDP_TX); a frame shorter than 12 bytes is dropped.
-func loadMACSwap() (*ebpf.Program, error) {
-	return ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "perf_macswap",
-		Type:    ebpf.XDP,
-		License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
-			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, 12),
-			asm.JGT.Reg(asm.R4, asm.R3, "short"),
-			asm.LoadMem(asm.R4, asm.R2, 0, asm.Word), // destination
-			asm.LoadMem(asm.R5, asm.R2, 4, asm.Half),
-			asm.LoadMem(asm.R6, asm.R2, 6, asm.Word), // source
-			asm.LoadMem(asm.R7, asm.R2, 10, asm.Half),
-			asm.StoreMem(asm.R2, 0, asm.R6, asm.Word),
-			asm.StoreMem(asm.R2, 4, asm.R7, asm.Half),
-			asm.StoreMem(asm.R2, 6, asm.R4, asm.Word),
-			asm.StoreMem(asm.R2, 10, asm.R5, asm.Half),
-			asm.Mov.Imm(asm.R0, xdpTx),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("short"),
-			asm.Return(),
-		},
-	})
-}
-
-// loadEchoCounter assembles an XDP program that counts, in slot 0 of the
-// per-CPU array counts, and drops every frame addressed to dst from src —
-// a frame sent from dst to src with its MACs swapped — and passes the rest.
-func loadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program, error) {
-	lo := func(mac net.HardwareAddr) int64 { return int64(binary.NativeEndian.Uint32(mac[0:4])) }
-	hi := func(mac net.HardwareAddr) int32 { return int32(binary.NativeEndian.Uint16(mac[4:6])) }
-	return ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "perf_echo_count",
-		Type:    ebpf.XDP,
-		License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
-			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, 12),
-			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 0, asm.Word),
-			asm.LoadImm(asm.R5, lo(dst), asm.DWord),
-			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 4, asm.Half),
-			asm.JNE.Imm(asm.R4, hi(dst), "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 6, asm.Word),
-			asm.LoadImm(asm.R5, lo(src), asm.DWord),
-			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 10, asm.Half),
-			asm.JNE.Imm(asm.R4, hi(src), "pass"),
-			// counts[0]++ (per CPU: no atomic needed)
-			asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.LoadMapPtr(asm.R1, counts.FD()),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "drop"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("drop"),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
-			asm.Return(),
-		},
-	})
-}
-
 // ---- the reflect workload ----
 
 // echoCounter counts, on host 0's eth0, the frames that come back from
@@ -312,7 +234,7 @@ func loadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program
 // reverse of what the reflect sender sends. Its XDP program also gives
 // eth0 the NAPI a veth needs to take frames its peer sends with XDP_TX.
 type echoCounter struct {
-	x        xdpSet
+	x        xdpprog.Set
 	counts   *ebpf.Map
 	src, dst net.HardwareAddr // of the frames sent: eth0's, the root end's
 }
@@ -333,13 +255,13 @@ func newEchoCounter(p *topo.Pair) (_ *echoCounter, err error) {
 	if ec.counts, err = ebpf.NewMap(&ebpf.MapSpec{Name: "perf_echoes", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
 		return nil, fmt.Errorf("echo counter map: %w", err)
 	}
-	ec.x.maps = append(ec.x.maps, ec.counts)
-	prog, err := loadEchoCounter(ec.counts, ec.src, ec.dst)
+	ec.x.Maps = append(ec.x.Maps, ec.counts)
+	prog, err := xdpprog.LoadEchoCounter(ec.counts, ec.src, ec.dst)
 	if err != nil {
 		return nil, fmt.Errorf("load echo counter: %w", err)
 	}
-	ec.x.progs = append(ec.x.progs, prog)
-	if err := ec.x.attach(p.A, p.PeerA, prog); err != nil {
+	ec.x.Progs = append(ec.x.Progs, prog)
+	if err := ec.x.Attach(p.A, p.PeerA, prog); err != nil {
 		return nil, err
 	}
 	return ec, nil

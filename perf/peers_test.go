@@ -16,6 +16,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 // TestPeersForward starts each peer (issue 30) as perf does, on a pair of
@@ -123,7 +124,7 @@ func TestPeersForward(t *testing.T) {
 			clean := func(when string) {
 				t.Helper()
 				for _, l := range []string{p.LinkA, p.LinkB} {
-					if on, id, err := xdpAttached(l); err != nil || on {
+					if on, id, err := xdpprog.Attached(l); err != nil || on {
 						t.Errorf("%s: %s: XDP program %d still attached (%v)", when, l, id, err)
 					}
 				}
