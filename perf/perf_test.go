@@ -127,6 +127,14 @@ func TestQuickRun(t *testing.T) {
 			}
 		}
 	}
+	// xdpfwd serves --metrics on the port its log names (startXdpfwd):
+	// the delivery workload has its frame counts, the cost workloads its
+	// per-packet counters.
+	for _, m := range []struct{ workload, metric string }{{"delivery-4q", "fwd_rx"}, {"cost-64", "polls_per_1k"}} {
+		if _, ok := res.Stat(report.RefContender, m.workload, m.metric); !ok {
+			t.Errorf("%s/%s: no %s: xdpfwd's metrics were not read", report.RefContender, m.workload, m.metric)
+		}
+	}
 	for _, s := range res.Samples {
 		if s.Error != "" {
 			t.Logf("round %d %s/%s failed: %s", s.Round, s.Contender, s.Workload, s.Error)
