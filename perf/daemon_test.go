@@ -15,7 +15,7 @@ func TestWaitMetricsAddr(t *testing.T) {
 	dir := t.TempDir()
 	script := `echo 'time=2026-12-03T10:00:00Z level=INFO msg="forwarder ready" addr=wrong links="[a b]"'
 echo 'time=2026-12-03T10:00:00Z level=INFO msg="serving metrics" addr=127.0.0.1:40123 url=http://127.0.0.1:40123/metrics'
-sleep 10`
+exec sleep 10`
 	c, err := startChild("fake-xdpfwd", "sh", []string{"-c", script}, nil, filepath.Join(dir, "a.log"))
 	if err != nil {
 		t.Fatal(err)
