@@ -103,20 +103,20 @@ func (r *Results) reflectSection(b *strings.Builder) {
 
 // l2Charts draws switch.png (delivered UDP 64 B packets/s, and Gbit/s of
 // TCP) and reflect.png (reflected packets/s).
-func (r *Results) l2Charts(draw func(name, title, ylabel string, groups []string, series []barSeries) error) error {
+func (r *Results) l2Charts(charts *chartSet) error {
 	cs := r.ranContenders("switch", false)
 	for _, w := range r.workloads("switch") {
 		if w.Metric != "pps" {
 			continue
 		}
-		if err := draw("switch.png", "Switch, three hosts: "+w.Title+", delivered", "million packets/s",
+		if err := charts.draw("switch.png", "Switch, three hosts: "+w.Title+", delivered", "million packets/s",
 			[]string{"host 0 → host 1"}, r.seriesFor(cs, []string{w.Name}, []string{"pps"}, 1e-6)); err != nil {
 			return err
 		}
 		break
 	}
 	for _, w := range r.workloads("reflect") {
-		if err := draw("reflect.png", "Reflect: "+w.Title, "million packets/s reflected",
+		if err := charts.draw("reflect.png", "Reflect: "+w.Title, "million packets/s reflected",
 			[]string{"reflected"}, r.seriesFor(r.ranContenders("reflect", false), []string{w.Name}, []string{"pps"}, 1e-6)); err != nil {
 			return err
 		}
