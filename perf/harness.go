@@ -311,13 +311,26 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 	defer func() { res.LoadAvg[1] = measure.LoadAvg() }()
 	pr := newProgress(o.Progress)
 
-	// Build what needs building, for the contenders that run a selected
-	// workload (a switch-only run neither builds asavie-fwd nor looks for
-	// the peers); a contender that cannot be built here is reported, not
-	// fatal.
+	active, err := e.build(ctx, cs, ws, pr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, e.removeTopology()) }()
+	if err := e.buildTopology(active, ws, pr); err != nil {
+		return err
+	}
+	e.runRounds(ctx, active, ws, pr)
+	return nil
+}
+
+// build builds what needs building, for the contenders that run a
+// selected workload (a switch-only run neither builds asavie-fwd nor looks
+// for the peers), and returns those that can run; a contender that cannot
+// be built here is reported, not fatal.
+func (e *env) build(ctx context.Context, cs []*contender, ws []*workload, pr *progress) ([]*contender, error) {
 	var active []*contender
 	for _, c := range cs {
-		cr := res.Contender(c.result())
+		cr := e.res.Contender(c.result())
 		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
 			cr.Skipped = report.NoWorkloadApplies
 			continue
@@ -326,7 +339,7 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 			pr.status("building " + c.Name)
 			if err := c.build(ctx, e); err != nil {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				cr.Skipped = "not run: " + err.Error()
 				continue
@@ -334,19 +347,13 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 		}
 		active = append(active, c)
 	}
+	return active, nil
+}
 
-	// The topology: one pair per offload setting and queue count in use.
-	defer func() {
-		for _, p := range e.pairs {
-			closer := p.Close
-			if h := e.hosts[p]; h != nil {
-				closer = e.closeHosts(p, h)
-			}
-			if cerr := closer(); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove %s: %w", p.Name, cerr))
-			}
-		}
-	}()
+// buildTopology builds one pair (or hosts topology) per pair key in use:
+// offload setting, queue count, defaults, hosts. removeTopology removes
+// what it built, also when it fails part-way.
+func (e *env) buildTopology(active []*contender, ws []*workload, pr *progress) error {
 	for _, c := range active {
 		for _, w := range ws {
 			k := e.pairKey(c, w)
@@ -367,28 +374,46 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 				return err
 			}
 			e.pairs[k] = p
-			res.AddTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
+			e.res.AddTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
 			pr.status(fmt.Sprintf("built namespaces %s, %s and links %s, %s (%s)", p.A.Name, p.B.Name, p.LinkA, p.LinkB, k))
 			if err := staticNeighbours(p); err != nil {
 				return err
 			}
 		}
 	}
+	return nil
+}
 
-	total := 0
+// removeTopology removes every pair and hosts topology buildTopology
+// built.
+func (e *env) removeTopology() error {
+	var errs []error
+	for _, p := range e.pairs {
+		closer := p.Close
+		if h := e.hosts[p]; h != nil {
+			closer = e.closeHosts(p, h)
+		}
+		if cerr := closer(); cerr != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", p.Name, cerr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runRounds runs every active contender on the workloads that apply to
+// it, round after round, until the rounds are done or ctx is.
+func (e *env) runRounds(ctx context.Context, active []*contender, ws []*workload, pr *progress) {
 	for _, c := range active {
 		for _, w := range ws {
 			if w.applies(c) {
-				total += o.Rounds
+				pr.total += e.o.Rounds
 			}
 		}
 	}
-	pr.total = total
-
 	// A contender that fails to start on a pair is not started on it
 	// again; on its other pair (if any) it goes on.
 	failed := map[string]bool{}
-	for round := 1; round <= o.Rounds; round++ {
+	for round := 1; round <= e.o.Rounds; round++ {
 		for _, c := range active {
 			// The contender's workloads, by the pair they run on, in
 			// table order: it is started once per pair and round.
@@ -405,14 +430,13 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 			}
 			for _, k := range keys {
 				if ctx.Err() != nil {
-					return nil
+					return
 				}
 				e.runContender(ctx, round, c, e.pairs[k], byPair[k], failed, pr)
 			}
 		}
 	}
 	pr.finish()
-	return nil
 }
 
 // runContender starts c on p, runs the workloads wls, stops it and checks
