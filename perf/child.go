@@ -1,3 +1,6 @@
+// The forwarder processes perf starts and stops, and the builds of their
+// binaries.
+
 package main
 
 import (

@@ -1,3 +1,8 @@
+// The contenders: xdpfwd in each configuration, the Linux bridge, the
+// in-kernel XDP redirect, asavie/xdp and the no-forwarder baseline, each
+// with how it is built, started, waited for and stopped, and the checks
+// that it left nothing behind.
+
 package main
 
 import (

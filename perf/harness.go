@@ -1,3 +1,8 @@
+// The run: what contenders and workloads share during it (env), the
+// options' defaults and CPU placement, and the loop that builds the
+// topology, runs every contender on every workload round after round and
+// removes everything it built.
+
 package main
 
 import (

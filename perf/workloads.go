@@ -1,3 +1,7 @@
+// The workloads: the table of them, which contenders and pair each runs
+// on, the measured window, and the UDP, TCP bulk and RR runs (the others
+// have a file each).
+
 package main
 
 import (
