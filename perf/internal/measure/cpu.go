@@ -91,6 +91,7 @@ type OwnCPU struct {
 	ksoftirqd []int
 }
 
+// NewOwnCPU finds the ksoftirqd threads, whose time NS adds.
 func NewOwnCPU() *OwnCPU {
 	o := &OwnCPU{}
 	ents, _ := os.ReadDir("/proc")

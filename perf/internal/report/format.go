@@ -37,6 +37,8 @@ func si(v float64) string {
 	}
 }
 
+// FmtMetric writes v as the tables write metric: SI suffixes for rates,
+// whole nanoseconds and microseconds, one decimal for percentages.
 func FmtMetric(v float64, metric string) string {
 	switch metric {
 	case "pps", "sent_pps", "tps":
@@ -129,6 +131,7 @@ func queueList(vals, of []float64) string {
 	return strings.Join(s, ", ")
 }
 
+// FmtClock writes d as minutes:seconds.
 func FmtClock(d time.Duration) string {
 	d = d.Round(time.Second)
 	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)

@@ -16,6 +16,8 @@ import (
 	"time"
 )
 
+// SchemaVersion is the version of results.json this package writes and
+// reads.
 const SchemaVersion = 1
 
 // Results is everything a run measured; results.json is this, and every
@@ -113,6 +115,8 @@ func (r *Results) Contender(c ContenderResult) *ContenderResult {
 	return &r.Contenders[len(r.Contenders)-1]
 }
 
+// AddTopology records namespaces, links and bridges the run created
+// ("netns NAME", "link NAME", "bridge NAME"), each once.
 func (r *Results) AddTopology(items ...string) {
 	for _, it := range items {
 		if !slices.Contains(r.Topology, it) {
@@ -149,6 +153,8 @@ func (r *Results) DeriveNet() {
 	}
 }
 
+// IsBaseline reports whether the contender name is the no-forwarder
+// baseline.
 func (r *Results) IsBaseline(name string) bool {
 	for _, c := range r.Contenders {
 		if c.Name == name {
@@ -158,6 +164,7 @@ func (r *Results) IsBaseline(name string) bool {
 	return false
 }
 
+// Group is the group of workload; "" if the run has no such workload.
 func (r *Results) Group(workload string) string {
 	for _, w := range r.Workloads {
 		if w.Name == workload {
@@ -173,6 +180,8 @@ type Stat struct {
 	N                int
 }
 
+// Stat is the median and range of metric over the good samples of
+// contender on workload; false when there is none.
 func (r *Results) Stat(contender, workload, metric string) (Stat, bool) {
 	var v []float64
 	for _, s := range r.Samples {
@@ -398,6 +407,7 @@ type Machine struct {
 	BridgeNF string  `json:"bridge_nf_call_iptables,omitempty"` // br_netfilter: bridged frames pass iptables when "1"
 }
 
+// String is the machine in one line, as results.md opens with it.
 func (m Machine) String() string {
 	s := fmt.Sprintf("Linux %s, %s, %d CPUs, %.0f GiB, %s", m.Kernel, m.CPU, m.CPUs, m.MemGiB, m.Go)
 	if m.Commit != "" {
@@ -409,4 +419,6 @@ func (m Machine) String() string {
 // RefContender is the contender every figure is given as a ratio to.
 const RefContender = "xdpfwd"
 
+// NoWorkloadApplies is why a contender did not run when no selected
+// workload applies to it: not a failure, listed apart in the notes.
 const NoWorkloadApplies = "not run: no selected workload applies"

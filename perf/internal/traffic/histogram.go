@@ -35,6 +35,7 @@ func histBounds(i int) (lo, hi uint64) {
 	return sub << e, (sub + 1) << e
 }
 
+// Record adds one latency.
 func (h *Histogram) Record(d time.Duration) {
 	h.b[histIndex(uint64(max(d, 0)))].Add(1)
 }

@@ -27,6 +27,7 @@ type Source interface {
 	Close() error
 }
 
+// Packets is the datagrams sent so far.
 func (s *UDPSender) Packets() uint64 { return s.Sent.Load() }
 
 // txSource is a running txonly generator.
