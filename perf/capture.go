@@ -15,9 +15,10 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
-// Issue 12: what a running `xdpfwd capture` costs forwarding. The same
-// xdpfwd as the reference row, with a capture client attached through its
-// control socket for the whole sample, writing pcapng to /dev/null; the
+// The capture contenders: what a running `xdpfwd capture` costs
+// forwarding (issue 12). The same xdpfwd as the reference row, with a
+// capture client attached through its control socket for the whole
+// sample, writing pcapng to /dev/null; the
 // client runs on the forwarder's CPU, so the capture's whole cost (the
 // workers' copies, the daemon's streaming, the client's writing) is
 // charged to forwarding. The reference row, in the same run, is the

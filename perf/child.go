@@ -1,3 +1,6 @@
+// The forwarder processes perf starts and stops, and the builds of their
+// binaries.
+
 package main
 
 import (
@@ -19,7 +22,9 @@ type child struct {
 	p       *childproc.Process
 	name    string
 	logPath string
-	metrics bool // serves --metrics on an address it logs (metricsAddr)
+	// metricsAddr is where an xdpfwd started by startXdpfwd serves its
+	// --metrics; "": nowhere.
+	metricsAddr string
 }
 
 // startChild starts bin with args pinned to cpus (the child and every

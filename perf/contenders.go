@@ -1,3 +1,8 @@
+// The contenders: xdpfwd in each configuration, the Linux bridge, the
+// in-kernel XDP redirect, asavie/xdp and the no-forwarder baseline, each
+// with how it is built, started, waited for and stopped, and the checks
+// that it left nothing behind.
+
 package main
 
 import (
@@ -19,10 +24,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
-
-// refContender is the contender every figure is given as a ratio to.
-const refContender = "xdpfwd"
 
 // stopFunc stops a running contender and returns what it reports about
 // itself (modes, drops), recorded in results.json.
@@ -89,23 +94,28 @@ func contenderTable() []*contender {
 		c.Offloads, c.Groups = cfg.Offloads, cfg.Groups
 		cs = append(cs, c)
 	}
-	cs = append(cs, captureContenders()...) // issue 12
+	cs = append(cs, captureContenders()...) // xdpfwd with a capture client attached
 	return append(cs,
 		bridgeContender("bridge", "Linux bridge (tx-csum off, as the XDP rows)", false),
 		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
 		redirectContender(),
 		asavieContender(),
-		// Issue 30: other AF_XDP forwarders (peers.go), not run where not
-		// installed.
+		// Other AF_XDP forwarders (peers.go, issue 30), not run where
+		// not installed.
 		testpmdContender(),
 		ovsAfxdpContender(),
 		dropBaseline(),
-		// Issue 10: the switch and reflect workloads' contenders.
+		// The switch and reflect workloads' contenders (l2.go).
 		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch"),
 		switchBridgeContender(),
 		xdpfwdModeContender("xdpfwd-reflect", "xdpfwd --mode reflect", "reflect", "reflect"),
 		xdpTxReflectContender(),
 	)
+}
+
+// result is c's entry in the results, before it runs.
+func (c *contender) result() report.ContenderResult {
+	return report.ContenderResult{Name: c.Name, Label: c.Label, Desc: c.Desc, Baseline: c.Baseline}
 }
 
 func selectContenders(only []string) ([]*contender, error) {
@@ -181,19 +191,15 @@ func xdpfwdContender(name, label string, extra []string) *contender {
 				}
 				args = append(args, "--queues", strconv.Itoa(n))
 			}
-			if e.xdpfwdMetrics {
-				args = append(args, "--metrics", "127.0.0.1:0")
-			}
 			args = append(args, extra...)
 			bin := e.bins["xdpfwd"]
 			if c.bin != "" {
 				bin = e.bins[c.bin]
 			}
-			ch, err := e.startForwarder(ctx, p, name, bin, args, cpus)
+			ch, err := e.startXdpfwd(ctx, p, name, bin, args, cpus)
 			if err != nil {
 				return nil, err
 			}
-			ch.metrics = e.xdpfwdMetrics
 			return func() (map[string]any, error) {
 				e.child.Store(nil)
 				err := ch.stop(10 * time.Second)
@@ -350,7 +356,7 @@ func (e *env) startBridge(ctx context.Context, p *topo.Pair, links []string) (st
 	if err := netlink.LinkAdd(br); err != nil {
 		return nil, fmt.Errorf("create bridge %s: %w", brName, err)
 	}
-	e.res.addTopology("bridge " + brName)
+	e.res.AddTopology("bridge " + brName)
 	l, err := netlink.LinkByName(brName)
 	if err != nil {
 		return nil, fmt.Errorf("look up bridge %s: %w", brName, err)
@@ -408,7 +414,7 @@ func redirectContender() *contender {
 		Label: "in-kernel XDP redirect (upper bound)",
 		Desc:  "bpf_redirect_map into a DEVMAP on both root ends (native XDP), XDP_PASS on the namespace ends so they accept redirected frames",
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			x := &xdpSet{}
+			x := &xdpprog.Set{}
 			stop := func() (map[string]any, error) { return map[string]any{"xdp_mode": "native"}, x.Close() }
 			fail := func(err error) (stopFunc, error) {
 				_, serr := stop()
@@ -418,7 +424,7 @@ func redirectContender() *contender {
 			if err != nil {
 				return fail(fmt.Errorf("DEVMAP: %w", err))
 			}
-			x.maps = append(x.maps, dm)
+			x.Maps = append(x.Maps, dm)
 			for i, n := range []string{p.LinkA, p.LinkB} {
 				l, err := netlink.LinkByName(n)
 				if err != nil {
@@ -428,26 +434,26 @@ func redirectContender() *contender {
 					return fail(fmt.Errorf("DEVMAP[%d] = %s: %w", i, n, err))
 				}
 			}
-			pass, err := loadAction("perf_pass", xdpPass)
+			pass, err := xdpprog.LoadAction("perf_pass", xdpprog.Pass)
 			if err != nil {
 				return fail(fmt.Errorf("load XDP_PASS program: %w", err))
 			}
-			x.progs = append(x.progs, pass)
+			x.Progs = append(x.Progs, pass)
 			// Namespace ends first, so no redirected frame meets a peer
 			// that cannot take it.
-			if err := x.attach(p.A, p.PeerA, pass); err != nil {
+			if err := x.Attach(p.A, p.PeerA, pass); err != nil {
 				return fail(err)
 			}
-			if err := x.attach(p.B, p.PeerB, pass); err != nil {
+			if err := x.Attach(p.B, p.PeerB, pass); err != nil {
 				return fail(err)
 			}
 			for i, n := range []string{p.LinkA, p.LinkB} {
-				prog, err := loadRedirect(dm, int32(1-i)) // A → B's slot, B → A's
+				prog, err := xdpprog.LoadRedirect(dm, int32(1-i)) // A → B's slot, B → A's
 				if err != nil {
 					return fail(fmt.Errorf("load redirect program: %w", err))
 				}
-				x.progs = append(x.progs, prog)
-				if err := x.attach(nil, n, prog); err != nil {
+				x.Progs = append(x.Progs, prog)
+				if err := x.Attach(nil, n, prog); err != nil {
 					return fail(err)
 				}
 			}
@@ -468,14 +474,14 @@ func dropBaseline() *contender {
 		Desc:     "the generator alone: its packets are dropped by XDP on the ingress root end; subtracted from every contender's CPU cost",
 		Baseline: true,
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			x := &xdpSet{}
+			x := &xdpprog.Set{}
 			stop := func() (map[string]any, error) { return nil, x.Close() }
-			prog, err := loadAction("perf_drop", xdpDrop)
+			prog, err := xdpprog.LoadAction("perf_drop", xdpprog.Drop)
 			if err != nil {
 				return nil, fmt.Errorf("load XDP_DROP program: %w", err)
 			}
-			x.progs = append(x.progs, prog)
-			if err := x.attach(nil, p.LinkA, prog); err != nil {
+			x.Progs = append(x.Progs, prog)
+			if err := x.Attach(nil, p.LinkA, prog); err != nil {
 				stop()
 				return nil, err
 			}
@@ -518,14 +524,14 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 // udpProbe sends one datagram from each of flows sockets (distinct source
 // ports) in A to B and reports whether any arrived within 250 ms.
 func udpProbe(p *topo.Pair, flows int) bool {
-	rfd, port, err := udpSocket(p.B, p.V4B)
+	rfd, port, err := traffic.UDPSocket(p.B, p.V4B)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(rfd)
-	to := sockaddr4(netip.AddrPortFrom(p.V4B, uint16(port)))
+	to := traffic.Sockaddr4(netip.AddrPortFrom(p.V4B, uint16(port)))
 	for range flows {
-		fd, _, err := udpSocket(p.A, p.V4A)
+		fd, _, err := traffic.UDPSocket(p.A, p.V4A)
 		if err != nil {
 			return false
 		}
@@ -550,7 +556,7 @@ func (e *env) checkLinksClean(p *topo.Pair) error {
 		links = h.Links // every host's, and a one-host topology has no LinkB
 	}
 	for _, n := range links {
-		on, id, err := xdpAttached(n)
+		on, id, err := xdpprog.Attached(n)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -558,8 +564,8 @@ func (e *env) checkLinksClean(p *topo.Pair) error {
 		if !on {
 			continue
 		}
-		derr := detachNetlinkXDP(n)
-		if on2, _, _ := xdpAttached(n); on2 {
+		derr := xdpprog.DetachNetlink(n)
+		if on2, _, _ := xdpprog.Attached(n); on2 {
 			errs = append(errs, fmt.Errorf("XDP program %d left on %s and could not be removed: %v", id, n, derr))
 		} else {
 			errs = append(errs, fmt.Errorf("XDP program %d was left on %s (removed)", id, n))

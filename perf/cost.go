@@ -1,22 +1,20 @@
+// What the forwarder process spends over a cost workload's window: CPU
+// by mode, context switches, and xdpfwd's own counters per packet.
+
 package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
+
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 )
 
 // fwdCost is one reading of what a forwarder process spends besides moving
 // packets: its threads' context switches and user/system CPU time (any
 // forwarder process), and xdpfwd's own cost counters from its --metrics.
 type fwdCost struct {
-	proc         bool // a forwarder process was read
-	vcs, ncs     float64
-	utime, stime float64 // seconds
-	metrics      map[string]float64
+	measure.ProcCost
+	metrics map[string]float64
 }
 
 // costCounters are the xdpfwd metrics readFwdCost sums over every label.
@@ -26,51 +24,18 @@ var costCounters = []string{
 	"xdpfwd_worker_poll_eventfd_wakeups_total", "xdpfwd_worker_eventfd_writes_total",
 }
 
-// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ).
-const clockTick = 100
-
+// readFwdCost reads the running forwarder's costs; a zero fwdCost when
+// there is none.
 func (e *env) readFwdCost(ctx context.Context) fwdCost {
 	var fc fwdCost
 	if pid := e.childPID(); pid > 0 {
-		dir := filepath.Join("/proc", strconv.Itoa(pid))
-		if b, err := os.ReadFile(filepath.Join(dir, "stat")); err == nil {
-			if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-				f := strings.Fields(string(b[i+1:]))
-				if len(f) > 12 {
-					u, _ := strconv.ParseFloat(f[11], 64)
-					s, _ := strconv.ParseFloat(f[12], 64)
-					fc.utime, fc.stime, fc.proc = u/clockTick, s/clockTick, true
-				}
-			}
-		}
-		tasks, _ := os.ReadDir(filepath.Join(dir, "task"))
-		for _, t := range tasks {
-			b, err := os.ReadFile(filepath.Join(dir, "task", t.Name(), "status"))
-			if err != nil {
-				continue
-			}
-			for _, line := range strings.Split(string(b), "\n") {
-				k, v, ok := strings.Cut(line, ":")
-				if !ok {
-					continue
-				}
-				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				switch k {
-				case "voluntary_ctxt_switches":
-					fc.vcs += n
-				case "nonvoluntary_ctxt_switches":
-					fc.ncs += n
-				}
-			}
-		}
+		fc.ProcCost = measure.ReadProcCost(pid)
 	}
-	if c := e.child.Load(); c != nil && c.metrics {
-		if addr := c.metricsAddr(time.Second); addr != "" {
-			if ss, err := scrapeMetrics(ctx, addr, costCounters...); err == nil {
-				fc.metrics = map[string]float64{}
-				for _, s := range ss {
-					fc.metrics[s.name] += s.value
-				}
+	if addr := e.child.Load().metrics(); addr != "" {
+		if ss, err := measure.Scrape(ctx, addr, costCounters...); err == nil {
+			fc.metrics = map[string]float64{}
+			for _, s := range ss {
+				fc.metrics[s.Name] += s.Value
 			}
 		}
 	}
@@ -84,11 +49,11 @@ func (e *env) readFwdCost(ctx context.Context) fwdCost {
 // calls (ppoll or nanosleep per sleep, sendto, recvfrom, eventfd reads and
 // writes).
 func costMetrics(m map[string]float64, a, b fwdCost, got float64) {
-	if a.proc && b.proc && got > 0 {
-		m["fwd_user_ns_per_pkt"] = (b.utime - a.utime) * 1e9 / got
-		m["fwd_sys_ns_per_pkt"] = (b.stime - a.stime) * 1e9 / got
-		m["fwd_ctxsw_per_1k"] = 1000 * (b.vcs + b.ncs - a.vcs - a.ncs) / got
-		m["fwd_invol_ctxsw_per_1k"] = 1000 * (b.ncs - a.ncs) / got
+	if a.OK && b.OK && got > 0 {
+		m["fwd_user_ns_per_pkt"] = (b.UTime - a.UTime) * 1e9 / got
+		m["fwd_sys_ns_per_pkt"] = (b.STime - a.STime) * 1e9 / got
+		m["fwd_ctxsw_per_1k"] = 1000 * (b.VCS + b.NCS - a.VCS - a.NCS) / got
+		m["fwd_invol_ctxsw_per_1k"] = 1000 * (b.NCS - a.NCS) / got
 	}
 	if a.metrics == nil || b.metrics == nil {
 		return

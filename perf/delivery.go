@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strconv"
-	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // The delivery workload: w.Flows UDP flows (distinct source ports, so the
@@ -29,57 +26,9 @@ import (
 // the root namespace's stack and vanish there, counted by nobody xdpfwd
 // reports to.
 
-// flowSender sends size-byte IP packets round-robin over flows sockets
-// (one per source port), paced at rate packets/s, count packets in all.
-func flowSend(ctx context.Context, ns *topo.NS, local netip.Addr, to netip.AddrPort, flows, size int, rate float64, count int, deadline time.Time) (sent int, err error) {
-	fds := make([]int, 0, flows)
-	defer func() {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}()
-	for range flows {
-		fd, _, err := udpSocket(ns, local)
-		if err != nil {
-			return 0, err
-		}
-		fds = append(fds, fd)
-		if err := unix.Connect(fd, sockaddr4(to)); err != nil {
-			return 0, fmt.Errorf("connect to %s: %w", to, err)
-		}
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	buf := make([]byte, max(8, size-udpHeaders))
-	start := time.Now()
-	for sent < count && ctx.Err() == nil {
-		now := time.Now()
-		if !now.Before(deadline) {
-			return sent, fmt.Errorf("sent only %d of %d datagrams by the deadline", sent, count)
-		}
-		due := min(count, int(rate*now.Sub(start).Seconds())) - sent
-		if due <= 0 {
-			time.Sleep(200 * time.Microsecond)
-			continue
-		}
-		for range due {
-			binary.BigEndian.PutUint64(buf, uint64(sent))
-			if _, err := unix.Write(fds[sent%len(fds)], buf); err != nil {
-				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.ECONNREFUSED) {
-					sent++ // offered, and lost before the wire
-					continue
-				}
-				return sent, fmt.Errorf("write: %w", err)
-			}
-			sent++
-		}
-	}
-	return sent, ctx.Err()
-}
-
 // queueStats reads the ingress link's per-RX-queue XDP counters.
 func queueStats(ifname string, queues int) (pkts, redirected []float64, err error) {
-	st, err := ethtoolStats(ifname)
+	st, err := measure.EthtoolStats(ifname)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,7 +56,7 @@ func waitQuiet(ctx context.Context, read func() uint64, quiet, within time.Durat
 
 func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
 	queues := e.queuesOf(p)
-	rxq, txq, maxRX, _, err := ethtoolChannels(p.LinkA)
+	rxq, txq, maxRX, _, err := measure.EthtoolChannels(p.LinkA)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +67,7 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 				return nil, err
 			}
 		}
-		if rxq, txq, _, _, err = ethtoolChannels(p.LinkA); err != nil {
+		if rxq, txq, _, _, err = measure.EthtoolChannels(p.LinkA); err != nil {
 			return nil, err
 		}
 	}
@@ -129,15 +78,15 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	count := max(1000, int(rate*e.o.Duration.Seconds()))
 	deadline := time.Now().Add(e.o.Duration*2 + 5*time.Second)
 
-	rx, err := newUDPReceiver(p.B, p.V4B, deadline.Add(2*time.Second))
+	rx, err := traffic.NewUDPReceiver(p.B, p.V4B, deadline.Add(2*time.Second))
 	if err != nil {
 		return nil, err
 	}
-	defer rx.close()
-	addr := e.child.Load().metricsAddr(2 * time.Second)
-	var f0, f1 fwdCounts
+	defer rx.Close()
+	addr := e.child.Load().metrics()
+	var f0, f1 measure.FwdCounts
 	if addr != "" {
-		if f0, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+		if f0, err = measure.ReadSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
 			return nil, err
 		}
 	}
@@ -145,14 +94,14 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	if err != nil {
 		return nil, err
 	}
-	before := rx.packets.Load()
-	sent, serr := flowSend(ctx, p.A, p.V4A, netip.AddrPortFrom(p.V4B, uint16(rx.port)), w.Flows, w.Size, rate, count, deadline)
+	before := rx.Packets.Load()
+	sent, serr := traffic.FlowSend(ctx, p.A, p.V4A, netip.AddrPortFrom(p.V4B, uint16(rx.Port)), w.Flows, w.Size, rate, count, deadline)
 	if serr != nil {
 		return nil, serr
 	}
 	// Everything in flight arrives (or is lost) within a few quiet 100 ms.
-	waitQuiet(ctx, rx.packets.Load, 200*time.Millisecond, 3*time.Second)
-	got := float64(rx.packets.Load() - before)
+	waitQuiet(ctx, rx.Packets.Load, 200*time.Millisecond, 3*time.Second)
+	got := float64(rx.Packets.Load() - before)
 	k1, r1, err := queueStats(p.LinkA, queues)
 	if err != nil {
 		return nil, err
@@ -174,18 +123,18 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	}
 	m["kernel_xdp_packets"], m["kernel_xdp_redirect"] = kin, kred
 	if addr != "" {
-		if f1, err = readSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
+		if f1, err = measure.ReadSettledFwdCounts(ctx, addr, p.LinkA, p.LinkB); err != nil {
 			return m, err
 		}
-		m["fwd_rx"], m["fwd_tx"], m["fwd_dropped"] = f1.rx-f0.rx, f1.tx-f0.tx, f1.dropped-f0.dropped
+		m["fwd_rx"], m["fwd_tx"], m["fwd_dropped"] = f1.RX-f0.RX, f1.TX-f0.TX, f1.Dropped-f0.Dropped
 		m["fwd_counted_loss_pct"] = 100 * m["fwd_dropped"] / float64(max(1, sent))
 		var qs []string
-		for q := range f1.rxByQueue {
+		for q := range f1.RXByQueue {
 			qs = append(qs, q)
 		}
 		m["fwd_rx_queues"] = float64(len(qs))
 		for _, q := range qs {
-			m["fwd_rxq"+q] = f1.rxByQueue[q] - f0.rxByQueue[q]
+			m["fwd_rxq"+q] = f1.RXByQueue[q] - f0.RXByQueue[q]
 		}
 		// Lost with nobody counting: neither delivered nor among
 		// xdpfwd's drops (nor the receiver's, at this rate none).
@@ -197,19 +146,8 @@ func runDelivery(ctx context.Context, e *env, c *contender, p *topo.Pair, w *wor
 	return m, nil
 }
 
-// fmtCount formats a packet count: 812, 1.23k.
-func fmtCount(v float64) string {
-	if v < 1000 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return si(v)
-}
-
-// queueList formats per-queue figures for the table: "q0 1.2k/1.2k …".
-func queueList(vals, of []float64) string {
-	var s []string
-	for i := range vals {
-		s = append(s, fmt.Sprintf("q%d %s/%s", i, fmtCount(vals[i]), fmtCount(of[i])))
-	}
-	return strings.Join(s, ", ")
+// setEthtoolChannels sets a link's RX and TX queue counts (`ethtool -L
+// rx N tx N`).
+func setEthtoolChannels(ifname string, rx, tx int) error {
+	return ethtool.SetChannels(ifname, uint32(rx), uint32(tx))
 }

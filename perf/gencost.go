@@ -18,6 +18,8 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/gen"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // The generator-cost workloads (issue 22): what a traffic source costs per
@@ -64,19 +66,19 @@ func runGen(kind string) func(ctx context.Context, e *env, c *contender, p *topo
 		a, b, werr := e.window(ctx, func() [3]float64 {
 			var rt float64
 			for _, pid := range pids() {
-				rt += float64(processRuntime(pid))
+				rt += float64(measure.ProcessRuntime(pid))
 			}
 			return [3]float64{float64(txPackets(p)), rt}
 		})
 		if err := errors.Join(werr, stop()); err != nil {
 			return nil, err
 		}
-		secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+		secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 		sent := b.n[0] - a.n[0]
 		m := map[string]float64{
 			"sent_pps":    sent / secs,
 			"pps":         sent / secs,
-			"cpu_busy_ns": busyNs(a.cpu, b.cpu),
+			"cpu_busy_ns": measure.BusyNs(a.cpu, b.cpu),
 			"own_cpu_ns":  b.own - a.own + b.n[1] - a.n[1],
 		}
 		e.cpuMetrics(m, a, b)
@@ -100,11 +102,11 @@ func startGen(kind string, p *topo.Pair, macB net.HardwareAddr, rate float64, d 
 	none := func() []int { return nil }
 	switch kind {
 	case "sendmmsg":
-		tx, err := newUDPSender(p.A, p.V4A, netip.AddrPortFrom(p.V4B, 9), genIPLen, rate, time.Now().Add(d))
+		tx, err := traffic.NewUDPSender(p.A, p.V4A, netip.AddrPortFrom(p.V4B, 9), genIPLen, rate, time.Now().Add(d))
 		if err != nil {
 			return nil, nil, err
 		}
-		return tx.close, none, nil
+		return tx.Close, none, nil
 	case "txonly":
 		cfg := gen.Config{Links: []string{p.PeerA}, Sizes: []int{genFrame + 4}, Rate: rate, Duration: d,
 			Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B}}

@@ -1,3 +1,8 @@
+// The run: what contenders and workloads share during it (env), the
+// options' defaults and CPU placement, and the loop that builds the
+// topology, runs every contender on every workload round after round and
+// removes everything it built.
+
 package main
 
 import (
@@ -20,12 +25,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // env is what contenders and workloads share during a run.
 type env struct {
 	o     *Options
-	res   *Results
+	res   *report.Results
 	root  string // perf's module root: perf/asavie, perf/README.md
 	src   string // the module root xdpfwd is built from (--src)
 	tmp   string // builds, logs, summaries
@@ -38,7 +46,7 @@ type env struct {
 	// echoes count, on a one-host topology's namespace end, the frames
 	// that come back with their MACs swapped (the reflect workload).
 	echoes map[*topo.Pair]*echoCounter
-	own    *ownCPU
+	own    *measure.OwnCPU
 	child  atomic.Pointer[child] // the running forwarder process, if any
 	// allCPUs are the CPUs perf may use: where a forwarder started with
 	// its defaults (pairKey.defaults) runs.
@@ -179,7 +187,7 @@ func (o *Options) placeCPUs() (note string, err error) {
 	if err := unix.SchedGetaffinity(0, &avail); err != nil {
 		return "", fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	cpus := setCPUs(avail)
+	cpus := traffic.CPUsOf(avail)
 	if len(cpus) == 0 {
 		return "", errors.New("no CPU available")
 	}
@@ -215,11 +223,11 @@ func (o *Options) placeCPUs() (note string, err error) {
 // on every selected workload, round after round, removes everything it built,
 // and writes results.json, bench.txt and the charts to o.Out. It returns the
 // results even when it fails part-way or is interrupted.
-func Run(ctx context.Context, o Options) (*Results, error) {
+func Run(ctx context.Context, o Options) (*report.Results, error) {
 	o.defaults()
 	start := time.Now()
-	res := &Results{
-		Schema:  schemaVersion,
+	res := &report.Results{
+		Schema:  report.SchemaVersion,
 		Started: start.UTC().Truncate(time.Second),
 		Command: o.Command,
 	}
@@ -232,7 +240,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 		err = errors.Join(err, fmt.Errorf("left behind: %s", strings.Join(left, ", ")))
 	}
 	res.ElapsedS = time.Since(start).Seconds()
-	res.deriveNet()
+	res.DeriveNet()
 	if o.Out != "" && (len(res.Samples) > 0 || err == nil) {
 		if werr := res.WriteDir(o.Out); werr != nil {
 			err = errors.Join(err, werr)
@@ -241,7 +249,7 @@ func Run(ctx context.Context, o Options) (*Results, error) {
 	return res, err
 }
 
-func runBench(ctx context.Context, o *Options, res *Results) (err error) {
+func runBench(ctx context.Context, o *Options, res *report.Results) (err error) {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("perf needs root (namespaces, veths, XDP, AF_XDP); euid is %d", os.Geteuid())
 	}
@@ -278,14 +286,14 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	if err := unix.SchedGetaffinity(0, &orig); err != nil {
 		return fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	if err := pinProcess(cpuSet(o.LoadCPUs)); err != nil {
+	if err := traffic.PinProcess(traffic.CPUSet(o.LoadCPUs)); err != nil {
 		return err
 	}
-	defer pinProcess(orig)
+	defer traffic.PinProcess(orig)
 	prevProcs := runtime.GOMAXPROCS(max(2, len(o.LoadCPUs)))
 	defer runtime.GOMAXPROCS(prevProcs)
 
-	res.Settings = Settings{
+	res.Settings = report.Settings{
 		Quick: o.Quick, Rounds: o.Rounds, DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(),
 		CostRatePPS: o.CostRate, FwdCPU: o.FwdCPU, LoadCPUs: o.LoadCPUs, Queues: o.Queues,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), Source: o.Source,
@@ -303,27 +311,40 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: newOwnCPU(), allCPUs: setCPUs(orig)}
-	res.LoadAvg[0] = loadAvg()
-	defer func() { res.LoadAvg[1] = loadAvg() }()
+	e := &env{o: o, res: res, root: root, src: src, tmp: tmp, bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{}, hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: measure.NewOwnCPU(), allCPUs: traffic.CPUsOf(orig)}
+	res.LoadAvg[0] = measure.LoadAvg()
+	defer func() { res.LoadAvg[1] = measure.LoadAvg() }()
 	pr := newProgress(o.Progress)
 
-	// Build what needs building, for the contenders that run a selected
-	// workload (a switch-only run neither builds asavie-fwd nor looks for
-	// the peers); a contender that cannot be built here is reported, not
-	// fatal.
+	active, err := e.build(ctx, cs, ws, pr)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, e.removeTopology()) }()
+	if err := e.buildTopology(active, ws, pr); err != nil {
+		return err
+	}
+	e.runRounds(ctx, active, ws, pr)
+	return nil
+}
+
+// build builds what needs building, for the contenders that run a
+// selected workload (a switch-only run neither builds asavie-fwd nor looks
+// for the peers), and returns those that can run; a contender that cannot
+// be built here is reported, not fatal.
+func (e *env) build(ctx context.Context, cs []*contender, ws []*workload, pr *progress) ([]*contender, error) {
 	var active []*contender
 	for _, c := range cs {
-		cr := res.contender(c)
+		cr := e.res.Contender(c.result())
 		if !slices.ContainsFunc(ws, func(w *workload) bool { return w.applies(c) }) {
-			cr.Skipped = noWorkloadApplies
+			cr.Skipped = report.NoWorkloadApplies
 			continue
 		}
 		if c.build != nil {
 			pr.status("building " + c.Name)
 			if err := c.build(ctx, e); err != nil {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return nil, ctx.Err()
 				}
 				cr.Skipped = "not run: " + err.Error()
 				continue
@@ -331,19 +352,13 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 		}
 		active = append(active, c)
 	}
+	return active, nil
+}
 
-	// The topology: one pair per offload setting and queue count in use.
-	defer func() {
-		for _, p := range e.pairs {
-			closer := p.Close
-			if h := e.hosts[p]; h != nil {
-				closer = e.closeHosts(p, h)
-			}
-			if cerr := closer(); cerr != nil {
-				err = errors.Join(err, fmt.Errorf("remove %s: %w", p.Name, cerr))
-			}
-		}
-	}()
+// buildTopology builds one pair (or hosts topology) per pair key in use:
+// offload setting, queue count, defaults, hosts. removeTopology removes
+// what it built, also when it fails part-way.
+func (e *env) buildTopology(active []*contender, ws []*workload, pr *progress) error {
 	for _, c := range active {
 		for _, w := range ws {
 			k := e.pairKey(c, w)
@@ -364,28 +379,46 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 				return err
 			}
 			e.pairs[k] = p
-			res.addTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
+			e.res.AddTopology("netns "+p.A.Name, "netns "+p.B.Name, "link "+p.LinkA, "link "+p.LinkB)
 			pr.status(fmt.Sprintf("built namespaces %s, %s and links %s, %s (%s)", p.A.Name, p.B.Name, p.LinkA, p.LinkB, k))
 			if err := staticNeighbours(p); err != nil {
 				return err
 			}
 		}
 	}
+	return nil
+}
 
-	total := 0
+// removeTopology removes every pair and hosts topology buildTopology
+// built.
+func (e *env) removeTopology() error {
+	var errs []error
+	for _, p := range e.pairs {
+		closer := p.Close
+		if h := e.hosts[p]; h != nil {
+			closer = e.closeHosts(p, h)
+		}
+		if cerr := closer(); cerr != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", p.Name, cerr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runRounds runs every active contender on the workloads that apply to
+// it, round after round, until the rounds are done or ctx is.
+func (e *env) runRounds(ctx context.Context, active []*contender, ws []*workload, pr *progress) {
 	for _, c := range active {
 		for _, w := range ws {
 			if w.applies(c) {
-				total += o.Rounds
+				pr.total += e.o.Rounds
 			}
 		}
 	}
-	pr.total = total
-
 	// A contender that fails to start on a pair is not started on it
 	// again; on its other pair (if any) it goes on.
 	failed := map[string]bool{}
-	for round := 1; round <= o.Rounds; round++ {
+	for round := 1; round <= e.o.Rounds; round++ {
 		for _, c := range active {
 			// The contender's workloads, by the pair they run on, in
 			// table order: it is started once per pair and round.
@@ -402,14 +435,13 @@ func runBench(ctx context.Context, o *Options, res *Results) (err error) {
 			}
 			for _, k := range keys {
 				if ctx.Err() != nil {
-					return nil
+					return
 				}
 				e.runContender(ctx, round, c, e.pairs[k], byPair[k], failed, pr)
 			}
 		}
 	}
 	pr.finish()
-	return nil
 }
 
 // runContender starts c on p, runs the workloads wls, stops it and checks
@@ -421,7 +453,7 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 		pr.done += len(wls)
 		return
 	}
-	cr := res.contender(c)
+	cr := res.Contender(c.result())
 	where := ""
 	if len(e.pairs) > 1 {
 		where = fmt.Sprintf(" on %s (%d queue(s))", p.Name, e.queuesOf(p))
@@ -452,7 +484,7 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 			break
 		}
 		m, werr := w.run(ctx, e, c, p, w)
-		s := Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
+		s := report.Sample{Round: round, Contender: c.Name, Workload: w.Name, Metrics: m}
 		if werr != nil && ctx.Err() == nil {
 			s.Error = werr.Error()
 		}
@@ -476,25 +508,23 @@ func (e *env) runContender(ctx context.Context, round int, c *contender, p *topo
 	}
 }
 
-const noWorkloadApplies = "not run: no selected workload applies"
-
 // warm sends UDP from A to B for the warm-up time, unmeasured.
 func (e *env) warm(ctx context.Context, p *topo.Pair) {
 	if p.B == nil {
 		return // one host (reflect): its workload warms up itself
 	}
-	rx, err := newUDPReceiver(p.B, p.V4B, time.Now().Add(e.o.Warmup+2*time.Second))
+	rx, err := traffic.NewUDPReceiver(p.B, p.V4B, time.Now().Add(e.o.Warmup+2*time.Second))
 	if err != nil {
 		return
 	}
-	defer rx.close()
-	to := netip.AddrPortFrom(p.V4B, uint16(rx.port))
-	tx, err := newUDPSender(p.A, p.V4A, to, 256, 0, time.Now().Add(e.o.Warmup+time.Second))
+	defer rx.Close()
+	to := netip.AddrPortFrom(p.V4B, uint16(rx.Port))
+	tx, err := traffic.NewUDPSender(p.A, p.V4A, to, 256, 0, time.Now().Add(e.o.Warmup+time.Second))
 	if err != nil {
 		return
 	}
 	sleepCtx(ctx, e.o.Warmup)
-	tx.close()
+	tx.Close()
 }
 
 // staticNeighbours gives each namespace a permanent neighbour entry for the
@@ -586,25 +616,25 @@ func (pr *progress) line(s string) {
 }
 
 func (pr *progress) status(s string) {
-	pr.line(fmt.Sprintf("perf %s: %s", fmtClock(time.Since(pr.start)), s))
+	pr.line(fmt.Sprintf("perf %s: %s", report.FmtClock(time.Since(pr.start)), s))
 }
 
-func (pr *progress) sample(round, rounds int, c string, w *workload, s Sample) {
+func (pr *progress) sample(round, rounds int, c string, w *workload, s report.Sample) {
 	pr.done++
 	el := time.Since(pr.start)
 	eta := ""
 	if pr.done > 0 && pr.total > pr.done {
-		eta = fmt.Sprintf(", ~%s left", fmtClock(el/time.Duration(pr.done)*time.Duration(pr.total-pr.done)))
+		eta = fmt.Sprintf(", ~%s left", report.FmtClock(el/time.Duration(pr.done)*time.Duration(pr.total-pr.done)))
 	}
 	val := "error: " + s.Error
 	if s.Error == "" {
-		val = fmtMetric(s.Metrics[w.Metric], w.Metric)
+		val = report.FmtMetric(s.Metrics[w.Metric], w.Metric)
 		if w.Metric == "own_cpu_ns_per_pkt_net" {
-			val = fmtMetric(s.Metrics["own_cpu_ns_per_pkt"], "cpu_ns_per_pkt") + " ns/pkt (before subtracting the baseline)"
+			val = report.FmtMetric(s.Metrics["own_cpu_ns_per_pkt"], "cpu_ns_per_pkt") + " ns/pkt (before subtracting the baseline)"
 		}
 	}
 	pr.line(fmt.Sprintf("perf %s: [%d/%d] round %d/%d %-14s %-9s %s%s",
-		fmtClock(el), pr.done, pr.total, round, rounds, c, w.Name, val, eta))
+		report.FmtClock(el), pr.done, pr.total, round, rounds, c, w.Name, val, eta))
 }
 
 func (pr *progress) finish() {
@@ -613,7 +643,14 @@ func (pr *progress) finish() {
 	}
 }
 
-func fmtClock(d time.Duration) string {
-	d = d.Round(time.Second)
-	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
+// sleepCtx sleeps for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,6 +1,6 @@
 package main
 
-// The switch and reflect workloads of issue 10. Both run on topo.Hosts
+// The L2 workloads (issue 10): switch and reflect. Both run on topo.Hosts
 // rather than a Pair: the switch on three hosts (host 0 sends, host 1
 // receives, host 2 is learned and flooded to), the reflector on one. A
 // Pair stands for each in the harness (A is host 0, B host 1 or nil,
@@ -9,34 +9,27 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 var (
 	switchContenders  = []string{"xdpfwd-switch", "bridge-switch"}
 	reflectContenders = []string{"xdpfwd-reflect", "xdp-tx-reflect"}
 )
-
-// xdpTx is the XDP_TX action.
-const xdpTx = 3
 
 // newHosts builds the Hosts of key k, the Pair that stands for them, and
 // what the workloads on them need: permanent neighbours between the hosts
@@ -53,7 +46,7 @@ func (e *env) newHosts(k pairKey) (_ *topo.Pair, err error) {
 	}
 	e.pairs[k], e.hosts[p] = p, h
 	for i, ns := range h.NS {
-		e.res.addTopology("netns "+ns.Name, "link "+h.Links[i])
+		e.res.AddTopology("netns "+ns.Name, "link "+h.Links[i])
 	}
 	if len(h.NS) > 1 {
 		return p, hostNeighbours(h)
@@ -164,18 +157,14 @@ func xdpfwdModeContender(name, label, mode, group string) *contender {
 			args = append(args, "--link", l)
 		}
 		args = append(args, "--stats-interval", "0", "--summary", sum)
-		if e.xdpfwdMetrics {
-			args = append(args, "--metrics", "127.0.0.1:0")
-		}
 		bin := e.bins["xdpfwd"]
 		if c.bin != "" {
 			bin = e.bins[c.bin]
 		}
-		ch, err := e.startForwarder(ctx, p, name, bin, args, []int{e.o.FwdCPU})
+		ch, err := e.startXdpfwd(ctx, p, name, bin, args, []int{e.o.FwdCPU})
 		if err != nil {
 			return nil, err
 		}
-		ch.metrics = e.xdpfwdMetrics
 		return func() (map[string]any, error) {
 			e.child.Store(nil)
 			err := ch.stop(10 * time.Second)
@@ -214,18 +203,18 @@ func xdpTxReflectContender() *contender {
 		Desc:   "an XDP program on the root-side end (native XDP) that swaps the MAC addresses and returns XDP_TX",
 		Groups: []string{"reflect"},
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
-			x := &xdpSet{}
+			x := &xdpprog.Set{}
 			stop := func() (map[string]any, error) { return map[string]any{"xdp_mode": "native"}, x.Close() }
 			fail := func(err error) (stopFunc, error) {
 				_, serr := stop()
 				return nil, errors.Join(err, serr)
 			}
-			prog, err := loadMACSwap()
+			prog, err := xdpprog.LoadMACSwap()
 			if err != nil {
 				return fail(fmt.Errorf("load XDP_TX reflector: %w", err))
 			}
-			x.progs = append(x.progs, prog)
-			if err := x.attach(nil, p.LinkA, prog); err != nil {
+			x.Progs = append(x.Progs, prog)
+			if err := x.Attach(nil, p.LinkA, prog); err != nil {
 				return fail(err)
 			}
 			if err := e.waitPath(ctx, p, nil); err != nil {
@@ -238,80 +227,6 @@ func xdpTxReflectContender() *contender {
 
 // ---- XDP programs ----
 
-// loadMACSwap assembles an XDP program that swaps a frame's destination
-// and source MAC addresses and sends it back out of the link it came in
-// on (XDP_TX); a frame shorter than 12 bytes is dropped.
-func loadMACSwap() (*ebpf.Program, error) {
-	return ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "perf_macswap",
-		Type:    ebpf.XDP,
-		License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
-			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, 12),
-			asm.JGT.Reg(asm.R4, asm.R3, "short"),
-			asm.LoadMem(asm.R4, asm.R2, 0, asm.Word), // destination
-			asm.LoadMem(asm.R5, asm.R2, 4, asm.Half),
-			asm.LoadMem(asm.R6, asm.R2, 6, asm.Word), // source
-			asm.LoadMem(asm.R7, asm.R2, 10, asm.Half),
-			asm.StoreMem(asm.R2, 0, asm.R6, asm.Word),
-			asm.StoreMem(asm.R2, 4, asm.R7, asm.Half),
-			asm.StoreMem(asm.R2, 6, asm.R4, asm.Word),
-			asm.StoreMem(asm.R2, 10, asm.R5, asm.Half),
-			asm.Mov.Imm(asm.R0, xdpTx),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("short"),
-			asm.Return(),
-		},
-	})
-}
-
-// loadEchoCounter assembles an XDP program that counts, in slot 0 of the
-// per-CPU array counts, and drops every frame addressed to dst from src —
-// a frame sent from dst to src with its MACs swapped — and passes the rest.
-func loadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program, error) {
-	lo := func(mac net.HardwareAddr) int64 { return int64(binary.NativeEndian.Uint32(mac[0:4])) }
-	hi := func(mac net.HardwareAddr) int32 { return int32(binary.NativeEndian.Uint16(mac[4:6])) }
-	return ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name:    "perf_echo_count",
-		Type:    ebpf.XDP,
-		License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
-			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, 12),
-			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 0, asm.Word),
-			asm.LoadImm(asm.R5, lo(dst), asm.DWord),
-			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 4, asm.Half),
-			asm.JNE.Imm(asm.R4, hi(dst), "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 6, asm.Word),
-			asm.LoadImm(asm.R5, lo(src), asm.DWord),
-			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
-			asm.LoadMem(asm.R4, asm.R2, 10, asm.Half),
-			asm.JNE.Imm(asm.R4, hi(src), "pass"),
-			// counts[0]++ (per CPU: no atomic needed)
-			asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.LoadMapPtr(asm.R1, counts.FD()),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "drop"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, xdpDrop).WithSymbol("drop"),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
-			asm.Return(),
-		},
-	})
-}
-
 // ---- the reflect workload ----
 
 // echoCounter counts, on host 0's eth0, the frames that come back from
@@ -319,7 +234,7 @@ func loadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program
 // reverse of what the reflect sender sends. Its XDP program also gives
 // eth0 the NAPI a veth needs to take frames its peer sends with XDP_TX.
 type echoCounter struct {
-	x        xdpSet
+	x        xdpprog.Set
 	counts   *ebpf.Map
 	src, dst net.HardwareAddr // of the frames sent: eth0's, the root end's
 }
@@ -340,13 +255,13 @@ func newEchoCounter(p *topo.Pair) (_ *echoCounter, err error) {
 	if ec.counts, err = ebpf.NewMap(&ebpf.MapSpec{Name: "perf_echoes", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
 		return nil, fmt.Errorf("echo counter map: %w", err)
 	}
-	ec.x.maps = append(ec.x.maps, ec.counts)
-	prog, err := loadEchoCounter(ec.counts, ec.src, ec.dst)
+	ec.x.Maps = append(ec.x.Maps, ec.counts)
+	prog, err := xdpprog.LoadEchoCounter(ec.counts, ec.src, ec.dst)
 	if err != nil {
 		return nil, fmt.Errorf("load echo counter: %w", err)
 	}
-	ec.x.progs = append(ec.x.progs, prog)
-	if err := ec.x.attach(p.A, p.PeerA, prog); err != nil {
+	ec.x.Progs = append(ec.x.Progs, prog)
+	if err := ec.x.Attach(p.A, p.PeerA, prog); err != nil {
 		return nil, err
 	}
 	return ec, nil
@@ -366,61 +281,6 @@ func (ec *echoCounter) read() (uint64, error) {
 }
 
 func (ec *echoCounter) Close() error { return ec.x.Close() }
-
-// reflectSender sends one 64-byte UDP frame (Ethernet to the root-side
-// end's MAC) as fast as it can from an AF_XDP socket (inline.Sender) on
-// queue 0 of host 0's eth0, until stopped, its deadline or limit.
-type reflectSender struct {
-	snd   *inline.Sender
-	sent  atomic.Uint64
-	stop  atomic.Bool
-	limit uint64
-	done  chan error
-}
-
-func newReflectSender(p *topo.Pair, ec *echoCounter, size int, limit uint64, deadline time.Time) (*reflectSender, error) {
-	s := &reflectSender{limit: min(limit, maxPackets), done: make(chan error, 1)}
-	if err := p.A.Do(func() error {
-		ifi, err := net.InterfaceByName(p.PeerA)
-		if err != nil {
-			return err
-		}
-		s.snd, err = inline.NewSender(inline.SenderConfig{Ifname: p.PeerA, Ifindex: ifi.Index, Queue: 0, RingSize: 512})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("AF_XDP sender on %s in %s: %w", p.PeerA, p.A.Name, err)
-	}
-	// Any IPv4 destination: nothing routes it, the reflector returns it.
-	frame := topo.UDPFrame(ec.dst, ec.src, p.V4A, netip.MustParseAddr("198.18.0.254"), 9, 9, size)
-	go func() { s.done <- s.run(frame, deadline) }()
-	return s, nil
-}
-
-func (s *reflectSender) run(frame []byte, deadline time.Time) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	defer s.snd.Flush()
-	for i := 0; !s.stop.Load() && s.sent.Load() < s.limit; i++ {
-		if i%1024 == 0 && !time.Now().Before(deadline) {
-			return nil
-		}
-		ok, err := s.snd.Send(frame)
-		if err != nil {
-			return err
-		}
-		if ok {
-			s.sent.Add(1)
-		}
-	}
-	return nil
-}
-
-func (s *reflectSender) close() error {
-	s.stop.Store(true)
-	err := <-s.done // bounded by the deadline check every 1,024 sends
-	s.snd.Wait(100 * time.Millisecond)
-	return errors.Join(err, s.snd.Close())
-}
 
 // waitReflect waits until frames sent from host 0 come back reflected
 // (bounded), and fails early if the forwarder process c (may be nil)
@@ -443,14 +303,14 @@ func (e *env) waitReflect(ctx context.Context, p *topo.Pair, c *child) error {
 		if err != nil {
 			return err
 		}
-		s, err := newReflectSender(p, ec, 64, 64, time.Now().Add(time.Second))
+		s, err := traffic.NewReflectSender(p, ec.dst, ec.src, 64, 64, time.Now().Add(time.Second))
 		if err != nil {
 			return err
 		}
-		for end := time.Now().Add(250 * time.Millisecond); s.sent.Load() < 64 && time.Now().Before(end); {
+		for end := time.Now().Add(250 * time.Millisecond); s.Sent.Load() < 64 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
-		last = s.close()
+		last = s.Close()
 		for end := time.Now().Add(250 * time.Millisecond); time.Now().Before(end); {
 			if n, _ := ec.read(); n > before {
 				return nil
@@ -468,7 +328,7 @@ func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	if ec == nil {
 		return nil, fmt.Errorf("%s: no echo counter", p.Name)
 	}
-	tx, err := newReflectSender(p, ec, w.Size, maxPackets, time.Now().Add(e.o.Warmup+e.o.Duration+2*time.Second))
+	tx, err := traffic.NewReflectSender(p, ec.dst, ec.src, w.Size, traffic.MaxPackets, time.Now().Add(e.o.Warmup+e.o.Duration+2*time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -476,14 +336,14 @@ func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	a, b, werr := e.window(ctx, func() [3]float64 {
 		n, err := ec.read()
 		rerr = errors.Join(rerr, err)
-		return [3]float64{float64(tx.sent.Load()), float64(n)}
+		return [3]float64{float64(tx.Sent.Load()), float64(n)}
 	})
-	if err := errors.Join(werr, rerr, tx.close()); err != nil {
+	if err := errors.Join(werr, rerr, tx.Close()); err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent, got := b.n[0]-a.n[0], b.n[1]-a.n[1]
-	m := map[string]float64{"sent_pps": sent / secs, "pps": got / secs, "cpu_busy_ns": busyNs(a.cpu, b.cpu), "own_cpu_ns": b.own - a.own}
+	m := map[string]float64{"sent_pps": sent / secs, "pps": got / secs, "cpu_busy_ns": measure.BusyNs(a.cpu, b.cpu), "own_cpu_ns": b.own - a.own}
 	if sent > 0 {
 		m["loss_pct"] = max(0, 100*(1-got/sent))
 	}
@@ -496,123 +356,6 @@ func runReflect(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 }
 
 // ---- report ----
-
-// switchSection renders the switch workloads, with ratios to xdpfwd
-// --mode switch.
-func (r *Results) switchSection(b *strings.Builder) {
-	cs := r.ranContenders("switch", false)
-	ws := r.workloads("switch")
-	if len(cs) == 0 || len(ws) == 0 {
-		return
-	}
-	b.WriteString("### Switch: three hosts, `xdpfwd --mode switch` against a Linux bridge\n\n")
-	b.WriteString("Three namespaces, each joined to the root namespace by a veth (TX checksum offload off on the namespace ends, as for the bridge contender), " +
-		"switched by `xdpfwd --mode switch --link h0 --link h1 --link h2` (pinned to the forwarder CPU) or by a Linux bridge enslaving the same three root-side ends. " +
-		"Permanent neighbour entries between the hosts, so no ARP crosses; once started, host 0 pings host 1 and host 2 pings host 0, so the switch has learned all three before a measurement. " +
-		"Traffic goes from host 0 to host 1; host 2 is learned and receives only what is flooded (the column counts what its eth0 received over the whole sample, warm-up included: near 0 once the switch has learned host 1). " +
-		"UDP as in the one-way table (sendmmsg as fast as it can, recvmmsg); the CPU per packet as in the CPU-cost tables, at the same paced rate, " +
-		"*net* of the generator alone into `XDP_DROP` on host 0's root end (the baseline row); TCP bulk as in the TCP table. " +
-		"xdpfwd's switch, like every XDP path on veth, carries MTU-sized TCP segments (a veth whose peer runs XDP stops using GSO), " +
-		"while the bridge carries GSO super-packets. ×N is the ratio to `xdpfwd --mode switch` in the same run (for CPU, lower is better).\n\n")
-	t := mdTable{head: []string{"contender"}}
-	type col struct{ w, metric string }
-	var cols []col
-	for _, w := range ws {
-		switch {
-		case w.Metric == "pps":
-			t.head = append(t.head, w.Title+", delivered", "offered", "flooded to host 2 per sample")
-			cols = append(cols, col{w.Name, "pps"}, col{w.Name, "sent_pps"}, col{w.Name, "flooded_pkts"})
-		case strings.HasPrefix(w.Metric, "own_cpu"):
-			t.head = append(t.head, fmt.Sprintf("own CPU ns/packet at %s packets/s", si(float64(r.costRate(w)))), "net own CPU ns/packet", "delivered")
-			cols = append(cols, col{w.Name, "own_cpu_ns_per_pkt"}, col{w.Name, "own_cpu_ns_per_pkt_net"}, col{w.Name, "delivered_pct"})
-		default:
-			t.head = append(t.head, w.Title+", "+w.Unit)
-			cols = append(cols, col{w.Name, w.Metric})
-		}
-	}
-	for _, c := range append(cs, r.ranContenders("switch", true)...) {
-		row := []string{c.Label}
-		for _, cl := range cols {
-			switch {
-			case cl.metric == "delivered_pct":
-				row = append(row, r.deliveredCell(c, cl.w))
-			case c.Baseline && cl.metric == "own_cpu_ns_per_pkt", cl.metric == "flooded_pkts":
-				row = append(row, r.cell(c.Name, cl.w, cl.metric, false))
-			case c.Baseline:
-				row = append(row, "—")
-			default:
-				row = append(row, r.cell(c.Name, cl.w, cl.metric, true))
-			}
-		}
-		t.rows = append(t.rows, row)
-	}
-	b.WriteString(t.String() + "\n")
-}
-
-// deliveredCell is a paced workload's delivered share of the offered load.
-func (r *Results) deliveredCell(c ContenderResult, w string) string {
-	if c.Baseline {
-		return "—"
-	}
-	sent, ok := r.stat(c.Name, w, "sent_pps")
-	got, ok2 := r.stat(c.Name, w, "pps")
-	if !ok || !ok2 || sent.Median <= 0 {
-		return "—"
-	}
-	s := fmt.Sprintf("%.1f %%", 100*got.Median/sent.Median)
-	if got.Median < 0.95*sent.Median {
-		s += " (did not keep up)"
-	}
-	return s
-}
-
-// reflectSection renders the reflect workload, with ratios to xdpfwd
-// --mode reflect.
-func (r *Results) reflectSection(b *strings.Builder) {
-	cs := r.ranContenders("reflect", false)
-	if len(cs) == 0 {
-		return
-	}
-	for _, w := range r.workloads("reflect") {
-		fmt.Fprintf(b, "### Reflect: %s\n\n", w.Title)
-		fmt.Fprintf(b, "One namespace joined to the root namespace by a veth. In the namespace, an AF_XDP sender (`inline.Sender`, queue 0 of its eth0, copy mode) "+
-			"sends one %d-byte frame (UDP, addressed to the root-side end's MAC) as fast as it can; an XDP program on that eth0 counts and drops every frame that comes back "+
-			"addressed to it from the root-side end's MAC, i.e. with its MAC addresses swapped (it also gives the veth the NAPI context that a peer's XDP_TX needs). "+
-			"The contenders, on the root-side end: `xdpfwd --mode reflect --link <root end>` (pinned to the forwarder CPU), and an XDP program (native) that swaps the MACs and returns `XDP_TX`, "+
-			"which runs in softirq on the sending CPU. ×N is the ratio to `xdpfwd --mode reflect` in the same run.\n\n", w.Size)
-		t := mdTable{head: []string{"contender", "reflected packets/s", "sent packets/s", "not returned"}}
-		for _, c := range cs {
-			t.rows = append(t.rows, []string{c.Label,
-				r.cell(c.Name, w.Name, "pps", true), r.cell(c.Name, w.Name, "sent_pps", true),
-				r.cell(c.Name, w.Name, "loss_pct", false)})
-		}
-		b.WriteString(t.String() + "\n")
-	}
-}
-
-// l2Charts draws switch.png (delivered UDP 64 B packets/s, and Gbit/s of
-// TCP) and reflect.png (reflected packets/s).
-func (r *Results) l2Charts(draw func(name, title, ylabel string, groups []string, series []barSeries) error) error {
-	cs := r.ranContenders("switch", false)
-	for _, w := range r.workloads("switch") {
-		if w.Metric != "pps" {
-			continue
-		}
-		if err := draw("switch.png", "Switch, three hosts: "+w.Title+", delivered", "million packets/s",
-			[]string{"host 0 → host 1"}, r.seriesFor(cs, []string{w.Name}, []string{"pps"}, 1e-6)); err != nil {
-			return err
-		}
-		break
-	}
-	for _, w := range r.workloads("reflect") {
-		if err := draw("reflect.png", "Reflect: "+w.Title, "million packets/s reflected",
-			[]string{"reflected"}, r.seriesFor(r.ranContenders("reflect", false), []string{w.Name}, []string{"pps"}, 1e-6)); err != nil {
-			return err
-		}
-		break
-	}
-	return nil
-}
 
 // runSwitch runs a workload on the switch topology and adds what the
 // hosts past the first two received over the whole sample (warm-up

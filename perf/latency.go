@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // The latency workload: UDP request/response at a low, fixed rate, timed
@@ -51,57 +53,10 @@ func setXPS(ns *topo.NS, ifname string, queues int, on bool) error {
 	return nil
 }
 
-// udpEcho answers every datagram on a socket in ns with itself.
-type udpEcho struct {
-	fd    int
-	port  int
-	count atomic.Uint64
-	stop  atomic.Bool
-	done  chan error
-}
-
-func newUDPEcho(ns *topo.NS, local netip.Addr, deadline time.Time, maxCount int) (*udpEcho, error) {
-	fd, port, err := udpSocket(ns, local)
-	if err != nil {
-		return nil, err
-	}
-	e := &udpEcho{fd: fd, port: port, done: make(chan error, 1)}
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		buf := make([]byte, 2048)
-		for n := 0; n < maxCount && !e.stop.Load() && time.Now().Before(deadline); {
-			k, from, err := unix.Recvfrom(fd, buf, 0)
-			if err != nil {
-				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-					continue
-				}
-				e.done <- fmt.Errorf("echo recvfrom: %w", err)
-				return
-			}
-			if err := unix.Sendto(fd, buf[:k], 0, from); err != nil && !errors.Is(err, unix.EAGAIN) {
-				e.done <- fmt.Errorf("echo sendto: %w", err)
-				return
-			}
-			e.count.Add(1)
-			n++
-		}
-		e.done <- nil
-	}()
-	return e, nil
-}
-
-func (e *udpEcho) close() error {
-	e.stop.Store(true)
-	err := <-e.done // within sockTimeout
-	unix.Close(e.fd)
-	return err
-}
-
 // latencyResult is what the client measured.
 type latencyResult struct {
 	sent, received [2]int // by client CPU slot
-	hist           [3]*histogram
+	hist           [3]*traffic.Histogram
 	late           int // replies after the wait for stragglers
 }
 
@@ -126,19 +81,19 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	// The other workloads on this pair, and the next contender's start-up
 	// check, get the kernel's default choice back.
 	defer setXPS(p.A, p.PeerA, 2, false)
-	echo, err := newUDPEcho(p.B, p.V4B, deadline.Add(time.Second), count*2)
+	echo, err := traffic.NewUDPEcho(p.B, p.V4B, deadline.Add(time.Second), count*2)
 	if err != nil {
 		return nil, err
 	}
-	defer echo.close()
-	fd, _, err := udpSocket(p.A, p.V4A)
+	defer echo.Close()
+	fd, _, err := traffic.UDPSocket(p.A, p.V4A)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
-	to := sockaddr4(netip.AddrPortFrom(p.V4B, uint16(echo.port)))
+	to := traffic.Sockaddr4(netip.AddrPortFrom(p.V4B, uint16(echo.Port)))
 
-	res := latencyResult{hist: [3]*histogram{{}, {}, {}}}
+	res := latencyResult{hist: [3]*traffic.Histogram{{}, {}, {}}}
 	base := time.Now()
 	var got atomic.Int64
 	recvDone := make(chan error, 1)
@@ -169,8 +124,8 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 			seen[id] = true
 			slot := int(id % 2)
 			res.received[slot]++
-			res.hist[slot].record(now - t0)
-			res.hist[2].record(now - t0)
+			res.hist[slot].Record(now - t0)
+			res.hist[2].Record(now - t0)
 			n++
 			got.Add(1)
 		}
@@ -179,14 +134,14 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 
 	// Two clients, on the first two CPUs, each sending every other
 	// request at half the rate: request k leaves at k/rate.
-	payload := max(16, w.Size-udpHeaders)
+	payload := max(16, w.Size-traffic.UDPHeaders)
 	var wg sync.WaitGroup
 	sendErr := make([]error, 2)
 	for slot := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sendErr[slot] = onPinnedThread([]int{cpus[slot]}, func() error {
+			sendErr[slot] = traffic.OnPinnedThread([]int{cpus[slot]}, func() error {
 				buf := make([]byte, payload)
 				for k := slot; k < count && ctx.Err() == nil; k += 2 {
 					due := base.Add(time.Duration(float64(k) / rate * float64(time.Second)))
@@ -238,16 +193,16 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	// failed sample; there is just no latency to give.
 	m["loss_pct"] = max(0, 100*(1-float64(recv)/float64(sent)))
 	if recv > 0 {
-		m["p50_us"] = res.hist[2].quantile(0.50) / 1e3
-		m["p99_us"] = res.hist[2].quantile(0.99) / 1e3
-		m["max_us"] = res.hist[2].quantile(1) / 1e3
+		m["p50_us"] = res.hist[2].Quantile(0.50) / 1e3
+		m["p99_us"] = res.hist[2].Quantile(0.99) / 1e3
+		m["max_us"] = res.hist[2].Quantile(1) / 1e3
 	}
 	for slot := range 2 {
 		if res.sent[slot] > 0 {
 			m[fmt.Sprintf("cpu%d_loss_pct", slot)] = max(0, 100*(1-float64(res.received[slot])/float64(res.sent[slot])))
 		}
 		if res.received[slot] > 0 {
-			m[fmt.Sprintf("cpu%d_p99_us", slot)] = res.hist[slot].quantile(0.99) / 1e3
+			m[fmt.Sprintf("cpu%d_p99_us", slot)] = res.hist[slot].Quantile(0.99) / 1e3
 		}
 	}
 	return m, nil
@@ -256,11 +211,7 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 // latencyCount is the requests of one latency sample.
 func (w *workload) latencyCount(o *Options) int {
 	if o.Quick {
-		return quickLatencyCount(w.Count)
+		return report.QuickLatencyCount(w.Count)
 	}
 	return w.Count
 }
-
-// quickLatencyCount is a latency sample's requests with --quick: a
-// quarter (500 at 500/s: a second; p99 from the 5 slowest), at least 200.
-func quickLatencyCount(n int) int { return max(200, n/4) }

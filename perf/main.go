@@ -28,10 +28,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 func main() {
@@ -59,9 +62,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return iommuMain(ctx, o, stdout, stderr)
 	}
 
-	var res *Results
+	var res *report.Results
 	if o.From != "" {
-		res, err = LoadResults(o.From)
+		res, err = report.LoadResults(o.From)
 	} else {
 		o.Progress = stderr
 		res, err = Run(ctx, o)
@@ -75,7 +78,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprint(stdout, res.Brief(o.Out))
 		}
 		if o.Readme {
-			if rerr := rewriteReadme(o, res); rerr != nil {
+			if rerr := report.RewriteReadme(readmePath(o), res); rerr != nil {
 				err = errors.Join(err, rerr)
 			} else {
 				fmt.Fprintf(stderr, "perf: rewrote the results section of %s\n", readmePath(o))
@@ -234,4 +237,15 @@ func listTables(w io.Writer) {
 	for _, wl := range workloadTable() {
 		fmt.Fprintf(w, "  %-10s %-5s %s\n", wl.Name, wl.Group, wl.Title)
 	}
+}
+
+// readmePath is perf/README.md under the module root.
+func readmePath(o Options) string {
+	root := o.Root
+	if root == "" {
+		if r, err := moduleRoot(); err == nil {
+			root = r
+		}
+	}
+	return filepath.Join(root, "perf", "README.md")
 }

@@ -102,7 +102,7 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 	}
 	// The bridge's internal port is a persistent tap device of that name,
 	// which ovs-vswitchd removes only when it exits cleanly.
-	e.res.addTopology("link " + o.br)
+	e.res.AddTopology("link " + o.br)
 	stop := func() (map[string]any, error) {
 		e.child.Store(nil)
 		d := o.stats(p)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 // requirePeersEnv, set to 1, makes a missing peer a test failure instead of
@@ -108,9 +110,9 @@ func (r *rootEnds) restore(who string, d map[string]any) error {
 				restored = append(restored, n)
 			}
 		}
-		if on, id, _ := xdpAttached(n); on {
-			derr := detachNetlinkXDP(n)
-			if on2, _, _ := xdpAttached(n); on2 {
+		if on, id, _ := xdpprog.Attached(n); on {
+			derr := xdpprog.DetachNetlink(n)
+			if on2, _, _ := xdpprog.Attached(n); on2 {
 				errs = append(errs, fmt.Sprintf("%s left XDP program %d on %s and it could not be removed: %v", who, id, n, derr))
 			} else {
 				errs = append(errs, fmt.Sprintf("%s left XDP program %d on %s (removed)", who, id, n))

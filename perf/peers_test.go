@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 // TestPeersForward starts each peer (issue 30) as perf does, on a pair of
@@ -121,7 +124,7 @@ func TestPeersForward(t *testing.T) {
 			clean := func(when string) {
 				t.Helper()
 				for _, l := range []string{p.LinkA, p.LinkB} {
-					if on, id, err := xdpAttached(l); err != nil || on {
+					if on, id, err := xdpprog.Attached(l); err != nil || on {
 						t.Errorf("%s: %s: XDP program %d still attached (%v)", when, l, id, err)
 					}
 				}
@@ -172,8 +175,8 @@ func peerTestEnv(t *testing.T) *env {
 	if _, err := o.placeCPUs(); err != nil {
 		t.Fatal(err)
 	}
-	return &env{o: o, res: &Results{}, tmp: t.TempDir(), bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{},
-		hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: newOwnCPU()}
+	return &env{o: o, res: &report.Results{}, tmp: t.TempDir(), bins: map[string]string{}, pairs: map[pairKey]*topo.Pair{},
+		hosts: map[*topo.Pair]*topo.Hosts{}, echoes: map[*topo.Pair]*echoCounter{}, own: measure.NewOwnCPU()}
 }
 
 // procsNaming lists the processes whose command line contains s, as

@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
 // TestQuickRun runs the whole harness once with tiny windows: it builds the
@@ -58,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 		workloads[w.Name] = w
 	}
 	for _, c := range res.Contenders {
-		if c.Skipped == noWorkloadApplies && contenders[c.Name].Groups != nil &&
+		if c.Skipped == report.NoWorkloadApplies && contenders[c.Name].Groups != nil &&
 			(slices.Contains(contenders[c.Name].Groups, "switch") || slices.Contains(contenders[c.Name].Groups, "reflect")) {
 			continue // TestQuickRunL2's
 		}
@@ -92,7 +93,7 @@ func TestQuickRun(t *testing.T) {
 				// tick accounting can read 0 over a short window; it
 				// must exist, the process figure must be positive.
 				metrics = []string{"pps", "own_cpu_ns_per_pkt"}
-				if _, ok := res.stat(c.Name, w.Name, "cpu_ns_per_pkt"); !ok {
+				if _, ok := res.Stat(c.Name, w.Name, "cpu_ns_per_pkt"); !ok {
 					t.Errorf("%s/%s: no cpu_ns_per_pkt", c.Name, w.Name)
 				}
 			case "rr":
@@ -100,7 +101,7 @@ func TestQuickRun(t *testing.T) {
 			case "reorder":
 				// Out-of-order may well be 0; what arrived may not.
 				metrics = []string{"pps", "sent_pps"}
-				if _, ok := res.stat(c.Name, w.Name, w.Metric); !ok {
+				if _, ok := res.Stat(c.Name, w.Name, w.Metric); !ok {
 					t.Errorf("%s/%s: no %s", c.Name, w.Name, w.Metric)
 				}
 			case "latency":
@@ -115,15 +116,23 @@ func TestQuickRun(t *testing.T) {
 			// retransmission timeout on a busy machine; one good
 			// round of two is what the harness must deliver.
 			for _, m := range metrics {
-				if st, ok := res.stat(c.Name, w.Name, m); !ok || !(st.Median > 0) {
+				if st, ok := res.Stat(c.Name, w.Name, m); !ok || !(st.Median > 0) {
 					t.Errorf("%s/%s: %s = %+v (%v), want > 0", c.Name, w.Name, m, st, ok)
 				}
 			}
 			if w.Group == "cost" && !c.Baseline {
-				if _, ok := res.stat(c.Name, w.Name, "own_cpu_ns_per_pkt_net"); !ok {
+				if _, ok := res.Stat(c.Name, w.Name, "own_cpu_ns_per_pkt_net"); !ok {
 					t.Errorf("%s/%s: no net CPU cost (baseline missing?)", c.Name, w.Name)
 				}
 			}
+		}
+	}
+	// xdpfwd serves --metrics on the port its log names (startXdpfwd):
+	// the delivery workload has its frame counts, the cost workloads its
+	// per-packet counters.
+	for _, m := range []struct{ workload, metric string }{{"delivery-4q", "fwd_rx"}, {"cost-64", "polls_per_1k"}} {
+		if _, ok := res.Stat(report.RefContender, m.workload, m.metric); !ok {
+			t.Errorf("%s/%s: no %s: xdpfwd's metrics were not read", report.RefContender, m.workload, m.metric)
 		}
 	}
 	for _, s := range res.Samples {
@@ -133,22 +142,22 @@ func TestQuickRun(t *testing.T) {
 		}
 		checkSample(t, s)
 	}
-	if !res.hasRef() {
-		t.Errorf("no sample of the reference contender %s", refContender)
+	if !res.HasRef() {
+		t.Errorf("no sample of the reference contender %s", report.RefContender)
 	}
 
 	// Reordering: a flow spread over two queues keeps its order through
 	// xdpfwd's hash and sticky choices, whatever --xps cpu does; each ran
 	// with two queues and the mode it was given.
-	cpu, _ := res.stat("xdpfwd-xps-cpu", "reorder-16", "ooo_per_million")
+	cpu, _ := res.Stat("xdpfwd-xps-cpu", "reorder-16", "ooo_per_million")
 	for _, name := range []string{"xdpfwd", "xdpfwd-xps-hash", "xdpfwd-xps-sticky"} {
-		if st, ok := res.stat(name, "reorder-16", "ooo_per_million"); ok && cpu.Median > 0 && st.Median >= cpu.Median {
+		if st, ok := res.Stat(name, "reorder-16", "ooo_per_million"); ok && cpu.Median > 0 && st.Median >= cpu.Median {
 			t.Errorf("%s reordered %.0f per million, not fewer than --xps cpu's %.0f", name, st.Median, cpu.Median)
 		}
 	}
 	t.Logf("reorder-16, out-of-order per million: cpu %.0f [%.0f–%.0f]", cpu.Median, cpu.Min, cpu.Max)
 	for _, mode := range []string{"cpu", "hash", "sticky"} {
-		if got, ok := res.contenderDetail("xdpfwd-xps-"+mode, "xps_mode"); !ok || got != mode {
+		if got, ok := res.ContenderDetail("xdpfwd-xps-"+mode, "xps_mode"); !ok || got != mode {
 			t.Errorf("xdpfwd-xps-%s ran with xps mode %q, want %q", mode, got, mode)
 		}
 	}
@@ -187,7 +196,7 @@ func TestQuickRun(t *testing.T) {
 	}
 
 	// results.json parses and holds every sample.
-	back, err := LoadResults(filepath.Join(out, "results.json"))
+	back, err := report.LoadResults(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
@@ -257,7 +266,7 @@ func TestQuickRunL2(t *testing.T) {
 			if !c.Ran || c.Skipped != "" || len(c.Errors) > 0 {
 				t.Errorf("%s: ran %v, skipped %q, errors %v", c.Name, c.Ran, c.Skipped, c.Errors)
 			}
-		case c.Skipped != noWorkloadApplies:
+		case c.Skipped != report.NoWorkloadApplies:
 			t.Errorf("%s ran the switch or reflect workloads: %q", c.Name, c.Skipped)
 		}
 	}
@@ -274,18 +283,18 @@ func TestQuickRunL2(t *testing.T) {
 				metrics = append(metrics, "sent_pps")
 			case "own_cpu_ns_per_pkt_net":
 				metrics = []string{"pps", "sent_pps", "own_cpu_ns_per_pkt"}
-				if _, ok := res.stat(c, w.Name, w.Metric); !ok {
+				if _, ok := res.Stat(c, w.Name, w.Metric); !ok {
 					t.Errorf("%s/%s: no net CPU cost (baseline missing?)", c, w.Name)
 				}
 			}
 			for _, m := range metrics {
-				if st, ok := res.stat(c, w.Name, m); !ok || !(st.Median > 0) {
+				if st, ok := res.Stat(c, w.Name, m); !ok || !(st.Median > 0) {
 					t.Errorf("%s/%s: %s = %+v (%v), want > 0", c, w.Name, m, st, ok)
 				}
 			}
-			if c != res.refFor(w.Name) {
-				if _, ok := res.ratio(c, w.Name, "pps"); w.Metric == "pps" && !ok {
-					t.Errorf("%s/%s: no ratio to %s", c, w.Name, res.refFor(w.Name))
+			if c != res.RefFor(w.Name) {
+				if _, ok := res.Ratio(c, w.Name, "pps"); w.Metric == "pps" && !ok {
+					t.Errorf("%s/%s: no ratio to %s", c, w.Name, res.RefFor(w.Name))
 				}
 			}
 		}
@@ -304,19 +313,19 @@ func TestQuickRunL2(t *testing.T) {
 				t.Errorf("round %d %s/%s: %s = %v < 0", s.Round, s.Contender, s.Workload, k, v)
 			}
 		}
-		if sent, ok := m["sent_pps"]; ok && !res.isBaseline(s.Contender) && m["pps"] > sent+slack {
+		if sent, ok := m["sent_pps"]; ok && !res.IsBaseline(s.Contender) && m["pps"] > sent+slack {
 			t.Errorf("round %d %s/%s: %v packets/s received of %v sent", s.Round, s.Contender, s.Workload, m["pps"], sent)
 		}
 		if v, ok := m["loss_pct"]; ok && v > 100 {
 			t.Errorf("round %d %s/%s: loss %v %%", s.Round, s.Contender, s.Workload, v)
 		}
-		if res.group(s.Workload) == "switch" && !res.isBaseline(s.Contender) {
+		if res.Group(s.Workload) == "switch" && !res.IsBaseline(s.Contender) {
 			if _, ok := m["flooded_pkts"]; !ok {
 				t.Errorf("round %d %s/%s: no flooded_pkts", s.Round, s.Contender, s.Workload)
 			}
 		}
 	}
-	if !res.hasRef() {
+	if !res.HasRef() {
 		t.Error("a workload has no sample of its reference contender")
 	}
 	// Four namespaces (three switch hosts, one reflect host) and their
@@ -327,7 +336,7 @@ func TestQuickRunL2(t *testing.T) {
 	if left := leftovers(res.Topology); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
-	back, err := LoadResults(filepath.Join(out, "results.json"))
+	back, err := report.LoadResults(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatalf("results.json: %v", err)
 	}
@@ -359,7 +368,7 @@ func TestQuickRunL2(t *testing.T) {
 // checkSample checks the structure of a latency or delivery sample: counts
 // non-negative and consistent with each other. It asserts nothing about
 // how fast or how complete anything is.
-func checkSample(t *testing.T, s Sample) {
+func checkSample(t *testing.T, s report.Sample) {
 	t.Helper()
 	m := s.Metrics
 	bad := func(format string, args ...any) {

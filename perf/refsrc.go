@@ -1,3 +1,6 @@
+// --ref-src: xdpfwd built from another checkout, run beside this one's
+// as the NAME-ref contenders.
+
 package main
 
 import (

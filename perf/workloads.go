@@ -1,3 +1,7 @@
+// The workloads: the table of them, which contenders and pair each runs
+// on, the measured window, and the UDP, TCP bulk and RR runs (the others
+// have a file each).
+
 package main
 
 import (
@@ -10,6 +14,9 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
 // workload is one kind of traffic every contender runs.
@@ -116,24 +123,25 @@ func workloadTable() []*workload {
 		{Name: "delivery-4q", Group: "delivery", Title: "64 UDP flows at 20k packets/s over 4-queue links, forwarders with their defaults", Metric: "delivered_pct", Unit: "% delivered",
 			Size: 64, Queues: 4, Flows: 64, Rate: 20000, FwdDefaults: true,
 			Contenders: []string{"xdpfwd", "bridge"}, run: runDelivery},
-		// Issue 10: three hosts on one L2 segment, switched by xdpfwd
-		// --mode switch or a Linux bridge; traffic from host 0 to host
-		// 1, host 2 learned and flooded to.
+		// The switch: three hosts on one L2 segment (issue 10),
+		// switched by xdpfwd --mode switch or a Linux bridge; traffic
+		// from host 0 to host 1, host 2 learned and flooded to.
 		{Name: "switch-udp-64", Group: "switch", Title: "UDP 64 B, packets/s at maximum offered load", Metric: "pps", Unit: "packets/s",
 			Size: 64, Hosts: 3, Contenders: switchContenders, run: runSwitch(runUDP)},
 		{Name: "switch-cost-64", Group: "switch", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet",
 			Size: 64, Paced: true, Hosts: 3, Contenders: switchContenders, run: runSwitch(runUDP)},
 		{Name: "switch-tcp-1", Group: "switch", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s",
 			Streams: 1, Hosts: 3, Contenders: switchContenders, run: runSwitch(runTCP)},
-		// Issue 22: what a traffic source costs per packet at one rate
-		// (gencost.go), run by the baseline alone (nothing forwards).
+		// Generator cost: what a traffic source costs per packet at one
+		// rate (gencost.go, issue 22), run by the baseline alone (nothing
+		// forwards).
 		{Name: "gen-sendmmsg", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
 			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("sendmmsg")},
 		{Name: "gen-trafgen", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
 			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("trafgen")},
 		{Name: "gen-txonly", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
 			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("txonly")},
-		// Issue 10: 64-byte frames reflected back to their sender, MACs
+		// The reflector (issue 10): 64-byte frames back to their sender, MACs
 		// swapped, by xdpfwd --mode reflect or an XDP_TX program.
 		{Name: "reflect-64", Group: "reflect", Title: "64-byte frames reflected, MACs swapped", Metric: "pps", Unit: "packets/s",
 			Size: 64, Hosts: 1, Contenders: reflectContenders, run: runReflect},
@@ -199,8 +207,8 @@ func (w *workload) queues(o *Options) int {
 // window runs the measured part of a sample: warm-up, then snapshot before
 // and after the window. snap reads the workload's counters.
 type snapshot struct {
-	cpu cpuTimes
-	own float64 // ownCPU ns
+	cpu measure.CPUTimes
+	own float64 // measure.OwnCPU ns
 	n   [3]float64
 }
 
@@ -210,8 +218,8 @@ func (e *env) window(ctx context.Context, snap func() [3]float64) (a, b snapshot
 	}
 	take := func() (snapshot, error) {
 		n := snap()
-		c, err := readCPUTimes()
-		return snapshot{cpu: c, own: e.own.ns(e.childPID()), n: n}, err
+		c, err := measure.ReadCPUTimes()
+		return snapshot{cpu: c, own: e.own.NS(e.childPID()), n: n}, err
 	}
 	if a, err = take(); err != nil {
 		return
@@ -226,13 +234,13 @@ func (e *env) window(ctx context.Context, snap func() [3]float64) (a, b snapshot
 // cpuMetrics adds the busy share of the forwarder CPU and of the load CPUs
 // over the window, and the share of the machine other processes used.
 func (e *env) cpuMetrics(m map[string]float64, a, b snapshot) {
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
-	other := (busyNs(a.cpu, b.cpu) - (b.own - a.own)) / (secs * 1e9 * float64(len(b.cpu.perCPU)))
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
+	other := (measure.BusyNs(a.cpu, b.cpu) - (b.own - a.own)) / (secs * 1e9 * float64(b.cpu.CPUs()))
 	m["other_cpu_pct"] = max(0, 100*other)
-	m["cpu_fwd_pct"] = busyPct(a.cpu, b.cpu, e.o.FwdCPU)
+	m["cpu_fwd_pct"] = measure.BusyPct(a.cpu, b.cpu, e.o.FwdCPU)
 	var load float64
 	for _, c := range e.o.LoadCPUs {
-		load += busyPct(a.cpu, b.cpu, c)
+		load += measure.BusyPct(a.cpu, b.cpu, c)
 	}
 	m["cpu_load_pct"] = load / float64(len(e.o.LoadCPUs))
 }
@@ -250,18 +258,18 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	}
 	dst := netip.AddrPortFrom(p.V4B, 9)
 	deadline := time.Now().Add(e.o.Warmup + e.o.Duration + 2*time.Second)
-	var rx *udpReceiver
+	var rx *traffic.UDPReceiver
 	if !c.Baseline {
 		var err error
-		if rx, err = newUDPReceiver(p.B, p.V4B, deadline.Add(time.Second)); err != nil {
+		if rx, err = traffic.NewUDPReceiver(p.B, p.V4B, deadline.Add(time.Second)); err != nil {
 			return nil, err
 		}
-		dst = netip.AddrPortFrom(p.V4B, uint16(rx.port))
+		dst = netip.AddrPortFrom(p.V4B, uint16(rx.Port))
 	}
-	tx, err := newSource(e.o.Source, p, dst, w.Size, rate, deadline)
+	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline)
 	if err != nil {
 		if rx != nil {
-			rx.close()
+			rx.Close()
 		}
 		return nil, err
 	}
@@ -270,20 +278,20 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		if w.Paced && !c.Baseline {
 			costs = append(costs, e.readFwdCost(ctx))
 		}
-		n := [3]float64{float64(tx.packets())}
+		n := [3]float64{float64(tx.Packets())}
 		if rx != nil {
-			n[1], n[2] = float64(rx.packets.Load()), float64(rx.outOfOrder.Load())
+			n[1], n[2] = float64(rx.Packets.Load()), float64(rx.OutOfOrder.Load())
 		}
 		return n
 	})
-	err = errors.Join(werr, tx.close())
+	err = errors.Join(werr, tx.Close())
 	if rx != nil {
-		err = errors.Join(err, rx.close())
+		err = errors.Join(err, rx.Close())
 	}
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent := b.n[0] - a.n[0]
 	got := b.n[1] - a.n[1]
 	if c.Baseline {
@@ -293,7 +301,7 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		"sent_pps":     sent / secs,
 		"pps":          got / secs,
 		"out_of_order": b.n[2] - a.n[2],
-		"cpu_busy_ns":  busyNs(a.cpu, b.cpu),
+		"cpu_busy_ns":  measure.BusyNs(a.cpu, b.cpu),
 		"own_cpu_ns":   b.own - a.own,
 	}
 	if sent > 0 {
@@ -313,17 +321,17 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 
 // runTCP streams from A to B over w.Streams connections.
 func runTCP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
-	client, server, err := tcpConns(p.A, p.B, p.V4A, p.V4B, w.Streams, 5*time.Second)
+	client, server, err := traffic.TCPConns(p.A, p.B, p.V4A, p.V4B, w.Streams, 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	t := startTCPBulk(client, server, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
-	a, b, err := e.window(ctx, func() [3]float64 { return [3]float64{float64(t.received.Load())} })
-	t.close()
+	t := traffic.StartTCPBulk(client, server, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
+	a, b, err := e.window(ctx, func() [3]float64 { return [3]float64{float64(t.Received.Load())} })
+	t.Close()
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	bytes := b.n[0] - a.n[0]
 	m := map[string]float64{"gbps": bytes * 8 / secs / 1e9}
 	e.cpuMetrics(m, a, b)
@@ -339,31 +347,49 @@ func runRR(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload)
 	if w.V6 {
 		src, dst = p.V6A, p.V6B
 	}
-	client, server, err := tcpConns(p.A, p.B, src, dst, w.Conns, 10*time.Second)
+	client, server, err := traffic.TCPConns(p.A, p.B, src, dst, w.Conns, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	r := startRR(client, server, w.Req, w.Resp, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
+	r := traffic.StartRR(client, server, w.Req, w.Resp, time.Now().Add(e.o.Warmup+e.o.Duration+5*time.Second))
 	a, b, err := e.window(ctx, func() [3]float64 {
-		r.measuring.Store(true) // the first snapshot opens the window
-		return [3]float64{float64(r.count.Load())}
+		r.Measuring.Store(true) // the first snapshot opens the window
+		return [3]float64{float64(r.Count.Load())}
 	})
-	r.measuring.Store(false)
-	r.close()
+	r.Measuring.Store(false)
+	r.Close()
 	if err != nil {
 		return nil, err
 	}
-	secs := b.cpu.at.Sub(a.cpu.at).Seconds()
+	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	n := b.n[0] - a.n[0]
 	m := map[string]float64{
 		"tps":     n / secs,
-		"p50_us":  r.hist.quantile(0.50) / 1e3,
-		"p99_us":  r.hist.quantile(0.99) / 1e3,
-		"p999_us": r.hist.quantile(0.999) / 1e3,
+		"p50_us":  r.Hist.Quantile(0.50) / 1e3,
+		"p99_us":  r.Hist.Quantile(0.99) / 1e3,
+		"p999_us": r.Hist.Quantile(0.999) / 1e3,
 	}
 	e.cpuMetrics(m, a, b)
 	if n == 0 {
 		return m, errors.New("no transaction completed")
 	}
 	return m, nil
+}
+
+func workloadInfo(w *workload, o *Options) report.WorkloadInfo {
+	wi := report.WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit}
+	if q := w.queues(o); q != o.Queues {
+		wi.Queues = q
+	}
+	wi.Workers = w.Workers
+	if w.Flows > 0 {
+		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
+	}
+	if w.Hosts > 0 {
+		wi.Size, wi.Hosts = w.Size, w.Hosts
+	}
+	if w.Rate > 0 {
+		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults
+	}
+	return wi
 }

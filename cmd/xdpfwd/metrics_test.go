@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/logfmt"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -147,15 +148,19 @@ func TestStatsNotXdpfwd(t *testing.T) {
 	}
 }
 
-var metricsAddrRe = regexp.MustCompile(`msg="` + metricsLogMsg + `" addr=(\S+)`)
+// loggedMetricsAddr is the addr of the metricsLogMsg line in logs, or "".
+func loggedMetricsAddr(logs string) string {
+	f, _ := logfmt.Find(logs, metricsLogMsg)
+	return f["addr"]
+}
 
 // waitMetricsAddr reads the bound address from the daemon's log.
 func waitMetricsAddr(t *testing.T, pr *proc, within time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		if m := metricsAddrRe.FindStringSubmatch(pr.stderr.String()); m != nil {
-			return m[1]
+		if addr := loggedMetricsAddr(pr.stderr.String()); addr != "" {
+			return addr
 		}
 		if pr.exited() {
 			t.Fatalf("xdpfwd exited %d before serving metrics\nstderr:\n%s", pr.cmd.ProcessState.ExitCode(), pr.stderr.String())
@@ -328,12 +333,12 @@ func TestServeMetricsStopping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	m := metricsAddrRe.FindStringSubmatch(logs.String())
-	if m == nil {
+	addr := loggedMetricsAddr(logs.String())
+	if addr == "" {
 		f.Close()
 		t.Fatalf("no %q line in the log:\n%s", metricsLogMsg, logs.String())
 	}
-	base := "http://" + m[1]
+	base := "http://" + addr
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
@@ -376,9 +381,9 @@ func TestServeMetricsStopping(t *testing.T) {
 	}
 	stop()
 	stop() // idempotent
-	if c, err := net.DialTimeout("tcp", m[1], time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
-		t.Errorf("%s still listening after stop", m[1])
+		t.Errorf("%s still listening after stop", addr)
 	}
 }
 
@@ -401,11 +406,11 @@ func TestMetricsServerLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(stop)
-		m := metricsAddrRe.FindStringSubmatch(logs.String())
-		if m == nil {
+		addr := loggedMetricsAddr(logs.String())
+		if addr == "" {
 			t.Fatalf("no %q line in the log:\n%s", metricsLogMsg, logs.String())
 		}
-		return m[1]
+		return addr
 	}
 	// request sends one keep-alive GET on c and reads the answer.
 	request := func(c net.Conn, br *bufio.Reader, path string) (int, string) {

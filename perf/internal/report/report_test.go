@@ -1,70 +1,17 @@
-package main
+package report
 
 import (
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-func TestParseCPUList(t *testing.T) {
-	for in, want := range map[string][]int{"1": {1}, "1,3": {1, 3}, "0-2": {0, 1, 2}, "0-1,4": {0, 1, 4}} {
-		got, err := parseCPUList(in)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("parseCPUList(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "x", "3-1", "1-"} {
-		if _, err := parseCPUList(bad); err == nil {
-			t.Errorf("parseCPUList(%q): no error", bad)
-		}
-	}
-}
-
-func TestSelect(t *testing.T) {
-	if cs, err := selectContenders([]string{"bridge", "xdpfwd"}); err != nil || len(cs) != 2 || cs[0].Name != "xdpfwd" {
-		t.Errorf("selectContenders keeps table order: %v %v", cs, err)
-	}
-	if _, err := selectContenders([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "bridge") {
-		t.Errorf("unknown contender: %v", err)
-	}
-	ws, err := selectWorkloads([]string{"udp", "rr-1k"})
-	if err != nil || len(ws) != 4 {
-		t.Errorf("selectWorkloads(udp, rr-1k) = %d workloads, %v", len(ws), err)
-	}
-	if _, err := selectWorkloads([]string{"udp-9000"}); err == nil {
-		t.Error("unknown workload: no error")
-	}
-	if contenderTable()[0].Name != refContender {
-		t.Errorf("the reference %s must come first", refContender)
-	}
-}
-
-func TestHistogram(t *testing.T) {
-	var h histogram
-	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
-	}
-	for _, c := range []struct{ q, want float64 }{{0.5, 500e3}, {0.99, 990e3}, {0.999, 999e3}} {
-		if got := h.quantile(c.q); math.Abs(got-c.want)/c.want > 0.04 {
-			t.Errorf("quantile(%v) = %.0f ns, want %.0f ± 4 %%", c.q, got, c.want)
-		}
-	}
-	for v := uint64(0); v < 1<<20; v = v*3/2 + 1 {
-		lo, hi := histBounds(histIndex(v))
-		if v < lo || v >= hi {
-			t.Fatalf("value %d outside its bucket [%d, %d)", v, lo, hi)
-		}
-	}
-}
-
 // synthetic builds results for two contenders, a baseline and three rounds.
-func synthetic() *Results {
+func synthetic(t testing.TB) *Results {
 	r := &Results{
-		Schema: schemaVersion, Started: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), ElapsedS: 75, Command: "go run ./perf --quick",
+		Schema: SchemaVersion, Started: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), ElapsedS: 75, Command: "go run ./perf --quick",
 		Machine:  Machine{Kernel: "6.18", CPU: "Test CPU", CPUs: 2, MemGiB: 24, Go: "go1.26"},
 		Settings: Settings{Rounds: 3, DurationS: 0.5, WarmupS: 0.2, CostRatePPS: 100000, FwdCPU: 0, LoadCPUs: []int{1}, Queues: 1, GOMAXPROCS: 2},
 		Contenders: []ContenderResult{
@@ -74,9 +21,7 @@ func synthetic() *Results {
 			{Name: "baseline-drop", Label: "no forwarder", Baseline: true, Ran: true},
 		},
 	}
-	for _, w := range workloadTable() {
-		r.Workloads = append(r.Workloads, workloadInfo(w, &Options{Queues: 1}))
-	}
+	r.Workloads = syntheticWorkloads(t)
 	r.Contenders[0].Details = map[string]any{"xps_mode": "sticky"}
 	for round := 1; round <= 3; round++ {
 		f := float64(round)
@@ -105,20 +50,20 @@ func synthetic() *Results {
 			Metrics: map[string]float64{"pps": 1e5, "sent_pps": 1e5, "own_cpu_ns_per_pkt": 1000, "cpu_ns_per_pkt": 1500}})
 	}
 	r.Samples = append(r.Samples, Sample{Round: 3, Contender: "bridge", Workload: "udp-64", Error: "no packet arrived"})
-	r.deriveNet()
+	r.DeriveNet()
 	return r
 }
 
 func TestStatsAndRatios(t *testing.T) {
-	r := synthetic()
-	st, ok := r.stat("xdpfwd", "udp-64", "pps")
+	r := synthetic(t)
+	st, ok := r.Stat("xdpfwd", "udp-64", "pps")
 	if !ok || st.Median != 120000 || st.Min != 110000 || st.Max != 130000 || st.N != 3 {
 		t.Errorf("stat = %+v, %v", st, ok)
 	}
-	if q, ok := r.ratio("bridge", "udp-64", "pps"); !ok || q != 0.5 {
+	if q, ok := r.Ratio("bridge", "udp-64", "pps"); !ok || q != 0.5 {
 		t.Errorf("ratio = %v, %v; want 0.5", q, ok)
 	}
-	net, ok := r.stat("bridge", "cost-64", "own_cpu_ns_per_pkt_net")
+	net, ok := r.Stat("bridge", "cost-64", "own_cpu_ns_per_pkt_net")
 	if !ok || net.Median != 5000 {
 		t.Errorf("net own CPU of bridge = %+v, %v; want 6000-1000", net, ok)
 	}
@@ -151,7 +96,7 @@ func TestStatsAndRatios(t *testing.T) {
 }
 
 func TestWriteAndReadme(t *testing.T) {
-	r := synthetic()
+	r := synthetic(t)
 	dir := t.TempDir()
 	if err := r.WriteDir(dir); err != nil {
 		t.Fatal(err)
@@ -166,15 +111,15 @@ func TestWriteAndReadme(t *testing.T) {
 
 	src := t.TempDir()
 	os.MkdirAll(filepath.Join(src, "perf"), 0o755)
-	readme := "# perf\n\nintro\n\n" + readmeBegin + "\nold numbers\n" + readmeEnd + "\n\nafter\n"
+	readme := "# perf\n\nintro\n\n" + ReadmeBegin + "\nold numbers\n" + ReadmeEnd + "\n\nafter\n"
 	path := filepath.Join(src, "perf", "README.md")
 	os.WriteFile(path, []byte(readme), 0o644)
-	if err := rewriteReadme(Options{Root: src}, r); err != nil {
+	if err := RewriteReadme(path, r); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	s := string(b)
-	if strings.Contains(s, "old numbers") || !strings.Contains(s, "intro") || !strings.HasSuffix(s, readmeEnd+"\n\nafter\n") {
+	if strings.Contains(s, "old numbers") || !strings.Contains(s, "intro") || !strings.HasSuffix(s, ReadmeEnd+"\n\nafter\n") {
 		t.Errorf("rewritten README:\n%s", s)
 	}
 	if !strings.Contains(s, "| xdpfwd (default) | 120k [110k–130k] ×1.00 |") || !strings.Contains(s, "![udp_pps](charts/udp_pps.png)") {
@@ -189,7 +134,7 @@ func TestWriteAndReadme(t *testing.T) {
 		t.Errorf("rewritten README lacks the reorder chart:\n%s", s)
 	}
 	// A second rewrite replaces the section, not appends to it.
-	if err := rewriteReadme(Options{Root: src}, r); err != nil {
+	if err := RewriteReadme(path, r); err != nil {
 		t.Fatal(err)
 	}
 	b2, _ := os.ReadFile(path)
@@ -201,7 +146,7 @@ func TestWriteAndReadme(t *testing.T) {
 // TestBrief: what a run prints is where its files are and one line per
 // workload that ran, not the whole of results.md.
 func TestBrief(t *testing.T) {
-	r := synthetic()
+	r := synthetic(t)
 	out := r.Brief("perf-results")
 	t.Logf("brief:\n%s", out)
 	md := r.Markdown()
@@ -219,42 +164,5 @@ func TestBrief(t *testing.T) {
 	// One line per workload with samples, a header, the files line and a blank.
 	if n, want := strings.Count(out, "\n"), 2+1+8; n != want {
 		t.Errorf("%d lines, want %d", n, want)
-	}
-}
-
-// TestQuickPlan: the quick run's plan — every contender's samples, each a
-// warm-up, a window and a drain, the latency samples' requests, a warm-up
-// per contender start — fits in 90 s, leaving half a minute of the two
-// minutes for starting and stopping forwarders and building them.
-func TestQuickPlan(t *testing.T) {
-	o := &Options{Quick: true}
-	o.defaults()
-	cs, _ := selectContenders(nil)
-	ws, _ := selectWorkloads(nil)
-	var plan time.Duration
-	samples, starts := 0, 0
-	e := &env{o: o}
-	for _, c := range cs {
-		pairs := map[pairKey]bool{}
-		for _, w := range ws {
-			if !w.applies(c) {
-				continue
-			}
-			samples++
-			pairs[e.pairKey(c, w)] = true
-			plan += o.drain()
-			if w.Group == "latency" {
-				plan += time.Duration(float64(w.latencyCount(o)) / float64(w.Rate) * float64(time.Second))
-			} else {
-				plan += o.Warmup + o.Duration
-			}
-		}
-		starts += len(pairs)
-	}
-	plan += time.Duration(starts) * o.Warmup // warm before the first sample
-	plan *= time.Duration(o.Rounds)
-	t.Logf("quick: %d rounds × %d samples, %d starts: %v of traffic and pauses", o.Rounds, samples, starts, plan)
-	if plan > 90*time.Second {
-		t.Errorf("the quick run plans %v of traffic, want ≤ 90 s", plan)
 	}
 }

@@ -1,4 +1,7 @@
-package main
+// A link's driver statistics and queue counts, as `ethtool -S` and
+// `ethtool -l` print them.
+
+package measure
 
 import (
 	"bytes"
@@ -11,11 +14,11 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 )
 
-// ethtoolStats reads a link's driver statistics, what `ethtool -S` prints:
+// EthtoolStats reads a link's driver statistics, what `ethtool -S` prints:
 // for a veth, per RX queue, rx_queue_<i>_xdp_packets (frames its XDP
 // program saw on queue i), _xdp_redirect (of those, redirected: into an
 // AF_XDP socket, for xdpfwd), _xdp_drops, _drops, and more.
-func ethtoolStats(ifname string) (map[string]uint64, error) {
+func EthtoolStats(ifname string) (map[string]uint64, error) {
 	// struct ethtool_sset_info: cmd, reserved, sset_mask, then one u32
 	// per set in the mask.
 	const ethSSStats = 1 // ETH_SS_STATS
@@ -63,20 +66,14 @@ func ethtoolStats(ifname string) (map[string]uint64, error) {
 	return out, nil
 }
 
-// ethtoolChannels reads a link's RX and TX queue counts in use (`ethtool
+// EthtoolChannels reads a link's RX and TX queue counts in use (`ethtool
 // -l`: rx + combined, tx + combined) and their maxima.
-func ethtoolChannels(ifname string) (rx, tx, maxRX, maxTX int, err error) {
+func EthtoolChannels(ifname string) (rx, tx, maxRX, maxTX int, err error) {
 	c, err := ethtool.GetChannels(ifname)
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
 	return int(c.RX + c.Combined), int(c.TX + c.Combined), int(c.MaxRX + c.MaxCombined), int(c.MaxTX + c.MaxCombined), nil
-}
-
-// setEthtoolChannels sets a link's RX and TX queue counts (`ethtool -L
-// rx N tx N`).
-func setEthtoolChannels(ifname string, rx, tx int) error {
-	return ethtool.SetChannels(ifname, uint32(rx), uint32(tx))
 }
 
 func ethtoolIoctl(ifname string, data unsafe.Pointer) error {

@@ -1,4 +1,7 @@
-package main
+// The PNG charts: grouped bars with min–max whiskers, one chart per
+// workload group, drawn with gonum/plot.
+
+package report
 
 import (
 	"fmt"
@@ -42,6 +45,9 @@ var palette = []color.RGBA{
 	{0x98, 0xdf, 0x8a, 0xff}, // light green
 	{0xc5, 0xb0, 0xd5, 0xff}, // lavender
 }
+
+// Colours is how many series a chart can draw, each in a colour of its own.
+func Colours() int { return len(palette) }
 
 // whiskers draws min–max ranges over grouped bars; bars and whiskers share
 // the same offset in canvas units, which an XY plotter cannot express.
@@ -251,7 +257,7 @@ func (r *Results) seriesFor(cs []ContenderResult, workloads []string, metrics []
 			if len(metrics) > 1 {
 				m = metrics[i]
 			}
-			st, ok := r.stat(c.Name, w, m)
+			st, ok := r.Stat(c.Name, w, m)
 			any = any || ok
 			s.med = append(s.med, st.Median*scale)
 			s.lo = append(s.lo, st.Min*scale)
@@ -269,121 +275,175 @@ func (r *Results) Charts(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	var names []string
-	draw := func(name, title, ylabel string, groups []string, series []barSeries) error {
-		if len(series) == 0 || len(groups) == 0 {
-			return nil
+	charts := &chartSet{dir: dir}
+	for _, chart := range []func(*chartSet) error{
+		r.udpChart,
+		r.costCharts,
+		r.tcpChart,
+		r.rrCharts,
+		r.reorderChart,
+		r.latencyChart,
+		r.deliveryChart,
+		r.l2Charts,
+	} {
+		if err := chart(charts); err != nil {
+			return charts.names, err
 		}
-		if err := groupedBars(filepath.Join(dir, name), title, ylabel, groups, series); err != nil {
-			return fmt.Errorf("chart %s: %w", name, err)
-		}
-		names = append(names, name)
+	}
+	return charts.names, nil
+}
+
+// chartSet is the charts drawn into dir so far, by file name.
+type chartSet struct {
+	dir   string
+	names []string
+}
+
+// draw draws grouped bars into dir/name, unless there is nothing to draw.
+func (set *chartSet) draw(name, title, ylabel string, groups []string, series []barSeries) error {
+	if len(series) == 0 || len(groups) == 0 {
 		return nil
 	}
-	names1 := func(ws []WorkloadInfo, trimPrefix string) (names, labels []string) {
-		for _, w := range ws {
-			names = append(names, w.Name)
-			labels = append(labels, strings.TrimPrefix(w.Title, trimPrefix))
-		}
-		return
+	if err := groupedBars(filepath.Join(set.dir, name), title, ylabel, groups, series); err != nil {
+		return fmt.Errorf("chart %s: %w", name, err)
 	}
+	set.names = append(set.names, name)
+	return nil
+}
 
-	if ws := r.workloads("udp"); len(ws) > 0 {
-		wn, labels := names1(ws, "UDP ")
-		if err := draw("udp_pps.png", "UDP one way: delivered packets/s at maximum offered load", "million packets/s",
-			labels, r.seriesFor(r.ranContenders("udp", false), wn, []string{"pps"}, 1e-6)); err != nil {
-			return names, err
-		}
+// drawLabelled is draw with each bar labelled by format, the y axis
+// capped at yCap (0: none).
+func (set *chartSet) drawLabelled(name, title, ylabel string, groups []string, series []barSeries, format func(float64) string, yCap float64) error {
+	if err := groupedBarsLabelled(filepath.Join(set.dir, name), title, ylabel, groups, series, format, yCap); err != nil {
+		return fmt.Errorf("chart %s: %w", name, err)
 	}
+	set.names = append(set.names, name)
+	return nil
+}
+
+// workloadAxis is the names of ws and their titles less prefix, the
+// groups of a chart with a group per workload.
+func workloadAxis(ws []WorkloadInfo, prefix string) (names, labels []string) {
+	for _, w := range ws {
+		names = append(names, w.Name)
+		labels = append(labels, strings.TrimPrefix(w.Title, prefix))
+	}
+	return names, labels
+}
+
+// udpChart draws udp_pps.png: delivered packets/s per packet size.
+func (r *Results) udpChart(charts *chartSet) error {
+	ws := r.workloads("udp")
+	if len(ws) == 0 {
+		return nil
+	}
+	wn, labels := workloadAxis(ws, "UDP ")
+	return charts.draw("udp_pps.png", "UDP one way: delivered packets/s at maximum offered load", "million packets/s",
+		labels, r.seriesFor(r.ranContenders("udp", false), wn, []string{"pps"}, 1e-6))
+}
+
+// costCharts draws a chart per cost workload: own CPU per packet, gross
+// and net of the baseline.
+func (r *Results) costCharts(charts *chartSet) error {
 	for _, w := range r.workloads("cost") {
-		cs := append(r.ranContenders("cost", false), r.ranContenders("cost", true)...)
+		cr := append(r.ranContenders("cost", false), r.ranContenders("cost", true)...)
 		wn := []string{w.Name, w.Name}
-		series := r.seriesFor(cs, wn, []string{"own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net"}, 1)
+		series := r.seriesFor(cr, wn, []string{"own_cpu_ns_per_pkt", "own_cpu_ns_per_pkt_net"}, 1)
 		title := fmt.Sprintf("CPU per delivered packet at %s packets/s offered (UDP 64 B)", si(float64(r.costRate(w))))
 		file := "cpu_cost.png" // cost-64, at --cost-rate
 		if w.Name != "cost-64" {
 			file = "cpu_" + strings.ReplaceAll(w.Name, "-", "_") + ".png" // cpu_cost_64_20k.png
 		}
-		if err := draw(file, title, "CPU ns per packet (own)",
+		if err := charts.draw(file, title, "CPU ns per packet (own)",
 			[]string{"generator, receiver and forwarder", "net of the no-forwarder baseline"}, series); err != nil {
-			return names, err
+			return err
 		}
 	}
-	if ws := r.workloads("tcp"); len(ws) > 0 {
-		wn, labels := names1(ws, "TCP bulk, ")
-		if err := draw("tcp_bulk.png", "TCP bulk A → B", "Gbit/s",
-			labels, r.seriesFor(r.ranContenders("tcp", false), wn, []string{"gbps"}, 1)); err != nil {
-			return names, err
+	return nil
+}
+
+// tcpChart draws tcp_bulk.png: Gbit/s per stream count.
+func (r *Results) tcpChart(charts *chartSet) error {
+	ws := r.workloads("tcp")
+	if len(ws) == 0 {
+		return nil
+	}
+	wn, labels := workloadAxis(ws, "TCP bulk, ")
+	return charts.draw("tcp_bulk.png", "TCP bulk A → B", "Gbit/s",
+		labels, r.seriesFor(r.ranContenders("tcp", false), wn, []string{"gbps"}, 1))
+}
+
+// rrCharts draws rr_tps.png and rr_latency.png for the first RR workload
+// (later ones would need names of their own).
+func (r *Results) rrCharts(charts *chartSet) error {
+	ws := r.workloads("rr")
+	if len(ws) == 0 {
+		return nil
+	}
+	w, cr := ws[0], r.ranContenders("rr", false)
+	if err := charts.draw("rr_tps.png", w.Title+": transactions/s", "thousand transactions/s",
+		[]string{w.Title}, r.seriesFor(cr, []string{w.Name}, []string{"tps"}, 1e-3)); err != nil {
+		return err
+	}
+	unit, scale := r.latencyUnit(cr, w.Name, "p999_us")
+	return charts.draw("rr_latency.png", w.Title+": latency per transaction", unit,
+		[]string{"p50", "p99", "p99.9"}, r.seriesFor(cr, []string{w.Name, w.Name, w.Name}, []string{"p50_us", "p99_us", "p999_us"}, scale))
+}
+
+// latencyUnit is µs, or ms where a contender's metric exceeds 20 ms, and
+// the scale from µs to it.
+func (r *Results) latencyUnit(cr []ContenderResult, workload, metric string) (unit string, scale float64) {
+	unit, scale = "µs", 1.0
+	for _, c := range cr {
+		if st, ok := r.Stat(c.Name, workload, metric); ok && st.Max > 20000 {
+			unit, scale = "ms", 1e-3
 		}
 	}
-	for _, w := range r.workloads("rr") {
-		cs := r.ranContenders("rr", false)
-		if err := draw("rr_tps.png", w.Title+": transactions/s", "thousand transactions/s",
-			[]string{w.Title}, r.seriesFor(cs, []string{w.Name}, []string{"tps"}, 1e-3)); err != nil {
-			return names, err
-		}
-		wn := []string{w.Name, w.Name, w.Name}
-		unit, scale := "µs", 1.0
-		for _, c := range cs {
-			if st, ok := r.stat(c.Name, w.Name, "p999_us"); ok && st.Max > 20000 {
-				unit, scale = "ms", 1e-3
-			}
-		}
-		if err := draw("rr_latency.png", w.Title+": latency per transaction", unit,
-			[]string{"p50", "p99", "p99.9"}, r.seriesFor(cs, wn, []string{"p50_us", "p99_us", "p999_us"}, scale)); err != nil {
-			return names, err
-		}
-		break // one RR chart pair; LATER workloads get their own names
-	}
+	return unit, scale
+}
+
+// reorderChart draws reorder.png: out-of-order datagrams per million, for
+// the first reordering workload with samples.
+func (r *Results) reorderChart(charts *chartSet) error {
 	for _, w := range r.workloads("reorder") {
-		cs := r.ranContenders("reorder", false)
-		series := r.seriesFor(cs, []string{w.Name}, []string{"ooo_per_million"}, 1)
+		series := r.seriesFor(r.ranContenders("reorder", false), []string{w.Name}, []string{"ooo_per_million"}, 1)
 		if len(series) == 0 {
 			continue
 		}
-		name := "reorder.png"
-		title := "Reorders by xps mode: " + w.Title
-		if err := groupedBarsLabelled(filepath.Join(dir, name), title, "out-of-order datagrams per million received",
+		return charts.drawLabelled("reorder.png", "Reorders by xps mode: "+w.Title, "out-of-order datagrams per million received",
 			[]string{"out-of-order per million (lower is better)"}, series, func(v float64) string {
 				if v < 1000 {
 					return fmt.Sprintf("%.0f", v)
 				}
 				return si(v)
-			}, 0); err != nil {
-			return names, fmt.Errorf("chart %s: %w", name, err)
-		}
-		names = append(names, name)
-		break // one reorder chart
+			}, 0)
 	}
-	for _, w := range r.workloads("latency") {
-		cs := r.ranContenders("latency", false)
-		unit, scale := "µs", 1.0
-		for _, c := range cs {
-			if st, ok := r.stat(c.Name, w.Name, "p99_us"); ok && st.Max > 20000 {
-				unit, scale = "ms", 1e-3
-			}
-		}
-		if err := draw("latency.png", "Latency: "+w.Title, unit+" (lower is better)",
-			[]string{"p50", "p99"}, r.seriesFor(cs, []string{w.Name, w.Name}, []string{"p50_us", "p99_us"}, scale)); err != nil {
-			return names, err
-		}
-		break // one latency chart
+	return nil
+}
+
+// latencyChart draws latency.png: p50 and p99 of the first latency
+// workload.
+func (r *Results) latencyChart(charts *chartSet) error {
+	ws := r.workloads("latency")
+	if len(ws) == 0 {
+		return nil
 	}
+	w, cr := ws[0], r.ranContenders("latency", false)
+	unit, scale := r.latencyUnit(cr, w.Name, "p99_us")
+	return charts.draw("latency.png", "Latency: "+w.Title, unit+" (lower is better)",
+		[]string{"p50", "p99"}, r.seriesFor(cr, []string{w.Name, w.Name}, []string{"p50_us", "p99_us"}, scale))
+}
+
+// deliveryChart draws delivery.png: the share delivered, for the first
+// delivery workload with samples.
+func (r *Results) deliveryChart(charts *chartSet) error {
 	for _, w := range r.workloads("delivery") {
 		series := r.seriesFor(r.ranContenders("delivery", false), []string{w.Name}, []string{"delivered_pct"}, 1)
 		if len(series) == 0 {
 			continue
 		}
-		name := "delivery.png"
-		if err := groupedBarsLabelled(filepath.Join(dir, name), "Delivery: "+w.Title, "% of offered packets delivered",
-			[]string{"delivered (higher is better)"}, series, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }, 120); err != nil {
-			return names, fmt.Errorf("chart %s: %w", name, err)
-		}
-		names = append(names, name)
-		break // one delivery chart
+		return charts.drawLabelled("delivery.png", "Delivery: "+w.Title, "% of offered packets delivered",
+			[]string{"delivered (higher is better)"}, series, func(v float64) string { return fmt.Sprintf("%.1f %%", v) }, 120)
 	}
-	if err := r.l2Charts(draw); err != nil {
-		return names, err
-	}
-	return names, nil
+	return nil
 }

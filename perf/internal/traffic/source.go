@@ -1,4 +1,6 @@
-package main
+// The UDP workloads' sender: txonly or sendmmsg (--source).
+
+package traffic
 
 import (
 	"context"
@@ -11,21 +13,22 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
-// The UDP throughput and cost workloads' traffic source (--source): by
+// Source is the UDP throughput and cost workloads' traffic source (--source): by
 // default xdpfwd's txonly generator (package gen), an AF_XDP socket on A's
 // eth0 that costs about half what the sendmmsg sender does per packet
 // (gencost), so less of the machine goes to making the traffic and more
 // of a forwarder's limit shows; --source sendmmsg keeps perf's UDP socket
-// sender (udpSender). Both send one flow of w.Size-byte IP packets with a
+// sender (UDPSender). Both send one flow of size-byte IP packets with a
 // sequence number first in the payload (txonly's is gen.Payload: magic,
 // flow id, then the sequence, so the receiver's 64-bit in-order check
 // holds for the one flow), to the receiver's port in B.
-type source interface {
-	packets() uint64 // sent so far
-	close() error
+type Source interface {
+	Packets() uint64 // sent so far
+	Close() error
 }
 
-func (s *udpSender) packets() uint64 { return s.sent.Load() }
+// Packets is the datagrams sent so far.
+func (s *UDPSender) Packets() uint64 { return s.Sent.Load() }
 
 // txSource is a running txonly generator.
 type txSource struct {
@@ -34,18 +37,18 @@ type txSource struct {
 	done   chan error
 }
 
-func (s *txSource) packets() uint64 { return s.g.Stats().Sent }
+func (s *txSource) Packets() uint64 { return s.g.Stats().Sent }
 
-func (s *txSource) close() error {
+func (s *txSource) Close() error {
 	s.cancel()
 	return errors.Join(<-s.done, s.g.Close())
 }
 
-// newSource starts kind ("txonly" or "sendmmsg") on p's A end towards dst
+// NewSource starts kind ("txonly" or "sendmmsg") on p's A end towards dst
 // until deadline.
-func newSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time) (source, error) {
+func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time) (Source, error) {
 	if kind == "sendmmsg" {
-		return newUDPSender(p.A, p.V4A, dst, size, rate, deadline)
+		return NewUDPSender(p.A, p.V4A, dst, size, rate, deadline)
 	}
 	macB, err := p.B.HardwareAddr(p.PeerB)
 	if err != nil {

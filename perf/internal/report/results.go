@@ -1,4 +1,8 @@
-package main
+// Results, the model of results.json, and the queries every renderer
+// shares: a metric's median and range, ratios to the reference contender,
+// the contenders and workloads of a group; bench.txt.
+
+package report
 
 import (
 	"bytes"
@@ -12,7 +16,9 @@ import (
 	"time"
 )
 
-const schemaVersion = 1
+// SchemaVersion is the version of results.json this package writes and
+// reads.
+const SchemaVersion = 1
 
 // Results is everything a run measured; results.json is this, and every
 // table, chart and README section is rendered from it alone.
@@ -88,24 +94,6 @@ type WorkloadInfo struct {
 	Hosts int `json:"hosts,omitempty"`
 }
 
-func workloadInfo(w *workload, o *Options) WorkloadInfo {
-	wi := WorkloadInfo{Name: w.Name, Group: w.Group, Title: w.Title, Metric: w.Metric, Unit: w.Unit}
-	if q := w.queues(o); q != o.Queues {
-		wi.Queues = q
-	}
-	wi.Workers = w.Workers
-	if w.Flows > 0 {
-		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
-	}
-	if w.Hosts > 0 {
-		wi.Size, wi.Hosts = w.Size, w.Hosts
-	}
-	if w.Rate > 0 {
-		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults
-	}
-	return wi
-}
-
 // Sample is one measured window: one contender, one workload, one round.
 type Sample struct {
 	Round     int                `json:"round"`
@@ -115,17 +103,21 @@ type Sample struct {
 	Error     string             `json:"error,omitempty"`
 }
 
-func (r *Results) contender(c *contender) *ContenderResult {
+// Contender is the entry of the contender named c.Name, c added (in table
+// order: the order of the first calls) if there is none yet.
+func (r *Results) Contender(c ContenderResult) *ContenderResult {
 	for i := range r.Contenders {
 		if r.Contenders[i].Name == c.Name {
 			return &r.Contenders[i]
 		}
 	}
-	r.Contenders = append(r.Contenders, ContenderResult{Name: c.Name, Label: c.Label, Desc: c.Desc, Baseline: c.Baseline})
+	r.Contenders = append(r.Contenders, c)
 	return &r.Contenders[len(r.Contenders)-1]
 }
 
-func (r *Results) addTopology(items ...string) {
+// AddTopology records namespaces, links and bridges the run created
+// ("netns NAME", "link NAME", "bridge NAME"), each once.
+func (r *Results) AddTopology(items ...string) {
 	for _, it := range items {
 		if !slices.Contains(r.Topology, it) {
 			r.Topology = append(r.Topology, it)
@@ -135,13 +127,13 @@ func (r *Results) addTopology(items ...string) {
 
 // deriveNet adds the net CPU cost to every cost sample: its CPU per packet
 // minus the baseline's in the same round, for both measures.
-func (r *Results) deriveNet() {
+func (r *Results) DeriveNet() {
 	for _, m := range []string{"cpu_ns_per_pkt", "own_cpu_ns_per_pkt"} {
 		base := map[string]float64{}
 		key := func(s *Sample) string { return fmt.Sprint(s.Round, "/", s.Workload) }
 		for i := range r.Samples {
 			s := &r.Samples[i]
-			if r.isBaseline(s.Contender) && s.Error == "" {
+			if r.IsBaseline(s.Contender) && s.Error == "" {
 				if v, ok := s.Metrics[m]; ok {
 					base[key(s)] = v
 				}
@@ -149,7 +141,7 @@ func (r *Results) deriveNet() {
 		}
 		for i := range r.Samples {
 			s := &r.Samples[i]
-			if s.Error != "" || r.isBaseline(s.Contender) {
+			if s.Error != "" || r.IsBaseline(s.Contender) {
 				continue
 			}
 			b, ok := base[key(s)]
@@ -161,7 +153,9 @@ func (r *Results) deriveNet() {
 	}
 }
 
-func (r *Results) isBaseline(name string) bool {
+// IsBaseline reports whether the contender name is the no-forwarder
+// baseline.
+func (r *Results) IsBaseline(name string) bool {
 	for _, c := range r.Contenders {
 		if c.Name == name {
 			return c.Baseline
@@ -170,7 +164,8 @@ func (r *Results) isBaseline(name string) bool {
 	return false
 }
 
-func (r *Results) group(workload string) string {
+// Group is the group of workload; "" if the run has no such workload.
+func (r *Results) Group(workload string) string {
 	for _, w := range r.Workloads {
 		if w.Name == workload {
 			return w.Group
@@ -185,7 +180,9 @@ type Stat struct {
 	N                int
 }
 
-func (r *Results) stat(contender, workload, metric string) (Stat, bool) {
+// Stat is the median and range of metric over the good samples of
+// contender on workload; false when there is none.
+func (r *Results) Stat(contender, workload, metric string) (Stat, bool) {
 	var v []float64
 	for _, s := range r.Samples {
 		if s.Contender != contender || s.Workload != workload || s.Error != "" {
@@ -210,12 +207,12 @@ func (r *Results) stat(contender, workload, metric string) (Stat, bool) {
 
 // ratio is contender's median over the reference's, same workload and
 // metric, same run.
-func (r *Results) ratio(contender, workload, metric string) (float64, bool) {
-	a, ok := r.stat(contender, workload, metric)
+func (r *Results) Ratio(contender, workload, metric string) (float64, bool) {
+	a, ok := r.Stat(contender, workload, metric)
 	if !ok {
 		return 0, false
 	}
-	b, ok := r.stat(r.refFor(workload), workload, metric)
+	b, ok := r.Stat(r.RefFor(workload), workload, metric)
 	// A ratio of a difference that crossed zero (a net CPU cost in the
 	// noise) means nothing.
 	if !ok || b.Median <= 0 || a.Median < 0 {
@@ -247,8 +244,8 @@ func LoadResults(path string) (*Results, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if r.Schema != schemaVersion {
-		return nil, fmt.Errorf("%s: schema %d, this perf reads %d", path, r.Schema, schemaVersion)
+	if r.Schema != SchemaVersion {
+		return nil, fmt.Errorf("%s: schema %d, this perf reads %d", path, r.Schema, SchemaVersion)
 	}
 	return &r, nil
 }
@@ -328,7 +325,7 @@ func (r *Results) ranContenders(group string, baseline bool) []ContenderResult {
 			continue
 		}
 		for _, s := range r.Samples {
-			if s.Contender == c.Name && s.Error == "" && r.group(s.Workload) == group {
+			if s.Contender == c.Name && s.Error == "" && r.Group(s.Workload) == group {
 				out = append(out, c)
 				break
 			}
@@ -357,17 +354,17 @@ func (r *Results) label(name string) string {
 }
 
 // hasRef reports whether every workload with a good sample has one of its
-// reference contender (refContender, or its group's in groupRefs).
-func (r *Results) hasRef() bool {
+// reference contender (RefContender, or its group's in groupRefs).
+func (r *Results) HasRef() bool {
 	ok := map[string]bool{}
 	for _, s := range r.Samples {
-		if s.Error == "" && s.Contender == r.refFor(s.Workload) {
+		if s.Error == "" && s.Contender == r.RefFor(s.Workload) {
 			ok[s.Workload] = true
 		}
 	}
 	any := false
 	for _, s := range r.Samples {
-		if s.Error == "" && !r.isBaseline(s.Contender) {
+		if s.Error == "" && !r.IsBaseline(s.Contender) {
 			any = true
 			if !ok[s.Workload] {
 				return false
@@ -383,11 +380,11 @@ func (r *Results) hasRef() bool {
 var groupRefs = map[string]string{"switch": "xdpfwd-switch", "reflect": "xdpfwd-reflect"}
 
 // refFor is the contender the ratios of workload are given to.
-func (r *Results) refFor(workload string) string {
-	if ref, ok := groupRefs[r.group(workload)]; ok {
+func (r *Results) RefFor(workload string) string {
+	if ref, ok := groupRefs[r.Group(workload)]; ok {
 		return ref
 	}
-	return refContender
+	return RefContender
 }
 
 // trim keeps s to one line of at most n runes.
@@ -398,3 +395,30 @@ func trim(s string, n int) string {
 	}
 	return s
 }
+
+// Machine describes where a run happened.
+type Machine struct {
+	Kernel   string  `json:"kernel"`
+	CPU      string  `json:"cpu"`
+	CPUs     int     `json:"cpus"`
+	MemGiB   float64 `json:"mem_gib"`
+	Go       string  `json:"go"`
+	Commit   string  `json:"commit,omitempty"`
+	BridgeNF string  `json:"bridge_nf_call_iptables,omitempty"` // br_netfilter: bridged frames pass iptables when "1"
+}
+
+// String is the machine in one line, as results.md opens with it.
+func (m Machine) String() string {
+	s := fmt.Sprintf("Linux %s, %s, %d CPUs, %.0f GiB, %s", m.Kernel, m.CPU, m.CPUs, m.MemGiB, m.Go)
+	if m.Commit != "" {
+		s += ", xdpfwd " + m.Commit
+	}
+	return s
+}
+
+// RefContender is the contender every figure is given as a ratio to.
+const RefContender = "xdpfwd"
+
+// NoWorkloadApplies is why a contender did not run when no selected
+// workload applies to it: not a failure, listed apart in the notes.
+const NoWorkloadApplies = "not run: no selected workload applies"

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/perf/internal/report"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string][]int{"1": {1}, "1,3": {1, 3}, "0-2": {0, 1, 2}, "0-1,4": {0, 1, 4}} {
+		got, err := parseCPUList(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "3-1", "1-"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("parseCPUList(%q): no error", bad)
+		}
+	}
+}
+
+func TestSelect(t *testing.T) {
+	if cs, err := selectContenders([]string{"bridge", "xdpfwd"}); err != nil || len(cs) != 2 || cs[0].Name != "xdpfwd" {
+		t.Errorf("selectContenders keeps table order: %v %v", cs, err)
+	}
+	if _, err := selectContenders([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "bridge") {
+		t.Errorf("unknown contender: %v", err)
+	}
+	ws, err := selectWorkloads([]string{"udp", "rr-1k"})
+	if err != nil || len(ws) != 4 {
+		t.Errorf("selectWorkloads(udp, rr-1k) = %d workloads, %v", len(ws), err)
+	}
+	if _, err := selectWorkloads([]string{"udp-9000"}); err == nil {
+		t.Error("unknown workload: no error")
+	}
+	if contenderTable()[0].Name != report.RefContender {
+		t.Errorf("the reference %s must come first", report.RefContender)
+	}
+}
+
+// TestQuickPlan: the quick run's plan — every contender's samples, each a
+// warm-up, a window and a drain, the latency samples' requests, a warm-up
+// per contender start — fits in 90 s, leaving half a minute of the two
+// minutes for starting and stopping forwarders and building them.
+func TestQuickPlan(t *testing.T) {
+	o := &Options{Quick: true}
+	o.defaults()
+	cs, _ := selectContenders(nil)
+	ws, _ := selectWorkloads(nil)
+	var plan time.Duration
+	samples, starts := 0, 0
+	e := &env{o: o}
+	for _, c := range cs {
+		pairs := map[pairKey]bool{}
+		for _, w := range ws {
+			if !w.applies(c) {
+				continue
+			}
+			samples++
+			pairs[e.pairKey(c, w)] = true
+			plan += o.drain()
+			if w.Group == "latency" {
+				plan += time.Duration(float64(w.latencyCount(o)) / float64(w.Rate) * float64(time.Second))
+			} else {
+				plan += o.Warmup + o.Duration
+			}
+		}
+		starts += len(pairs)
+	}
+	plan += time.Duration(starts) * o.Warmup // warm before the first sample
+	plan *= time.Duration(o.Rounds)
+	t.Logf("quick: %d rounds × %d samples, %d starts: %v of traffic and pauses", o.Rounds, samples, starts, plan)
+	if plan > 90*time.Second {
+		t.Errorf("the quick run plans %v of traffic, want ≤ 90 s", plan)
+	}
+}
+
+// TestReportWorkloadsTestdata: the report package's tests render
+// internal/report/testdata/workloads.json, the workloads of this table as
+// a run records them; it must not go stale. XDPFWD_UPDATE_TESTDATA=1
+// rewrites it.
+func TestReportWorkloadsTestdata(t *testing.T) {
+	var ws []report.WorkloadInfo
+	for _, w := range workloadTable() {
+		ws = append(ws, workloadInfo(w, &Options{Queues: 1}))
+	}
+	want, err := json.MarshalIndent(ws, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, '\n')
+	const path = "internal/report/testdata/workloads.json"
+	if os.Getenv("XDPFWD_UPDATE_TESTDATA") == "1" {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not this workload table: run this test with XDPFWD_UPDATE_TESTDATA=1", path)
+	}
+}
+
+// TestChartColours: no chart has more series than the report's palette
+// has colours, so none repeats within a chart.
+func TestChartColours(t *testing.T) {
+	cs, _ := selectContenders(nil)
+	for _, w := range workloadTable() {
+		n := 0
+		for _, c := range cs {
+			if w.applies(c) {
+				n++
+			}
+		}
+		if n > report.Colours() {
+			t.Errorf("workload %s: %d contenders, %d colours", w.Name, n, report.Colours())
+		}
+	}
+}
