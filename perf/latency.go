@@ -63,24 +63,32 @@ type latencyResult struct {
 // runLatency runs w.Count requests at w.Rate per second, half from a
 // thread on each of the first two CPUs, and times each reply.
 func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
-	if q := e.queuesOf(p); q < 2 {
-		return nil, fmt.Errorf("the latency workload needs two queues per veth, %s has %d", p.Name, q)
+	// One client per queue, up to two: on one queue it runs on the load
+	// CPU, away from the forwarder's; on two, one on each of the first two
+	// CPUs, so that XPS sends their requests through both queues.
+	clients, cpus := min(2, w.Queues), e.o.LoadCPUs[:1]
+	if clients == 2 {
+		cpus = e.allCPUs
+		if len(cpus) < 2 {
+			return nil, fmt.Errorf("the latency workload needs two CPUs, perf may use %v", cpus)
+		}
 	}
-	cpus := e.allCPUs
-	if len(cpus) < 2 {
-		return nil, fmt.Errorf("the latency workload needs two CPUs, perf may use %v", cpus)
+	if q := e.queuesOf(p); q < clients {
+		return nil, fmt.Errorf("the latency workload needs %d queues per veth, %s has %d", clients, p.Name, q)
 	}
 	count := w.latencyCount(e.o)
 	rate := float64(max(1, w.Rate))
 	sendFor := time.Duration(float64(count) / rate * float64(time.Second))
 	deadline := time.Now().Add(sendFor + 5*time.Second)
 
-	if err := setXPS(p.A, p.PeerA, 2, true); err != nil {
-		return nil, err
+	if clients == 2 {
+		if err := setXPS(p.A, p.PeerA, 2, true); err != nil {
+			return nil, err
+		}
+		// The other workloads on this pair, and the next contender's
+		// start-up check, get the kernel's default choice back.
+		defer setXPS(p.A, p.PeerA, 2, false)
 	}
-	// The other workloads on this pair, and the next contender's start-up
-	// check, get the kernel's default choice back.
-	defer setXPS(p.A, p.PeerA, 2, false)
 	echo, err := traffic.NewUDPEcho(p.B, p.V4B, deadline.Add(time.Second), count*2)
 	if err != nil {
 		return nil, err
@@ -122,7 +130,7 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 				continue
 			}
 			seen[id] = true
-			slot := int(id % 2)
+			slot := int(id % uint64(clients))
 			res.received[slot]++
 			res.hist[slot].Record(now - t0)
 			res.hist[2].Record(now - t0)
@@ -132,18 +140,18 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 		recvDone <- nil
 	}()
 
-	// Two clients, on the first two CPUs, each sending every other
-	// request at half the rate: request k leaves at k/rate.
+	// The clients take turns: request k leaves at k/rate, from client
+	// k mod clients.
 	payload := max(16, w.Size-traffic.UDPHeaders)
 	var wg sync.WaitGroup
 	sendErr := make([]error, 2)
-	for slot := range 2 {
+	for slot := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sendErr[slot] = traffic.OnPinnedThread([]int{cpus[slot]}, func() error {
 				buf := make([]byte, payload)
-				for k := slot; k < count && ctx.Err() == nil; k += 2 {
+				for k := slot; k < count && ctx.Err() == nil; k += clients {
 					due := base.Add(time.Duration(float64(k) / rate * float64(time.Second)))
 					if d := time.Until(due); d > 0 {
 						time.Sleep(d)
@@ -197,7 +205,7 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 		m["p99_us"] = res.hist[2].Quantile(0.99) / 1e3
 		m["max_us"] = res.hist[2].Quantile(1) / 1e3
 	}
-	for slot := range 2 {
+	for slot := range clients {
 		if res.sent[slot] > 0 {
 			m[fmt.Sprintf("cpu%d_loss_pct", slot)] = max(0, 100*(1-float64(res.received[slot])/float64(res.sent[slot])))
 		}

@@ -72,6 +72,10 @@ type workload struct {
 // arrives on the others.
 var latencyContenders = []string{"xdpfwd", "bridge", "ovs-afxdp"}
 
+// latency1qContenders run latency-1q: the five forwarders of the peers
+// table (testpmd drives one queue of a veth, not two).
+var latency1qContenders = []string{"xdpfwd", "bridge", "xdp-redirect", "testpmd", "ovs-afxdp"}
+
 // workloadTable lists every workload in table order. Adding one is a line.
 func workloadTable() []*workload {
 	return []*workload{
@@ -106,6 +110,13 @@ func workloadTable() []*workload {
 		{Name: "reorder-16", Group: "reorder", Title: "16 sequenced UDP flows over two ingress queues", Metric: "ooo_per_million", Unit: "out-of-order per million",
 			Size: 64, Queues: 2, Flows: 16, Burst: 1, Gap: 60 * time.Microsecond,
 			Contenders: []string{"xdpfwd", "bridge", "xdp-redirect", "asavie"}, run: runReorder},
+		// One UDP flow at a low rate over one queue, the client on the
+		// load CPU: every forwarder can run it (testpmd drives one queue
+		// of a veth), and its p50 is the round trip through an idle
+		// forwarder.
+		{Name: "latency-1q", Group: "latency", Title: "UDP request/response, 500 requests/s over one queue", Metric: "p50_us", Unit: "µs",
+			Size: 64, Queues: 1, Rate: 500, Count: 2000,
+			Contenders: latency1qContenders, run: runLatency},
 		// One UDP flow at a low rate whose requests come from two CPUs,
 		// so through two RX queues: the p99 shows a packet waiting for a
 		// sleeping worker. Run by xdpfwd in each --xps mode and with

@@ -48,11 +48,11 @@ func (r *Results) reorderSection(b *strings.Builder) {
 // handed between workers.
 const latencyRef = "xdpfwd-q1"
 
-// latencyCell is cell with the ratio to latencyRef instead of RefContender.
-func (r *Results) latencyCell(contender, workload, metric string) string {
+// latencyCell is cell with the ratio to ref.
+func (r *Results) latencyCell(ref, contender, workload, metric string) string {
 	s := r.cell(contender, workload, metric, false)
 	a, ok := r.Stat(contender, workload, metric)
-	b, ok2 := r.Stat(latencyRef, workload, metric)
+	b, ok2 := r.Stat(ref, workload, metric)
 	if ok && ok2 && b.Median > 0 {
 		s += fmt.Sprintf(" ×%.2f", a.Median/b.Median)
 	}
@@ -66,6 +66,10 @@ func (r *Results) latencySection(b *strings.Builder) {
 		return
 	}
 	for _, w := range r.workloads("latency") {
+		if w.Queues <= 1 {
+			r.latency1q(b, w, cs)
+			continue
+		}
 		q := max(w.Queues, r.Settings.Queues)
 		workers := q
 		if w.Workers > 0 {
@@ -86,7 +90,7 @@ func (r *Results) latencySection(b *strings.Builder) {
 		t := mdTable{head: []string{"contender", "p50 µs", "p99 µs", "max µs", "p99 µs, from CPU 0", "p99 µs, from CPU 1", "lost", "lost, from CPU 0", "lost, from CPU 1"}}
 		for _, c := range cs {
 			t.rows = append(t.rows, []string{c.Label,
-				r.latencyCell(c.Name, w.Name, "p50_us"), r.latencyCell(c.Name, w.Name, "p99_us"),
+				r.latencyCell(latencyRef, c.Name, w.Name, "p50_us"), r.latencyCell(latencyRef, c.Name, w.Name, "p99_us"),
 				r.cell(c.Name, w.Name, "max_us", false),
 				r.cell(c.Name, w.Name, "cpu0_p99_us", false), r.cell(c.Name, w.Name, "cpu1_p99_us", false),
 				r.cell(c.Name, w.Name, "loss_pct", false),
@@ -94,6 +98,23 @@ func (r *Results) latencySection(b *strings.Builder) {
 		}
 		b.WriteString(t.String() + "\n")
 	}
+}
+
+// latency1q renders a latency workload over one queue: one client, on the
+// load CPU, and every forwarder; the ratios are to RefContender.
+func (r *Results) latency1q(b *strings.Builder, w WorkloadInfo, cs []ContenderResult) {
+	fmt.Fprintf(b, "### Latency: %s\n\n", w.Title)
+	fmt.Fprintf(b, "One UDP flow, request and reply of %d-byte IP packets, %d requests per sample (%d with `--quick`) at %d requests/s, over veths with one queue. "+
+		"The requests leave one UDP socket in the source namespace from a client thread on the load CPU; a userspace echo in the destination namespace sends each back; the client timestamps both ends. "+
+		"The forwarder's CPU runs nothing else, so between requests it idles: the p50 is a round trip through an idle forwarder, twice (request and reply). Ratios (×, lower is better) are to %s.\n\n",
+		w.Size, w.Count, QuickLatencyCount(w.Count), w.Rate, r.label(RefContender))
+	t := mdTable{head: []string{"contender", "p50 µs", "p99 µs", "max µs", "lost"}}
+	for _, c := range cs {
+		t.rows = append(t.rows, []string{c.Label,
+			r.latencyCell(RefContender, c.Name, w.Name, "p50_us"), r.latencyCell(RefContender, c.Name, w.Name, "p99_us"),
+			r.cell(c.Name, w.Name, "max_us", false), r.cell(c.Name, w.Name, "loss_pct", false)})
+	}
+	b.WriteString(t.String() + "\n")
 }
 
 // deliverySection renders the many-flows, many-queues delivery workload.
