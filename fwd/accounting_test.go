@@ -51,7 +51,7 @@ func TestLostRXFrameIsLeaked(t *testing.T) {
 	n := port.rx.Peek(1, linearize.MaxDescs)
 	var b rxBatch
 	var pkt rxPkt
-	if !w.collect(port, w.chain, &b, &pkt) {
+	if !w.collect(port, w.rx.chain, &b, &pkt) {
 		t.Fatalf("collect refused the packet: %+v", b)
 	}
 	port.rx.Release()

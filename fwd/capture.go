@@ -71,10 +71,10 @@ func (w *worker) tapRejected(p *rxPkt) {
 func (w *worker) tapFrames(link, queue int, dir capture.Dir, r capture.Reason, descs []xsk.Desc, total int) {
 	segs := w.tap.segs[:0]
 	for _, d := range descs {
-		if !w.umems.of(d.Addr).region.Frames.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.frameStart(d.Addr)+w.frameSize {
+		if !w.umems.of(d.Addr).region.Frames.Contains(d.Addr) || d.Addr+uint64(d.Len) > w.rx.frameStart(d.Addr)+w.rx.frameSize {
 			break
 		}
-		segs = append(segs, w.mem[d.Addr:d.Addr+uint64(d.Len)])
+		segs = append(segs, w.rx.mem[d.Addr:d.Addr+uint64(d.Len)])
 	}
 	w.tap.segs = segs
 	w.tap.set.Packet(link, queue, dir, r, segs, total)
@@ -85,10 +85,10 @@ func (w *worker) tapFrames(link, queue int, dir capture.Dir, r capture.Reason, d
 func (w *worker) tapOut(link, queue int, dir capture.Dir, r capture.Reason, descs []xsk.Desc, total int) {
 	segs := w.tap.segs[:0]
 	for _, d := range descs {
-		if d.Addr+uint64(d.Len) > uint64(len(w.mem)) {
+		if d.Addr+uint64(d.Len) > uint64(len(w.rx.mem)) {
 			break
 		}
-		segs = append(segs, w.mem[d.Addr:d.Addr+uint64(d.Len)])
+		segs = append(segs, w.rx.mem[d.Addr:d.Addr+uint64(d.Len)])
 	}
 	w.tap.segs = segs
 	w.tap.set.Packet(link, queue, dir, r, segs, total)

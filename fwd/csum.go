@@ -17,7 +17,7 @@ import (
 func (w *worker) complete(descs []xsk.Desc) bool {
 	if len(descs) == 1 {
 		d := descs[0]
-		return csum.Complete(w.mem[d.Addr:d.Addr+uint64(d.Len)]) == csum.Completed
+		return csum.Complete(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)]) == csum.Completed
 	}
 	// On the stack: CompleteChain keeps no reference to it.
 	var segs [linearize.MaxDescs][]byte
@@ -25,7 +25,7 @@ func (w *worker) complete(descs []xsk.Desc) bool {
 		return false // layOut never makes more
 	}
 	for i, d := range descs {
-		segs[i] = w.mem[d.Addr : d.Addr+uint64(d.Len)]
+		segs[i] = w.rx.mem[d.Addr : d.Addr+uint64(d.Len)]
 	}
 	return csum.CompleteChain(segs[:len(descs)]) == csum.Completed
 }

@@ -98,8 +98,8 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	t.Cleanup(func() { r.Close() })
 	policy := linearize.Policy{InlineMax: 256, MaxTxFrags: 4, ChunkSize: frameSize}
 	w := &worker{}
-	w.mem, w.frameSize = r.Mem(), uint64(frameSize)
-	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
+	w.rx.mem, w.rx.frameSize = r.Mem(), uint64(frameSize)
+	w.rx.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
 	w.umems = oneDomain(r, policy, 16)
 	w.out = make([]xsk.Desc, linearize.MaxDescs)
 	return w
@@ -113,10 +113,10 @@ func testPort(w *worker) *port {
 
 // receive places frame in fresh frames of w as a received packet of the
 // given piece lengths (the last takes the rest), 256 bytes into each
-// frame, and collects it in w.chain.
+// frame, and collects it in w.rx.chain.
 func (w *worker) receive(t *testing.T, frame []byte, lens ...int) {
 	t.Helper()
-	w.chain = w.chain[:0]
+	w.rx.chain = w.rx.chain[:0]
 	for off, k := 0, 0; off < len(frame) || k == 0; k++ {
 		l := len(frame) - off
 		if k < len(lens) {
@@ -127,11 +127,11 @@ func (w *worker) receive(t *testing.T, frame []byte, lens ...int) {
 			t.Fatal("out of frames")
 		}
 		a += 256
-		copy(w.mem[a:], frame[off:off+l])
-		w.chain = append(w.chain, xsk.Desc{Addr: a, Len: uint32(l), Options: xsk.PktContd})
+		copy(w.rx.mem[a:], frame[off:off+l])
+		w.rx.chain = append(w.rx.chain, xsk.Desc{Addr: a, Len: uint32(l), Options: xsk.PktContd})
 		off += l
 	}
-	w.chain[len(w.chain)-1].Options = 0
+	w.rx.chain[len(w.rx.chain)-1].Options = 0
 }
 
 // TestCompleteEveryPath lays out partial TCP and UDP packets, IPv4 and
@@ -170,7 +170,7 @@ func TestCompleteEveryPath(t *testing.T) {
 					w.receive(t, pkt.frame, c.lens...)
 					var bc batchCounts
 					l := &lane{}
-					tx := w.layOut(&rxPkt{in: in, descs: w.chain, total: len(pkt.frame)}, l, &bc)
+					tx := w.layOut(&rxPkt{in: in, descs: w.rx.chain, total: len(pkt.frame)}, l, &bc)
 					bc.paths = l.bc.paths
 					if tx == nil {
 						t.Fatal("layOut dropped the packet")
@@ -179,7 +179,7 @@ func TestCompleteEveryPath(t *testing.T) {
 						t.Fatalf("paths %v, want one %v", bc.paths, c.path)
 					}
 					out := make([]byte, len(pkt.frame))
-					if n := linearize.Gather(out, w.mem, tx); n != len(out) {
+					if n := linearize.Gather(out, w.rx.mem, tx); n != len(out) {
 						t.Fatalf("TX descriptors carry %d bytes, want %d", n, len(out))
 					}
 					if !bytes.Equal(out, correct) {
@@ -209,9 +209,9 @@ func TestCompleteNoAlloc(t *testing.T) {
 		w := testWorker(t, c.frameSize)
 		_, partial := l4Frame(false, 6, 9014)
 		w.receive(t, partial, c.lens...)
-		descs := append([]xsk.Desc(nil), w.chain...)
+		descs := append([]xsk.Desc(nil), w.rx.chain...)
 		field := 14 + 20 + 16
-		f := w.mem[descs[0].Addr:]
+		f := w.rx.mem[descs[0].Addr:]
 		pf := binary.BigEndian.Uint16(partial[field:])
 		if n := testing.AllocsPerRun(100, func() {
 			binary.BigEndian.PutUint16(f[field:], pf)

@@ -26,7 +26,7 @@ import (
 //
 // The domains' regions lie back to back in one mapping (umem.NewSpace):
 // an address names a byte of either, so what reads packets (the Handler,
-// checksums, capture, the flow key) reads w.mem and needs no word of the
+// checksums, capture, the flow key) reads w.rx.mem and needs no word of the
 // domain; only the rings translate (package xsk), and only the layout
 // and the frees ask which domain an address is in (workerDomains.of).
 

@@ -186,8 +186,8 @@ func New(config Config) (_ *Forwarder, err error) {
 		f.workers = append(f.workers, w)
 		// Fill rings go full before the program points at the sockets,
 		// so the first packet after "ready" finds a frame to land in.
-		w.refill()
-		for _, p := range w.rx {
+		w.rx.refill()
+		for _, p := range w.rx.ports {
 			env.Notify(p.sock, w.wake.wake)
 		}
 	}

@@ -198,7 +198,7 @@ func sleepRig(t *testing.T) (*worker, *handoff) {
 		p.tx = newLane(p)
 		w.tx[i] = p.tx
 		w.own = append(w.own, p.tx)
-		w.rx = append(w.rx, p)
+		w.rx.ports = append(w.rx.ports, p)
 	}
 	h := newHandoff(256, wk)
 	w.order = &ordering{clock: monoNow, in: make([][]*handoff, 2)}

@@ -24,10 +24,10 @@ type workerProgress struct {
 // progressCount is the number of rounds w's loop has made.
 func (w *worker) progressCount() uint64 { return w.progress.rounds.Load() }
 
-// rxPending reports whether any of the RX rings holds packets the worker has not
-// released. Safe from any goroutine while the sockets are open.
-func (r *rxSide) rxPending() bool {
-	for _, p := range r.rx {
+// pending reports whether any of the RX rings holds packets the worker
+// has not released. Safe from any goroutine while the sockets are open.
+func (r *rxSide) pending() bool {
+	for _, p := range r.ports {
 		if !p.rx.Empty() {
 			return true
 		}
@@ -57,7 +57,7 @@ func (f *Forwarder) Stalled(d time.Duration) []string {
 		}
 		p := &w.progress
 		p.mu.Lock()
-		if n != p.seen || p.since.IsZero() || !w.rxPending() {
+		if n != p.seen || p.since.IsZero() || !w.rx.pending() {
 			p.seen, p.since = n, now
 		} else if stuck := now.Sub(p.since); stuck >= d {
 			out = append(out, fmt.Sprintf("worker %d: no progress for %v with packets waiting on its RX rings",

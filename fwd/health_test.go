@@ -45,7 +45,7 @@ func TestStalled(t *testing.T) {
 		}()
 		defer func() { <-pinged }()
 		deadline := time.Now().Add(10 * time.Second)
-		for !w.rxPending() {
+		for !w.rx.pending() {
 			if time.Now().After(deadline) {
 				t.Fatal("nothing arrived on the RX rings within 10s")
 			}

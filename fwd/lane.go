@@ -237,7 +237,7 @@ func (t *txLanes) publishTouched() {
 // itself: so the kick waits one round, and a sleep saves a sendto.
 // Otherwise, or when the round before deferred already, it kicks now.
 func (t *txLanes) kickOrDefer(rx *rxSide) {
-	if !t.deferred && !rx.rxPending() {
+	if !t.deferred && !rx.pending() {
 		t.deferred = true
 		return
 	}

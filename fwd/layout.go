@@ -54,7 +54,7 @@ func (w *worker) layOut(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 		var ok bool
 		if len(chain) == 1 {
 			c := chain[0]
-			addr, ok = d.build.Inline(w.mem[c.Addr : c.Addr+uint64(c.Len)])
+			addr, ok = d.build.Inline(w.rx.mem[c.Addr : c.Addr+uint64(c.Len)])
 		} else {
 			addr, _, ok = d.build.InlineGather(chain)
 		}
@@ -130,12 +130,12 @@ func (w *worker) layOutCopy(p *rxPkt, l *lane) []xsk.Desc {
 	nd, path := 0, linearize.Frag
 	switch c := chain[0]; {
 	case len(chain) == 1 && p.total <= d.build.Policy.InlineMax:
-		if addr, ok := d.build.Inline(w.mem[c.Addr : c.Addr+uint64(c.Len)]); ok {
+		if addr, ok := d.build.Inline(w.rx.mem[c.Addr : c.Addr+uint64(c.Len)]); ok {
 			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd, path = 1, linearize.Inline
 		}
 	case len(chain) == 1:
-		nd = d.build.Pack(w.mem[c.Addr:c.Addr+uint64(c.Len)], w.out)
+		nd = d.build.Pack(w.rx.mem[c.Addr:c.Addr+uint64(c.Len)], w.out)
 	default:
 		nd = d.build.Repack(chain, w.out)
 	}
@@ -184,7 +184,7 @@ func (w *worker) copyToFrames(d *workerDomain, chain []xsk.Desc) int {
 			}
 			return 0
 		}
-		copy(w.mem[a:a+uint64(c.Len)], w.mem[c.Addr:c.Addr+uint64(c.Len)])
+		copy(w.rx.mem[a:a+uint64(c.Len)], w.rx.mem[c.Addr:c.Addr+uint64(c.Len)])
 		w.out[j] = xsk.Desc{Addr: a, Len: c.Len, Options: c.Options & xsk.PktContd}
 	}
 	return len(chain)

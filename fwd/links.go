@@ -158,11 +158,11 @@ func (w *worker) adopt(link int, ports []*port, l *lane) {
 	}
 	w.tx[link] = l
 	for _, p := range ports {
-		w.add(p, w)
+		w.rx.add(p, w)
 		if p.tx != nil {
 			w.own = append(w.own, p.tx)
 		}
-		p.rx.Refill(w.batch)
+		p.rx.Refill(w.rx.batch)
 	}
 	w.umems.publish()
 	w.chg.live = w.chg.live.Add(link)
@@ -179,7 +179,7 @@ func (w *worker) unlive(link int) { w.chg.live &^= LinkSet(0).Add(link) }
 func (w *worker) forwardLink(link int) {
 	for range maxBatches {
 		n := 0
-		for _, p := range w.rx {
+		for _, p := range w.rx.ports {
 			if p.link == link {
 				n += w.forward(p)
 			}
@@ -222,12 +222,12 @@ func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 		// Taken by the kernel, never completed: lost with the socket.
 		d.stranded += int(l.inFlight()) - (len(d.tx) - unsent)
 	}
-	for _, p := range w.rx {
+	for _, p := range w.rx.ports {
 		if p.link == link {
 			d.rx = p.rx.Lent(d.rx)
 		}
 	}
-	w.rx = removeLinkOf(w.rx, link, func(p *port) int { return p.link })
+	w.rx.ports = removeLinkOf(w.rx.ports, link, func(p *port) int { return p.link })
 	w.own = removeLinkOf(w.own, link, func(l *lane) int { return l.link })
 	if link < len(w.tx) {
 		w.tx[link] = nil
@@ -255,7 +255,7 @@ func removeLinkOf[T any](s []T, link int, of func(T) int) []T {
 func (w *worker) pollSet() {
 	w.pfds = w.pfds[:0]
 	w.memRX = false
-	for _, p := range w.rx {
+	for _, p := range w.rx.ports {
 		w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
 		w.memRX = w.memRX || p.sock.FD() < 0
 	}

@@ -60,7 +60,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 		}
 		t.Cleanup(func() { wk.close() })
 		w := &worker{q: q, wake: wk, cpu: -1}
-		w.mem, w.frameSize = r.Mem(), 2048
+		w.rx.mem, w.rx.frameSize = r.Mem(), 2048
 		w.umems = oneDomain(r, linearize.Policy{ChunkSize: 2048}, 64)
 		w.flows = f.flows
 		w.txLanes = newTXLanes(2, 64)
@@ -69,7 +69,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 			w.tx[i] = f.ports[i][q].tx
 			for qq := q; qq < nq; qq += 2 {
 				p := f.ports[i][qq]
-				w.add(p, w)
+				w.rx.add(p, w)
 				if p.tx != nil {
 					w.own = append(w.own, p.tx)
 				}
@@ -500,8 +500,8 @@ func TestDropHandoffs(t *testing.T) {
 func (g *mergeRig) ready(q int, h Handler) *worker {
 	w := g.w[q]
 	var inlineMax atomic.Int32
-	w.batch, w.inlineMax = 64, &inlineMax
-	w.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
+	w.rx.batch, w.inlineMax = 64, &inlineMax
+	w.rx.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
 	w.out = make([]xsk.Desc, linearize.MaxDescs)
 	if w.tap.point == nil {
 		w.tap.point = capture.NewHub(2, []string{"a", "b"}).Point(q)

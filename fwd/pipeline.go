@@ -19,8 +19,8 @@ import (
 
 // rxPkt is one received packet on its way through the stages: made by
 // collect, read by the verdict, the flow choice and the layout. Its
-// descriptors are Held frames, in the batch's scratch (worker.chain, or
-// with a Handler worker.descs).
+// descriptors are Held frames, in the batch's scratch (w.rx.chain, or
+// with a Handler w.verdicts.descs).
 type rxPkt struct {
 	in    *port
 	descs []xsk.Desc
@@ -67,7 +67,7 @@ func (w *worker) forward(in *port) int {
 	if !ok {
 		return 0
 	}
-	n := in.rx.Peek(min(room, w.batch), room)
+	n := in.rx.Peek(min(room, w.rx.batch), room)
 	if n == 0 {
 		return 0
 	}
@@ -79,7 +79,7 @@ func (w *worker) forward(in *port) int {
 		o := int(v.out)
 		var p rxPkt
 		for in.rx.More() {
-			if w.collect(in, w.chain, &b, &p) {
+			if w.collect(in, w.rx.chain, &b, &p) {
 				w.send(&p, o, &b)
 			}
 		}
@@ -115,7 +115,7 @@ func (w *worker) batchVerdict(in *port) (v verdict, whole bool) {
 // instead; a batch verdict's single lane pushes back. ok is false when
 // nothing may be taken.
 func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint32, ok bool) {
-	room = w.batch
+	room = w.rx.batch
 	if merging {
 		for _, hs := range in.out {
 			for _, h := range hs {
@@ -140,12 +140,12 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 	if !merging {
 		for _, l := range lanes {
 			if whole || !l.down() {
-				room = min(room, l.free(w.batch))
+				room = min(room, l.free(w.rx.batch))
 			}
 		}
 	}
 	if self != nil && !self.down() {
-		room = min(room, self.free(w.batch))
+		room = min(room, self.free(w.rx.batch))
 	}
 	if room < linearize.MaxDescs {
 		for _, l := range lanes {
@@ -204,7 +204,7 @@ func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch, p *rxPkt) bool {
 		b.c.n[cVLANRestored]++
 	}
 	// A frame cut on its way in is dropped, not sent on cut.
-	if d := p.descs[0]; truncated(w.mem[d.Addr:d.Addr+uint64(d.Len)], p.total) {
+	if d := p.descs[0]; truncated(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], p.total) {
 		if w.flows != nil {
 			w.takeStamp(d.Addr) // ordering: this packet was seen
 		}
@@ -266,7 +266,7 @@ func (w *worker) choose(p *rxPkt, peek bool) txChoice {
 func (w *worker) chooseFlow(p *rxPkt, peek bool) txChoice {
 	d := p.descs[0]
 	c := txChoice{}
-	c.tq, c.slot = w.flows.pick(w.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+	c.tq, c.slot = w.flows.pick(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
 	if peek {
 		c.stamp = w.stampOf(d.Addr)
 	} else {

@@ -73,14 +73,14 @@ const frameCacheSize = 512
 // bound and one packet's RX scratch (collect's). The frames they lend
 // are the worker's caches of each domain (workerDomain).
 type rxSide struct {
-	rx        []*port
+	ports     []*port
 	mem       []byte
 	frameSize uint64
 	batch     uint32
 	chain     []xsk.Desc // cross-connect's scratch for one packet's RX descriptors
-	// rxFrom are the links whose RX rings gave packets this round (the
+	// from are the links whose RX rings gave packets this round (the
 	// worker's reply window).
-	rxFrom LinkSet
+	from LinkSet
 }
 
 func newRXSide(mem []byte, frameSize, batch int) rxSide {
@@ -97,7 +97,7 @@ func newRXSide(mem []byte, frameSize, batch int) rxSide {
 func (r *rxSide) add(p *port, w *worker) {
 	p.owner = w
 	p.rx = rxring.New(p.sock, w.umems.dom[p.dom].frames)
-	r.rx = append(r.rx, p)
+	r.ports = append(r.ports, p)
 }
 
 // frameStart is the start of the RX frame addr lies in. Every domain's
@@ -107,7 +107,7 @@ func (r *rxSide) frameStart(addr uint64) uint64 { return addr &^ (r.frameSize - 
 
 // refill tops up every fill ring, a batch at a time.
 func (r *rxSide) refill() {
-	for _, p := range r.rx {
+	for _, p := range r.ports {
 		p.rx.Refill(r.batch)
 	}
 }

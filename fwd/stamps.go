@@ -31,10 +31,10 @@ func monoNow() int64 { return clockBaseNS + int64(time.Since(clockBase)) }
 // stampOf reads the arrival stamp in front of the packet at addr, a frame
 // zone address; 0 when there is none that makes sense.
 func (w *worker) stampOf(addr uint64) int64 {
-	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.frameStart(addr) {
+	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.rx.frameStart(addr) {
 		return 0
 	}
-	ts := int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaStampOff:]))
+	ts := int64(binary.NativeEndian.Uint64(w.rx.mem[addr-xsk.MetaStampOff:]))
 	if ts <= 0 || ts > w.now+int64(time.Second) {
 		return 0
 	}
@@ -47,10 +47,10 @@ func (w *worker) stampOf(addr uint64) int64 {
 // program writes a stamp for every packet it redirects, so the bytes are
 // this packet's unless the frame had no room for metadata).
 func (w *worker) arrivalOf(addr uint64) int64 {
-	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.frameStart(addr) {
+	if addr < xsk.MetaStampOff || addr-xsk.MetaStampOff < w.rx.frameStart(addr) {
 		return 0
 	}
-	return max(int64(binary.NativeEndian.Uint64(w.mem[addr-xsk.MetaStampOff:])), 0)
+	return max(int64(binary.NativeEndian.Uint64(w.rx.mem[addr-xsk.MetaStampOff:])), 0)
 }
 
 // takeStamp reads the stamp of a received packet and clears it: when the
@@ -59,7 +59,7 @@ func (w *worker) arrivalOf(addr uint64) int64 {
 func (w *worker) takeStamp(addr uint64) int64 {
 	ts := w.stampOf(addr)
 	if ts != 0 {
-		binary.NativeEndian.PutUint64(w.mem[addr-xsk.MetaStampOff:], 0)
+		binary.NativeEndian.PutUint64(w.rx.mem[addr-xsk.MetaStampOff:], 0)
 		w.lastStamp = ts
 	}
 	return ts
@@ -68,7 +68,7 @@ func (w *worker) takeStamp(addr uint64) int64 {
 // publishWatermarks publishes, for each of the worker's RX rings, a lower
 // bound on the stamps of the packets it has not yet handed off.
 func (w *worker) publishWatermarks() {
-	for _, p := range w.rx {
+	for _, p := range w.rx.ports {
 		p.wm.Store(w.watermarkOf(p, w.now))
 	}
 }

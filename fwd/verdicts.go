@@ -43,7 +43,7 @@ func (w *worker) decide(in *port, b *rxBatch) {
 		w.spans = append(w.spans, span{uint32(start), uint32(len(w.descs))})
 		d := p.descs[0]
 		w.pkts = append(w.pkts, Packet{
-			Data: w.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
+			Data: w.rx.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
 			Len:  p.total, Link: in.link, Queue: in.queue, total: p.total,
 			Arrival: w.arrivalOf(d.Addr),
 		})

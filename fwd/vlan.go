@@ -20,21 +20,21 @@ const vlanTagLen = 4
 // earlier and is 4 bytes longer afterwards. The arrival stamp is copied in
 // front of the new start, so stampOf still finds it.
 func (w *worker) restoreVLAN(d *xsk.Desc) bool {
-	unit := w.frameStart(d.Addr)
+	unit := w.rx.frameStart(d.Addr)
 	if d.Addr < unit+xsk.MetaLen {
 		return false // no metadata in front of the packet
 	}
-	tpid, tci, ok := xsk.MetaVLAN(w.mem, d.Addr)
+	tpid, tci, ok := xsk.MetaVLAN(w.rx.mem, d.Addr)
 	if !ok {
 		return false
 	}
-	stamp := xsk.MetaStamp(w.mem, d.Addr)
+	stamp := xsk.MetaStamp(w.rx.mem, d.Addr)
 	// The floor keeps room for the stamp in front of the new start.
-	addr, n, ok := linearize.InsertVLAN(w.mem, d.Addr, int(d.Len), unit+xsk.MetaStampOff, tpid, tci)
+	addr, n, ok := linearize.InsertVLAN(w.rx.mem, d.Addr, int(d.Len), unit+xsk.MetaStampOff, tpid, tci)
 	if !ok {
 		return false
 	}
-	binary.NativeEndian.PutUint64(w.mem[addr-xsk.MetaStampOff:], uint64(stamp))
+	binary.NativeEndian.PutUint64(w.rx.mem[addr-xsk.MetaStampOff:], uint64(stamp))
 	d.Addr, d.Len = addr, uint32(n)
 	return true
 }

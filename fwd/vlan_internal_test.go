@@ -20,7 +20,7 @@ func TestRestoreVLAN(t *testing.T) {
 	}
 	defer r.Close()
 	w := &worker{}
-	w.mem, w.frameSize, w.now = r.Mem(), 2048, 1<<40
+	w.rx.mem, w.rx.frameSize, w.now = r.Mem(), 2048, 1<<40
 	unit := r.Frames.Base() + 2048
 	frame := make([]byte, 60)
 	for i := range frame {
@@ -28,12 +28,12 @@ func TestRestoreVLAN(t *testing.T) {
 	}
 	const stamp = int64(1 << 39)
 	put := func(addr uint64, flags uint32, tpid, tci uint16) {
-		m := w.mem[addr-xsk.MetaLen : addr]
+		m := w.rx.mem[addr-xsk.MetaLen : addr]
 		binary.BigEndian.PutUint16(m[0:], tpid)
 		binary.NativeEndian.PutUint16(m[2:], tci)
 		binary.NativeEndian.PutUint32(m[4:], flags)
 		binary.NativeEndian.PutUint64(m[8:], uint64(stamp))
-		copy(w.mem[addr:], frame)
+		copy(w.rx.mem[addr:], frame)
 	}
 
 	addr := unit + 256
@@ -43,8 +43,8 @@ func TestRestoreVLAN(t *testing.T) {
 		t.Fatal("tag not restored")
 	}
 	want := append(append(append([]byte(nil), frame[:12]...), 0x81, 0x00, 0x20, 0x64), frame[12:]...)
-	if d.Addr != addr-4 || d.Len != uint32(len(want)) || !bytes.Equal(w.mem[d.Addr:d.Addr+uint64(d.Len)], want) {
-		t.Fatalf("after restoreVLAN: %+v %x, want addr %d: %x", d, w.mem[d.Addr:d.Addr+uint64(d.Len)], addr-4, want)
+	if d.Addr != addr-4 || d.Len != uint32(len(want)) || !bytes.Equal(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], want) {
+		t.Fatalf("after restoreVLAN: %+v %x, want addr %d: %x", d, w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], addr-4, want)
 	}
 	if got := w.stampOf(d.Addr); got != stamp {
 		t.Errorf("stamp after restoreVLAN: %d, want %d", got, stamp)
@@ -62,11 +62,11 @@ func TestRestoreVLAN(t *testing.T) {
 		if c.addr >= unit+xsk.MetaLen {
 			put(c.addr, c.flags, 0x8100, 100)
 		} else {
-			copy(w.mem[c.addr:], frame)
+			copy(w.rx.mem[c.addr:], frame)
 		}
-		before := append([]byte(nil), w.mem[unit:unit+2048]...)
+		before := append([]byte(nil), w.rx.mem[unit:unit+2048]...)
 		d := xsk.Desc{Addr: c.addr, Len: uint32(len(frame))}
-		if w.restoreVLAN(&d) || d.Addr != c.addr || d.Len != uint32(len(frame)) || !bytes.Equal(before, w.mem[unit:unit+2048]) {
+		if w.restoreVLAN(&d) || d.Addr != c.addr || d.Len != uint32(len(frame)) || !bytes.Equal(before, w.rx.mem[unit:unit+2048]) {
 			t.Errorf("%s: restoreVLAN changed the packet: %+v", c.name, d)
 		}
 	}

@@ -35,8 +35,8 @@ const (
 //
 // What is left here is the loop: when to run a round, spin or sleep.
 type worker struct {
-	q int
-	rxSide
+	q  int
+	rx rxSide
 	txLanes
 	flowOrder
 	verdicts
@@ -78,7 +78,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 	}
 	w := &worker{
 		q:        q,
-		rxSide:   newRXSide(f.doms[0].region.Mem(), f.cfg.FrameSize, f.cfg.Batch),
+		rx:       newRXSide(f.doms[0].region.Mem(), f.cfg.FrameSize, f.cfg.Batch),
 		umems:    f.newWorkerDomains(),
 		txLayout: newTXLayout(&f.inlineMax),
 		verdicts: newVerdicts(f.handler, int(f.cfg.RingSize)),
@@ -96,7 +96,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		w.tx[i] = f.ports[i][q].tx
 		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
 			p := f.ports[i][qq]
-			w.add(p, w)
+			w.rx.add(p, w)
 			if p.tx != nil {
 				w.own = append(w.own, p.tx) // a TX lane, or a Handler's reflections
 			}
@@ -154,7 +154,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 			w.sentBefore, w.sent = w.sent, 0
 			idle, spinning = 0, false
-			w.kickOrDefer(&w.rxSide)
+			w.kickOrDefer(&w.rx)
 			continue
 		}
 		if held > 0 {
@@ -175,7 +175,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			continue
 		}
 		if w.busyPoll {
-			for _, p := range w.rx {
+			for _, p := range w.rx.ports {
 				p.sock.WakeRX()
 			}
 		}
@@ -217,12 +217,12 @@ func (w *worker) run(stop *atomic.Bool) {
 // round is one pass over the worker's rings: refill, forward, merge, reap.
 // It returns the packets it moved and the descriptors it holds for order.
 func (w *worker) round() (n, held int) {
-	w.refill()
-	w.rxFrom = 0
-	for _, p := range w.rx {
+	w.rx.refill()
+	w.rx.from = 0
+	for _, p := range w.rx.ports {
 		if k := w.forwardAll(p); k > 0 {
 			n += k
-			w.rxFrom = w.rxFrom.Add(p.link)
+			w.rx.from = w.rx.from.Add(p.link)
 		}
 	}
 	if w.order != nil {
@@ -242,7 +242,7 @@ func (w *worker) endSpell(now, dry, until int64) {
 	if now <= until {
 		w.replyCaught.Add(1)
 	}
-	w.spin.ended(now-dry, w.rxFrom&w.sentBefore != 0)
+	w.spin.ended(now-dry, w.rx.from&w.sentBefore != 0)
 	w.replyWindow.Store(w.spin.reply.window)
 }
 
@@ -277,7 +277,7 @@ func (w *worker) sleep(timeout time.Duration) {
 	// published before the worker announced the sleep.
 	// Stop sets its flag, then wakes a worker that sleeps: the flag is
 	// part of the same last look.
-	if w.order != nil && w.order.pending() || w.memRX && w.rxPending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
+	if w.order != nil && w.order.pending() || w.memRX && w.rx.pending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
 		w.flush()
@@ -317,7 +317,7 @@ func (w *worker) forwardAll(p *port) int {
 	for range maxBatches {
 		n := w.forward(p)
 		total += n
-		if n < int(w.batch)/2 {
+		if n < int(w.rx.batch)/2 {
 			break
 		}
 	}
@@ -361,7 +361,7 @@ func (w *worker) drain() {
 	w.draining = true
 	w.settle(w.own, func() bool {
 		n := 0
-		for _, p := range w.rx {
+		for _, p := range w.rx.ports {
 			n += w.forward(p)
 		}
 		held := 0
