@@ -67,7 +67,7 @@ func TestCaptureHandedOff(t *testing.T) {
 			w.emit(in, 1, txChoice{tq: 1, slot: xps.NoSlot}, tx, 60, &b)
 			w.order.publish(in)
 			w.tapEnd()
-			w.publishTouched() // as finish does
+			w.lanes.publishTouched() // as finish does
 			if tc.then != nil {
 				tc.then(g)
 			}

@@ -516,7 +516,7 @@ func (f *Forwarder) Close() error {
 	// never completed them) are released by closing the sockets.
 	inflight := f.strandedRemoved
 	for _, w := range f.workers {
-		inflight += int(w.inFlight())
+		inflight += int(w.lanes.inFlight())
 	}
 	errs = append(errs, f.closeSockets())
 	f.torn = true

@@ -192,12 +192,12 @@ func sleepRig(t *testing.T) (*worker, *handoff) {
 	}
 	t.Cleanup(func() { wk.close() })
 	w := &worker{wake: wk}
-	w.txLanes = newTXLanes(2, 64)
-	for i := range w.tx {
+	w.lanes = newTXLanes(2, 64)
+	for i := range w.lanes.tx {
 		p := &port{link: i, sock: xsktest.New(64, 0, 0).Socket}
 		p.tx = newLane(p)
-		w.tx[i] = p.tx
-		w.own = append(w.own, p.tx)
+		w.lanes.tx[i] = p.tx
+		w.lanes.own = append(w.lanes.own, p.tx)
 		w.rx.ports = append(w.rx.ports, p)
 	}
 	h := newHandoff(256, wk)

@@ -204,7 +204,7 @@ func (f *Forwarder) unorderLink(i int) {
 // It makes a few tries without waiting for completions (not settle): the
 // lane may be the removed link's, whose kernel may never complete.
 func (w *worker) flushRings(o int, rings []*handoff) {
-	out := w.tx[o]
+	out := w.lanes.tx[o]
 	for range maxBatches {
 		if _, held := w.mergeRings(o, rings, nil); held == 0 || out == nil {
 			break
@@ -251,8 +251,8 @@ func (w *worker) dropRings(o int, rings []*handoff) {
 			}
 		}
 	}
-	if o < len(w.tx) && w.tx[o] != nil {
-		publish(w.tx[o].stats, &c)
+	if o < len(w.lanes.tx) && w.lanes.tx[o] != nil {
+		publish(w.lanes.tx[o].stats, &c)
 	}
 }
 

@@ -153,20 +153,20 @@ func (f *Forwarder) parked(fn func()) {
 // send on lane, link's TX queue w.q; their fill rings go full before the
 // caller points the program at them.
 func (w *worker) adopt(link int, ports []*port, l *lane) {
-	for len(w.tx) <= link {
-		w.tx = append(w.tx, nil)
+	for len(w.lanes.tx) <= link {
+		w.lanes.tx = append(w.lanes.tx, nil)
 	}
-	w.tx[link] = l
+	w.lanes.tx[link] = l
 	for _, p := range ports {
 		w.rx.add(p, w)
 		if p.tx != nil {
-			w.own = append(w.own, p.tx)
+			w.lanes.own = append(w.lanes.own, p.tx)
 		}
 		p.rx.Refill(w.rx.batch)
 	}
 	w.umems.publish()
 	w.chg.live = w.chg.live.Add(link)
-	w.txAll = append(w.txAll, l)
+	w.lanes.txAll = append(w.lanes.txAll, l)
 	w.pollSet()
 }
 
@@ -205,7 +205,7 @@ type dropped struct {
 // its sockets are listed in d. The caller unregistered the sockets first.
 func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 	var lanes []*lane
-	for _, l := range w.own {
+	for _, l := range w.lanes.own {
 		if l.link == link {
 			lanes = append(lanes, l)
 		}
@@ -228,11 +228,11 @@ func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 		}
 	}
 	w.rx.ports = removeLinkOf(w.rx.ports, link, func(p *port) int { return p.link })
-	w.own = removeLinkOf(w.own, link, func(l *lane) int { return l.link })
-	if link < len(w.tx) {
-		w.tx[link] = nil
+	w.lanes.own = removeLinkOf(w.lanes.own, link, func(l *lane) int { return l.link })
+	if link < len(w.lanes.tx) {
+		w.lanes.tx[link] = nil
 	}
-	w.txAll = removeLinkOf(w.txAll, link, func(l *lane) int { return l.link })
+	w.lanes.txAll = removeLinkOf(w.lanes.txAll, link, func(l *lane) int { return l.link })
 	w.reapAll()
 	w.umems.publish()
 	w.pollSet()

@@ -191,7 +191,7 @@ func (w *worker) merge() (sent, held int) {
 	// rings are empty and it is itself busy waiting.
 	w.publishWatermarks()
 	w.holdDue = math.MaxInt64
-	for o := range w.tx {
+	for o := range w.lanes.tx {
 		s, h := w.mergeLink(o)
 		sent += s
 		held += h
@@ -229,7 +229,7 @@ func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held in
 	for _, h := range rings {
 		h.sync()
 	}
-	out := w.tx[o]
+	out := w.lanes.tx[o]
 	for {
 		best, bestTS, oldest := -1, int64(math.MaxInt64), int64(math.MaxInt64)
 		for q, h := range rings {
@@ -266,7 +266,7 @@ func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held in
 			}
 			// A Handler's link that is down: drop (tx_full) rather
 			// than let its handoff rings fill and stop every link.
-			w.touch(out)
+			w.lanes.touch(out)
 			w.abandon(lost{why: dropTXFull, at: atHandoff, h: h, idx: idx, k: k, link: o, queue: w.q}, &out.bc)
 			continue
 		}
@@ -287,7 +287,7 @@ func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held in
 	}
 	// The lane's counts, and what was put submitted: kicked by run
 	// (kickOrDefer).
-	w.publishTouched()
+	w.lanes.publishTouched()
 	for _, h := range rings {
 		n, _ := h.peek(^uint32(0))
 		held += int(n)

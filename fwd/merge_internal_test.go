@@ -63,15 +63,15 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 		w.rx.mem, w.rx.frameSize = r.Mem(), 2048
 		w.umems = oneDomain(r, linearize.Policy{ChunkSize: 2048}, 64)
 		w.flows = f.flows
-		w.txLanes = newTXLanes(2, 64)
+		w.lanes = newTXLanes(2, 64)
 		w.chg.live = AllLinks(2) // as newWorker: both links may be sent to
 		for i := range f.ports {
-			w.tx[i] = f.ports[i][q].tx
+			w.lanes.tx[i] = f.ports[i][q].tx
 			for qq := q; qq < nq; qq += 2 {
 				p := f.ports[i][qq]
 				w.rx.add(p, w)
 				if p.tx != nil {
-					w.own = append(w.own, p.tx)
+					w.lanes.own = append(w.lanes.own, p.tx)
 				}
 			}
 		}

@@ -132,10 +132,10 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 			in.blockedAt.Store(0)
 		}
 	}
-	lanes, self := w.txAll, in.tx
+	lanes, self := w.lanes.txAll, in.tx
 	if whole {
 		o := int(v.out)
-		lanes, self = w.tx[o:o+1], nil
+		lanes, self = w.lanes.tx[o:o+1], nil
 	}
 	if !merging {
 		for _, l := range lanes {
@@ -166,9 +166,9 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 func (w *worker) begin(n uint32, v verdict, whole bool, b *rxBatch) {
 	w.startBatch()
 	if whole && !b.merging && v.v == VerdictForward {
-		l := w.tx[int(v.out)]
+		l := w.lanes.tx[int(v.out)]
 		l.reserve(n)
-		w.touch(l) // finish gives back what is left
+		w.lanes.touch(l) // finish gives back what is left
 	}
 }
 
@@ -243,9 +243,9 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 			if causeDropsOut[c] != 0 {
 				why = causeDropsOut[c]
 			}
-			l := w.tx[o]
+			l := w.lanes.tx[o]
 			w.abandon(lost{why: why, at: atRX, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
-			w.touch(l)
+			w.lanes.touch(l)
 			return
 		}
 	}
@@ -283,7 +283,7 @@ func (w *worker) send(p *rxPkt, o int, b *rxBatch) {
 		w.sendFlow(p, o, b)
 		return
 	}
-	l := w.tx[o]
+	l := w.lanes.tx[o]
 	if tx := w.layOut(p, l, &b.c); tx != nil {
 		w.put(l, tx, p.total)
 		return
@@ -294,7 +294,7 @@ func (w *worker) send(p *rxPkt, o int, b *rxBatch) {
 // sendFlow is send with several queues: the flow choice first (it reads
 // the frame, which the layout may recycle), then emit.
 func (w *worker) sendFlow(p *rxPkt, o int, b *rxBatch) {
-	l := w.tx[o]
+	l := w.lanes.tx[o]
 	c := w.chooseFlow(p, false)
 	if tx := w.layOut(p, l, &b.c); tx != nil {
 		w.emit(p.in, o, c, tx, p.total, b)
@@ -306,7 +306,7 @@ func (w *worker) sendFlow(p *rxPkt, o int, b *rxBatch) {
 // noRoom abandons p, for which the layout found no room.
 func (w *worker) noRoom(p *rxPkt, o int, l *lane) {
 	w.abandon(lost{why: dropNoRoom, at: atRX, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
-	w.touch(l)
+	w.lanes.touch(l)
 }
 
 // emit sends a packet received on in, laid out in tx, towards link o, on
@@ -314,7 +314,7 @@ func (w *worker) noRoom(p *rxPkt, o int, l *lane) {
 // and nothing needs ordering, else through the handoff ring to c.tq's
 // owner (a full one drops it, counted).
 func (w *worker) emit(in *port, o int, c txChoice, tx []xsk.Desc, total int, b *rxBatch) {
-	l := w.tx[o]
+	l := w.lanes.tx[o]
 	if w.flows != nil {
 		w.flows.sent(tx, c.tq, c.slot)
 	}
@@ -322,7 +322,7 @@ func (w *worker) emit(in *port, o int, c txChoice, tx []xsk.Desc, total int, b *
 		if !w.order.push(in, c.tq, o, tx, c.stamp, w.now) {
 			w.abandon(lost{why: dropHandoffFull, at: atTX, descs: tx, tq: c.tq, link: o, queue: w.q, total: total}, &l.bc)
 		} // pushed: the owner's merge records what becomes of it (capture.go)
-		w.touch(l)
+		w.lanes.touch(l)
 		return
 	}
 	w.put(l, tx, total)
@@ -332,7 +332,7 @@ func (w *worker) emit(in *port, o int, c txChoice, tx []xsk.Desc, total int, b *
 // room: never in slots begin reserved, only on a lane room left out, a
 // link that is down.
 func (w *worker) put(l *lane, tx []xsk.Desc, total int) {
-	w.touch(l)
+	w.lanes.touch(l)
 	lc := &l.bc
 	if !l.put(tx) {
 		w.abandon(lost{why: dropTXFull, at: atTX, descs: tx, tq: w.q, link: l.link, queue: l.queue, total: total}, lc)
@@ -352,7 +352,7 @@ func (w *worker) put(l *lane, tx []xsk.Desc, total int) {
 // and the batch's counts added.
 func (w *worker) finish(in *port, b *rxBatch) {
 	in.rx.Release()
-	w.publishTouched()
+	w.lanes.publishTouched()
 	w.publishHandoffs(in)
 	w.tapEnd()
 	publishRX(in, &b.c, b.packets, b.rxBytes)

@@ -77,7 +77,7 @@ func (w *worker) reflect(p *rxPkt, b *rxBatch) {
 	tx := w.layOut(p, l, &b.c)
 	if tx == nil {
 		w.abandon(lost{why: dropNoRoom, at: atRX, rx: *p, link: l.link, queue: l.queue, total: p.total}, &l.bc)
-		w.touch(l)
+		w.lanes.touch(l)
 		return
 	}
 	if w.flows != nil {
@@ -114,11 +114,11 @@ func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
 
 // sendCopy sends a copy of p to link o, leaving p itself in place.
 func (w *worker) sendCopy(p *rxPkt, o int, b *rxBatch) {
-	l := w.tx[o]
+	l := w.lanes.tx[o]
 	tx := w.layOutCopy(p, l)
 	if tx == nil {
 		w.abandon(lost{why: dropNoRoom, at: atCopy, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
-		w.touch(l)
+		w.lanes.touch(l)
 		return
 	}
 	c := w.choose(p, true) // p itself takes the stamp, last

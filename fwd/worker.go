@@ -35,9 +35,9 @@ const (
 //
 // What is left here is the loop: when to run a round, spin or sleep.
 type worker struct {
-	q  int
-	rx rxSide
-	txLanes
+	q     int
+	rx    rxSide
+	lanes txLanes
 	flowOrder
 	verdicts
 	tap tapState // hands packets to xdpfwd capture (capture.go)
@@ -88,17 +88,17 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		coalesce: int64(f.cfg.Coalesce),
 		busyPoll: f.cfg.BusyPoll > 0,
 	}
-	w.txLanes = newTXLanes(len(f.ports), f.cfg.Batch)
+	w.lanes = newTXLanes(len(f.ports), f.cfg.Batch)
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
 	}
 	for i := range f.ports {
-		w.tx[i] = f.ports[i][q].tx
+		w.lanes.tx[i] = f.ports[i][q].tx
 		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
 			p := f.ports[i][qq]
 			w.rx.add(p, w)
 			if p.tx != nil {
-				w.own = append(w.own, p.tx) // a TX lane, or a Handler's reflections
+				w.lanes.own = append(w.lanes.own, p.tx) // a TX lane, or a Handler's reflections
 			}
 			// poll(2) passes over a negative fd (a socket in memory).
 			w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
@@ -107,7 +107,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 	}
 	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
 	w.chg.live = AllLinks(len(f.ports))
-	w.txAll = slices.Clone(w.tx)
+	w.lanes.txAll = slices.Clone(w.lanes.tx)
 	return w, nil
 }
 
@@ -152,9 +152,9 @@ func (w *worker) run(stop *atomic.Bool) {
 				w.endSpell(monoNow(), dry, until)
 				dry = 0
 			}
-			w.sentBefore, w.sent = w.sent, 0
+			w.lanes.sentBefore, w.lanes.sent = w.lanes.sent, 0
 			idle, spinning = 0, false
-			w.kickOrDefer(&w.rx)
+			w.lanes.kickOrDefer(&w.rx)
 			continue
 		}
 		if held > 0 {
@@ -170,7 +170,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			case due <= 0:
 				w.sleep(holdYield)
 			default:
-				w.flush()
+				w.lanes.flush()
 			}
 			continue
 		}
@@ -190,13 +190,13 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 		}
 		if spinning && w.spin.more(idle) || w.coalesce > 0 && monoNow()-empty < w.coalesce {
-			w.flush()
+			w.lanes.flush()
 			continue
 		}
 		if until > dry && monoNow() < until {
 			// The reply window: long enough for another thread on this
 			// CPU (the answering one, perhaps) to want it.
-			w.flush()
+			w.lanes.flush()
 			if idle%replyYieldRounds == 0 {
 				yield()
 			}
@@ -242,7 +242,7 @@ func (w *worker) endSpell(now, dry, until int64) {
 	if now <= until {
 		w.replyCaught.Add(1)
 	}
-	w.spin.ended(now-dry, w.rx.from&w.sentBefore != 0)
+	w.spin.ended(now-dry, w.rx.from&w.lanes.sentBefore != 0)
 	w.replyWindow.Store(w.spin.reply.window)
 }
 
@@ -263,7 +263,7 @@ const (
 // it sleep the backoff instead, its lanes kicked explicitly (its RX ring
 // would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
-	blocked := w.beforeSleep()
+	blocked := w.lanes.beforeSleep()
 	if blocked {
 		timeout = kickBackoff
 	}
@@ -280,7 +280,7 @@ func (w *worker) sleep(timeout time.Duration) {
 	if w.order != nil && w.order.pending() || w.memRX && w.rx.pending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
-		w.flush()
+		w.lanes.flush()
 		return
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
@@ -292,7 +292,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		// The poll passed over every socket (even one a signal ended):
 		// what was owed left.
 		if err == nil || err == unix.EINTR {
-			w.polled()
+			w.lanes.polled()
 		}
 		w.polls.Add(1)
 		if n == 0 {
@@ -330,7 +330,7 @@ const maxBatches = 8
 // reapAll reaps every TX ring the worker produces: its TX lanes, and with
 // a Handler the RX sockets it reflects on.
 func (w *worker) reapAll() {
-	for _, l := range w.own {
+	for _, l := range w.lanes.own {
 		w.reap(l)
 	}
 }
@@ -339,16 +339,16 @@ func (w *worker) reapAll() {
 // worker's cache, inline slots and frag references to the builder.
 func (w *worker) reap(l *lane) {
 	for {
-		n := l.reap(w.reaped)
+		n := l.reap(w.lanes.reaped)
 		if w.flows != nil {
-			w.flows.completedAddrs(w.reaped[:n], w.q)
+			w.flows.completedAddrs(w.lanes.reaped[:n], w.q)
 		}
-		for _, a := range w.reaped[:n] {
+		for _, a := range w.lanes.reaped[:n] {
 			if !w.freeTX(a) {
 				l.stats.n[cBadCompletions].Add(1) // not a UMEM address: never followed
 			}
 		}
-		if n < len(w.reaped) {
+		if n < len(w.lanes.reaped) {
 			return
 		}
 	}
@@ -359,7 +359,7 @@ func (w *worker) reap(l *lane) {
 // every TX descriptor.
 func (w *worker) drain() {
 	w.draining = true
-	w.settle(w.own, func() bool {
+	w.settle(w.lanes.own, func() bool {
 		n := 0
 		for _, p := range w.rx.ports {
 			n += w.forward(p)
