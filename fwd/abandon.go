@@ -122,15 +122,15 @@ func (w *worker) abandon(l lost, c *batchCounts) {
 	case atRX:
 		w.drop(&l.rx)
 	case atTX:
-		if w.flows != nil {
-			w.flows.completed(l.descs, l.tq)
+		if w.flows.table != nil {
+			w.flows.table.completed(l.descs, l.tq)
 		}
 		w.release(l.descs)
 	case atHandoff:
 		for j := range l.k {
 			a := l.h.at(l.idx + j).desc.Addr
-			if w.flows != nil {
-				w.flows.done(a, w.q)
+			if w.flows.table != nil {
+				w.flows.table.done(a, w.q)
 			}
 			w.freeTX(a)
 		}

@@ -25,14 +25,14 @@ func TestCaptureHandedOff(t *testing.T) {
 		want   string // the records, "link/queue/dir/reason"
 		counts string // the lanes' nonzero counters, "link/queue:counter=n"
 	}{
-		{"sent", func(g *mergeRig) { g.w[1].draining = true; g.merge(1) }, "[1/1/tx/]", "[1/1:tx_packets=1]"},
+		{"sent", func(g *mergeRig) { g.w[1].flows.draining = true; g.merge(1) }, "[1/1/tx/]", "[1/1:tx_packets=1]"},
 		{"tx full", func(g *mergeRig) {
 			g.w[1].handler = HandlerFunc(func([]Packet) {})
 			g.port(1, 1).tx.quietUntil = 1 // its link down: the merge drops
 			for g.port(1, 1).tx.free(1) > 0 {
 				g.port(1, 1).tx.put([]xsk.Desc{{Addr: g.frame("filler"), Len: 60}})
 			}
-			g.w[1].draining = true
+			g.w[1].flows.draining = true
 			g.merge(1)
 		}, "[1/1/drop/tx_full]", "[1/1:" + DropTXFull + "=1]"},
 		{"stop", func(g *mergeRig) { g.w[1].dropHandoffs() }, "[1/1/drop/dropped_at_stop]", "[1/1:" + DropAtStop + "=1]"},
@@ -65,7 +65,7 @@ func TestCaptureHandedOff(t *testing.T) {
 			tx := []xsk.Desc{{Addr: p, Len: 60}}
 			b := rxBatch{merging: true}
 			w.emit(in, 1, txChoice{tq: 1, slot: xps.NoSlot}, tx, 60, &b)
-			w.order.publish(in)
+			w.flows.order.publish(in)
 			w.tapEnd()
 			w.lanes.publishTouched() // as finish does
 			if tc.then != nil {

@@ -3,14 +3,15 @@ package fwd
 // The flow/ordering part of a worker: which TX queue a packet leaves by,
 // and, with several queues, the ordering across RX queues (merge.go).
 //
-// Concurrency: flows is shared by every worker (flows.go says how); order
+// Concurrency: table is shared by every worker (flows.go says how); order
 // holds this worker's consumer side of the handoff rings handed to it and
 // reads the ports' portOrder (rxside.go). The other fields are the
 // worker's alone: now and lastStamp are written once per batch (or merge
 // round), holdDue by the merge, draining once when it stops.
 type flowOrder struct {
-	// With several queues: the flow table and the ordering state.
-	flows *flowState
+	// With several queues: the flow table (the Forwarder's flows) and
+	// the ordering state.
+	table *flowState
 	order *ordering
 	// now is the batch's clock reading (ns): the stamps' clock (clock).
 	now int64

@@ -193,7 +193,7 @@ func New(config Config) (_ *Forwarder, err error) {
 	}
 	if f.flows != nil {
 		for _, w := range f.workers {
-			w.flows = f.flows
+			w.flows.table = f.flows
 		}
 		setupOrdering(f, f.handoffSize)
 	}
@@ -456,7 +456,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // another after that one had drained are sent now.
 func (f *Forwarder) finish() {
 	for _, w := range f.workers {
-		if w.order != nil && w.order.pending() {
+		if w.flows.order != nil && w.flows.order.pending() {
 			w.drain()
 		}
 	}

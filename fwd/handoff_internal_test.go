@@ -201,8 +201,8 @@ func sleepRig(t *testing.T) (*worker, *handoff) {
 		w.rx.ports = append(w.rx.ports, p)
 	}
 	h := newHandoff(256, wk)
-	w.order = &ordering{clock: monoNow, in: make([][]*handoff, 2)}
-	w.order.in[0] = []*handoff{h}
+	w.flows.order = &ordering{clock: monoNow, in: make([][]*handoff, 2)}
+	w.flows.order.in[0] = []*handoff{h}
 	w.pfds = []unix.PollFd{{Fd: int32(wk.fd), Events: unix.POLLIN}}
 	return w, h
 }

@@ -35,7 +35,7 @@ func handoffBytes(t *testing.T, links, rxq, workers int, ringSize uint32) (bytes
 	}
 	setupOrdering(f, size)
 	for _, w := range f.workers {
-		for _, hs := range w.order.in {
+		for _, hs := range w.flows.order.in {
 			for _, h := range hs {
 				rings++
 				entries += len(h.ents)

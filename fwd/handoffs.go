@@ -26,7 +26,7 @@ func setupOrdering(f *Forwarder, ringSize int) {
 		clock = monoNow
 	}
 	for _, w := range f.workers {
-		w.order = &ordering{modeOf: f.flows.table.Mode, clock: clock, in: make([][]*handoff, n), src: make([][]*port, n)}
+		w.flows.order = &ordering{modeOf: f.flows.table.Mode, clock: clock, in: make([][]*handoff, n), src: make([][]*port, n)}
 	}
 	for i := range f.ports {
 		for _, p := range f.ports[i] {
@@ -61,7 +61,7 @@ func (f *Forwarder) connect(p *port, o int, hs []*handoff) {
 	}
 	p.out[o] = hs
 	for tq, w := range f.workers {
-		ord := w.order
+		ord := w.flows.order
 		for len(ord.in) <= o {
 			ord.in = append(ord.in, nil)
 			ord.src = append(ord.src, nil)
@@ -97,7 +97,7 @@ func (f *Forwarder) linksBut(i int) []int {
 
 // newHandoffs makes the rings of link i's ports (nil with one worker).
 func (f *Forwarder) newHandoffs(i int, ports []*port) *addedLink {
-	if f.workers[0].order == nil {
+	if f.workers[0].flows.order == nil {
 		return nil
 	}
 	size := f.cfg.AddedHandoffSize
@@ -123,7 +123,7 @@ func (f *Forwarder) newHandoffs(i int, ports []*port) *addedLink {
 // handoffRoom refuses a link of ports RX queues whose handoff rings would
 // take the forwarder's beyond handoffBudget.
 func (f *Forwarder) handoffRoom(i, ports int) error {
-	if f.workers[0].order == nil {
+	if f.workers[0].flows.order == nil {
 		return nil
 	}
 	others := 0
@@ -162,11 +162,11 @@ func (f *Forwarder) orderLink(i int, a *addedLink) {
 // nothing newer of its flows can come), and what finds no room is
 // dropped, counted; then the rings go. The workers are parked.
 func (f *Forwarder) unorderLink(i int) {
-	if f.workers[0].order == nil {
+	if f.workers[0].flows.order == nil {
 		return
 	}
 	for _, w := range f.workers {
-		ord := w.order
+		ord := w.flows.order
 		for o := range ord.in {
 			var mine, rest []*handoff
 			for _, h := range ord.in[o] {
@@ -219,7 +219,7 @@ func (w *worker) flushRings(o int, rings []*handoff) {
 // counted as dropped at stop on its TX lane; for Close, once every worker
 // has stopped and the forwarder has sent what it could (finish).
 func (w *worker) dropHandoffs() {
-	if w.order == nil {
+	if w.flows.order == nil {
 		return
 	}
 	if w.tap.point != nil {
@@ -227,8 +227,8 @@ func (w *worker) dropHandoffs() {
 		w.tap.set = w.tap.point.Begin()
 		defer w.tapEnd()
 	}
-	for o := range w.order.in {
-		w.dropRings(o, w.order.in[o])
+	for o := range w.flows.order.in {
+		w.dropRings(o, w.flows.order.in[o])
 	}
 }
 

@@ -214,10 +214,10 @@ func (w *worker) dropLink(link int, deadline time.Time, d *dropped) {
 	for _, l := range lanes {
 		unsent := len(d.tx)
 		d.tx = l.unsent(d.tx)
-		if w.flows != nil {
+		if w.flows.table != nil {
 			// Off the flow table's count of what is in flight on the
 			// queue, as a completion would take them.
-			w.flows.completedAddrs(d.tx[unsent:], l.queue)
+			w.flows.table.completedAddrs(d.tx[unsent:], l.queue)
 		}
 		// Taken by the kernel, never completed: lost with the socket.
 		d.stranded += int(l.inFlight()) - (len(d.tx) - unsent)

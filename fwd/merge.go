@@ -90,7 +90,7 @@ const (
 type ordering struct {
 	modeOf func() xps.Mode
 	// clock reads the monotonic clock (ns) of the stamps: monoNow, or a
-	// test's fake. Read through worker.clock, once per batch (either
+	// test's fake. Read through flowOrder.clock, once per batch (either
 	// path) and once per merge round.
 	clock func() int64
 	in    [][]*handoff // in[o]: from every RX port that may send to link o
@@ -151,15 +151,15 @@ func (ord *ordering) wakeOwners(p *port) {
 // wake-ups, so that an owner woken for a packet finds the watermark that
 // lets it go.
 func (w *worker) publishHandoffs(in *port) {
-	if w.order == nil {
+	if w.flows.order == nil {
 		return
 	}
-	w.order.publishTails(in)
-	if w.lastStamp != 0 {
-		in.seen.Store(w.lastStamp)
+	w.flows.order.publishTails(in)
+	if w.flows.lastStamp != 0 {
+		in.seen.Store(w.flows.lastStamp)
 	}
-	in.wm.Store(w.watermarkOf(in, w.now))
-	w.order.wakeOwners(in)
+	in.wm.Store(w.watermarkOf(in, w.flows.now))
+	w.flows.order.wakeOwners(in)
 }
 
 // pending reports whether a handoff ring holds entries this worker has not
@@ -185,12 +185,12 @@ func (w *worker) merge() (sent, held int) {
 		w.tap.set = w.tap.point.Begin()
 		defer w.tapEnd()
 	}
-	w.now = w.clock()
+	w.flows.now = w.flows.clock()
 	// Every round, whether or not anything arrived: a worker waiting on
 	// another's watermark must see it advance even when that worker's
 	// rings are empty and it is itself busy waiting.
 	w.publishWatermarks()
-	w.holdDue = math.MaxInt64
+	w.flows.holdDue = math.MaxInt64
 	for o := range w.lanes.tx {
 		s, h := w.mergeLink(o)
 		sent += s
@@ -200,32 +200,32 @@ func (w *worker) merge() (sent, held int) {
 }
 
 func (w *worker) mergeLink(o int) (sent, held int) {
-	return w.mergeRings(o, w.order.in[o], w.order.src[o])
+	return w.mergeRings(o, w.flows.order.in[o], w.flows.order.src[o])
 }
 
 // mergeRings sends, towards link o, what rings hold whose turn has come
 // by the watermarks of the ports src; with src nil, everything there is.
 func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held int) {
-	ord := w.order
+	ord := w.flows.order
 	// bound: what may be sent in order; strict also counts blocked ports,
 	// so a packet sent past it is counted.
 	bound, strict := int64(math.MaxInt64), int64(math.MaxInt64)
 	// turn: how long after its stamp a packet may go if the rings stay
 	// quiet.
 	turn := int64(exactSlack)
-	if ord.merging() && !w.draining {
+	if ord.merging() && !w.flows.draining {
 		for _, p := range src {
 			if p.stamps == nil {
 				turn = int64(watermarkSlack)
 			}
-			wm, blocked := p.watermark(w, w.now)
+			wm, blocked := p.watermark(w, w.flows.now)
 			strict = min(strict, wm)
 			if !blocked {
 				bound = min(bound, wm)
 			}
 		}
 	}
-	late := w.now - int64(maxHold)
+	late := w.flows.now - int64(maxHold)
 	for _, h := range rings {
 		h.sync()
 	}
@@ -248,7 +248,7 @@ func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held in
 			// An idle RX ring's watermark trails the clock by the slack:
 			// this packet's turn comes then at the latest, unless a
 			// ring has older packets.
-			w.holdDue = min(w.holdDue, bestTS+turn, oldest+int64(maxHold))
+			w.flows.holdDue = min(w.flows.holdDue, bestTS+turn, oldest+int64(maxHold))
 			break
 		}
 		h := rings[best]

@@ -62,7 +62,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 		w := &worker{q: q, wake: wk, cpu: -1}
 		w.rx.mem, w.rx.frameSize = r.Mem(), 2048
 		w.umems = oneDomain(r, linearize.Policy{ChunkSize: 2048}, 64)
-		w.flows = f.flows
+		w.flows.table = f.flows
 		w.lanes = newTXLanes(2, 64)
 		w.chg.live = AllLinks(2) // as newWorker: both links may be sent to
 		for i := range f.ports {
@@ -80,7 +80,7 @@ func newMergeRig(t *testing.T, nq int, ringSize uint32) *mergeRig {
 	}
 	setupOrdering(f, 128)
 	for _, w := range g.w {
-		w.order.clock = func() int64 { return g.now }
+		w.flows.order.clock = func() int64 { return g.now }
 	}
 	return g
 }
@@ -129,10 +129,10 @@ func (g *mergeRig) hand(i, q, tq int, name string, stamp int64, descs int) []uin
 		}
 		ds = append(ds, xsk.Desc{Addr: a, Len: 60, Options: opt})
 	}
-	if !p.owner.order.push(p, tq, 1-i, ds, stamp, g.now) {
+	if !p.owner.flows.order.push(p, tq, 1-i, ds, stamp, g.now) {
 		g.t.Fatalf("rig: handoff from link %d queue %d to %d full", i, q, tq)
 	}
-	p.owner.order.publish(p)
+	p.owner.flows.order.publish(p)
 	return addrs
 }
 
@@ -174,7 +174,7 @@ const slackNS = int64(watermarkSlack)
 // merge makes it every round.
 func (g *mergeRig) publish(q int) {
 	w := g.w[q]
-	w.now = g.now
+	w.flows.now = g.now
 	w.publishWatermarks()
 }
 
@@ -253,7 +253,7 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("owner asleep, slack not passed: sent %d, held %d; want 0, 1", sent, held)
 			}
-			if due := g.w[0].holdDue; due != s+slackNS {
+			if due := g.w[0].flows.holdDue; due != s+slackNS {
 				t.Fatalf("holdDue %d, want the stamp plus the slack, %d", due-rigStart, s+slackNS-rigStart)
 			}
 			g.now = s + slackNS - 1
@@ -267,8 +267,8 @@ func TestMergeOrder(t *testing.T) {
 			if n := g.timeouts(1, 0); n != 0 {
 				t.Errorf("order_hold_timeouts %d, want 0: nothing was sent early", n)
 			}
-			if g.w[0].holdDue != 1<<63-1 {
-				t.Errorf("holdDue %d with nothing held", g.w[0].holdDue)
+			if g.w[0].flows.holdDue != 1<<63-1 {
+				t.Errorf("holdDue %d with nothing held", g.w[0].flows.holdDue)
 			}
 		}},
 		{"a ring whose owner handed off its queue's newest packet counts as now - exactSlack", 2, 64, func(t *testing.T, g *mergeRig) {
@@ -284,7 +284,7 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("within exactSlack: sent %d, held %d; want 0, 1", sent, held)
 			}
-			if due := g.w[0].holdDue; due != s+int64(exactSlack) {
+			if due := g.w[0].flows.holdDue; due != s+int64(exactSlack) {
 				t.Fatalf("holdDue %d, want the stamp plus exactSlack, %d", due-rigStart, s+int64(exactSlack)-rigStart)
 			}
 			g.now = s + int64(exactSlack)
@@ -361,7 +361,7 @@ func TestMergeOrder(t *testing.T) {
 			if sent, held := g.merge(0); sent != 0 || held != 1 {
 				t.Fatalf("before maxHold: sent %d, held %d; want 0, 1", sent, held)
 			}
-			if due := g.w[0].holdDue; due != min(s+slackNS, t0+int64(maxHold)) {
+			if due := g.w[0].flows.holdDue; due != min(s+slackNS, t0+int64(maxHold)) {
 				t.Fatalf("holdDue %d, want %d", due-rigStart, min(s+slackNS, t0+int64(maxHold))-rigStart)
 			}
 			g.now = t0 + int64(maxHold)
@@ -379,7 +379,7 @@ func TestMergeOrder(t *testing.T) {
 			g.hand(0, 0, 0, "b", s, 1)
 			g.hand(0, 1, 0, "a", s-usec(150), 1)
 			g.hand(0, 1, 0, "c", s+1, 3)
-			g.w[0].draining = true
+			g.w[0].flows.draining = true
 			if sent, held := g.merge(0); sent != 3 || held != 0 {
 				t.Fatalf("draining: sent %d, held %d; want 3, 0", sent, held)
 			}
@@ -472,8 +472,8 @@ func TestDropHandoffs(t *testing.T) {
 			if n := g.port(0, 0).stats.load(cDrops + count(dropAtStop)); n != 1 {
 				t.Errorf("link 0 queue 0 dropped_at_stop %d, want 1 (b)", n)
 			}
-			for o := range g.w[0].order.in {
-				for k, h := range g.w[0].order.in[o] {
+			for o := range g.w[0].flows.order.in {
+				for k, h := range g.w[0].flows.order.in[o] {
 					if h.tail.Load() != h.head.Load() {
 						t.Errorf("handoff %d into link %d: %d entries left", k, o, h.tail.Load()-h.head.Load())
 					}

@@ -61,7 +61,7 @@ type rxBatch struct {
 // whole, decided at once, then carried out packet by packet: the same
 // stages from the verdict on.
 func (w *worker) forward(in *port) int {
-	merging := w.order.merging() // one mode read per batch
+	merging := w.flows.order.merging() // one mode read per batch
 	v, whole := w.batchVerdict(in)
 	room, ok := w.room(in, merging, v, whole)
 	if !ok {
@@ -124,7 +124,7 @@ func (w *worker) room(in *port, merging bool, v verdict, whole bool) (room uint3
 		}
 		if room < linearize.MaxDescs {
 			if in.blockedAt.Load() == 0 {
-				in.blockedAt.Store(w.clock())
+				in.blockedAt.Store(w.flows.clock())
 			}
 			return 0, false
 		}
@@ -179,10 +179,10 @@ func (w *worker) startBatch() {
 	for i, n := 0, int(w.inlineMax.Load()); i < len(w.umems.dom); i++ {
 		w.umems.dom[i].build.Policy.InlineMax = n
 	}
-	if w.flows != nil {
-		w.now = w.clock() // one clock read per batch
+	if w.flows.table != nil {
+		w.flows.now = w.flows.clock() // one clock read per batch
 	}
-	w.lastStamp = 0
+	w.flows.lastStamp = 0
 }
 
 // collect takes in's next packet into buf (rxring checks every
@@ -205,7 +205,7 @@ func (w *worker) collect(in *port, buf []xsk.Desc, b *rxBatch, p *rxPkt) bool {
 	}
 	// A frame cut on its way in is dropped, not sent on cut.
 	if d := p.descs[0]; truncated(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], p.total) {
-		if w.flows != nil {
+		if w.flows.table != nil {
 			w.takeStamp(d.Addr) // ordering: this packet was seen
 		}
 		w.abandon(lost{why: dropTruncated, at: atRX, rx: *p, link: in.link, queue: in.queue, total: p.total}, &b.c)
@@ -257,7 +257,7 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 // (cleared, for the ordering) unless peek. It reads the frame, so it runs
 // before the layout may recycle it.
 func (w *worker) choose(p *rxPkt, peek bool) txChoice {
-	if w.flows == nil {
+	if w.flows.table == nil {
 		return txChoice{tq: w.q, slot: xps.NoSlot}
 	}
 	return w.chooseFlow(p, peek)
@@ -266,7 +266,7 @@ func (w *worker) choose(p *rxPkt, peek bool) txChoice {
 func (w *worker) chooseFlow(p *rxPkt, peek bool) txChoice {
 	d := p.descs[0]
 	c := txChoice{}
-	c.tq, c.slot = w.flows.pick(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.now)
+	c.tq, c.slot = w.flows.table.pick(w.rx.mem[d.Addr:d.Addr+uint64(d.Len)], w.q, w.flows.now)
 	if peek {
 		c.stamp = w.stampOf(d.Addr)
 	} else {
@@ -279,7 +279,7 @@ func (w *worker) chooseFlow(p *rxPkt, peek bool) txChoice {
 // no flow to choose and nothing to order (no flows, no merging): p goes
 // straight to this worker's lane, as emit would decide too.
 func (w *worker) send(p *rxPkt, o int, b *rxBatch) {
-	if w.flows != nil {
+	if w.flows.table != nil {
 		w.sendFlow(p, o, b)
 		return
 	}
@@ -315,11 +315,11 @@ func (w *worker) noRoom(p *rxPkt, o int, l *lane) {
 // owner (a full one drops it, counted).
 func (w *worker) emit(in *port, o int, c txChoice, tx []xsk.Desc, total int, b *rxBatch) {
 	l := w.lanes.tx[o]
-	if w.flows != nil {
-		w.flows.sent(tx, c.tq, c.slot)
+	if w.flows.table != nil {
+		w.flows.table.sent(tx, c.tq, c.slot)
 	}
 	if b.merging || c.tq != w.q {
-		if !w.order.push(in, c.tq, o, tx, c.stamp, w.now) {
+		if !w.flows.order.push(in, c.tq, o, tx, c.stamp, w.flows.now) {
 			w.abandon(lost{why: dropHandoffFull, at: atTX, descs: tx, tq: c.tq, link: o, queue: w.q, total: total}, &l.bc)
 		} // pushed: the owner's merge records what becomes of it (capture.go)
 		w.lanes.touch(l)

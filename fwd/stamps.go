@@ -35,7 +35,7 @@ func (w *worker) stampOf(addr uint64) int64 {
 		return 0
 	}
 	ts := int64(binary.NativeEndian.Uint64(w.rx.mem[addr-xsk.MetaStampOff:]))
-	if ts <= 0 || ts > w.now+int64(time.Second) {
+	if ts <= 0 || ts > w.flows.now+int64(time.Second) {
 		return 0
 	}
 	return ts
@@ -60,7 +60,7 @@ func (w *worker) takeStamp(addr uint64) int64 {
 	ts := w.stampOf(addr)
 	if ts != 0 {
 		binary.NativeEndian.PutUint64(w.rx.mem[addr-xsk.MetaStampOff:], 0)
-		w.lastStamp = ts
+		w.flows.lastStamp = ts
 	}
 	return ts
 }
@@ -69,7 +69,7 @@ func (w *worker) takeStamp(addr uint64) int64 {
 // bound on the stamps of the packets it has not yet handed off.
 func (w *worker) publishWatermarks() {
 	for _, p := range w.rx.ports {
-		p.wm.Store(w.watermarkOf(p, w.now))
+		p.wm.Store(w.watermarkOf(p, w.flows.now))
 	}
 }
 

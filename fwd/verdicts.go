@@ -80,8 +80,8 @@ func (w *worker) reflect(p *rxPkt, b *rxBatch) {
 		w.lanes.touch(l)
 		return
 	}
-	if w.flows != nil {
-		w.flows.bypass(tx)
+	if w.flows.table != nil {
+		w.flows.table.bypass(tx)
 	}
 	w.put(l, tx, p.total)
 }

@@ -20,7 +20,7 @@ func TestRestoreVLAN(t *testing.T) {
 	}
 	defer r.Close()
 	w := &worker{}
-	w.rx.mem, w.rx.frameSize, w.now = r.Mem(), 2048, 1<<40
+	w.rx.mem, w.rx.frameSize, w.flows.now = r.Mem(), 2048, 1<<40
 	unit := r.Frames.Base() + 2048
 	frame := make([]byte, 60)
 	for i := range frame {

@@ -38,7 +38,7 @@ type worker struct {
 	q     int
 	rx    rxSide
 	lanes txLanes
-	flowOrder
+	flows flowOrder
 	verdicts
 	tap tapState // hands packets to xdpfwd capture (capture.go)
 	// umems are its parts of each UMEM domain: frame caches and builders
@@ -164,7 +164,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			// That worker may share this CPU, so never spin for it: a
 			// short sleep gives it the CPU (it wakes us if it hands us
 			// more).
-			switch due := time.Duration(w.holdDue - w.clock()); {
+			switch due := time.Duration(w.flows.holdDue - w.flows.clock()); {
 			case due > holdSpin:
 				w.sleep(min(due, holdPoll))
 			case due <= 0:
@@ -225,7 +225,7 @@ func (w *worker) round() (n, held int) {
 			w.rx.from = w.rx.from.Add(p.link)
 		}
 	}
-	if w.order != nil {
+	if w.flows.order != nil {
 		var m int
 		m, held = w.merge()
 		n += m
@@ -277,7 +277,7 @@ func (w *worker) sleep(timeout time.Duration) {
 	// published before the worker announced the sleep.
 	// Stop sets its flag, then wakes a worker that sleeps: the flag is
 	// part of the same last look.
-	if w.order != nil && w.order.pending() || w.memRX && w.rx.pending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
+	if w.flows.order != nil && w.flows.order.pending() || w.memRX && w.rx.pending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
 		w.lanes.flush()
@@ -340,8 +340,8 @@ func (w *worker) reapAll() {
 func (w *worker) reap(l *lane) {
 	for {
 		n := l.reap(w.lanes.reaped)
-		if w.flows != nil {
-			w.flows.completedAddrs(w.lanes.reaped[:n], w.q)
+		if w.flows.table != nil {
+			w.flows.table.completedAddrs(w.lanes.reaped[:n], w.q)
 		}
 		for _, a := range w.lanes.reaped[:n] {
 			if !w.freeTX(a) {
@@ -358,14 +358,14 @@ func (w *worker) reap(l *lane) {
 // for ordering, and waits, up to drainTimeout, for the kernel to complete
 // every TX descriptor.
 func (w *worker) drain() {
-	w.draining = true
+	w.flows.draining = true
 	w.settle(w.lanes.own, func() bool {
 		n := 0
 		for _, p := range w.rx.ports {
 			n += w.forward(p)
 		}
 		held := 0
-		if w.order != nil {
+		if w.flows.order != nil {
 			var m int
 			m, held = w.merge()
 			n += m
