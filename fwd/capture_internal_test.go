@@ -27,7 +27,7 @@ func TestCaptureHandedOff(t *testing.T) {
 	}{
 		{"sent", func(g *mergeRig) { g.w[1].flows.draining = true; g.merge(1) }, "[1/1/tx/]", "[1/1:tx_packets=1]"},
 		{"tx full", func(g *mergeRig) {
-			g.w[1].handler = HandlerFunc(func([]Packet) {})
+			g.w[1].verdicts.handler = HandlerFunc(func([]Packet) {})
 			g.port(1, 1).tx.quietUntil = 1 // its link down: the merge drops
 			for g.port(1, 1).tx.free(1) > 0 {
 				g.port(1, 1).tx.put([]xsk.Desc{{Addr: g.frame("filler"), Len: 60}})

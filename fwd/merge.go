@@ -261,7 +261,7 @@ func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held in
 			break // a packet not yet whole: next round
 		}
 		if out.free(k) < k {
-			if w.handler == nil || !out.down() {
+			if w.verdicts.handler == nil || !out.down() {
 				break // TX full: next round
 			}
 			// A Handler's link that is down: drop (tx_full) rather

@@ -85,9 +85,9 @@ func (w *worker) forward(in *port) int {
 		}
 	} else {
 		w.decide(in, &b)
-		for j := range w.pkts {
+		for j := range w.verdicts.pkts {
 			p := w.collected(in, j)
-			w.carryOut(&p, w.pkts[j].verdictOf(), &b)
+			w.carryOut(&p, w.verdicts.pkts[j].verdictOf(), &b)
 		}
 	}
 	w.finish(in, &b)
@@ -98,7 +98,7 @@ func (w *worker) forward(in *port) int {
 // the mode knows it before reading one: cross-connect's, out of the other
 // link. whole is false when each packet has its own (a Handler's).
 func (w *worker) batchVerdict(in *port) (v verdict, whole bool) {
-	if w.handler != nil {
+	if w.verdicts.handler != nil {
 		return verdict{}, false
 	}
 	return verdict{v: VerdictForward, out: LinkSet(1 - in.link)}, true

@@ -23,40 +23,42 @@ func newVerdicts(h Handler, ringSize int) verdicts {
 	return verdicts{handler: h, pkts: make([]Packet, 0, ringSize), spans: make([]span, 0, ringSize), descs: make([]xsk.Desc, 0, ringSize)}
 }
 
-// span locates one packet's descriptors in worker.descs.
+// span locates one packet's descriptors in verdicts.descs.
 type span struct{ start, end uint32 }
 
-// decide collects the packets in's RX ring claimed into w.pkts (one
-// Packet each, for the handler) and w.descs/w.spans (their descriptors),
+// decide collects the packets in's RX ring claimed into w.verdicts: pkts
+// (one Packet each, for the handler) and descs/spans (their descriptors),
 // and lets the handler decide them.
 func (w *worker) decide(in *port, b *rxBatch) {
-	w.pkts, w.spans, w.descs = w.pkts[:0], w.spans[:0], w.descs[:0]
+	v := &w.verdicts
+	v.pkts, v.spans, v.descs = v.pkts[:0], v.spans[:0], v.descs[:0]
 	for in.rx.More() {
-		start := len(w.descs)
+		start := len(v.descs)
 		var p rxPkt
-		if !w.collect(in, w.descs[start:], b, &p) {
+		if !w.collect(in, v.descs[start:], b, &p) {
 			continue
 		}
-		// p.descs lies at w.descs[start:] already (the batch takes no
-		// more descriptors than w.descs holds): this only extends it.
-		w.descs = append(w.descs[:start], p.descs...)
-		w.spans = append(w.spans, span{uint32(start), uint32(len(w.descs))})
+		// p.descs lies at v.descs[start:] already (the batch takes no
+		// more descriptors than v.descs holds): this only extends it.
+		v.descs = append(v.descs[:start], p.descs...)
+		v.spans = append(v.spans, span{uint32(start), uint32(len(v.descs))})
 		d := p.descs[0]
-		w.pkts = append(w.pkts, Packet{
+		v.pkts = append(v.pkts, Packet{
 			Data: w.rx.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
 			Len:  p.total, Link: in.link, Queue: in.queue, total: p.total,
 			Arrival: w.arrivalOf(d.Addr),
 		})
 	}
-	if len(w.pkts) > 0 {
-		w.handler.Handle(w.pkts)
+	if len(v.pkts) > 0 {
+		v.handler.Handle(v.pkts)
 	}
 }
 
 // collected is packet j of the batch decide collected from in.
 func (w *worker) collected(in *port, j int) rxPkt {
-	s := w.spans[j]
-	return rxPkt{in: in, descs: w.descs[s.start:s.end:s.end], total: w.pkts[j].total}
+	v := &w.verdicts
+	s := v.spans[j]
+	return rxPkt{in: in, descs: v.descs[s.start:s.end:s.end], total: v.pkts[j].total}
 }
 
 // verdictOf is the verdict the handler gave p. A packet whose Len the

@@ -35,12 +35,12 @@ const (
 //
 // What is left here is the loop: when to run a round, spin or sleep.
 type worker struct {
-	q     int
-	rx    rxSide
-	lanes txLanes
-	flows flowOrder
-	verdicts
-	tap tapState // hands packets to xdpfwd capture (capture.go)
+	q        int
+	rx       rxSide
+	lanes    txLanes
+	flows    flowOrder
+	verdicts verdicts
+	tap      tapState // hands packets to xdpfwd capture (capture.go)
 	// umems are its parts of each UMEM domain: frame caches and builders
 	// (domain.go).
 	umems workerDomains
