@@ -101,7 +101,7 @@ func testWorker(t *testing.T, frameSize int) *worker {
 	w.rx.mem, w.rx.frameSize = r.Mem(), uint64(frameSize)
 	w.rx.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
 	w.umems = oneDomain(r, policy, 16)
-	w.out = make([]xsk.Desc, linearize.MaxDescs)
+	w.layout.out = make([]xsk.Desc, linearize.MaxDescs)
 	return w
 }
 

@@ -34,7 +34,7 @@ func newTXLayout(inlineMax *atomic.Int32) txLayout {
 	}
 }
 
-// layOut lays out p for lane l as TX descriptors in w.out and returns
+// layOut lays out p for lane l as TX descriptors in w.layout.out and returns
 // them (nil: no layout, the packet left Held for the caller to abandon).
 // Frames that leave as they came move to the kernel's TX side; frames
 // whose data was copied go back to p's fill ring at once. A lane of
@@ -59,7 +59,7 @@ func (w *worker) layOut(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 			addr, _, ok = d.build.InlineGather(chain)
 		}
 		if ok {
-			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
+			w.layout.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd = 1
 		} else {
 			l.bc.n[cInlineFallbacks]++
@@ -69,7 +69,7 @@ func (w *worker) layOut(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 			}
 		}
 	case linearize.Frag:
-		if nd = d.build.Repack(chain, w.out); nd == 0 {
+		if nd = d.build.Repack(chain, w.layout.out); nd == 0 {
 			path = linearize.Chain
 		}
 	}
@@ -84,11 +84,11 @@ func (w *worker) layOut(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 		}
 		for j, c := range chain {
 			d.region.Frames.Move(c.Addr, umem.Held, umem.KernelTX)
-			w.out[j] = xsk.Desc{Addr: c.Addr, Len: c.Len, Options: c.Options & xsk.PktContd}
+			w.layout.out[j] = xsk.Desc{Addr: c.Addr, Len: c.Len, Options: c.Options & xsk.PktContd}
 		}
 		nd = len(chain)
 	}
-	tx := w.out[:nd]
+	tx := w.layout.out[:nd]
 	w.laidOut(tx, p.in.csum, rc)
 	l.bc.paths[path]++
 	l.bc.hist[min(nd, linearize.MaxDescs)]++
@@ -102,7 +102,7 @@ func (w *worker) laidOut(tx []xsk.Desc, csum bool, rc *batchCounts) {
 		rc.n[cCsumCompleted]++
 	}
 	for _, d := range tx {
-		w.meter.Touch(d.Addr, d.Len)
+		w.layout.meter.Touch(d.Addr, d.Len)
 	}
 }
 
@@ -119,11 +119,12 @@ func (w *worker) layOutAcross(p *rxPkt, l *lane, rc *batchCounts) []xsk.Desc {
 	return tx
 }
 
-// layOutCopy lays out a copy of p for lane l as TX descriptors in w.out,
-// in an inline slot or a frag block of l's domain, else (no frag zone, or
-// none left) in its free frames, one per descriptor of the packet, and
-// returns them (nil: no room, for the caller to abandon). The packet's
-// own frames stay Held. A copy into another domain is counted as such.
+// layOutCopy lays out a copy of p for lane l as TX descriptors in
+// w.layout.out, in an inline slot or a frag block of l's domain, else (no
+// frag zone, or none left) in its free frames, one per descriptor of the
+// packet, and returns them (nil: no room, for the caller to abandon). The
+// packet's own frames stay Held. A copy into another domain is counted as
+// such.
 func (w *worker) layOutCopy(p *rxPkt, l *lane) []xsk.Desc {
 	d := &w.umems.dom[l.dom]
 	chain := p.descs
@@ -131,13 +132,13 @@ func (w *worker) layOutCopy(p *rxPkt, l *lane) []xsk.Desc {
 	switch c := chain[0]; {
 	case len(chain) == 1 && p.total <= d.build.Policy.InlineMax:
 		if addr, ok := d.build.Inline(w.rx.mem[c.Addr : c.Addr+uint64(c.Len)]); ok {
-			w.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
+			w.layout.out[0] = xsk.Desc{Addr: addr, Len: uint32(p.total)}
 			nd, path = 1, linearize.Inline
 		}
 	case len(chain) == 1:
-		nd = d.build.Pack(w.rx.mem[c.Addr:c.Addr+uint64(c.Len)], w.out)
+		nd = d.build.Pack(w.rx.mem[c.Addr:c.Addr+uint64(c.Len)], w.layout.out)
 	default:
-		nd = d.build.Repack(chain, w.out)
+		nd = d.build.Repack(chain, w.layout.out)
 	}
 	if nd == 0 {
 		if nd = w.copyToFrames(d, chain); nd > 0 {
@@ -157,7 +158,7 @@ func (w *worker) layOutCopy(p *rxPkt, l *lane) []xsk.Desc {
 		c.n[crossCount[path]]++
 		c.n[cCrossBytes] += uint64(p.total)
 	}
-	return w.out[:nd]
+	return w.layout.out[:nd]
 }
 
 // crossCount is the counter of a copy across domains by the path it
@@ -171,21 +172,21 @@ var crossCount = [linearize.NumPaths]count{
 
 // copyToFrames copies each descriptor of chain to the start of a free
 // frame of d (each came in one, so each fits) and describes them in
-// w.out; 0, with the frames given back, when the worker has too few.
+// w.layout.out; 0, with the frames given back, when the worker has too few.
 func (w *worker) copyToFrames(d *workerDomain, chain []xsk.Desc) int {
-	if len(chain) > len(w.out) {
+	if len(chain) > len(w.layout.out) {
 		return 0
 	}
 	for j, c := range chain {
 		a, ok := d.frames.Alloc(umem.KernelTX)
 		if !ok {
-			for _, o := range w.out[:j] {
+			for _, o := range w.layout.out[:j] {
 				d.frames.Free(o.Addr, umem.KernelTX)
 			}
 			return 0
 		}
 		copy(w.rx.mem[a:a+uint64(c.Len)], w.rx.mem[c.Addr:c.Addr+uint64(c.Len)])
-		w.out[j] = xsk.Desc{Addr: a, Len: c.Len, Options: c.Options & xsk.PktContd}
+		w.layout.out[j] = xsk.Desc{Addr: a, Len: c.Len, Options: c.Options & xsk.PktContd}
 	}
 	return len(chain)
 }

@@ -500,9 +500,9 @@ func TestDropHandoffs(t *testing.T) {
 func (g *mergeRig) ready(q int, h Handler) *worker {
 	w := g.w[q]
 	var inlineMax atomic.Int32
-	w.rx.batch, w.inlineMax = 64, &inlineMax
+	w.rx.batch, w.layout.inlineMax = 64, &inlineMax
 	w.rx.chain = make([]xsk.Desc, 0, linearize.MaxDescs)
-	w.out = make([]xsk.Desc, linearize.MaxDescs)
+	w.layout.out = make([]xsk.Desc, linearize.MaxDescs)
 	if w.tap.point == nil {
 		w.tap.point = capture.NewHub(2, []string{"a", "b"}).Point(q)
 	}

@@ -176,7 +176,7 @@ func (w *worker) begin(n uint32, v verdict, whole bool, b *rxBatch) {
 // the live inline limit, and with several queues one clock read.
 func (w *worker) startBatch() {
 	w.tap.set = w.tap.point.Begin() // one atomic load while nobody captures (capture.go)
-	for i, n := 0, int(w.inlineMax.Load()); i < len(w.umems.dom); i++ {
+	for i, n := 0, int(w.layout.inlineMax.Load()); i < len(w.umems.dom); i++ {
 		w.umems.dom[i].build.Policy.InlineMax = n
 	}
 	if w.flows.table != nil {

@@ -638,7 +638,7 @@ func (f *Forwarder) xps() XPSSummary {
 func (f *Forwarder) PagesPer1K() (p4k, p2m float64) {
 	var s4, s2, w uint64
 	for _, wk := range f.workers {
-		a, b, c := wk.meter.Sums()
+		a, b, c := wk.layout.meter.Sums()
 		s4, s2, w = s4+a, s2+b, w+c
 	}
 	if w == 0 {

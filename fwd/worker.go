@@ -65,10 +65,10 @@ type worker struct {
 	// stopping is run's stop flag (Forwarder.stop), for sleep's last look.
 	stopping *atomic.Bool
 
-	// txLayout comes last: its page meter is some 100 KiB, and the fields
-	// every packet reads (flows, tx, the RX side) stay in the worker's
-	// first cache lines instead of 100 KiB away, behind it.
-	txLayout
+	// layout comes last: its page meter is some 100 KiB, and the fields
+	// every packet reads (flows, lanes, rx) stay in the worker's first
+	// cache lines instead of 100 KiB away, behind it.
+	layout txLayout
 }
 
 func newWorker(f *Forwarder, q int) (*worker, error) {
@@ -80,7 +80,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		q:        q,
 		rx:       newRXSide(f.doms[0].region.Mem(), f.cfg.FrameSize, f.cfg.Batch),
 		umems:    f.newWorkerDomains(),
-		txLayout: newTXLayout(&f.inlineMax),
+		layout:   newTXLayout(&f.inlineMax),
 		verdicts: newVerdicts(f.handler, int(f.cfg.RingSize)),
 		wake:     wk,
 		cpu:      -1,
