@@ -36,12 +36,14 @@
 // # Who owns what
 //
 // A worker (worker.go: its loop) is made of parts, each in the file named
-// for it with a note on who writes what it shares: the RX side and its
-// ports (rxside.go), the TX lanes (lane.go), the layout (layout.go), the
-// flow choice and the ordering (floworder.go, merge.go, handoff.go), a
-// Handler's batch (verdicts.go), the counters (counters.go: one set,
-// which LinkStats, the summary, the stats line and the metrics read) and
-// the links changed while running (links.go).
+// for it with a note on who writes what it shares, and each named where it
+// is used (w.rx, w.lanes, …): the RX side and its ports (rxside.go: w.rx),
+// the TX lanes (lane.go: w.lanes), the layout (layout.go: w.layout), the
+// flow choice and the ordering (floworder.go, merge.go, handoff.go:
+// w.flows), a Handler's batch (verdicts.go: w.verdicts), the counters
+// (counters.go: one set, which LinkStats, the summary, the stats line and
+// the metrics read) and the links changed while running (links.go:
+// w.chg).
 //
 // # Concurrency
 //

@@ -23,15 +23,26 @@ const (
 // parts, each in the file named for it with a note on who writes what it
 // shares:
 //
-//   - rxSide (rxside.go): the RX rings it reads, their frames and fill
-//     rings;
-//   - txLanes (lane.go): the TX lanes it writes, their kicks and
+//   - rx, an rxSide (rxside.go): the RX rings it reads, their frames and
+//     fill rings;
+//   - lanes, a txLanes (lane.go): the TX lanes it writes, their kicks and
 //     completions;
-//   - txLayout (layout.go): where a packet's bytes go on the way out;
-//   - flowOrder (floworder.go): the flow table's TX queue choice and the
-//     ordering across RX queues;
+//   - layout, a txLayout (layout.go): where a packet's bytes go on the way
+//     out;
+//   - flows, a flowOrder (floworder.go): the flow table's TX queue choice
+//     and the ordering across RX queues;
 //   - verdicts (verdicts.go): a Handler's batch;
-//   - the counters (counters.go), and the capture hooks (capture.go).
+//   - the loop counters (loopStats, counters.go), and the capture hooks
+//     (tap, capture.go).
+//
+// A part that has a file of its own is named, so that a call site says
+// who owns what it touches: w.rx.ports, w.lanes.flush(), w.flows.order,
+// not a w.X that reads as the worker's own. The loop counters alone stay
+// embedded: this file's loop is their only writer, so the worker is their
+// owner, and a name would add nothing to w.sleeps for the stats that read
+// them. A part's own fields are named for what they are within it, so
+// that nothing stutters (w.rx.ports, not w.rx.rx; w.flows.table, not
+// w.flows.flows).
 //
 // What is left here is the loop: when to run a round, spin or sleep.
 type worker struct {
