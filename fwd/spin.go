@@ -26,11 +26,13 @@ type spinner struct {
 	// misses counts the spins in a row that caught nothing; probe the
 	// dry spells since the last spin while giving up.
 	misses, probe int
-	// reply, when adaptive (the default), stretches a spin into a
+	// reply, in the default spinner (adapts), stretches a spin into a
 	// window long enough to catch the replies to what was forwarded.
-	reply    replyWindow
-	adaptive bool
+	reply replyWindow
 }
+
+// adapts reports whether this is the default spinner: not --spin N, not off.
+func (s *spinner) adapts() bool { return !s.fixed && s.rounds > 0 }
 
 const (
 	// defaultSpinRounds is a spin's length unless --spin says (about
@@ -48,7 +50,7 @@ const (
 func newSpinner(spin int) spinner {
 	switch {
 	case spin == 0:
-		s := spinner{rounds: defaultSpinRounds, adaptive: true}
+		s := spinner{rounds: defaultSpinRounds}
 		for i := range s.reply.gaps {
 			s.reply.gaps[i] = replyNever
 		}
@@ -81,7 +83,7 @@ func (s *spinner) more(idle int) bool { return idle < s.rounds }
 // dry returns until when a dry spell beginning at now polls past its
 // spin's rounds: now when it does not (replyWindow.begin).
 func (s *spinner) dry(now int64) int64 {
-	if !s.adaptive {
+	if !s.adapts() {
 		return now
 	}
 	return s.reply.begin(now)
@@ -90,7 +92,7 @@ func (s *spinner) dry(now int64) int64 {
 // ended records a dry spell of gap ns ended by a packet; turned: one
 // from a link the worker sent on just before.
 func (s *spinner) ended(gap int64, turned bool) {
-	if s.adaptive {
+	if s.adapts() {
 		s.reply.end(gap, turned)
 	}
 }
