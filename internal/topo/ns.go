@@ -87,6 +87,14 @@ func (ns *NS) Do(fn func() error) error {
 	return r.err
 }
 
+// Path is the namespace's bind mount, which `ip netns` and setns(2)
+// callers open; empty once closed.
+func (ns *NS) Path() string {
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	return ns.path
+}
+
 func (ns *NS) enter() error {
 	ns.mu.RLock()
 	defer ns.mu.RUnlock()
