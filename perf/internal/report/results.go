@@ -56,7 +56,7 @@ type Settings struct {
 	// PodRPSCPUs is where the namespaces' veth ends run their receive
 	// processing (RPS); empty: the kernel's default, the sending CPU.
 	PodRPSCPUs []int `json:"pod_rps_cpus,omitempty"`
-	GOMAXPROCS  int     `json:"gomaxprocs"`
+	GOMAXPROCS int   `json:"gomaxprocs"`
 }
 
 // ContenderResult says what a contender is and whether it ran.
