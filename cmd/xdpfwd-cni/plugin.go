@@ -264,7 +264,7 @@ func iface(l netlink.Link) net.Interface {
 }
 
 // addSteps are ADD's steps in order: the record (the intent, before
-// anything is made), the veth pair, the IPAM lease, the container end's
+// anything is made), the veth pair (and its container end's RPS), the IPAM lease, the container end's
 // addresses and routes, the daemon's link. After each the record says
 // it is done (record.Stage), and a test build may kill the plugin there
 // (killPoint).

@@ -145,7 +145,7 @@ func (p rpsPolicy) targets(online, pinned []int) ([]int, error) {
 	return rest, nil
 }
 
-// setRPS steers the receive work of ifname, in the namespace at netns, to
+// set steers the receive work of ifname, in the namespace at netns, to
 // cpus, and returns the CPUs set: nil when cpus is, or when the policy is
 // auto and the kernel has no RPS (nothing to steer with; an explicit list
 // fails there).
@@ -176,14 +176,18 @@ func checkRPS(netns, ifname string, want []int) error {
 	}
 	for q, got := range queues {
 		if !slices.Equal(got, want) {
-			return fmt.Errorf("RPS of rx-%d steers to CPUs %q, ADD set %q (\"rpsCPUs\")", q, cpuList(got), cpuList(want))
+			return fmt.Errorf(`RPS of rx-%d steers to CPUs %s, ADD set %s ("rpsCPUs")`, q, cpuList(got), cpuList(want))
 		}
 	}
 	return nil
 }
 
-// cpuList writes cpus (sorted) as the kernel writes a CPU list: "0-3,8".
+// cpuList writes cpus (sorted) as the kernel writes a CPU list: "0-3,8";
+// "none" for none (a mask of 0).
 func cpuList(cpus []int) string {
+	if len(cpus) == 0 {
+		return "none"
+	}
 	var b strings.Builder
 	for i := 0; i < len(cpus); {
 		j := i
