@@ -264,10 +264,10 @@ func iface(l netlink.Link) net.Interface {
 }
 
 // addSteps are ADD's steps in order: the record (the intent, before
-// anything is made), the veth pair (and its container end's RPS), the IPAM lease, the container end's
-// addresses and routes, the daemon's link. After each the record says
-// it is done (record.Stage), and a test build may kill the plugin there
-// (killPoint).
+// anything is made), the veth pair (and its container end's RPS), the
+// IPAM lease, the container end's addresses and routes, the daemon's
+// link. After each the record says it is done (record.Stage), and a
+// test build may kill the plugin there (killPoint).
 var addSteps = []string{"record", "veth", "ipam", "addresses", "daemon"}
 
 // stageAdded is the record's Stage once ADD has printed its result.
