@@ -2,15 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
@@ -51,8 +55,9 @@ func cpuBits(cpus []int) *big.Int {
 // CPU 1 (--cpus 1): auto (the default) sets every rx queue's mask of the
 // pod's eth0 (two queues, as the workers) to the other online CPUs, and
 // the record keeps them; CHECK passes, and fails once a mask is changed
-// by hand; "off" leaves the masks at 0; "0" sets CPU 0. With a daemon
-// whose worker is not pinned, auto leaves them at 0.
+// by hand; "off" leaves the masks at 0; "0" sets CPU 0; a CPU that is
+// not online is error 7 and builds nothing. With a daemon whose worker
+// is not pinned, auto leaves them at 0.
 func TestCNIRPS(t *testing.T) {
 	online, err := onlineCPUs()
 	if err != nil {
@@ -128,6 +133,18 @@ func TestCNIRPS(t *testing.T) {
 	if out, err := r.cnitoolRun("check", p); err != nil {
 		t.Errorf("cnitool check after ADD with \"rpsCPUs\": \"0\": %v\n%s", err, out)
 	}
+	// A CPU that is not online: error 7 naming the key, nothing built.
+	conf := r.pluginConf(r.hostLocalIPAM())
+	conf["rpsCPUs"] = strconv.Itoa(slices.Max(online) + 1)
+	r.writeConflist("1.1.0", conf)
+	p = r.podNS("cnirps-offline")
+	var te *types.Error
+	if err := r.addCode(p); !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig || !strings.Contains(te.Msg, `"rpsCPUs"`) {
+		t.Errorf("ADD with \"rpsCPUs\" %s, not online: %v; want CNI error 7 naming \"rpsCPUs\"", conf["rpsCPUs"], err)
+	}
+	if left := r.leftovers(p); len(left) > 0 {
+		t.Errorf("after the refused ADD: %q left", left)
+	}
 	d.running()
 	for _, q := range r.pods {
 		r.cnitoolRun("del", q)
@@ -141,8 +158,7 @@ func TestCNIRPS(t *testing.T) {
 		t.Fatalf("xdpfwd --queues 1 without --cpus: link list says workers on CPUs %v; want none (not pinned)", l.CPUs)
 	}
 	// The veth gets the one queue the daemon asks for; add wants two.
-	conf := r.pluginConf(r.hostLocalIPAM())
-	r.writeConflist("1.1.0", conf)
+	r.writeConflist("1.1.0", r.pluginConf(r.hostLocalIPAM()))
 	p = r.podNS("cnirps-unpinned")
 	if out, err := r.cnitoolRun("add", p); err != nil {
 		t.Fatalf("unpinned: cnitool add: %v\n%s", err, out)
