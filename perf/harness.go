@@ -172,6 +172,16 @@ func (o *Options) defaults() {
 }
 
 // drain is the pause after each sample, for the queues to empty.
+// podRPSCPUs is where the namespace ends steer their receive processing
+// with --pod-rps load: the load CPUs. Otherwise none: the kernel runs it
+// on the sending CPU.
+func (o *Options) podRPSCPUs() []int {
+	if o.PodRPS != "load" {
+		return nil
+	}
+	return o.LoadCPUs
+}
+
 func (o *Options) drain() time.Duration {
 	if o.Quick {
 		return 50 * time.Millisecond
@@ -296,7 +306,7 @@ func runBench(ctx context.Context, o *Options, res *report.Results) (err error) 
 	res.Settings = report.Settings{
 		Quick: o.Quick, Rounds: o.Rounds, DurationS: o.Duration.Seconds(), WarmupS: o.Warmup.Seconds(),
 		CostRatePPS: o.CostRate, FwdCPU: o.FwdCPU, LoadCPUs: o.LoadCPUs, Queues: o.Queues,
-		GOMAXPROCS: runtime.GOMAXPROCS(0), Source: o.Source,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), Source: o.Source, PodRPSCPUs: o.podRPSCPUs(),
 	}
 	for _, w := range ws {
 		res.Workloads = append(res.Workloads, workloadInfo(w, o))
@@ -374,7 +384,7 @@ func (e *env) buildTopology(active []*contender, ws []*workload, pr *progress) e
 				pr.status(fmt.Sprintf("built %s: namespaces and links %s (%s)", p.Name, strings.Join(e.hosts[p].Links, ", "), k))
 				continue
 			}
-			p, err := topo.NewPair(topo.Options{Queues: k.queues, TxChecksum: k.offloads})
+			p, err := topo.NewPair(topo.Options{Queues: k.queues, TxChecksum: k.offloads, RPSCPUs: e.o.podRPSCPUs()})
 			if err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ var (
 // (no ARP crosses a contender during a measurement), and on a single host
 // the counter of reflected frames.
 func (e *env) newHosts(k pairKey) (_ *topo.Pair, err error) {
-	h, err := topo.NewHosts(k.hosts, topo.Options{Queues: k.queues, TxChecksum: k.offloads})
+	h, err := topo.NewHosts(k.hosts, topo.Options{Queues: k.queues, TxChecksum: k.offloads, RPSCPUs: e.o.podRPSCPUs()})
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,7 @@ type Options struct {
 	FwdCPU     int           // CPU of the forwarder processes
 	LoadCPUs   []int         // CPUs of perf's generators and receivers; empty: all others
 	Queues     int           // queues of every veth (0: 1)
+	PodRPS     string        // "" or "off": the namespace ends' receive processing where the kernel puts it (the sending CPU); "load": steered (RPS) to LoadCPUs
 	Src        string        // checkout to build xdpfwd from; "": this module
 	RefSrc     string        // another checkout, whose xdpfwd runs as contender xdpfwd-ref
 	Root       string        // perf's module root (perf/README.md, perf/asavie); "": from `go env GOMOD`
@@ -143,6 +144,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.IntVar(&o.FwdCPU, "fwd-cpu", 0, "CPU the forwarder processes are pinned to")
 	fs.StringVar(&loadCPUs, "load-cpus", "", "CPUs perf's generators and receivers are pinned to, e.g. 1 or 1-3 (default: all but --fwd-cpu)")
 	fs.IntVar(&o.Queues, "queues", 1, "RX/TX queues of every veth (multi-queue topology)")
+	fs.StringVar(&o.PodRPS, "pod-rps", "off", "receive processing of the namespaces' veth ends: off (the kernel's default: on the CPU that sends into them, a forwarder's) or load (RPS to --load-cpus, as xdpfwd's CNI plugin does with \"rpsCPUs\")")
 	fs.StringVar(&o.Src, "src", "", "checkout (module root) to build ./cmd/xdpfwd from, e.g. another commit's work tree (default: this module)")
 	fs.StringVar(&o.RefSrc, "ref-src", "", "also run xdpfwd, xdpfwd-switch and xdpfwd-reflect built from this checkout, as contenders NAME-ref: a change against the code before it, in the same run")
 	fs.BoolVar(&o.Readme, "readme", false, "rewrite the results section of perf/README.md from this run (or from --from)")
@@ -179,6 +181,8 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 		return o, errors.New("--queues must be at least 1")
 	case o.Source != "txonly" && o.Source != "sendmmsg":
 		return o, fmt.Errorf("--source %q: want txonly or sendmmsg", o.Source)
+	case o.PodRPS != "" && o.PodRPS != "off" && o.PodRPS != "load":
+		return o, fmt.Errorf("--pod-rps %q: want load or off", o.PodRPS)
 	}
 	if _, err := selectWithRefs(o.Only, o.RefSrc); err != nil {
 		return o, err

@@ -127,3 +127,35 @@ func TestChartColours(t *testing.T) {
 		}
 	}
 }
+
+// TestPodRPSFlag: --pod-rps off (the default) leaves the namespaces'
+// receive where the kernel puts it; load steers it to the load CPUs; any
+// other value is refused with exit code 2.
+func TestPodRPSFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []int
+		ok   bool
+	}{
+		{nil, nil, true},
+		{[]string{"--pod-rps", "off"}, nil, true},
+		{[]string{"--pod-rps", "load", "--load-cpus", "0"}, []int{0}, true},
+		{[]string{"--pod-rps", "fwd"}, nil, false},
+	} {
+		o, err := parseArgs(c.args, &strings.Builder{})
+		if (err == nil) != c.ok {
+			t.Errorf("%q: %v, want ok %v", c.args, err, c.ok)
+			continue
+		}
+		if !c.ok {
+			var stderr strings.Builder
+			if code := Main(c.args, &strings.Builder{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "--pod-rps") {
+				t.Errorf("%q: exit %d, %q; want 2 and a message naming --pod-rps", c.args, code, stderr.String())
+			}
+			continue
+		}
+		if got := o.podRPSCPUs(); !slices.Equal(got, c.want) {
+			t.Errorf("%q: RPS CPUs %v, want %v", c.args, got, c.want)
+		}
+	}
+}

@@ -90,6 +90,7 @@ func workloadTable() []*workload {
 		{Name: "cost-64-300k", Group: "cost", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Rate: 300000, run: runUDP},
 		{Name: "tcp-1", Group: "tcp", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s", Streams: 1, run: runTCP},
 		{Name: "tcp-4", Group: "tcp", Title: "TCP bulk, 4 streams", Metric: "gbps", Unit: "Gbit/s", Streams: 4, run: runTCP},
+		{Name: "tcp-16", Group: "tcp", Title: "TCP bulk, 16 streams", Metric: "gbps", Unit: "Gbit/s", Streams: 16, run: runTCP},
 		{Name: "rr-1k", Group: "rr", Title: "TCP RR 1 KB/1 KB, 250 connections", Metric: "tps", Unit: "transactions/s", Conns: 250, Req: 1024, Resp: 1024, run: runRR},
 		// The 42-byte cliff of Eric Dumazet's 128-byte inline zone in
 		// "[RFC net] tcp: Fix performance regression for

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/internal/rps"
 )
 
 // Options for NewPair. The zero value gives one queue, MTU 1500, TX checksum
@@ -25,6 +26,10 @@ type Options struct {
 	MTU        int  // MTU of all four veth ends (0: 1500)
 	TxChecksum bool // keep TX checksum offload on the namespace-side ends (see ethtool.SetTxChecksum)
 	VLAN       int  // if > 0, add a VLAN sub-interface with this ID on each namespace-side end
+	// RPSCPUs, if set, steers the namespace-side ends' receive processing
+	// to these CPUs (RPS), as xdpfwd's CNI plugin does for pods: without
+	// it a veth runs it on the CPU that sent, a forwarder's.
+	RPSCPUs []int
 }
 
 // Pair is two network namespaces, A and B, each joined to the root namespace
@@ -213,6 +218,11 @@ func (p *Pair) addSide(ns *NS, root *rootLink, v4, v6, vlan4 netip.Addr, opt Opt
 	}
 	if err := disableOffloads(ns, peerName, opt.TxChecksum); err != nil {
 		return fmt.Errorf("namespace %s: %w", ns.Name, err)
+	}
+	if len(opt.RPSCPUs) > 0 {
+		if err := rps.Set(ns.Path(), peerName, opt.RPSCPUs); err != nil {
+			return err
+		}
 	}
 	if err := addAddr(h, ns, eth, v4, v4Bits); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/internal/rps"
 )
 
 func testID() string {
@@ -774,6 +775,21 @@ func TestRawSpecCheck(t *testing.T) {
 		ours, seq, _, err := spec.check(tc.data, tc.aux, nil)
 		if ours != tc.ours || seq != tc.seq || (err == nil) != (tc.wantErr == "") || err != nil && !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: ours %v seq %d err %v; want ours %v seq %d err containing %q", tc.name, ours, seq, err, tc.ours, tc.seq, tc.wantErr)
+		}
+	}
+}
+
+// TestRPSOption: both namespace-side ends steer every receive queue to
+// the CPUs asked for.
+func TestRPSOption(t *testing.T) {
+	p := newTestPair(t, Options{Queues: 2, RPSCPUs: []int{0}})
+	for _, ns := range []*NS{p.A, p.B} {
+		got, err := rps.Get(ns.Path(), peerName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := [][]int{{0}, {0}}; !slices.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("%s: RPS CPUs per queue %v, want %v", ns.Name, got, want)
 		}
 	}
 }

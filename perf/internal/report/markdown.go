@@ -47,7 +47,17 @@ func (r *Results) contextSection(b *strings.Builder) {
 		st.Rounds, st.DurationS, st.WarmupS, r.label(RefContender))
 	fmt.Fprintf(b, "Placement: forwarder processes (xdpfwd, asavie-fwd, testpmd, Open vSwitch's daemons), every thread, pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
 		"Kernel-side forwarding (the bridge, the XDP redirect, AF_XDP copy-mode receive) runs in softirq on the CPU that sends, mostly the load CPU. "+
-		"Veth queues: %d%s.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, st.Queues, r.ownQueuesNote())
+		"%s"+
+		"Veth queues: %d%s.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, rpsSentence(st.PodRPSCPUs), st.Queues, r.ownQueuesNote())
+}
+
+// rpsSentence says where the namespaces' receive processing ran.
+func rpsSentence(cpus []int) string {
+	if len(cpus) == 0 {
+		return "The namespaces' receive processing (their TCP stacks) runs where the kernel puts it, on the CPU that sends into their veth: the forwarder's, for the AF_XDP forwarders. "
+	}
+	return "The namespaces' veth ends steer their receive processing (their TCP stacks) to CPU " + cpuList(cpus) +
+		" with RPS (--pod-rps load), as xdpfwd's CNI plugin does with \"rpsCPUs\"; without it a veth runs it on the CPU that sends, the forwarder's. "
 }
 
 // otherLoadLine says how much of the machine other processes used during

@@ -53,7 +53,10 @@ type Settings struct {
 	FwdCPU      int     `json:"fwd_cpu"`
 	LoadCPUs    []int   `json:"load_cpus"`
 	Queues      int     `json:"queues"`
-	GOMAXPROCS  int     `json:"gomaxprocs"`
+	// PodRPSCPUs is where the namespaces' veth ends run their receive
+	// processing (RPS); empty: the kernel's default, the sending CPU.
+	PodRPSCPUs []int `json:"pod_rps_cpus,omitempty"`
+	GOMAXPROCS int   `json:"gomaxprocs"`
 }
 
 // ContenderResult says what a contender is and whether it ran.
