@@ -33,8 +33,8 @@ type NetConf struct {
 	MAC      string `json:"mac,omitempty"`
 	StateDir string `json:"stateDir,omitempty"`
 	// RPSCPUs is where the pod end's receive processing runs (rps.go):
-	// "" or "auto", the online CPUs but the daemon's workers'; "off",
-	// as the kernel has it; or a CPU list, "0-3,8".
+	// "" or "off", as the kernel has it; "auto", the online CPUs but the
+	// daemon's workers'; or a CPU list, "0-3,8".
 	RPSCPUs string `json:"rpsCPUs,omitempty"`
 	// Args is the configuration's "args": args.cni.mac, as the
 	// reference bridge plugin reads it.

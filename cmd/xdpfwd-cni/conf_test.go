@@ -193,7 +193,7 @@ func TestConfRPSCPUs(t *testing.T) {
 		want      []int // nil: RPS left as it is
 		code      uint  // 0: accepted
 	}{
-		{name: "default, pinned", rps: "", pinned: []int{1}, want: without(1)},
+		{name: "default, pinned", rps: "", pinned: []int{1}, want: nil},
 		{name: "default, not pinned", rps: "", pinned: nil, want: nil},
 		{name: "auto, pinned", rps: "auto", pinned: []int{1}, want: without(1)},
 		{name: "auto, workers on every CPU", rps: "auto", pinned: online, want: nil},

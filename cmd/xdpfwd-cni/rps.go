@@ -4,10 +4,12 @@
 // A veth runs what is sent on one end through the other end's receive
 // path on the sending CPU. xdpfwd's workers send to the pods, so without
 // RPS each pod's TCP stack, and the ACKs it sends, run on a worker's CPU
-// inside its sendto, taking that CPU from the datapath (measured: 4 TCP
-// streams through xdpfwd at 1.78 Gbit/s against 2.40 for one; with RPS
-// off the workers' CPUs, 4 as fast as one). ADD sets the pod end's masks,
-// by default to the online CPUs the daemon's workers are not pinned to.
+// inside its sendto, taking that CPU from the datapath. With "rpsCPUs":
+// "auto" ADD sets the pod end's masks to the online CPUs the daemon's
+// workers are not pinned to. Not by default: it moves that work onto the
+// CPUs the pods run on, which pays where they have CPU to spare and not
+// where they are the bottleneck (perf/README.md, --pod-rps: on two CPUs,
+// 16 TCP streams gained and request/response halved).
 
 package main
 
@@ -24,28 +26,29 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/rps"
 )
 
-// rpsPolicy is the configuration's "rpsCPUs", parsed.
+// rpsPolicy is the configuration's "rpsCPUs", parsed. The zero value
+// leaves RPS as the kernel has it ("" or "off").
 type rpsPolicy struct {
-	off  bool  // "off": RPS as the kernel has it
-	cpus []int // a list given: exactly those; nil and not off: auto
+	auto bool  // "auto": the online CPUs but the daemon's workers'
+	cpus []int // a list given: exactly those
 }
 
-func (p rpsPolicy) auto() bool { return !p.off && p.cpus == nil }
+func (p rpsPolicy) off() bool { return !p.auto && p.cpus == nil }
 
-// parseRPS reads "rpsCPUs": "" or "auto", "off", or a CPU list as the
+// parseRPS reads "rpsCPUs": "" or "off", "auto", or a CPU list as the
 // kernel writes one ("0-3,8"). Whether the CPUs are online is ADD's to
 // check (targets): DEL and GC of a pod must not fail because a CPU
 // went offline since its ADD.
 func parseRPS(s string) (rpsPolicy, error) {
 	switch s {
-	case "", "auto":
+	case "", "off":
 		return rpsPolicy{}, nil
-	case "off":
-		return rpsPolicy{off: true}, nil
+	case "auto":
+		return rpsPolicy{auto: true}, nil
 	}
 	cpus, err := parseCPUList(s)
 	if err != nil {
-		return rpsPolicy{}, fmt.Errorf(`"rpsCPUs" %q: %w; want "auto", "off" or a CPU list like "0-3,8"`, s, err)
+		return rpsPolicy{}, fmt.Errorf(`"rpsCPUs" %q: %w; want "off", "auto" or a CPU list like "0-3,8"`, s, err)
 	}
 	return rpsPolicy{cpus: cpus}, nil
 }
@@ -102,7 +105,7 @@ func onlineCPUs() ([]int, error) {
 // needs them, and its error the CNI one: a CPU the configuration names
 // that is not online is the configuration's fault (7).
 func (c *NetConf) rpsTargets(pinned []int) ([]int, error) {
-	if c.rps.off || c.rps.auto() && len(pinned) == 0 {
+	if c.rps.off() || c.rps.auto && len(pinned) == 0 {
 		return nil, nil
 	}
 	online, err := onlineCPUs()
@@ -124,7 +127,7 @@ func (c *NetConf) rpsTargets(pinned []int) ([]int, error) {
 // there is nothing to steer away from.
 func (p rpsPolicy) targets(online, pinned []int) ([]int, error) {
 	switch {
-	case p.off:
+	case p.off():
 		return nil, nil
 	case p.cpus != nil:
 		for _, c := range p.cpus {
@@ -155,7 +158,7 @@ func (p rpsPolicy) set(netns, ifname string, cpus []int) ([]int, error) {
 	}
 	err := rps.Set(netns, ifname, cpus)
 	switch {
-	case errors.Is(err, rps.ErrNoRPS) && p.auto():
+	case errors.Is(err, rps.ErrNoRPS) && p.auto:
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf(`"rpsCPUs" %s: %w`, cpuList(cpus), err)

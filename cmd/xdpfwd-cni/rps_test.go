@@ -52,12 +52,12 @@ func cpuBits(cpus []int) *big.Int {
 
 // TestCNIRPS: ADD steers the pod end's receive work (RPS) as "rpsCPUs"
 // says, against xdpfwd itself. With the daemon's two workers pinned to
-// CPU 1 (--cpus 1): auto (the default) sets every rx queue's mask of the
-// pod's eth0 (two queues, as the workers) to the other online CPUs, and
-// the record keeps them; CHECK passes, and fails once a mask is changed
-// by hand; "off" leaves the masks at 0; "0" sets CPU 0; a CPU that is
-// not online is error 7 and builds nothing. With a daemon whose worker
-// is not pinned, auto leaves them at 0.
+// CPU 1 (--cpus 1): the default, like "off", leaves the masks of the
+// pod's eth0 at 0; "auto" sets every rx queue's mask (two queues, as the
+// workers) to the other online CPUs, and the record keeps them; CHECK
+// passes, and fails once a mask is changed by hand; "0" sets CPU 0; a
+// CPU that is not online is error 7 and builds nothing. With a daemon
+// whose worker is not pinned, auto leaves them at 0.
 func TestCNIRPS(t *testing.T) {
 	online, err := onlineCPUs()
 	if err != nil {
@@ -115,7 +115,9 @@ func TestCNIRPS(t *testing.T) {
 	}
 	str := func(s string) *string { return &s }
 
-	p := add("auto", nil, rest)
+	add("default", nil, nil)
+	add("off", str("off"), nil)
+	p := add("auto", str("auto"), rest)
 	if out, err := r.cnitoolRun("check", p); err != nil {
 		t.Errorf("cnitool check after ADD: %v\n%s", err, out)
 	}
@@ -127,8 +129,6 @@ func TestCNIRPS(t *testing.T) {
 	}
 	r.del(p)
 
-	add("auto-spelled", str("auto"), rest)
-	add("off", str("off"), nil)
 	p = add("cpu0", str("0"), []int{0})
 	if out, err := r.cnitoolRun("check", p); err != nil {
 		t.Errorf("cnitool check after ADD with \"rpsCPUs\": \"0\": %v\n%s", err, out)
@@ -158,7 +158,9 @@ func TestCNIRPS(t *testing.T) {
 		t.Fatalf("xdpfwd --queues 1 without --cpus: link list says workers on CPUs %v; want none (not pinned)", l.CPUs)
 	}
 	// The veth gets the one queue the daemon asks for; add wants two.
-	r.writeConflist("1.1.0", r.pluginConf(r.hostLocalIPAM()))
+	conf = r.pluginConf(r.hostLocalIPAM())
+	conf["rpsCPUs"] = "auto"
+	r.writeConflist("1.1.0", conf)
 	p = r.podNS("cnirps-unpinned")
 	if out, err := r.cnitoolRun("add", p); err != nil {
 		t.Fatalf("unpinned: cnitool add: %v\n%s", err, out)
