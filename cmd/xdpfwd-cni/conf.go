@@ -32,6 +32,10 @@ type NetConf struct {
 	MTU      int    `json:"mtu,omitempty"`
 	MAC      string `json:"mac,omitempty"`
 	StateDir string `json:"stateDir,omitempty"`
+	// RPSCPUs is where the pod end's receive processing runs (rps.go):
+	// "" or "off", as the kernel has it; "auto", the online CPUs but the
+	// daemon's workers'; or a CPU list, "0-3,8".
+	RPSCPUs string `json:"rpsCPUs,omitempty"`
 	// Args is the configuration's "args": args.cni.mac, as the
 	// reference bridge plugin reads it.
 	Args struct {
@@ -59,6 +63,7 @@ type NetConf struct {
 	// bandwidth is the pod's limits (the configuration's, else
 	// runtimeConfig's), nil when none.
 	bandwidth *linkop.Bandwidth
+	rps       rpsPolicy
 }
 
 // BandwidthEntry is CNI's "bandwidth" capability, in the reference
@@ -130,6 +135,10 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 		conf.StateDir = DefaultStateDir
 	} else if !filepath.IsAbs(conf.StateDir) {
 		return nil, bad(`"stateDir" %q: want an absolute path`, conf.StateDir)
+	}
+	var err error
+	if conf.rps, err = parseRPS(conf.RPSCPUs); err != nil {
+		return nil, bad("%v", err)
 	}
 	mac := conf.MAC
 	for _, kv := range strings.Split(args, ";") {

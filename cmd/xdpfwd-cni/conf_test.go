@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -167,5 +170,83 @@ func TestCheckPolicy(t *testing.T) {
 				t.Errorf("checkPolicy(%+v): %v; want %q", tt.k, err, tt.err)
 			}
 		})
+	}
+}
+
+// TestConfRPSCPUs: "rpsCPUs" as ADD resolves it against this machine's
+// online CPUs and the daemon's pinned workers: auto (the default) is the
+// online CPUs but the workers', nothing when they are not pinned or
+// leave none; "off" nothing; a list exactly its CPUs. A malformed list,
+// or one naming a CPU that is not online, is error 7 naming the key.
+func TestConfRPSCPUs(t *testing.T) {
+	online, err := onlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := func(c int) []int {
+		return slices.DeleteFunc(slices.Clone(online), func(x int) bool { return x == c })
+	}
+	offline := slices.Max(online) + 1
+	tests := []struct {
+		name, rps string
+		pinned    []int
+		want      []int // nil: RPS left as it is
+		code      uint  // 0: accepted
+	}{
+		{name: "default, pinned", rps: "", pinned: []int{1}, want: nil},
+		{name: "default, not pinned", rps: "", pinned: nil, want: nil},
+		{name: "auto, pinned", rps: "auto", pinned: []int{1}, want: without(1)},
+		{name: "auto, workers on every CPU", rps: "auto", pinned: online, want: nil},
+		{name: "auto, not pinned", rps: "auto", want: nil},
+		{name: "off", rps: "off", pinned: []int{1}, want: nil},
+		{name: "one CPU", rps: "0", pinned: []int{0}, want: []int{0}},
+		{name: "range", rps: "0-1", pinned: []int{1}, want: []int{0, 1}},
+		{name: "not a CPU", rps: "x", code: types.ErrInvalidNetworkConfig},
+		{name: "range down", rps: "3-1", code: types.ErrInvalidNetworkConfig},
+		{name: "negative", rps: "-1", code: types.ErrInvalidNetworkConfig},
+		{name: "open range", rps: "1-", code: types.ErrInvalidNetworkConfig},
+		{name: "empty item", rps: "0,,1", code: types.ErrInvalidNetworkConfig},
+		{name: "not online", rps: strconv.Itoa(offline), code: types.ErrInvalidNetworkConfig},
+	}
+	if !slices.Contains(online, 1) {
+		t.Fatalf("online CPUs %v: the table wants CPUs 0 and 1 (a machine of 2 CPUs or more)", online)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _ := json.Marshal(map[string]any{"name": "n", "control": "/s", "rpsCPUs": tt.rps, "ipam": map[string]any{"type": "host-local"}})
+			c, err := parseConf(b, "")
+			var got []int
+			if err == nil {
+				got, err = c.rpsTargets(tt.pinned)
+			}
+			if tt.code != 0 {
+				var te *types.Error
+				if !errors.As(err, &te) || te.Code != tt.code || !strings.Contains(te.Error(), `"rpsCPUs"`) {
+					t.Fatalf("rpsCPUs %q: %v (targets %v); want CNI code %d naming \"rpsCPUs\"", tt.rps, err, got, tt.code)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Errorf("rpsCPUs %q, workers on %v: targets %v, %v; want %v", tt.rps, tt.pinned, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCPUList: a CPU list read and written as the kernel writes it.
+func TestCPUList(t *testing.T) {
+	for _, tc := range []struct {
+		in, out string
+		cpus    []int
+	}{
+		{"0", "0", []int{0}},
+		{"0-3,8", "0-3,8", []int{0, 1, 2, 3, 8}},
+		{"8,0-1,1\n", "0-1,8", []int{0, 1, 8}},
+		{"1,3,5-6", "1,3,5-6", []int{1, 3, 5, 6}},
+	} {
+		cpus, err := parseCPUList(tc.in)
+		if err != nil || !slices.Equal(cpus, tc.cpus) || cpuList(cpus) != tc.out {
+			t.Errorf("parseCPUList(%q) = %v, %v, written %q; want %v, %q", tc.in, cpus, err, cpuList(cpus), tc.cpus, tc.out)
+		}
 	}
 }

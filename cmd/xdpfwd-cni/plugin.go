@@ -173,29 +173,30 @@ var (
 
 // daemonQueues asks the daemon (link list) how many RX and TX queues an
 // added link needs: one per worker, 1 from a daemon that does not say.
-// A daemon that says it cannot take the link (draining after SIGTERM, a
-// stalled worker, refusing every link) is errUnavailable with its
-// reason: ADD fails then, before it builds anything, rather than build
-// the pod's veth and lease and wait on a link add the daemon will not
-// answer until its socket closes.
-func daemonQueues(conf *NetConf) (int, error) {
+// It returns the list too: ADD reads the workers' CPUs there (RPS),
+// rather than ask again. A daemon that says it cannot take the link
+// (draining after SIGTERM, a stalled worker, refusing every link) is
+// errUnavailable with its reason: ADD fails then, before it builds
+// anything, rather than build the pod's veth and lease and wait on a
+// link add the daemon will not answer until its socket closes.
+func daemonQueues(conf *NetConf) (linkop.List, int, error) {
 	l, err := daemonList(conf)
 	if err != nil {
-		return 0, err
+		return l, 0, err
 	}
 	if err := l.Available(); err != nil {
 		if l.AddRefused != "" {
-			return 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errRefusesLinks, err)
+			return l, 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errRefusesLinks, err)
 		}
-		return 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errUnavailable, err)
+		return l, 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errUnavailable, err)
 	}
 	switch {
 	case l.Queues <= 0:
-		return 1, nil
+		return l, 1, nil
 	case l.Queues > maxQueues:
-		return 0, fmt.Errorf("control socket %s: the daemon asks for %d queues per link, more than a device has (%d)", conf.Control, l.Queues, maxQueues)
+		return l, 0, fmt.Errorf("control socket %s: the daemon asks for %d queues per link, more than a device has (%d)", conf.Control, l.Queues, maxQueues)
 	}
-	return l.Queues, nil
+	return l, l.Queues, nil
 }
 
 // setupVeth makes the veth pair from inside the container's namespace
@@ -263,10 +264,10 @@ func iface(l netlink.Link) net.Interface {
 }
 
 // addSteps are ADD's steps in order: the record (the intent, before
-// anything is made), the veth pair, the IPAM lease, the container end's
-// addresses and routes, the daemon's link. After each the record says
-// it is done (record.Stage), and a test build may kill the plugin there
-// (killPoint).
+// anything is made), the veth pair (and its container end's RPS), the
+// IPAM lease, the container end's addresses and routes, the daemon's
+// link. After each the record says it is done (record.Stage), and a
+// test build may kill the plugin there (killPoint).
 var addSteps = []string{"record", "veth", "ipam", "addresses", "daemon"}
 
 // stageAdded is the record's Stage once ADD has printed its result.
@@ -291,7 +292,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// and it says how many queues the veth needs (its workers). (Asked
 	// again at the end: the IPAM plugin, a DHCP client say, may take
 	// longer than the daemon waits on an idle connection.)
-	queues, err := daemonQueues(conf)
+	daemon, queues, err := daemonQueues(conf)
 	switch {
 	case errors.Is(err, errRefusesLinks):
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to add "+host, err.Error())
@@ -299,6 +300,13 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrTryAgainLater, "xdpfwd cannot add "+host+" now", err.Error())
 	case err != nil:
 		return daemonErr(conf, "add "+host, err)
+	}
+	// Where the pod's receive work goes (RPS: off the daemon's workers'
+	// CPUs), settled before anything is built: a CPU the configuration
+	// names that is not online is its fault.
+	rpsCPUs, err := conf.rpsTargets(daemon.CPUs)
+	if err != nil {
+		return err
 	}
 	netns, err := ns.GetNS(args.Netns)
 	if err != nil {
@@ -374,6 +382,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		hostIf, contIf, err = setupVeth(args.IfName, host, conf.MTU, conf.mac, queues, hostNS)
 		return err
 	})
+	if err == nil {
+		rec.RPSCPUs, err = conf.rps.set(args.Netns, args.IfName, rpsCPUs)
+	}
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, fmt.Sprintf("veth %s (host) / %s (container)", host, args.IfName), err.Error())
 	}
@@ -549,6 +560,13 @@ func cmdCheck(args *skel.CmdArgs) error {
 		}
 		return ip.ValidateExpectedRoute(prev.Routes)
 	})
+	if err == nil {
+		// The masks ADD set, if it set any: a pod's receive work back
+		// on the daemon's workers' CPUs takes them from the datapath.
+		if rec, ok := conf.loadRecord(host); ok {
+			err = checkRPS(args.Netns, args.IfName, rec.RPSCPUs)
+		}
+	}
 	if err != nil {
 		return types.NewError(types.ErrIOFailure, "container end "+args.IfName, err.Error())
 	}

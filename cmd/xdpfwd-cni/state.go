@@ -25,6 +25,10 @@ type record struct {
 	Netns   string `json:"netns,omitempty"`
 	Control string `json:"control"`
 	Stage   string `json:"stage,omitempty"`
+	// RPSCPUs are the CPUs ADD steered the container end's receive
+	// work to (rps.go), which CHECK expects its masks to be; none: ADD
+	// left RPS as it was (and records older than RPS).
+	RPSCPUs []int `json:"rpsCPUs,omitempty"`
 }
 
 // netDir is the directory of a network's records.

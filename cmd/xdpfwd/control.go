@@ -178,7 +178,8 @@ func (d daemonLinks) List() (linkop.List, error) {
 	if f == nil {
 		return linkop.List{}, errNoForwarder
 	}
-	l := linkop.List{Mode: d.cs.mode, Queues: f.Plan().Queues}
+	plan := f.Plan()
+	l := linkop.List{Mode: d.cs.mode, Queues: plan.Queues, CPUs: workerCPUs(plan)}
 	// Why an add would be refused, for the CNI plugin's STATUS; not
 	// while the forwarder is stopped for a rebuild, which adds wait for
 	// (change).
@@ -213,6 +214,24 @@ func (d daemonLinks) List() (linkop.List, error) {
 		l.Links = append(l.Links, k)
 	}
 	return l, nil
+}
+
+// workerCPUs are the CPUs p's workers are pinned to, ascending: worker q
+// runs on CPUs[q % len(CPUs)], so with fewer workers than CPUs listed the
+// rest are free, and the CNI plugin may steer pods' receive work there.
+// None when the workers are not pinned.
+func workerCPUs(p fwd.Plan) []int {
+	if len(p.CPUs) == 0 {
+		return nil
+	}
+	var cpus []int
+	for q := range max(p.Queues, 1) {
+		if c := p.CPUs[q%len(p.CPUs)]; !slices.Contains(cpus, c) {
+			cpus = append(cpus, c)
+		}
+	}
+	slices.Sort(cpus)
+	return cpus
 }
 
 func (d daemonLinks) Add(name string) error {

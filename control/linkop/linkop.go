@@ -104,6 +104,9 @@ type Reply struct {
 	// HealthForwarding: its /healthz text, which names the state
 	// ("stalled: worker 0: ...").
 	HealthDetail string `json:"health_detail,omitempty"`
+	// CPUs (list) are the CPUs the daemon's workers are pinned to;
+	// none: not pinned, or a daemon that does not say.
+	CPUs []int `json:"cpus,omitempty"`
 }
 
 // The daemon's forwarding states (Reply.Health), as its /healthz judges
@@ -158,6 +161,11 @@ type List struct {
 	// empty from a daemon that does not say; HealthDetail says why it is
 	// not forwarding.
 	Health, HealthDetail string
+	// CPUs are the CPUs the daemon's workers are pinned to, ascending;
+	// empty: not pinned, or a daemon that does not say. A CNI plugin
+	// steers its pods' receive processing (RPS) to the others: a veth
+	// runs its peer's receive path on the sending CPU, a worker's.
+	CPUs []int
 }
 
 // Available says why the daemon listed cannot serve a CNI plugin's
@@ -353,7 +361,7 @@ func answer(req Request, m Manager) Reply {
 			l.Links = []Link{}
 		}
 		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues, AddRefused: l.AddRefused,
-			Health: l.Health, HealthDetail: l.HealthDetail}
+			Health: l.Health, HealthDetail: l.HealthDetail, CPUs: l.CPUs}
 	case OpAdd, OpDel:
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
