@@ -29,11 +29,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
@@ -168,7 +168,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 		return o, errors.New("--iommu runs the VM workload alone: --only, --workload, --ref-src and --quick do not apply to it")
 	}
 	if loadCPUs != "" {
-		cpus, err := parseCPUList(loadCPUs)
+		cpus, err := cpulist.Parse(loadCPUs)
 		if err != nil {
 			return o, fmt.Errorf("--load-cpus: %w", err)
 		}
@@ -208,28 +208,6 @@ func (l *listFlag) Set(v string) error {
 		}
 	}
 	return nil
-}
-
-// parseCPUList parses "1", "1,3" or "0-3".
-func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("bad CPU %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("bad CPU range %q", part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }
 
 func listTables(w io.Writer) {

@@ -12,20 +12,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
 )
 
-func TestParseCPUList(t *testing.T) {
-	for in, want := range map[string][]int{"1": {1}, "1,3": {1, 3}, "0-2": {0, 1, 2}, "0-1,4": {0, 1, 4}} {
-		got, err := parseCPUList(in)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("parseCPUList(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "x", "3-1", "1-"} {
-		if _, err := parseCPUList(bad); err == nil {
-			t.Errorf("parseCPUList(%q): no error", bad)
-		}
-	}
-}
-
 func TestSelect(t *testing.T) {
 	if cs, err := selectContenders([]string{"bridge", "xdpfwd"}); err != nil || len(cs) != 2 || cs[0].Name != "xdpfwd" {
 		t.Errorf("selectContenders keeps table order: %v %v", cs, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 )
 
 // TestParseConf: good configurations get their defaults; each bad one
@@ -233,8 +234,8 @@ func TestConfRPSCPUs(t *testing.T) {
 	}
 }
 
-// TestCPUList: a CPU list read and written as the kernel writes it.
-func TestCPUList(t *testing.T) {
+// TestCPUSet: a CPU list read as a set, written as the kernel writes it.
+func TestCPUSet(t *testing.T) {
 	for _, tc := range []struct {
 		in, out string
 		cpus    []int
@@ -244,9 +245,9 @@ func TestCPUList(t *testing.T) {
 		{"8,0-1,1\n", "0-1,8", []int{0, 1, 8}},
 		{"1,3,5-6", "1,3,5-6", []int{1, 3, 5, 6}},
 	} {
-		cpus, err := parseCPUList(tc.in)
-		if err != nil || !slices.Equal(cpus, tc.cpus) || cpuList(cpus) != tc.out {
-			t.Errorf("parseCPUList(%q) = %v, %v, written %q; want %v, %q", tc.in, cpus, err, cpuList(cpus), tc.cpus, tc.out)
+		cpus, err := cpuSet(tc.in)
+		if err != nil || !slices.Equal(cpus, tc.cpus) || cpulist.Format(cpus) != tc.out {
+			t.Errorf("cpuSet(%q) = %v, %v, written %q; want %v, %q", tc.in, cpus, err, cpulist.Format(cpus), tc.cpus, tc.out)
 		}
 	}
 }

@@ -18,11 +18,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 	"github.com/xdpfwd/xdpfwd/internal/rps"
 )
 
@@ -46,40 +45,19 @@ func parseRPS(s string) (rpsPolicy, error) {
 	case "auto":
 		return rpsPolicy{auto: true}, nil
 	}
-	cpus, err := parseCPUList(s)
+	cpus, err := cpuSet(s)
 	if err != nil {
-		return rpsPolicy{}, fmt.Errorf(`"rpsCPUs" %q: %w; want "off", "auto" or a CPU list like "0-3,8"`, s, err)
+		return rpsPolicy{}, fmt.Errorf(`"rpsCPUs": %w; want "off", "auto" or a CPU list like "0-3,8"`, err)
 	}
 	return rpsPolicy{cpus: cpus}, nil
 }
 
-// maxCPU bounds a CPU number: the kernel's NR_CPUS at most (8192 on the
-// largest configurations), and a bound on the list a range can make.
-const maxCPU = 8191
-
-// parseCPUList reads a CPU list as /sys/devices/system/cpu/online and
-// cpuset write one: comma-separated CPUs and inclusive ranges. The CPUs
-// come sorted, each once; an empty list is an error.
-func parseCPUList(s string) ([]int, error) {
-	var cpus []int
-	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		b := a
-		if err == nil && isRange {
-			b, err = strconv.Atoi(hi)
-		}
-		switch {
-		case err != nil || a < 0:
-			return nil, fmt.Errorf("%q: not a CPU or a range of them", part)
-		case b < a:
-			return nil, fmt.Errorf("%q: a range must go up", part)
-		case b > maxCPU:
-			return nil, fmt.Errorf("%q: CPU %d above %d", part, b, maxCPU)
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
+// cpuSet reads a CPU list ("0-3,8") as the set of CPUs it names,
+// sorted, each once.
+func cpuSet(s string) ([]int, error) {
+	cpus, err := cpulist.Parse(s)
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(cpus)
 	return slices.Compact(cpus), nil
@@ -94,7 +72,7 @@ func onlineCPUs() ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("online CPUs: %w", err)
 	}
-	cpus, err := parseCPUList(string(b))
+	cpus, err := cpuSet(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("online CPUs %s: %w", onlinePath, err)
 	}
@@ -132,7 +110,7 @@ func (p rpsPolicy) targets(online, pinned []int) ([]int, error) {
 	case p.cpus != nil:
 		for _, c := range p.cpus {
 			if !slices.Contains(online, c) {
-				return nil, fmt.Errorf(`"rpsCPUs": CPU %d is not online (online: %s)`, c, cpuList(online))
+				return nil, fmt.Errorf(`"rpsCPUs": CPU %d is not online (online: %s)`, c, cpulist.Format(online))
 			}
 		}
 		return p.cpus, nil
@@ -161,7 +139,7 @@ func (p rpsPolicy) set(netns, ifname string, cpus []int) ([]int, error) {
 	case errors.Is(err, rps.ErrNoRPS) && p.auto:
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf(`"rpsCPUs" %s: %w`, cpuList(cpus), err)
+		return nil, fmt.Errorf(`"rpsCPUs" %s: %w`, cpulist.Format(cpus), err)
 	}
 	return cpus, nil
 }
@@ -179,32 +157,8 @@ func checkRPS(netns, ifname string, want []int) error {
 	}
 	for q, got := range queues {
 		if !slices.Equal(got, want) {
-			return fmt.Errorf(`RPS of rx-%d steers to CPUs %s, ADD set %s ("rpsCPUs")`, q, cpuList(got), cpuList(want))
+			return fmt.Errorf(`RPS of rx-%d steers to CPUs %s, ADD set %s ("rpsCPUs")`, q, cpulist.Format(got), cpulist.Format(want))
 		}
 	}
 	return nil
-}
-
-// cpuList writes cpus (sorted) as the kernel writes a CPU list: "0-3,8";
-// "none" for none (a mask of 0).
-func cpuList(cpus []int) string {
-	if len(cpus) == 0 {
-		return "none"
-	}
-	var b strings.Builder
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(cpus[i]))
-		if j > i {
-			fmt.Fprintf(&b, "-%d", cpus[j])
-		}
-		i = j + 1
-	}
-	return b.String()
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 	"github.com/xdpfwd/xdpfwd/modes"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
@@ -480,28 +481,17 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// parseCPUList parses "0,2-3" into [0 2 3].
+// parseCPUList parses --cpus, "0,2-3" into [0 2 3], in its order: worker
+// q takes the q-th. Empty: not pinned.
 func parseCPUList(s string) ([]int, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
-		b := a
-		var err2 error
-		if isRange {
-			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
-		}
-		if err1 != nil || err2 != nil || a < 0 || b < a || b-a > 1024 {
-			return nil, fmt.Errorf("--cpus %q: want a list like 0,1 or 2-3", s)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
+	cpus, err := cpulist.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--cpus: %v; want a list like 0,1 or 2-3", err)
 	}
-	return out, nil
+	return cpus, nil
 }
 
 // parseSpin parses --spin as fwd.Config.Spin takes it: "auto" or 0 (the

@@ -106,14 +106,6 @@ func secondsDuration(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-func cpuList(cpus []int) string {
-	var s []string
-	for _, c := range cpus {
-		s = append(s, fmt.Sprint(c))
-	}
-	return strings.Join(s, ",")
-}
-
 // fmtCount formats a packet count: 812, 1.23k.
 func fmtCount(v float64) string {
 	if v < 1000 {

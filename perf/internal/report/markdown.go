@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 )
 
 // Markdown renders the run: the context lines, one section per workload
@@ -48,7 +50,7 @@ func (r *Results) contextSection(b *strings.Builder) {
 	fmt.Fprintf(b, "Placement: forwarder processes (xdpfwd, asavie-fwd, testpmd, Open vSwitch's daemons), every thread, pinned to CPU %d; perf's generators and receivers pinned to CPU %s (GOMAXPROCS %d). "+
 		"Kernel-side forwarding (the bridge, the XDP redirect, AF_XDP copy-mode receive) runs in softirq on the CPU that sends, mostly the load CPU. "+
 		"%s"+
-		"Veth queues: %d%s.\n\n", st.FwdCPU, cpuList(st.LoadCPUs), st.GOMAXPROCS, rpsSentence(st.PodRPSCPUs), st.Queues, r.ownQueuesNote())
+		"Veth queues: %d%s.\n\n", st.FwdCPU, cpulist.Format(st.LoadCPUs), st.GOMAXPROCS, rpsSentence(st.PodRPSCPUs), st.Queues, r.ownQueuesNote())
 }
 
 // rpsSentence says where the namespaces' receive processing ran.
@@ -56,7 +58,7 @@ func rpsSentence(cpus []int) string {
 	if len(cpus) == 0 {
 		return "The namespaces' receive processing (their TCP stacks) runs where the kernel puts it, on the CPU that sends into their veth: the forwarder's, for the AF_XDP forwarders. "
 	}
-	return "The namespaces' veth ends steer their receive processing (their TCP stacks) to CPU " + cpuList(cpus) +
+	return "The namespaces' veth ends steer their receive processing (their TCP stacks) to CPU " + cpulist.Format(cpus) +
 		" with RPS (--pod-rps load), as xdpfwd's CNI plugin does with \"rpsCPUs\"; without it a veth runs it on the CPU that sends, the forwarder's. "
 }
 
