@@ -62,7 +62,15 @@ type ovsInstance struct {
 	envv         []string
 	br           string
 	db, vswitchd *child
+	// ownsDPTap: the datapath's tap device (ovsDatapathTap) was not there
+	// before this instance started, so it is this instance's to remove.
+	ownsDPTap bool
 }
+
+// ovsDatapathTap is the netdev datapath's own tap device, which
+// ovs-vswitchd makes with its first netdev bridge and leaves behind even
+// when it exits cleanly.
+const ovsDatapathTap = "ovs-netdev"
 
 func (o *ovsInstance) tool(ctx context.Context, name string, args ...string) (string, error) {
 	return runTool(ctx, o.envv, o.e.bins[name], args...)
@@ -101,12 +109,18 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 		return nil, err
 	}
 	// The bridge's internal port is a persistent tap device of that name,
-	// which ovs-vswitchd removes only when it exits cleanly.
+	// which ovs-vswitchd removes only when it exits cleanly; the
+	// datapath's, which it never removes, unless another Open vSwitch
+	// has one.
 	e.res.AddTopology("link " + o.br)
+	if _, err := netlink.LinkByName(ovsDatapathTap); err != nil {
+		o.ownsDPTap = true
+		e.res.AddTopology("link " + ovsDatapathTap)
+	}
 	stop := func() (map[string]any, error) {
 		e.child.Store(nil)
 		d := o.stats(p)
-		err := errors.Join(o.stop(), ends.restore("ovs-vswitchd", d), o.removeTap())
+		err := errors.Join(o.stop(), ends.restore("ovs-vswitchd", d), o.removeTap(), o.removeDatapathTap())
 		if !e.o.KeepBuilds {
 			err = errors.Join(err, os.RemoveAll(o.dir))
 		}
@@ -224,6 +238,25 @@ func (o *ovsInstance) removeTap() error {
 		return fmt.Errorf("ovs-vswitchd left its bridge's tap device %s, and it could not be removed: %w", o.br, err)
 	}
 	return fmt.Errorf("ovs-vswitchd left its bridge's tap device %s (removed)", o.br)
+}
+
+// removeDatapathTap removes the datapath's tap device if this instance
+// made it: ovs-vswitchd leaves it, however it exits.
+func (o *ovsInstance) removeDatapathTap() error {
+	if !o.ownsDPTap {
+		return nil
+	}
+	l, err := netlink.LinkByName(ovsDatapathTap)
+	if err != nil {
+		return nil
+	}
+	if _, ok := l.(*netlink.Tuntap); !ok {
+		return fmt.Errorf("%s is a %s, not the datapath's tap device: left alone", ovsDatapathTap, l.Type())
+	}
+	if err := netlink.LinkDel(l); err != nil {
+		return fmt.Errorf("remove the datapath's tap device %s: %w", ovsDatapathTap, err)
+	}
+	return nil
 }
 
 var (

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
@@ -57,6 +59,11 @@ func TestPeersForward(t *testing.T) {
 			}
 			e.pairs[pairKey{queues: 1}] = p
 			promA, promB := topo.Promiscuity(t, p.LinkA), topo.Promiscuity(t, p.LinkB)
+			// Open vSwitch's datapath tap device, which ovs-vswitchd
+			// leaves even after a clean exit: the stop removes it, unless
+			// another Open vSwitch had one before.
+			_, err = netlink.LinkByName(ovsDatapathTap)
+			dpTapBefore := err == nil
 
 			start := time.Now()
 			stop, err := c.start(ctx, e, p)
@@ -136,6 +143,9 @@ func TestPeersForward(t *testing.T) {
 				}
 				if left := leftovers(e.res.Topology); len(left) > 0 {
 					t.Errorf("%s: left behind: %v", when, left)
+				}
+				if _, err := netlink.LinkByName(ovsDatapathTap); err == nil && !dpTapBefore {
+					t.Errorf("%s: %s left behind", when, ovsDatapathTap)
 				}
 			}
 			clean("after the stop")
