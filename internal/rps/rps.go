@@ -25,6 +25,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 )
 
 // Set makes cpus the RPS mask of every receive queue of the device ifname
@@ -71,7 +73,7 @@ func Get(netnsPath, ifname string) ([][]int, error) {
 func Mask(cpus []int) (string, error) {
 	var words []uint32
 	for _, c := range cpus {
-		if c < 0 || c >= 1<<16 {
+		if c < 0 || c > cpulist.MaxCPU {
 			return "", fmt.Errorf("CPU %d out of range", c)
 		}
 		for len(words) <= c/32 {

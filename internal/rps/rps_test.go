@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 	"github.com/xdpfwd/xdpfwd/internal/rps"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
@@ -35,7 +36,7 @@ func TestMask(t *testing.T) {
 			t.Errorf("ParseMask(%q) = %v, %v; want %v", got, back, err, want)
 		}
 	}
-	for _, bad := range [][]int{{-1}, {1 << 16}} {
+	for _, bad := range [][]int{{-1}, {cpulist.MaxCPU + 1}} {
 		if _, err := rps.Mask(bad); err == nil {
 			t.Errorf("Mask(%v): no error", bad)
 		}
