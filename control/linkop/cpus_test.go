@@ -3,9 +3,7 @@ package linkop_test
 import (
 	"bufio"
 	"encoding/json"
-	"io"
 	"net"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -63,22 +61,7 @@ func TestListCPUs(t *testing.T) {
 // TestListCPUsOldDaemon: a daemon older than "cpus" lists no CPUs: not
 // pinned, as far as a client can tell.
 func TestListCPUsOldDaemon(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "old.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		bufio.NewReader(c).ReadBytes('\n')
-		c.Write([]byte(`{"ok":true,"mode":"switch","links":[{"name":"up0","rx_packets":0,"tx_packets":0}],"queues":2}` + "\n"))
-		io.Copy(io.Discard, c)
-	}()
+	path := oldDaemon(t, `{"ok":true,"mode":"switch","links":[{"name":"up0","rx_packets":0,"tx_packets":0}],"queues":2}`, true)
 	c, err := linkop.Dial(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package linkop_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,21 +186,7 @@ func TestCaptureStillDispatched(t *testing.T) {
 // TestOldDaemon: a daemon that takes a link request for a capture (it
 // answers a Hello, no "ok") reads as ErrUnsupported, not as success.
 func TestOldDaemon(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "old.sock")
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		c.Write([]byte(`{"links":["a","b"],"reasons":[],"snaplen":262144,"workers":1}` + "\n"))
-		io.Copy(io.Discard, c)
-	}()
+	path := oldDaemon(t, `{"links":["a","b"],"reasons":[],"snaplen":262144,"workers":1}`, false)
 	c, err := linkop.Dial(path)
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +195,31 @@ func TestOldDaemon(t *testing.T) {
 	if err := c.AddLink("veth1"); !errors.Is(err, linkop.ErrUnsupported) {
 		t.Fatalf("add against a capture-only daemon: %v, want ErrUnsupported", err)
 	}
+}
+
+// oldDaemon serves one connection on a socket as a daemon older than the
+// client: it answers with the line reply, at once or, with readFirst,
+// after the request's line, and then reads until the client closes. It
+// returns the socket's path.
+func oldDaemon(t *testing.T, reply string, readFirst bool) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "old.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if readFirst {
+			bufio.NewReader(c).ReadBytes('\n')
+		}
+		c.Write([]byte(reply + "\n"))
+		io.Copy(io.Discard, c)
+	}()
+	return path
 }
