@@ -188,10 +188,15 @@ func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
 	if asJSON {
 		e := json.NewEncoder(w)
 		e.SetIndent("", "  ")
+		// The queues an added link needs (one per worker) and the CPUs
+		// the workers are pinned to: what xdpfwd-cni reads to build a
+		// pod's veth and steer its receive work.
 		return e.Encode(struct {
-			Mode  string        `json:"mode"`
-			Links []linkop.Link `json:"links"`
-		}{l.Mode, l.Links})
+			Mode   string        `json:"mode"`
+			Queues int           `json:"queues"`
+			CPUs   []int         `json:"cpus,omitempty"`
+			Links  []linkop.Link `json:"links"`
+		}{l.Mode, l.Queues, l.CPUs, l.Links})
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "LINK\tMODE\tBIND\tUMEM\tRX PACKETS\tTX PACKETS\tPOLICY\t\n")

@@ -78,14 +78,15 @@ func TestLinkListDaemon(t *testing.T) {
 		t.Helper()
 		r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
 		var got struct {
-			Mode  string        `json:"mode"`
-			Links []linkop.Link `json:"links"`
+			Mode   string        `json:"mode"`
+			Queues int           `json:"queues"`
+			Links  []linkop.Link `json:"links"`
 		}
 		if err := json.Unmarshal([]byte(r.stdout), &got); r.code != 0 || err != nil {
 			t.Fatalf("link list: exit %d, %v\nstdout %s\nstderr %s", r.code, err, r.stdout, r.stderr)
 		}
-		if got.Mode != "switch" {
-			t.Errorf("link list: mode %q, want switch", got.Mode)
+		if got.Mode != "switch" || got.Queues < 1 {
+			t.Errorf("link list: mode %q, queues %d; want switch and the queues an added link needs", got.Mode, got.Queues)
 		}
 		var names []string
 		for _, l := range got.Links {
@@ -523,4 +524,40 @@ func linkList(t *testing.T, ctl string) linkop.List {
 		t.Fatalf("link list: %v", err)
 	}
 	return l
+}
+
+// TestPrintLinksJSON: `link list --json` says the queues an added link
+// needs and, when the workers are pinned, their CPUs (docs/operating.md
+// points there for both), besides the mode and the links.
+func TestPrintLinksJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		l       linkop.List
+		hasCPUs bool
+	}{
+		{"pinned", linkop.List{Mode: "switch", Queues: 2, CPUs: []int{1}, Links: []linkop.Link{{Name: "up0"}}}, true},
+		{"not pinned", linkop.List{Mode: "reflect", Queues: 1, Links: []linkop.Link{{Name: "up0"}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := printLinks(&b, tc.l, true); err != nil {
+				t.Fatal(err)
+			}
+			var raw map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(b.String()), &raw); err != nil {
+				t.Fatalf("%s: %v", b.String(), err)
+			}
+			var got struct {
+				Mode   string        `json:"mode"`
+				Queues int           `json:"queues"`
+				CPUs   []int         `json:"cpus"`
+				Links  []linkop.Link `json:"links"`
+			}
+			json.Unmarshal([]byte(b.String()), &got)
+			if _, has := raw["cpus"]; has != tc.hasCPUs || got.Mode != tc.l.Mode || got.Queues != tc.l.Queues ||
+				!slices.Equal(got.CPUs, tc.l.CPUs) || len(got.Links) != 1 || got.Links[0].Name != "up0" {
+				t.Errorf("printed %s; want mode %s, queues %d, cpus %v (there: %v), link up0", b.String(), tc.l.Mode, tc.l.Queues, tc.l.CPUs, tc.hasCPUs)
+			}
+		})
+	}
 }
