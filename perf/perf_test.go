@@ -395,10 +395,14 @@ func checkSample(t *testing.T, s report.Sample) {
 		}
 		// Over two queues or more both CPUs sent: the flow did come from
 		// two of them; over one (latency-1q), only the load CPU did.
-		if twoCPUs := s.Workload != "latency-1q"; twoCPUs && (m["cpu0_requests"] == 0 || m["cpu1_requests"] == 0) {
+		ws, err := selectWorkloads([]string{s.Workload})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if twoCPUs := ws[0].Queues > 1; twoCPUs && (m["cpu0_requests"] == 0 || m["cpu1_requests"] == 0) {
 			bad("requests from one CPU only")
 		} else if !twoCPUs && (m["cpu0_requests"] == 0 || m["cpu1_requests"] != 0) {
-			bad("latency-1q: requests from CPU 1 too, or none from CPU 0")
+			bad("one queue: requests from CPU 1 too, or none from CPU 0")
 		}
 		for _, k := range []string{"loss_pct", "cpu0_loss_pct", "cpu1_loss_pct"} {
 			pct(k)

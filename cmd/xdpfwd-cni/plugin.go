@@ -171,32 +171,29 @@ var (
 	errRefusesLinks = errors.New("xdpfwd refuses every link")
 )
 
-// daemonQueues asks the daemon (link list) how many RX and TX queues an
-// added link needs: one per worker, 1 from a daemon that does not say.
-// It returns the list too: ADD reads the workers' CPUs there (RPS),
-// rather than ask again. A daemon that says it cannot take the link
+// daemonForAdd asks the daemon (link list) how it would take a link: how
+// many RX and TX queues an added link needs (List.Queues: one per worker,
+// 0 from a daemon that does not say, meaning one) and where its workers
+// run (List.CPUs, for RPS). A daemon that says it cannot take the link
 // (draining after SIGTERM, a stalled worker, refusing every link) is
 // errUnavailable with its reason: ADD fails then, before it builds
 // anything, rather than build the pod's veth and lease and wait on a
 // link add the daemon will not answer until its socket closes.
-func daemonQueues(conf *NetConf) (linkop.List, int, error) {
+func daemonForAdd(conf *NetConf) (linkop.List, error) {
 	l, err := daemonList(conf)
 	if err != nil {
-		return l, 0, err
+		return l, err
 	}
 	if err := l.Available(); err != nil {
 		if l.AddRefused != "" {
-			return l, 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errRefusesLinks, err)
+			return l, fmt.Errorf("control socket %s: %w: %w", conf.Control, errRefusesLinks, err)
 		}
-		return l, 0, fmt.Errorf("control socket %s: %w: %w", conf.Control, errUnavailable, err)
+		return l, fmt.Errorf("control socket %s: %w: %w", conf.Control, errUnavailable, err)
 	}
-	switch {
-	case l.Queues <= 0:
-		return l, 1, nil
-	case l.Queues > maxQueues:
-		return l, 0, fmt.Errorf("control socket %s: the daemon asks for %d queues per link, more than a device has (%d)", conf.Control, l.Queues, maxQueues)
+	if l.Queues > maxQueues {
+		return l, fmt.Errorf("control socket %s: the daemon asks for %d queues per link, more than a device has (%d)", conf.Control, l.Queues, maxQueues)
 	}
-	return l, l.Queues, nil
+	return l, nil
 }
 
 // setupVeth makes the veth pair from inside the container's namespace
@@ -292,7 +289,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// and it says how many queues the veth needs (its workers). (Asked
 	// again at the end: the IPAM plugin, a DHCP client say, may take
 	// longer than the daemon waits on an idle connection.)
-	daemon, queues, err := daemonQueues(conf)
+	daemon, err := daemonForAdd(conf)
 	switch {
 	case errors.Is(err, errRefusesLinks):
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to add "+host, err.Error())
@@ -379,7 +376,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	var hostIf, contIf net.Interface
 	err = netns.Do(func(hostNS ns.NetNS) error {
 		var err error
-		hostIf, contIf, err = setupVeth(args.IfName, host, conf.MTU, conf.mac, queues, hostNS)
+		hostIf, contIf, err = setupVeth(args.IfName, host, conf.MTU, conf.mac, max(daemon.Queues, 1), hostNS)
 		return err
 	})
 	if err == nil {
