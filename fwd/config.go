@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -144,7 +145,8 @@ type Config struct {
 	// also polls a reply window, long enough to catch most answers
 	// without a wake-up, within a quarter of its time; a one-way stream
 	// never earns one (WorkerStats.ReplyWindow). Positive: spin that many
-	// rounds every time. Negative (--spin off): never spin.
+	// rounds every time; SpinBusy (--spin busy): never sleep. Negative
+	// (--spin off): never spin.
 	Spin int
 
 	// Coalesce is how long a worker keeps polling its rings after they
@@ -231,6 +233,13 @@ const InlineOff = inline.Off
 // FragOff, as Config.FragOrder or Plan.FragOrder, is no frag zone. 0 there
 // is the default order, 4, which a Plan never holds.
 const FragOff = -1
+
+// SpinBusy as Config.Spin: workers never sleep; each polls its rings all
+// the time, as testpmd's and Open vSwitch's PMD threads do. No packet
+// waits for a wake-up (the lowest latency, and no wake-up costs the
+// sending CPU at a flood), and each worker takes a whole CPU at any rate,
+// idle too: give each its own (Config.CPUs).
+const SpinBusy = math.MaxInt
 
 // ParseInlineMax parses an inline limit as xdpfwd's --inline-max and its
 // config file give it: "off" (InlineOff), or 0..256, 0 being the default.

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
@@ -234,8 +236,9 @@ func New(config Config) (_ *Forwarder, err error) {
 	for d, dm := range f.doms {
 		doms[d] = fmt.Sprintf("%s: %s", dm, strings.Join(dm.Links, ","))
 	}
+	warnBusyShare(&cfg)
 	cfg.Logger.Info("forwarder ready",
-		"links", cfg.Links, "workers", cfg.Queues,
+		"links", cfg.Links, "workers", cfg.Queues, "spin", spinString(cfg.Spin),
 		"rx_queues", rxq, "ring_size", cfg.RingSize, "xdp_mode", modes,
 		"bind_mode", bind, "promiscuous", cfg.Promiscuous,
 		"umem_backing", f.doms[0].region.Backing(), "umem_bytes", f.umemBytes(), "umem_domains", doms,
@@ -802,6 +805,23 @@ func (f *Forwarder) liveLinks() ([]linkInfo, []string) {
 
 // Stopping reports whether the forwarder has been asked to stop.
 func (f *Forwarder) Stopping() bool { return f.stop.Load() }
+
+// warnBusyShare warns when workers that never sleep (SpinBusy) are more
+// than the CPUs they may run on: those that share a CPU take turns, a
+// scheduler time slice each, and a packet waits out the others' turns.
+func warnBusyShare(p *Plan) {
+	if p.Spin != SpinBusy {
+		return
+	}
+	cpus := len(slices.Compact(slices.Sorted(slices.Values(p.CPUs))))
+	var set unix.CPUSet
+	if cpus == 0 && unix.SchedGetaffinity(0, &set) == nil {
+		cpus = set.Count()
+	}
+	if cpus > 0 && p.Queues > cpus {
+		p.Logger.Warn("spin busy: more workers than CPUs; workers sharing a CPU take turns, a scheduler time slice each", "workers", p.Queues, "cpus", cpus)
+	}
+}
 
 // spareProc raises GOMAXPROCS to one more than the workers, unless it was
 // set by hand. Each worker holds a P on its locked thread while it polls

@@ -687,7 +687,7 @@ var restartFields = []struct {
 	{"CPUs", func(p *Plan) any { return p.CPUs }},
 	{"FragOrder", func(p *Plan) any { return fragOrderString(p.FragOrder) }},
 	{"MaxTxFrags", func(p *Plan) any { return p.MaxTxFrags }},
-	{"Spin", func(p *Plan) any { return p.Spin }},
+	{"Spin", func(p *Plan) any { return spinString(p.Spin) }},
 	{"Coalesce", func(p *Plan) any { return p.Coalesce }},
 	{"BusyPoll", func(p *Plan) any { return p.BusyPoll }},
 	{"XPSAsymmetric", func(p *Plan) any { return p.XPSAsymmetric }},
@@ -722,6 +722,19 @@ func liveSettings(next Config, cur *Plan) Config {
 func (p *Plan) inlineBytes() int {
 	n, _ := inline.ResolveMax(p.InlineMax) // resolved: 1..256 or InlineOff
 	return n
+}
+
+// spinString is a spin as --spin spells it.
+func spinString(spin int) string {
+	switch {
+	case spin == 0:
+		return "auto"
+	case spin < 0:
+		return "off"
+	case spin == SpinBusy:
+		return "busy"
+	}
+	return fmt.Sprint(spin)
 }
 
 // fragOrderString is a Plan's frag order as --frag-order spells it.

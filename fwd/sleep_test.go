@@ -159,3 +159,59 @@ func udpTrickle(t *testing.T, p *topo.Pair, n int, gap time.Duration) int {
 	}
 	return n
 }
+
+// TestSpinBusy: with --spin busy a worker never sleeps: it forwards a
+// trickle both ways and a burst, keeps polling its rings while nothing
+// comes, and still stops when told (the cleanup checks every UMEM address
+// came back). On the fake environment: no root.
+func TestSpinBusy(t *testing.T) {
+	r := startFake(t, fwd.Config{Spin: fwd.SpinBusy}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+	for dir := range 2 {
+		for i := range 3 {
+			f := seqFrame(macB, macA, 1, uint32(i), 98)
+			r.inject(dir, 0, f, fwdtest.RX{})
+			if got := r.links[1-dir].CollectN(1, 3*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, f) {
+				t.Fatalf("trickle %d → %d, frame %d: %d out, want it", dir, 1-dir, i, len(got))
+			}
+			rounds := r.f.WorkerStats()[0].Rounds
+			soon(t, "the worker polling while idle", func() bool { return r.f.WorkerStats()[0].Rounds > rounds+1000 })
+		}
+	}
+	const n = 5000
+	got := 0
+	for i := range n {
+		r.inject(0, 0, seqFrame(macB, macA, 2, uint32(i), 64), fwdtest.RX{})
+		if i%64 == 0 {
+			got += len(r.links[1].Collect())
+		}
+	}
+	if got += len(r.links[1].CollectN(n-got, 5*time.Second)); got != n {
+		t.Fatalf("burst: %d of %d frames out", got, n)
+	}
+	if w := r.f.WorkerStats()[0]; w.Sleeps != 0 || w.Polls != 0 {
+		t.Errorf("worker slept %d times, polled %d: want never", w.Sleeps, w.Polls)
+	}
+	if a, b := r.f.LinkStats(0), r.f.LinkStats(1); a.TotalDrops()+b.TotalDrops() != 0 {
+		t.Errorf("drops %v %v, want none", a.Drops, b.Drops)
+	}
+}
+
+// TestSpinBusyVeth: the same on veths in the kernel: groups of pings
+// cross with their replies, the worker polling through the idle spells
+// between them and never sleeping.
+func TestSpinBusyVeth(t *testing.T) {
+	p := newPair(t, topo.Options{})
+	r := start(t, p, fwd.Config{Spin: fwd.SpinBusy})
+	for range 4 {
+		const n = 5
+		res, err := topo.Ping(p.A, p.V4B, n, 10*time.Second)
+		if err != nil || res.Received != n {
+			t.Fatalf("ping: %+v %v", res, err)
+		}
+		rounds := r.f.WorkerStats()[0].Rounds
+		soon(t, "the worker polling while idle", func() bool { return r.f.WorkerStats()[0].Rounds > rounds+10000 })
+	}
+	if w := r.f.WorkerStats()[0]; w.Sleeps != 0 {
+		t.Errorf("worker slept %d times, want never", w.Sleeps)
+	}
+}

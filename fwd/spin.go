@@ -46,7 +46,8 @@ const (
 )
 
 // newSpinner is the spinner of Config.Spin: 0 adapts, positive spins that
-// many rounds every time, negative never spins.
+// many rounds every time (SpinBusy: more than a worker ever makes, so it
+// never sleeps), negative never spins.
 func newSpinner(spin int) spinner {
 	switch {
 	case spin == 0:

@@ -1,9 +1,12 @@
 package fwd
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSpinner plays dry spells through a spinner: 'c' a spin that caught
@@ -59,7 +62,7 @@ func TestSpinner(t *testing.T) {
 
 // TestSpinnerRounds: a worker makes this many empty rounds in all before
 // it sleeps: 64 by default, N with --spin N, and with no spin only the
-// round that found the rings dry.
+// round that found the rings dry; with --spin busy it never stops.
 func TestSpinnerRounds(t *testing.T) {
 	for _, tc := range []struct{ spin, empty int }{{0, defaultSpinRounds}, {8, 8}, {-1, 1}} {
 		s := newSpinner(tc.spin)
@@ -70,6 +73,15 @@ func TestSpinnerRounds(t *testing.T) {
 		if empty != tc.empty {
 			t.Errorf("spin %d: %d empty rounds before sleeping, want %d", tc.spin, empty, tc.empty)
 		}
+	}
+	// SpinBusy: more rounds than a worker makes in a century at 10 ns a
+	// round, with no giving up, and no reply window (it never sleeps).
+	s := newSpinner(SpinBusy)
+	for range 2 * spinGiveUp {
+		s.missed()
+	}
+	if !s.start() || !s.more(1<<62) || s.adapts() {
+		t.Errorf("--spin busy: start %v, more after 2^62 rounds %v, adapts %v; want true, true, false", s.start(), s.more(1<<62), s.adapts())
 	}
 }
 
@@ -151,5 +163,34 @@ func TestReplyWindowBudget(t *testing.T) {
 	}
 	if polled < (now-start)/(2*replyShare) {
 		t.Errorf("polled %v of %v: the budget of 1/%d went unspent", time.Duration(polled), time.Duration(now-start), replyShare)
+	}
+}
+
+// TestWarnBusyShare: busy workers (--spin busy) that outnumber the CPUs
+// they may run on are warned of at start; others are not.
+func TestWarnBusyShare(t *testing.T) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		plan Plan
+		warn bool
+	}{
+		{"two busy workers on one CPU", Plan{Spin: SpinBusy, Queues: 2, CPUs: []int{1, 1}}, true},
+		{"two busy workers on two CPUs", Plan{Spin: SpinBusy, Queues: 2, CPUs: []int{0, 1}}, false},
+		{"unpinned, one more than the CPUs", Plan{Spin: SpinBusy, Queues: set.Count() + 1}, true},
+		{"unpinned, as many as the CPUs", Plan{Spin: SpinBusy, Queues: set.Count()}, false},
+		{"auto sleeps: no warning", Plan{Queues: 4, CPUs: []int{0}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			tc.plan.Logger = slog.New(slog.NewTextHandler(&log, nil))
+			warnBusyShare(&tc.plan)
+			if got := strings.Contains(log.String(), "spin busy: more workers than CPUs"); got != tc.warn {
+				t.Errorf("warned %v, want %v: %q", got, tc.warn, log.String())
+			}
+		})
 	}
 }

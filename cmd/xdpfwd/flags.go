@@ -495,18 +495,20 @@ func parseCPUList(s string) ([]int, error) {
 }
 
 // parseSpin parses --spin as fwd.Config.Spin takes it: "auto" or 0 (the
-// default, adaptive), "off" (never spin: -1), or a positive count of empty
-// rounds.
+// default, adaptive), "off" (never spin: -1), "busy" (never sleep:
+// fwd.SpinBusy), or a positive count of empty rounds.
 func parseSpin(v string) (int, error) {
 	switch v {
 	case "auto", "":
 		return 0, nil
 	case "off":
 		return -1, nil
+	case "busy":
+		return fwd.SpinBusy, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 || n > 1<<20 {
-		return 0, fmt.Errorf("--spin %q: want auto, off, or 0..%d empty rounds (0: auto)", v, 1<<20)
+		return 0, fmt.Errorf("--spin %q: want auto, off, busy, or 0..%d empty rounds (0: auto)", v, 1<<20)
 	}
 	return n, nil
 }

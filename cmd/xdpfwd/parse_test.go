@@ -42,6 +42,7 @@ func TestOneParser(t *testing.T) {
 		{"spin", "auto", func(*fwd.Config) {}},
 		{"spin", "off", func(c *fwd.Config) { c.Spin = -1 }},
 		{"spin", "8", func(c *fwd.Config) { c.Spin = 8 }},
+		{"spin", "busy", func(c *fwd.Config) { c.Spin = fwd.SpinBusy }},
 		{"frag-order", "0", func(*fwd.Config) {}},
 		{"frag-order", "3", func(c *fwd.Config) { c.FragOrder = 3 }},
 		{"frag-order", "off", func(c *fwd.Config) { c.FragOrder = fwd.FragOff }},
@@ -159,7 +160,7 @@ func TestReloadDiff(t *testing.T) {
 	}
 	t.Log(log.String())
 	for _, want := range []string{`applied="inline-max=100 xps=hash stats-interval=5s"`, `needs_restart="log-format spin"`,
-		`overridden_by_flags=log-level`, "Spin 0 → 8"} {
+		`overridden_by_flags=log-level`, "Spin auto → 8"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("reload log lacks %q", want)
 		}

@@ -175,7 +175,7 @@ var settings = []setting{
 		help: "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3",
 		ptr:  func(v flagVars) any { return &v.ff.cpus }},
 	{name: "spin", group: queuesAndRings, def: "auto", zero: "auto", fields: []string{"Spin"},
-		help: "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing; and a window for the answer when what it forwards is answered within 200µs, at most a quarter of its time), N (every time), or off (sleep at once)",
+		help: "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing; and a window for the answer when what it forwards is answered within 200µs, at most a quarter of its time), N (every time), off (sleep at once), or busy (never sleep: a CPU per worker, idle too)",
 		ptr:  func(v flagVars) any { return &v.ff.spin }},
 	{name: "coalesce", group: queuesAndRings, def: "0", zero: "off", fields: []string{"Coalesce"},
 		help: "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off",

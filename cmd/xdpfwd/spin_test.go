@@ -1,10 +1,15 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/xdpfwd/xdpfwd/fwd"
+)
 
 // TestParseSpin: --spin takes auto or 0 (fwd.Config's adaptive 0: a zero
-// means the same in the flag as in the Config), off (never: -1), or a
-// count of empty rounds; anything else is refused.
+// means the same in the flag as in the Config), off (never: -1), busy
+// (never sleep: fwd.SpinBusy), or a count of empty rounds; anything else
+// is refused.
 func TestParseSpin(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
@@ -16,6 +21,8 @@ func TestParseSpin(t *testing.T) {
 		{"off", -1, false},
 		{"0", 0, false},
 		{"64", 64, false},
+		{"busy", fwd.SpinBusy, false},
+		{"Busy", 0, true},
 		{"-1", 0, true},
 		{"fast", 0, true},
 		{"1e3", 0, true},
