@@ -49,6 +49,8 @@ type contender struct {
 	// Groups, if set, are the only workload groups it runs (the xps
 	// configurations matter only where a flow can change queue).
 	Groups []string
+	// OnRequest: it runs only when --only names it, not in a run of all.
+	OnRequest bool
 
 	build func(ctx context.Context, e *env) error // once; an error means "cannot run here"
 	start func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error)
@@ -65,24 +67,26 @@ var xdpfwdConfigs = []struct {
 	Args        []string
 	Offloads    bool     // run on the pair with default endpoint offloads
 	Groups      []string // only these workload groups; nil: all
+	OnRequest   bool     // only when --only names it
 }{
-	{"xdpfwd", "xdpfwd (default)", nil, false, nil},
-	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false, nil},
-	{"xdpfwd-inline-off", "xdpfwd --inline-max off", []string{"--inline-max", "off"}, false, nil},
-	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true, nil},
+	{"xdpfwd", "xdpfwd (default)", nil, false, nil, false},
+	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false, nil, false},
+	{"xdpfwd-inline-off", "xdpfwd --inline-max off", []string{"--inline-max", "off"}, false, nil, false},
+	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true, nil, false},
 	// Each TX queue choice, on the workloads where a flow arrives on two
 	// RX queues (their pair has two queues, so these run with --queues 2).
-	{"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false, []string{"reorder", "latency"}},
-	{"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false, []string{"reorder", "latency"}},
-	{"xdpfwd-xps-sticky", "xdpfwd --xps sticky", []string{"--xps", "sticky"}, false, []string{"reorder", "latency"}},
+	{"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false, []string{"reorder", "latency"}, false},
+	{"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false, []string{"reorder", "latency"}, false},
+	{"xdpfwd-xps-sticky", "xdpfwd --xps sticky", []string{"--xps", "sticky"}, false, []string{"reorder", "latency"}, false},
 	// One worker: the latency workload's reference (nothing to hand over).
-	{"xdpfwd-q1", "xdpfwd --queues 1", []string{"--queues", "1"}, false, []string{"latency"}},
-	// Off by default, one line each when wanted (each adds a sixth to the
-	// run time): spin, coalescing, kernel busy polling, frag order.
-	// {"xdpfwd-spin0", "xdpfwd --spin 0", []string{"--spin", "0"}, false, nil},
-	// {"xdpfwd-coalesce25", "xdpfwd --coalesce 25us", []string{"--coalesce", "25us"}, false, []string{"cost", "rr", "latency"}},
-	// {"xdpfwd-busypoll", "xdpfwd --busy-poll 20us", []string{"--busy-poll", "20us"}, false, []string{"cost", "rr", "latency"}},
-	// {"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false, nil},
+	{"xdpfwd-q1", "xdpfwd --queues 1", []string{"--queues", "1"}, false, []string{"latency"}, false},
+	// Off by default, run when --only names them (each adds a sixth to
+	// the run time): the busy mode beside the busy-polling peers (its
+	// workloads are theirs), coalescing, kernel busy polling, frag order.
+	{"xdpfwd-busy", "xdpfwd --spin busy", []string{"--spin", "busy"}, false, nil, true},
+	{"xdpfwd-coalesce25", "xdpfwd --coalesce 25us", []string{"--coalesce", "25us"}, false, []string{"cost", "rr", "latency"}, true},
+	{"xdpfwd-busypoll", "xdpfwd --busy-poll 20us", []string{"--busy-poll", "20us"}, false, []string{"cost", "rr", "latency"}, true},
+	{"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false, nil, true},
 }
 
 // contenderTable lists every contender in table order; the reference
@@ -91,7 +95,7 @@ func contenderTable() []*contender {
 	var cs []*contender
 	for _, cfg := range xdpfwdConfigs {
 		c := xdpfwdContender(cfg.Name, cfg.Label, cfg.Args)
-		c.Offloads, c.Groups = cfg.Offloads, cfg.Groups
+		c.Offloads, c.Groups, c.OnRequest = cfg.Offloads, cfg.Groups, cfg.OnRequest
 		cs = append(cs, c)
 	}
 	cs = append(cs, captureContenders()...) // xdpfwd with a capture client attached
@@ -121,7 +125,7 @@ func (c *contender) result() report.ContenderResult {
 func selectContenders(only []string) ([]*contender, error) {
 	all := contenderTable()
 	if len(only) == 0 {
-		return all, nil
+		return slices.DeleteFunc(all, func(c *contender) bool { return c.OnRequest }), nil
 	}
 	var names []string
 	for _, c := range all {

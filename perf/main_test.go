@@ -19,6 +19,14 @@ func TestSelect(t *testing.T) {
 	if _, err := selectContenders([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "bridge") {
 		t.Errorf("unknown contender: %v", err)
 	}
+	// The configurations run on request (--spin busy, …) only when named.
+	all, _ := selectContenders(nil)
+	if i := slices.IndexFunc(all, func(c *contender) bool { return c.Name == "xdpfwd-busy" }); i >= 0 || len(all) == 0 {
+		t.Errorf("a run of all contenders has %d, xdpfwd-busy at %d; want it left out", len(all), i)
+	}
+	if cs, err := selectContenders([]string{"xdpfwd-busy", "testpmd"}); err != nil || len(cs) != 2 || cs[0].Name != "xdpfwd-busy" {
+		t.Errorf("--only xdpfwd-busy,testpmd: %v %v", cs, err)
+	}
 	ws, err := selectWorkloads([]string{"udp", "rr-1k"})
 	if err != nil || len(ws) != 4 {
 		t.Errorf("selectWorkloads(udp, rr-1k) = %d workloads, %v", len(ws), err)

@@ -75,8 +75,9 @@ var latencyContenders = []string{"xdpfwd", "bridge", "ovs-afxdp"}
 // peerContenders are the five forwarders of the peers table, which run
 // latency-1q (testpmd drives one queue of a veth, not two) and tcp-16
 // (whose answer the other xdpfwd configurations and asavie would only
-// repeat from tcp-4, and which keeps the quick run within its time).
-var peerContenders = []string{"xdpfwd", "bridge", "xdp-redirect", "testpmd", "ovs-afxdp"}
+// repeat from tcp-4, and which keeps the quick run within its time), and
+// xdpfwd's busy mode when asked for, to set beside the busy pollers.
+var peerContenders = []string{"xdpfwd", "xdpfwd-busy", "bridge", "xdp-redirect", "testpmd", "ovs-afxdp"}
 
 // workloadTable lists every workload in table order. Adding one is a line.
 func workloadTable() []*workload {
