@@ -234,11 +234,13 @@ const InlineOff = inline.Off
 // is the default order, 4, which a Plan never holds.
 const FragOff = -1
 
-// SpinBusy as Config.Spin: workers never sleep; each polls its rings all
-// the time, as testpmd's and Open vSwitch's PMD threads do. No packet
-// waits for a wake-up (the lowest latency, and no wake-up costs the
-// sending CPU at a flood), and each worker takes a whole CPU at any rate,
-// idle too: give each its own (Config.CPUs).
+// SpinBusy as Config.Spin: workers never sleep waiting for packets; each
+// polls its rings all the time, as testpmd's and Open vSwitch's PMD
+// threads do (one holding packets for another worker's turn still gives
+// up its CPU for a moment, as it does otherwise). No packet waits for a
+// wake-up (the lowest latency, and no wake-up costs the sending CPU at a
+// flood), and each worker takes a whole CPU at any rate, idle too: give
+// each its own (Config.CPUs).
 const SpinBusy = math.MaxInt
 
 // ParseInlineMax parses an inline limit as xdpfwd's --inline-max and its
