@@ -13,9 +13,10 @@ import (
 
 // TestIdleSettingsForward: every way a worker can spend its idle time —
 // the default adaptive spin, a fixed 64 rounds, a 25 µs and a 1 ms
-// coalescing window, no spinning at all, busy polling — forwards a
-// trickle both ways (the worker sleeps between frames) and a burst with
-// nothing lost in user space. On the fake environment: no root.
+// coalescing window, no spinning at all, busy polling, never sleeping —
+// forwards a trickle both ways (the worker sleeps between frames, or with
+// --spin busy polls through) and a burst with nothing lost in user space.
+// On the fake environment: no root.
 func TestIdleSettingsForward(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -27,7 +28,9 @@ func TestIdleSettingsForward(t *testing.T) {
 		{"1ms coalescing", fwd.Config{Coalesce: time.Millisecond}},
 		{"no spinning", fwd.Config{Spin: -1}},
 		{"busy polling", fwd.Config{BusyPoll: 20 * time.Microsecond}},
+		{"never sleeping", fwd.Config{Spin: fwd.SpinBusy}},
 	} {
+		busy := c.cfg.Spin == fwd.SpinBusy
 		t.Run(c.name, func(t *testing.T) {
 			r := startFake(t, c.cfg, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
 			for dir := range 2 {
@@ -37,8 +40,12 @@ func TestIdleSettingsForward(t *testing.T) {
 					if got := r.links[1-dir].CollectN(1, 3*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, f) {
 						t.Fatalf("trickle %d → %d, frame %d: %d out, want it", dir, 1-dir, i, len(got))
 					}
-					soon(t, "the worker asleep", func() bool {
+					rounds := r.f.WorkerStats()[0].Rounds
+					soon(t, "the worker idle", func() bool {
 						w := r.f.WorkerStats()[0]
+						if busy {
+							return w.Rounds > rounds+1000 // polling
+						}
 						return w.Sleeps > w.Polls // in ppoll(2)
 					})
 				}
@@ -59,6 +66,9 @@ func TestIdleSettingsForward(t *testing.T) {
 			a, b := r.f.LinkStats(0), r.f.LinkStats(1)
 			if a.RXPackets != n+3 || a.TotalDrops()+b.TotalDrops() != 0 {
 				t.Errorf("link 0 rx %d (want %d), drops %v %v (want none)", a.RXPackets, n+3, a.Drops, b.Drops)
+			}
+			if w := r.f.WorkerStats()[0]; busy && w.Sleeps != 0 {
+				t.Errorf("--spin busy: the worker slept %d times, want never", w.Sleeps)
 			}
 			if c.cfg.BusyPoll > 0 {
 				if w := r.links[0].Counters().Wakeups; w == 0 {
@@ -158,42 +168,6 @@ func udpTrickle(t *testing.T, p *topo.Pair, n int, gap time.Duration) int {
 		t.Fatalf("B received %d of %d datagrams", k, n)
 	}
 	return n
-}
-
-// TestSpinBusy: with --spin busy a worker never sleeps: it forwards a
-// trickle both ways and a burst, keeps polling its rings while nothing
-// comes, and still stops when told (the cleanup checks every UMEM address
-// came back). On the fake environment: no root.
-func TestSpinBusy(t *testing.T) {
-	r := startFake(t, fwd.Config{Spin: fwd.SpinBusy}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
-	for dir := range 2 {
-		for i := range 3 {
-			f := seqFrame(macB, macA, 1, uint32(i), 98)
-			r.inject(dir, 0, f, fwdtest.RX{})
-			if got := r.links[1-dir].CollectN(1, 3*time.Second); len(got) != 1 || !bytes.Equal(got[0].Data, f) {
-				t.Fatalf("trickle %d → %d, frame %d: %d out, want it", dir, 1-dir, i, len(got))
-			}
-			rounds := r.f.WorkerStats()[0].Rounds
-			soon(t, "the worker polling while idle", func() bool { return r.f.WorkerStats()[0].Rounds > rounds+1000 })
-		}
-	}
-	const n = 5000
-	got := 0
-	for i := range n {
-		r.inject(0, 0, seqFrame(macB, macA, 2, uint32(i), 64), fwdtest.RX{})
-		if i%64 == 0 {
-			got += len(r.links[1].Collect())
-		}
-	}
-	if got += len(r.links[1].CollectN(n-got, 5*time.Second)); got != n {
-		t.Fatalf("burst: %d of %d frames out", got, n)
-	}
-	if w := r.f.WorkerStats()[0]; w.Sleeps != 0 || w.Polls != 0 {
-		t.Errorf("worker slept %d times, polled %d: want never", w.Sleeps, w.Polls)
-	}
-	if a, b := r.f.LinkStats(0), r.f.LinkStats(1); a.TotalDrops()+b.TotalDrops() != 0 {
-		t.Errorf("drops %v %v, want none", a.Drops, b.Drops)
-	}
 }
 
 // TestSpinBusyVeth: the same on veths in the kernel: groups of pings
