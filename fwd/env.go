@@ -33,10 +33,10 @@ type Env interface {
 	// Link looks a link up by name: an error wrapping ErrUnknownLink if
 	// there is none.
 	Link(name string) (LinkInfo, error)
-	// Attach puts xdpfwd's program on the link, for the link's RX queues
-	// (l.RXQueues). An error wrapping xsk.ErrForeignProgram: the link
-	// carries a program that is not ours, and force was not set.
-	Attach(l LinkInfo, mode xsk.XDPMode, force bool) (Program, error)
+	// Attach puts xdpfwd's program on the link as cfg says (cfg.Queues:
+	// the link's RX queues). An error wrapping xsk.ErrForeignProgram: the
+	// link carries a program that is not ours, and cfg.Force was not set.
+	Attach(l LinkInfo, cfg xsk.AttachConfig) (Program, error)
 	// Open binds a socket on the region as cfg says (cfg.Shared: the
 	// socket that registered the region).
 	Open(r *umem.Region, cfg xsk.Config) (*xsk.Socket, error)
@@ -173,8 +173,8 @@ func probeLink(name string, ifindex int) (string, xsk.ZeroCopyFeatures) {
 	return drv, zc
 }
 
-func (kernel) Attach(l LinkInfo, mode xsk.XDPMode, force bool) (Program, error) {
-	p, err := xsk.Attach(l.Name, l.Index, l.RXQueues, mode, force)
+func (kernel) Attach(l LinkInfo, cfg xsk.AttachConfig) (Program, error) {
+	p, err := xsk.Attach(l.Name, l.Index, cfg)
 	if err != nil {
 		return nil, err // not a nil *xsk.Program in a non-nil Program
 	}

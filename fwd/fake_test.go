@@ -868,6 +868,46 @@ func TestFakeHandlerArrival(t *testing.T) {
 	}
 }
 
+// TestFakeStampsWhereRead: the program stamps arrivals only where they are
+// read: with several workers (the merge orders by them) or a Handler
+// (Packet.Arrival); a cross-connect with one worker forwards unstamped
+// packets, which the merge never sees.
+func TestFakeStampsWhereRead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   fwd.Config
+		links int
+		want  bool
+	}{
+		{"cross-connect, one worker", fwd.Config{Queues: 1}, 1, false},
+		{"cross-connect, two workers", fwd.Config{Queues: 2}, 2, true},
+		{"handler, one worker", fwd.Config{Handler: modes.Reflect, Queues: 1}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []fwdtest.LinkOptions{{Queues: tc.links}, {Queues: tc.links}}
+			if tc.cfg.Handler != nil {
+				opts = opts[:1]
+			}
+			r := startFake(t, tc.cfg, opts...)
+			for i, l := range r.links {
+				if got := l.Program().Stamps(); got != tc.want {
+					t.Errorf("link %d: program stamps %v, want %v", i, got, tc.want)
+				}
+			}
+			const n = 20
+			for i := range n {
+				r.inject(0, i%tc.links, seqFrame(macB, macA, uint16(i%tc.links), uint32(i), 100), fwdtest.RX{})
+			}
+			soon(t, "all received", func() bool { return r.f.LinkStats(0).RXPackets == n })
+			r.env.Advance(time.Millisecond) // past the merge's watermark slack
+			out := r.links[len(r.links)-1] // the other link; the one a reflector sends back on
+			if got := out.CollectN(n, 5*time.Second); len(got) != n {
+				t.Fatalf("%d of %d frames out", len(got), n)
+			}
+		})
+	}
+}
+
 // TestFakeStopWakesWorkers: Stop rouses every sleeping worker through its
 // eventfd, so that Run returns at once instead of after each worker's
 // poll timeout (a daemon's shutdown, a reload's rebuild).

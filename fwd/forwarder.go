@@ -355,10 +355,14 @@ func (f *Forwarder) umemOwner(d int) *xsk.Socket {
 	return nil
 }
 
-// attach puts the program on link i (New, AddLink).
+// attach puts the program on link i (New, AddLink). It stamps arrivals
+// only where they are read: by the merge, which orders flows when there
+// are several workers, and by a Handler (Packet.Arrival).
 func (f *Forwarder) attach(i int) error {
 	l := f.links[i]
-	p, err := f.env.Attach(l.info(), f.cfg.XDPMode, f.cfg.Force)
+	info := l.info()
+	p, err := f.env.Attach(info, xsk.AttachConfig{Queues: info.RXQueues, Mode: f.cfg.XDPMode, Force: f.cfg.Force,
+		NoStamps: f.cfg.Queues == 1 && f.handler == nil})
 	if err != nil {
 		if errors.Is(err, xsk.ErrForeignProgram) {
 			return &InputError{err}

@@ -26,7 +26,8 @@
 // compiler), sends each packet to the socket registered for its RX queue,
 // and to the kernel's stack, counted (Program.Passed), when there is none.
 // In front of every packet it writes MetaLen bytes of metadata: the arrival
-// time (MetaStamp) and, when the program is device-bound in native mode, a
+// time (MetaStamp; 0 when attached with AttachConfig.NoStamps, for a reader
+// that needs none) and, when the program is device-bound in native mode, a
 // VLAN tag the driver or the sender kept out of the frame (MetaVLAN). It
 // carries BTF, a function named ProgramName taking a struct xdp_md pointer
 // and line info, as a compiled program does, so that xdp-tools' xdpdump can

@@ -37,7 +37,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	prog, err := xsk.Attach(ifc.Name, ifc.Index, 1, xsk.XDPAuto, false)
+	prog, err := xsk.Attach(ifc.Name, ifc.Index, xsk.AttachConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

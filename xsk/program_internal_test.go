@@ -96,6 +96,44 @@ func TestLastStampFollowsRuns(t *testing.T) {
 	}
 }
 
+// TestStampsOrNone: the metadata a test run hands out (it starts at
+// data_meta) holds the time of the run where the arrival stamp goes, and 0
+// from a program loaded without stamps (AttachConfig.NoStamps), which
+// keeps no LastStamps either.
+func TestStampsOrNone(t *testing.T) {
+	p := loadUnattached(t)
+	plain, err := loadRedirect(p.xsks, p.passed, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	for _, tc := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"stamps", p.prog}, {"no stamps", plain}} {
+		// Non-zero bytes where the metadata will go: the program must
+		// write every byte of it.
+		in := make([]byte, 64)
+		out := make([]byte, MetaLen+len(in))
+		for i := range out {
+			out[i] = 0xa5
+		}
+		before := monoNS()
+		ret, err := tc.prog.Run(&ebpf.RunOptions{Data: in, DataOut: out})
+		after := monoNS()
+		if err != nil || ret != xdpPass {
+			t.Fatalf("%s: test run: action %d, %v", tc.name, ret, err)
+		}
+		stamp := MetaStamp(out, MetaLen)
+		if tc.prog == plain && stamp != 0 || tc.prog != plain && (stamp < before || stamp > after) {
+			t.Errorf("%s: stamp %d; want the run's time, in [%d, %d], or 0 without stamps", tc.name, stamp, before, after)
+		}
+		if _, _, ok := MetaVLAN(out, MetaLen); ok || out[MetaLen-MetaVLANOff+4] != 0 {
+			t.Errorf("%s: VLAN word %x, want zeroes", tc.name, out[:MetaLen-MetaStampOff])
+		}
+	}
+}
+
 func monoNS() int64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
@@ -115,7 +153,7 @@ func TestLoadVLANProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog, err := Attach(p.LinkA, l.Attrs().Index, 1, XDPNative, false)
+	prog, err := Attach(p.LinkA, l.Attrs().Index, AttachConfig{Mode: XDPNative})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +173,7 @@ func TestLoadVLANProgram(t *testing.T) {
 	if err := prog.Close(); err != nil {
 		t.Fatal(err)
 	}
-	gen, err := Attach(p.LinkA, l.Attrs().Index, 1, XDPGeneric, false)
+	gen, err := Attach(p.LinkA, l.Attrs().Index, AttachConfig{Mode: XDPGeneric})
 	if err != nil {
 		t.Fatalf("generic: %v", err)
 	}

@@ -73,7 +73,7 @@ func ifindex(t *testing.T, name string) int {
 
 func attach(t *testing.T, link string) *xsk.Program {
 	t.Helper()
-	prog, err := xsk.Attach(link, ifindex(t, link), 1, xsk.XDPAuto, false)
+	prog, err := xsk.Attach(link, ifindex(t, link), xsk.AttachConfig{})
 	if err != nil {
 		t.Fatalf("Attach %s: %v", link, err)
 	}
@@ -506,7 +506,7 @@ func TestSecondAttachRefused(t *testing.T) {
 		t.Fatal("no XDP program after Attach")
 	}
 	for _, force := range []bool{false, true} {
-		second, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), 1, xsk.XDPAuto, force)
+		second, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), xsk.AttachConfig{Force: force})
 		if err == nil {
 			second.Close()
 			t.Fatalf("force=%v: second Attach on %s succeeded", force, p.LinkA)
@@ -580,7 +580,7 @@ func TestAttachForeignProgram(t *testing.T) {
 			if id == 0 {
 				t.Fatal("foreign program not visible through netlink")
 			}
-			_, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), 1, xsk.XDPAuto, false)
+			_, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), xsk.AttachConfig{})
 			if !errors.Is(err, xsk.ErrForeignProgram) || !strings.Contains(err.Error(), "--force") {
 				t.Fatalf("Attach without force: %v, want ErrForeignProgram asking for --force", err)
 			}
@@ -591,7 +591,7 @@ func TestAttachForeignProgram(t *testing.T) {
 				t.Fatalf("refused Attach changed the program from %d to %d", id, got)
 			}
 			for _, commit := range []bool{false, true} {
-				prog, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), 1, xsk.XDPAuto, true)
+				prog, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), xsk.AttachConfig{Force: true})
 				if err != nil {
 					t.Fatalf("Attach with force: %v", err)
 				}

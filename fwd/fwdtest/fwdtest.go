@@ -163,7 +163,8 @@ func (e *Env) Link(name string) (fwd.LinkInfo, error) {
 }
 
 // Attach implements fwd.Env.
-func (e *Env) Attach(li fwd.LinkInfo, mode xsk.XDPMode, force bool) (fwd.Program, error) {
+func (e *Env) Attach(li fwd.LinkInfo, cfg xsk.AttachConfig) (fwd.Program, error) {
+	mode, force := cfg.Mode, cfg.Force
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	l := e.byIndex(li.Index)
@@ -176,14 +177,14 @@ func (e *Env) Attach(li fwd.LinkInfo, mode xsk.XDPMode, force bool) (fwd.Program
 	if l.prog != nil && !l.prog.closed {
 		return nil, fmt.Errorf("xdp %s: %w (xdpfwd's, attached already)", li.Name, xsk.ErrForeignProgram)
 	}
-	p := &Program{link: l, mode: "native", regs: make([]*xsk.Socket, l.rxq)}
+	p := &Program{link: l, mode: "native", regs: make([]*xsk.Socket, l.rxq), noStamps: cfg.NoStamps}
 	switch {
 	case mode == xsk.XDPGeneric || l.opt.Generic && mode != xsk.XDPNative:
 		p.mode = "generic"
 		p.nativeErr = l.opt.NativeRefused
 	case l.opt.Generic:
 		return nil, fmt.Errorf("xdp %s: attach: native: %w", li.Name, unix.EOPNOTSUPP)
-	default:
+	case !cfg.NoStamps:
 		p.stamps = xsk.NewMemLastStamps(l.rxq)
 	}
 	l.prog = p
@@ -487,7 +488,8 @@ type Frame struct {
 // RX describes how a frame arrives (Inject).
 type RX struct {
 	// Stamp is the arrival stamp the program writes in front of the
-	// frame: 0, the clock's Now.
+	// frame: 0, the clock's Now; always 0 when the program takes no
+	// stamps (xsk.AttachConfig.NoStamps).
 	Stamp int64
 	// VLAN, if set, is a tag the program recovered from the receive
 	// metadata, kept out of the frame (as a veth peer's TX VLAN offload or
@@ -523,7 +525,10 @@ func (l *Link) Inject(q int, frame []byte, o RX) bool {
 		l.passed.Add(1)
 		return false
 	}
-	if o.Stamp == 0 {
+	switch {
+	case prog.noStamps:
+		o.Stamp = 0
+	case o.Stamp == 0:
 		o.Stamp = e.Now()
 	}
 	ks.mu.Lock()
@@ -704,6 +709,7 @@ type Program struct {
 	// Guarded by link.env.mu.
 	regs      []*xsk.Socket
 	stamps    *xsk.LastStamps
+	noStamps  bool // the program writes 0 for every stamp
 	nativeErr error
 	committed bool
 	closed    bool
@@ -763,6 +769,10 @@ func (p *Program) Mode() string { return p.mode }
 
 // NativeRefused implements fwd.Program.
 func (p *Program) NativeRefused() error { return p.nativeErr }
+
+// Stamps reports whether the program stamps arrivals (not attached with
+// xsk.AttachConfig.NoStamps).
+func (p *Program) Stamps() bool { return !p.noStamps }
 
 // LastStamps implements fwd.Program: in native mode, the newest stamp per
 // queue Inject wrote.
