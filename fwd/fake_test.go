@@ -900,7 +900,7 @@ func TestFakeStampsWhereRead(t *testing.T) {
 			}
 			soon(t, "all received", func() bool { return r.f.LinkStats(0).RXPackets == n })
 			r.env.Advance(time.Millisecond) // past the merge's watermark slack
-			out := r.links[len(r.links)-1] // the other link; the one a reflector sends back on
+			out := r.links[len(r.links)-1]  // the other link; the one a reflector sends back on
 			if got := out.CollectN(n, 5*time.Second); len(got) != n {
 				t.Fatalf("%d of %d frames out", len(got), n)
 			}

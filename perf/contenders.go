@@ -69,24 +69,24 @@ var xdpfwdConfigs = []struct {
 	Groups      []string // only these workload groups; nil: all
 	OnRequest   bool     // only when --only names it
 }{
-	{"xdpfwd", "xdpfwd (default)", nil, false, nil, false},
-	{"xdpfwd-inline128", "xdpfwd --inline-max 128", []string{"--inline-max", "128"}, false, nil, false},
-	{"xdpfwd-inline-off", "xdpfwd --inline-max off", []string{"--inline-max", "off"}, false, nil, false},
-	{"xdpfwd-offload", "xdpfwd (default endpoint offloads)", nil, true, nil, false},
+	{Name: "xdpfwd", Label: "xdpfwd (default)"},
+	{Name: "xdpfwd-inline128", Label: "xdpfwd --inline-max 128", Args: []string{"--inline-max", "128"}},
+	{Name: "xdpfwd-inline-off", Label: "xdpfwd --inline-max off", Args: []string{"--inline-max", "off"}},
+	{Name: "xdpfwd-offload", Label: "xdpfwd (default endpoint offloads)", Offloads: true},
 	// Each TX queue choice, on the workloads where a flow arrives on two
 	// RX queues (their pair has two queues, so these run with --queues 2).
-	{"xdpfwd-xps-cpu", "xdpfwd --xps cpu", []string{"--xps", "cpu"}, false, []string{"reorder", "latency"}, false},
-	{"xdpfwd-xps-hash", "xdpfwd --xps hash", []string{"--xps", "hash"}, false, []string{"reorder", "latency"}, false},
-	{"xdpfwd-xps-sticky", "xdpfwd --xps sticky", []string{"--xps", "sticky"}, false, []string{"reorder", "latency"}, false},
+	{Name: "xdpfwd-xps-cpu", Label: "xdpfwd --xps cpu", Args: []string{"--xps", "cpu"}, Groups: []string{"reorder", "latency"}},
+	{Name: "xdpfwd-xps-hash", Label: "xdpfwd --xps hash", Args: []string{"--xps", "hash"}, Groups: []string{"reorder", "latency"}},
+	{Name: "xdpfwd-xps-sticky", Label: "xdpfwd --xps sticky", Args: []string{"--xps", "sticky"}, Groups: []string{"reorder", "latency"}},
 	// One worker: the latency workload's reference (nothing to hand over).
-	{"xdpfwd-q1", "xdpfwd --queues 1", []string{"--queues", "1"}, false, []string{"latency"}, false},
+	{Name: "xdpfwd-q1", Label: "xdpfwd --queues 1", Args: []string{"--queues", "1"}, Groups: []string{"latency"}},
 	// Off by default, run when --only names them (each adds a sixth to
 	// the run time): the busy mode beside the busy-polling peers (its
 	// workloads are theirs), coalescing, kernel busy polling, frag order.
-	{"xdpfwd-busy", "xdpfwd --spin busy", []string{"--spin", "busy"}, false, nil, true},
-	{"xdpfwd-coalesce25", "xdpfwd --coalesce 25us", []string{"--coalesce", "25us"}, false, []string{"cost", "rr", "latency"}, true},
-	{"xdpfwd-busypoll", "xdpfwd --busy-poll 20us", []string{"--busy-poll", "20us"}, false, []string{"cost", "rr", "latency"}, true},
-	{"xdpfwd-frag3", "xdpfwd --frag-order 3", []string{"--frag-order", "3"}, false, nil, true},
+	{Name: "xdpfwd-busy", Label: "xdpfwd --spin busy", Args: []string{"--spin", "busy"}, OnRequest: true},
+	{Name: "xdpfwd-coalesce25", Label: "xdpfwd --coalesce 25us", Args: []string{"--coalesce", "25us"}, Groups: []string{"cost", "rr", "latency"}, OnRequest: true},
+	{Name: "xdpfwd-busypoll", Label: "xdpfwd --busy-poll 20us", Args: []string{"--busy-poll", "20us"}, Groups: []string{"cost", "rr", "latency"}, OnRequest: true},
+	{Name: "xdpfwd-frag3", Label: "xdpfwd --frag-order 3", Args: []string{"--frag-order", "3"}, OnRequest: true},
 }
 
 // contenderTable lists every contender in table order; the reference

@@ -553,7 +553,9 @@ func TestPrintLinksJSON(t *testing.T) {
 				CPUs   []int         `json:"cpus"`
 				Links  []linkop.Link `json:"links"`
 			}
-			json.Unmarshal([]byte(b.String()), &got)
+			if err := json.Unmarshal([]byte(b.String()), &got); err != nil {
+				t.Fatalf("%s: %v", b.String(), err)
+			}
 			if _, has := raw["cpus"]; has != tc.hasCPUs || got.Mode != tc.l.Mode || got.Queues != tc.l.Queues ||
 				!slices.Equal(got.CPUs, tc.l.CPUs) || len(got.Links) != 1 || got.Links[0].Name != "up0" {
 				t.Errorf("printed %s; want mode %s, queues %d, cpus %v (there: %v), link up0", b.String(), tc.l.Mode, tc.l.Queues, tc.l.CPUs, tc.hasCPUs)
