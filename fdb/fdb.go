@@ -99,7 +99,7 @@ type Table struct {
 	age     int64
 	refresh int64
 
-	learned, moves, evictions, full atomic.Uint64
+	learned, moves, evictions, full, conflicts atomic.Uint64
 }
 
 // New returns a table of about size entries (rounded up to a power of two,
@@ -137,6 +137,14 @@ func (t *Table) find(key uint64) (b *bucket, want uint64) {
 	return &t.buckets[h>>(t.shift&63)], h<<(t.bits&63) | validBit
 }
 
+// Bucket is the index of the bucket the address key is kept in:
+// addresses of one bucket share its four slots, so a bucket of four
+// static entries has no room for a fifth address. For diagnostics, and
+// for tests that fill one.
+func (t *Table) Bucket(key uint64) int {
+	return int((key * fib) >> (t.shift & 63))
+}
+
 func (t *Table) bucket(key uint64) *bucket {
 	b, _ := t.find(key)
 	return b
@@ -167,24 +175,45 @@ func (t *Table) Lookup(key uint64, now int64) (link int, ok bool) {
 	return 0, false
 }
 
-// Learn records that key was seen on link (0..MaxLinks-1) at now. It
-// reports whether the address moved from another link (a MAC flap, or a
-// host that moved). A static entry never moves. When the bucket is full of
-// live entries, the least recently seen one is evicted.
+// Outcome is what Learn made of a frame's source address.
+type Outcome uint8
+
+const (
+	// Known: the address was on the link already (or static there).
+	Known Outcome = iota
+	// Learned: a new entry (or one aged out on another link).
+	Learned
+	// Moved: the address was live on another link (a MAC flap, or a
+	// host that moved) and is on this one now.
+	Moved
+	// Conflict: the address is static on another link and stays there
+	// (counted: Stats.Conflicts).
+	Conflict
+	// Unlearned: not written: its bucket holds only static entries
+	// (Stats.Full), or other workers kept changing it.
+	Unlearned
+)
+
+// Learn records that key was seen on link (0..MaxLinks-1) at now, and
+// says what it made of it. A static entry never moves. When the bucket is
+// full of live entries, the least recently seen one is evicted.
 //
 // Learn changes an entry only with a compare-and-swap of the word it read:
 // when another worker changed the slot first, it reads the bucket again,
 // and after a few such races leaves this frame unlearned (the next one
 // learns it).
-func (t *Table) Learn(key uint64, link int, now int64) (moved bool) {
+func (t *Table) Learn(key uint64, link int, now int64) Outcome {
 	// The frame of a known address, on its link, seen lately: most frames.
 	// Loads only, and small enough for the rest to stay out of the way.
 	b, want := t.find(key)
 	for i := range b {
 		s := &b[i]
 		if w := s.w.Load(); w&^valMask == want {
-			if w&staticBit != 0 || w == want|uint64(link) && now-s.seen.Load() <= t.refresh {
-				return false
+			if w&staticBit != 0 {
+				return t.static(w, link)
+			}
+			if w == want|uint64(link) && now-s.seen.Load() <= t.refresh {
+				return Known
 			}
 			break
 		}
@@ -192,10 +221,19 @@ func (t *Table) Learn(key uint64, link int, now int64) (moved bool) {
 	return t.learn(b, want, link, now)
 }
 
+// static is Learn's outcome for an address static in word w, seen on link.
+func (t *Table) static(w uint64, link int) Outcome {
+	if int(w&linkMask) == link {
+		return Known
+	}
+	t.conflicts.Add(1)
+	return Conflict
+}
+
 // learn is Learn's path that writes.
-func (t *Table) learn(b *bucket, want uint64, link int, now int64) (moved bool) {
+func (t *Table) learn(b *bucket, want uint64, link int, now int64) Outcome {
 	if uint(link) >= MaxLinks {
-		return false
+		return Unlearned
 	}
 	nw := want | uint64(link)
 retry:
@@ -209,6 +247,7 @@ retry:
 			seen := s.seen.Load()
 			switch {
 			case w&staticBit != 0:
+				return t.static(w, link)
 			case w == nw:
 				if now-seen > t.refresh {
 					s.touch(now)
@@ -220,10 +259,11 @@ retry:
 				s.touch(now)
 				if now-seen <= t.age {
 					t.moves.Add(1)
-					return true
+					return Moved
 				}
+				return Learned // over its entry aged out on another link
 			}
-			return false
+			return Known
 		}
 		// Not there: an empty or expired slot, else the stalest learned one.
 		victim, vw, stalest, live := -1, uint64(0), int64(1<<63-1), false
@@ -248,7 +288,7 @@ retry:
 		}
 		if victim < 0 {
 			t.full.Add(1) // a bucket of static entries
-			return false
+			return Unlearned
 		}
 		if !b[victim].w.CompareAndSwap(vw, nw) {
 			continue
@@ -259,9 +299,9 @@ retry:
 		}
 		t.learned.Add(1)
 		t.dedup(b, victim, want)
-		return false
+		return Learned
 	}
-	return false
+	return Unlearned
 }
 
 // dedup removes the other copy of an address that a worker learning it at
@@ -316,41 +356,14 @@ func (t *Table) Pin(mac net.HardwareAddr, vlan uint16, link int) error {
 // bucket meanwhile (learn's dedup does the same from its side), so that
 // the static entry is the only one of its address.
 func (t *Table) pin(mac net.HardwareAddr, vlan uint16, link int, exclusive bool) error {
-	if len(mac) != 6 {
-		return fmt.Errorf("fdb: static entry %q: not a 6-byte MAC address", mac)
+	b, want, nw, err := t.pinned(mac, vlan, link)
+	if err != nil {
+		return err
 	}
-	if uint(link) >= MaxLinks {
-		return fmt.Errorf("fdb: static entry %s: link %d: want 0..%d", mac, link, MaxLinks-1)
-	}
-	b, want := t.find(Key(mac, vlan))
-	nw := want | staticBit | uint64(link)
 	for range 64 { // each retry follows a learner's write: they are few
-		// The address's own slot, else an empty one, else the stalest
-		// learned one.
-		at, aw := -1, uint64(0)
-		stalest := int64(1<<63 - 1)
-		for i := range b {
-			w := b[i].w.Load()
-			if w&^valMask == want {
-				if w&staticBit != 0 && w != nw && exclusive {
-					return fmt.Errorf("%w: %s vlan %d is static on link %d", ErrInUse, mac, vlan, w&linkMask)
-				}
-				at, aw = i, w
-				break
-			}
-			switch {
-			case w == 0:
-				if aw != 0 || at < 0 {
-					at, aw, stalest = i, 0, -1<<63
-				}
-			case w&staticBit == 0:
-				if seen := b[i].seen.Load(); seen < stalest {
-					at, aw, stalest = i, w, seen
-				}
-			}
-		}
-		if at < 0 {
-			return fmt.Errorf("%w: %s vlan %d", ErrFull, mac, vlan)
+		at, aw, err := slotFor(b, want, nw, exclusive)
+		if err != nil {
+			return pinError(err, aw, mac, vlan)
 		}
 		if aw == nw {
 			return nil
@@ -366,6 +379,93 @@ func (t *Table) pin(mac net.HardwareAddr, vlan uint16, link int, exclusive bool)
 		return nil
 	}
 	return fmt.Errorf("fdb: static entry %s vlan %d: the bucket kept changing", mac, vlan)
+}
+
+// pinned is the bucket of mac on vlan, the word its entries have, and the
+// word of its static entry on link.
+func (t *Table) pinned(mac net.HardwareAddr, vlan uint16, link int) (b *bucket, want, nw uint64, err error) {
+	if len(mac) != 6 {
+		return nil, 0, 0, fmt.Errorf("fdb: static entry %q: not a 6-byte MAC address", mac)
+	}
+	if uint(link) >= MaxLinks {
+		return nil, 0, 0, fmt.Errorf("fdb: static entry %s: link %d: want 0..%d", mac, link, MaxLinks-1)
+	}
+	b, want = t.find(Key(mac, vlan))
+	return b, want, want | staticBit | uint64(link), nil
+}
+
+// slotFor is the slot a static entry nw (of an address whose entries are
+// want) goes in, and the word there now: the address's own slot, else an
+// empty one, else the stalest learned one. Exclusive, an address static
+// on another link is ErrInUse (aw its entry); a bucket of other static
+// entries is ErrFull.
+func slotFor(b *bucket, want, nw uint64, exclusive bool) (at int, aw uint64, err error) {
+	at, stalest := -1, int64(1<<63-1)
+	for i := range b {
+		w := b[i].w.Load()
+		if w&^valMask == want {
+			if w&staticBit != 0 && w != nw && exclusive {
+				return 0, w, ErrInUse
+			}
+			return i, w, nil
+		}
+		switch {
+		case w == 0:
+			if aw != 0 || at < 0 {
+				at, aw, stalest = i, 0, -1<<63
+			}
+		case w&staticBit == 0:
+			if seen := b[i].seen.Load(); seen < stalest {
+				at, aw, stalest = i, w, seen
+			}
+		}
+	}
+	if at < 0 {
+		return 0, 0, ErrFull
+	}
+	return at, aw, nil
+}
+
+// pinError is slotFor's err for mac on vlan, aw the entry it found.
+func pinError(err error, aw uint64, mac net.HardwareAddr, vlan uint16) error {
+	if errors.Is(err, ErrInUse) {
+		return fmt.Errorf("%w: %s vlan %d is static on link %d", err, mac, vlan, aw&linkMask)
+	}
+	return fmt.Errorf("%w: %s vlan %d", err, mac, vlan)
+}
+
+// CanPin says whether Pin(mac, vlan, link) would succeed now, writing
+// nothing: an address static on another link is ErrInUse, a bucket of
+// other static entries ErrFull. A link of -1 is one not added yet, on
+// which no address is static.
+func (t *Table) CanPin(mac net.HardwareAddr, vlan uint16, link int) error {
+	b, want, nw, err := t.pinned(mac, vlan, max(link, 0))
+	if err != nil {
+		return err
+	}
+	if link < 0 {
+		nw = 0 // the word of no static entry
+	}
+	if _, aw, err := slotFor(b, want, nw, true); err != nil {
+		return pinError(err, aw, mac, vlan)
+	}
+	return nil
+}
+
+// Unpin removes the static entry of mac on vlan if it is on link, and
+// reports whether it did: for a pin given up (a port's address taken
+// back by the link it is heard on).
+func (t *Table) Unpin(mac net.HardwareAddr, vlan uint16, link int) bool {
+	b, _, nw, err := t.pinned(mac, vlan, link)
+	if err != nil {
+		return false
+	}
+	for i := range b {
+		if b[i].w.Load() == nw && b[i].w.CompareAndSwap(nw, 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // Entry is one address the table knows.
@@ -508,10 +608,11 @@ type Stats struct {
 	Moves     uint64 `json:"moves"`     // an address seen on another link while its entry was live (MAC flaps)
 	Evictions uint64 `json:"evictions"` // live entries pushed out by new ones: the table is too small for the addresses it sees
 	Full      uint64 `json:"full"`      // addresses not learned: their bucket was all static entries
+	Conflicts uint64 `json:"conflicts"` // frames from a link whose source address is static on another: a pod's address heard elsewhere, or a spoofer behind a trusted link
 }
 
 // Stats returns the counters.
 func (t *Table) Stats() Stats {
 	return Stats{Size: len(t.buckets) * ways, Learned: t.learned.Load(), Moves: t.moves.Load(),
-		Evictions: t.evictions.Load(), Full: t.full.Load()}
+		Evictions: t.evictions.Load(), Full: t.full.Load(), Conflicts: t.conflicts.Load()}
 }

@@ -42,8 +42,8 @@ func TestTable(t *testing.T) {
 				key := Key(mac(s.mac), uint16(s.vlan))
 				switch s.op {
 				case "learn":
-					if moved := tb.Learn(key, s.link, s.at); moved != s.wantOK {
-						t.Errorf("step %d: Learn moved = %v, want %v", i, moved, s.wantOK)
+					if o := tb.Learn(key, s.link, s.at); (o == Moved) != s.wantOK {
+						t.Errorf("step %d: Learn: %v, want moved %v", i, o, s.wantOK)
 					}
 				case "static":
 					if err := tb.AddStatic(net.HardwareAddr(mac(s.mac)), uint16(s.vlan), s.link); err != nil {

@@ -2,6 +2,7 @@ package fdb
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"sync"
@@ -54,8 +55,11 @@ func TestPin(t *testing.T) {
 		}, nil, 3},
 		{"learning elsewhere does not move it", func(tb *Table) error {
 			err := tb.Pin(mac(1), 0, 3)
-			if tb.Learn(key, 9, sec) {
-				return errors.New("Learn reported a move")
+			if o := tb.Learn(key, 9, sec); o != Conflict {
+				return fmt.Errorf("Learn elsewhere: outcome %d, want Conflict", o)
+			}
+			if tb.Learn(key, 3, sec) != Known || tb.Stats().Conflicts != 1 {
+				return fmt.Errorf("Learn on its own link: not Known, or conflicts %d, want 1", tb.Stats().Conflicts)
 			}
 			return err
 		}, nil, 3},
@@ -181,5 +185,120 @@ func settled(t *testing.T, round int, ok func() bool, what string) {
 			t.Fatalf("round %d: %s for 1s", round, what)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestCanPinUnpin: CanPin answers what Pin would do without writing, for
+// a link added and one not yet added (-1); Unpin takes a pin off its own
+// link only.
+func TestCanPinUnpin(t *testing.T) {
+	key := Key(mac(1), 0)
+	for _, c := range []struct {
+		name  string
+		setup func(tb *Table)
+		link  int
+		want  error // errors.Is; nil: Pin would succeed
+	}{
+		{"empty table", func(*Table) {}, 3, nil},
+		{"empty table, link not added", func(*Table) {}, -1, nil},
+		{"learned elsewhere", func(tb *Table) { tb.Learn(key, 7, 0) }, -1, nil},
+		{"pinned to its link", func(tb *Table) { tb.Pin(mac(1), 0, 3) }, 3, nil},
+		{"pinned to another", func(tb *Table) { tb.Pin(mac(1), 0, 4) }, 3, ErrInUse},
+		{"static anywhere, link not added", func(tb *Table) { tb.AddStatic(mac(1), 0, 3) }, -1, ErrInUse},
+		{"a bucket of other static entries", func(tb *Table) {
+			for _, i := range sameBucket(tb, key, ways) {
+				tb.AddStatic(mac(i), 0, 2)
+			}
+		}, -1, ErrFull},
+		{"three static, one learned", func(tb *Table) {
+			for n, i := range sameBucket(tb, key, ways) {
+				if n < ways-1 {
+					tb.AddStatic(mac(i), 0, 2)
+				} else {
+					tb.Learn(Key(mac(i), 0), 5, 0)
+				}
+			}
+		}, 3, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb := New(64, 300*time.Second)
+			c.setup(tb)
+			before := tb.Entries(0)
+			err := tb.CanPin(mac(1), 0, c.link)
+			if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+				t.Errorf("CanPin: %v, want %v", err, c.want)
+			}
+			if after := tb.Entries(0); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("CanPin wrote: %v → %v", before, after)
+			}
+			if c.link >= 0 {
+				if perr := tb.Pin(mac(1), 0, c.link); (perr == nil) != (err == nil) {
+					t.Errorf("Pin: %v, CanPin said %v", perr, err)
+				}
+			}
+		})
+	}
+	tb := New(64, 300*time.Second)
+	tb.Pin(mac(1), 0, 3)
+	if tb.Unpin(mac(1), 0, 4) {
+		t.Error("Unpin from another link: done")
+	}
+	if !tb.Unpin(mac(1), 0, 3) {
+		t.Error("Unpin from its link: not done")
+	}
+	if _, ok := tb.Lookup(key, 0); ok || tb.Unpin(mac(1), 0, 3) {
+		t.Errorf("after Unpin: found %v, or unpinned twice", ok)
+	}
+}
+
+// TestLearnOutcome: what Learn says of each frame's source.
+func TestLearnOutcome(t *testing.T) {
+	const sec = int64(time.Second)
+	tb := New(64, 300*time.Second)
+	key := Key(mac(1), 0)
+	tb.Pin(mac(2), 0, 5)
+	for _, s := range []struct {
+		name string
+		key  uint64
+		link int
+		at   int64
+		want Outcome
+	}{
+		{"new", key, 3, 0, Learned},
+		{"again", key, 3, sec, Known},
+		{"elsewhere", key, 4, 2 * sec, Moved},
+		{"elsewhere after aging", key, 3, 400 * sec, Learned},
+		{"a pinned address on its link", Key(mac(2), 0), 5, 0, Known},
+		{"a pinned address elsewhere", Key(mac(2), 0), 6, 0, Conflict},
+		{"a link beyond MaxLinks", Key(mac(3), 0), MaxLinks, 0, Unlearned},
+	} {
+		if got := tb.Learn(s.key, s.link, s.at); got != s.want {
+			t.Errorf("%s: %d, want %d", s.name, got, s.want)
+		}
+	}
+	if st := tb.Stats(); st.Conflicts != 1 || st.Moves != 1 {
+		t.Errorf("%+v: want 1 conflict, 1 move", st)
+	}
+}
+
+// TestBucket: Bucket names the bucket an address shares with others.
+func TestBucket(t *testing.T) {
+	tb := New(1024, time.Minute)
+	key := Key(mac(1), 0)
+	for _, i := range sameBucket(tb, key, 8) {
+		if tb.Bucket(Key(mac(i), 0)) != tb.Bucket(key) {
+			t.Fatalf("mac %d shares mac 1's bucket, Bucket says %d and %d", i, tb.Bucket(Key(mac(i), 0)), tb.Bucket(key))
+		}
+	}
+	seen := map[int]bool{}
+	for i := range 4096 {
+		b := tb.Bucket(Key(mac(i), 0))
+		if b < 0 || b >= 1024/ways {
+			t.Fatalf("bucket %d of %d", b, 1024/ways)
+		}
+		seen[b] = true
+	}
+	if len(seen) < 1024/ways*9/10 {
+		t.Errorf("4096 addresses in %d of %d buckets", len(seen), 1024/ways)
 	}
 }
