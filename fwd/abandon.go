@@ -27,6 +27,9 @@ const (
 	dropSpoofedIP                       // spoofed_ip: DropFor(CauseSpoofedIP)
 	dropRateLimitedRX                   // rx_rate_limited: DropFor(CauseRateLimited)
 	dropRateLimitedTX                   // tx_rate_limited: DropOut(CauseRateLimited, link)
+	dropSpoofedVLAN                     // spoofed_vlan: DropFor(CauseSpoofedVLAN)
+	dropRogueServer                     // rogue_server: DropFor(CauseRogueServer)
+	dropUnverifiable                    // unverifiable: DropFor(CauseUnverifiable)
 	numDropReasons
 )
 
@@ -49,12 +52,16 @@ var drops = [numDropReasons]struct {
 	dropSpoofedIP:     {DropSpoofedIP, false},
 	dropRateLimitedRX: {DropRXRateLimited, false},
 	dropRateLimitedTX: {DropTXRateLimited, true},
+	dropSpoofedVLAN:   {DropSpoofedVLAN, false},
+	dropRogueServer:   {DropRogueServer, false},
+	dropUnverifiable:  {DropUnverifiable, false},
 }
 
 // causeDrops are the reasons of a Handler's DropFor causes; 0 (a plain
 // Drop, or no verdict) is handler_drops.
 var causeDrops = [numCauses]dropReason{0: dropHandler, CauseSpoofedSource: dropSpoofedSource, CauseSpoofedIP: dropSpoofedIP,
-	CauseRateLimited: dropRateLimitedRX}
+	CauseRateLimited: dropRateLimitedRX, CauseSpoofedVLAN: dropSpoofedVLAN, CauseRogueServer: dropRogueServer,
+	CauseUnverifiable: dropUnverifiable}
 
 // causeDropsOut are the reasons of DropOut's causes, counted on the link
 // the packet was for; a cause without one is counted there under its

@@ -101,11 +101,22 @@ const (
 	// over its rate, rx_rate_limited; with DropOut, one for a link over
 	// that link's rate, tx_rate_limited.
 	CauseRateLimited
+	// CauseSpoofedVLAN: a frame tagged for a VLAN its link is not in
+	// (a secured port is in the untagged one): spoofed_vlan.
+	CauseSpoofedVLAN
+	// CauseRogueServer: a message only a router or a DHCP server may
+	// send (a router advertisement, a redirect, a DHCP server's reply),
+	// from a link that is a host's: rogue_server.
+	CauseRogueServer
+	// CauseUnverifiable: a frame a policy must read to judge and cannot
+	// (a header it checks truncated, or deeper than it reads):
+	// unverifiable.
+	CauseUnverifiable
 	numCauses
 )
 
 // DropFor drops the packet, counted on its input link under cause's
-// reason (DropSpoofedSource, DropSpoofedIP) instead of handler_drops.
+// reason (DropSpoofedSource, DropSpoofedIP, ...) instead of handler_drops.
 func (p *Packet) DropFor(c DropCause) { p.verdict, p.out = VerdictDrop, LinkSet(c) }
 
 // DropOut drops a packet that was for link i, counted on link i (as a

@@ -131,6 +131,9 @@ const (
 	DropSpoofedIP     = "spoofed_ip"               // a Handler's policy: a sender IP address its link may not use (switch port security)
 	DropRXRateLimited = "rx_rate_limited"          // a Handler's policy: sent by its link over the rate the link is policed to (a pod's egress bandwidth)
 	DropTXRateLimited = "tx_rate_limited"          // a Handler's policy: for its link, over the rate the link is policed to (a pod's ingress bandwidth), not sent
+	DropSpoofedVLAN   = "spoofed_vlan"             // a Handler's policy: tagged for a VLAN its link is not in (switch port security)
+	DropRogueServer   = "rogue_server"             // a Handler's policy: a router's or DHCP server's message from a host's link (switch port security)
+	DropUnverifiable  = "unverifiable"             // a Handler's policy: a frame it must read to judge and cannot (switch port security)
 )
 
 // KernelDrops are the drop reasons read from the kernel's XDP_STATISTICS:

@@ -84,6 +84,13 @@ type Switch struct {
 	ports  map[string]Port
 	limits map[string]Limits
 	names  [fwd.MaxLinks]string
+	// provisional is, per link, until when (s.now) its port's pin of an
+	// address it took over is provisional (portsec.go), 0 for none:
+	// read per conflicting frame, written under mu. age is the table's
+	// entry age, the time a takeover stays provisional.
+	provisional [fwd.MaxLinks]atomic.Int64
+	age         int64
+	events      chan PortEvent
 }
 
 // NewSwitch returns a switch over links links whose table holds size
@@ -96,7 +103,7 @@ func NewSwitch(links, size int, age time.Duration) *Switch {
 	if age <= 0 {
 		age = 300 * time.Second
 	}
-	s := &Switch{Table: fdb.New(size, age), now: monotonic}
+	s := &Switch{Table: fdb.New(size, age), now: monotonic, age: int64(age), events: make(chan PortEvent, 64)}
 	s.links.Store(int32(links))
 	return s
 }
@@ -121,6 +128,7 @@ func (s *Switch) LinkAdded(i int) {
 func (s *Switch) LinkRemoved(i int) {
 	s.mu.Lock()
 	s.guards[i].Store(nil)
+	s.provisional[i].Store(0)
 	s.setLimiter(i, nil)
 	s.names[i] = ""
 	s.mu.Unlock()
@@ -172,8 +180,10 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 				p.DropFor(c)
 				continue
 			}
-		} else if f[6]&1 == 0 { // a multicast source is invalid: never learned
-			s.Table.Learn(src, p.Link, now)
+		} else if f[6]&1 == 0 && s.Table.Learn(src, p.Link, now) == fdb.Conflict {
+			// (A multicast source is invalid: never learned.) An
+			// address static elsewhere: a port's that took it over?
+			s.heardElsewhere(src, p.Link, now)
 		}
 		// The pod's egress (bandwidth.go): charged once its frame is
 		// known to be its own.

@@ -1,9 +1,9 @@
 package modes
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -14,26 +14,20 @@ import (
 
 // Port security: a switch port that is a pod's (a link the CNI plugin
 // added) carries the pod's MAC address and, optionally, its IP addresses,
-// as OVS port security and Neutron's allowed address pairs do:
+// as OVN's port security and Neutron's anti-spoofing rules do. What its
+// frames may say is guard.go's (docs/portsecurity.md states the model);
+// here, how a port gets its address:
 //
-//   - a frame from the link whose source MAC is another is dropped,
-//     counted as spoofed_source; so is an ARP packet whose sender
-//     hardware address is another;
 //   - the MAC is a static FDB entry on the link (fdb.Table.Pin): a frame
 //     from any other link with that source (the uplink included) neither
 //     moves nor evicts it, and no second port may claim the address;
 //   - nothing else is learned on the link: a pod cannot fill the table
-//     (a flood of random source MACs is all spoofed_source);
-//   - with IPs, an IPv4 packet or ARP sender from another address than
-//     the port's (or 0.0.0.0, a DHCP client's or an ARP probe's), or an
-//     IPv6 packet from another than the port's, a link-local one or ::
-//     (duplicate address detection), is dropped, counted as spoofed_ip;
-//     so is a neighbour advertisement for another's address (its target),
-//     unless it follows extension headers.
+//     (a flood of random source MACs is all spoofed_source).
 //
 // The check costs a frame one atomic load of its link's guard (nil for an
-// unsecured link) and one compare; the IP check, for ports with IPs, a
-// look at the L3 header. Links without a Port (the uplink, --link links)
+// unsecured link) and one compare; the rest, for a secured port, a look
+// at the headers up to the transport's. Links without a Port (the uplink,
+// --link links)
 // learn as before, without a limit: they are trusted, and a switch
 // upstream may have any number of hosts behind them.
 
@@ -64,99 +58,30 @@ func (p Port) equal(q Port) bool {
 	return slices.Equal(p.MAC, q.MAC) && slices.Equal(p.IPs, q.IPs)
 }
 
-// guard is a Port as the switch checks it per frame: immutable, replaced
-// whole.
-type guard struct {
-	mac    uint64   // fdb.Key(MAC, 0): the VLAN bits masked off the frame's key
-	checkv bool     // IPs given: check them
-	v4     []uint32 // the port's IPv4 addresses
-	v6     [][16]byte
-}
-
-const keyVLAN = 0xfff << 48
-
-func newGuard(p Port) *guard {
-	g := &guard{mac: fdb.Key(p.MAC, 0), checkv: len(p.IPs) > 0}
-	for _, a := range p.IPs {
-		a = a.Unmap()
-		if a.Is4() {
-			b := a.As4()
-			g.v4 = append(g.v4, binary.BigEndian.Uint32(b[:]))
-		} else {
-			g.v6 = append(g.v6, a.As16())
-		}
-	}
-	return g
-}
-
-// verdict is the cause to drop frame f (source key src) for, or 0 to let
-// it through.
-func (g *guard) verdict(f []byte, src uint64) fwd.DropCause {
-	if src&^keyVLAN != g.mac {
-		return fwd.CauseSpoofedSource
-	}
-	off := 14
-	etype := binary.BigEndian.Uint16(f[12:])
-	if etype == 0x8100 || etype == 0x88a8 {
-		if len(f) < 18 {
-			return 0
-		}
-		off, etype = 18, binary.BigEndian.Uint16(f[16:])
-	}
-	switch etype {
-	case 0x0806: // ARP: the sender's hardware address too
-		if len(f) < off+28 {
-			return 0
-		}
-		if fdb.Key(f[off+8:off+14], 0) != g.mac {
-			return fwd.CauseSpoofedSource
-		}
-		if g.checkv && !g.has4(binary.BigEndian.Uint32(f[off+14:])) {
-			return fwd.CauseSpoofedIP
-		}
-	case 0x0800:
-		if g.checkv && len(f) >= off+20 && !g.has4(binary.BigEndian.Uint32(f[off+12:])) {
-			return fwd.CauseSpoofedIP
-		}
-	case 0x86dd:
-		if !g.checkv || len(f) < off+40 {
-			return 0
-		}
-		if !g.has6(f[off+8 : off+24]) {
-			return fwd.CauseSpoofedIP
-		}
-		// A neighbour advertisement (ICMPv6 136 right after the
-		// header) for another's address: IPv6's ARP spoofing.
-		if f[off+6] == 58 && len(f) >= off+64 && f[off+40] == 136 && !g.has6(f[off+48:off+64]) {
-			return fwd.CauseSpoofedIP
-		}
-	}
-	return 0
-}
-
-func (g *guard) has4(a uint32) bool {
-	return a == 0 || slices.Contains(g.v4, a)
-}
-
-func (g *guard) has6(a []byte) bool {
-	if a[0] == 0xfe && a[1]&0xc0 == 0x80 { // fe80::/10, link-local
-		return true
-	}
-	b := [16]byte(a)
-	return b == [16]byte{} || slices.Contains(g.v6, b)
-}
-
-// ErrPortInUse: a port's MAC address is another port's, or static on
-// another link.
-var ErrPortInUse = fdb.ErrInUse
+// Errors of SecurePort, for a port whose address cannot be pinned.
+var (
+	// ErrPortInUse: the MAC address is another secured link's, or static
+	// on another link.
+	ErrPortInUse = fdb.ErrInUse
+	// ErrPortNoRoom: the MAC address's table bucket holds only other
+	// static addresses (other ports' MACs that hash alike), so it could
+	// not be pinned, and frames for it would be flooded.
+	ErrPortNoRoom = fdb.ErrFull
+)
 
 // SecurePort gives the link named name port security p: at once if the
 // switch forwards it already (its learned entries are forgotten), else
 // when it is added (LinkAddedAs), and again whenever a link of that name
 // is (ReleasePort ends it). A MAC address another secured link the switch
 // forwards has, or one static on another link, is refused (wrapping
-// ErrPortInUse); one a link that went had is taken over. The same p again
-// is a no-op.
+// ErrPortInUse), as is one the table has no room to pin (ErrPortNoRoom);
+// one a link that went had is taken over. The same p again is a no-op.
+// A refusal changes nothing.
+//
+// An address learned on another link is taken over when the port is
+// added, as a pod that moved from another node takes its address with
+// it; but provisionally (PortProvisional): if it is heard there again
+// within the table's age, the port loses it (PortRevoked).
 func (s *Switch) SecurePort(name string, p Port) error {
 	if name == "" {
 		return errors.New("port security: a link name is required")
@@ -170,6 +95,7 @@ func (s *Switch) SecurePort(name string, p Port) error {
 	if q, ok := s.ports[name]; ok && q.equal(p) {
 		return nil
 	}
+	var stale []string
 	for n, q := range s.ports {
 		if n == name || !slices.Equal(q.MAC, p.MAC) {
 			continue
@@ -179,13 +105,17 @@ func (s *Switch) SecurePort(name string, p Port) error {
 		}
 		// A link that went without being released (deleted with its
 		// pod, no CNI DEL yet): the pod is elsewhere now.
-		delete(s.ports, n)
+		stale = append(stale, n)
 	}
 	i := slices.Index(s.names[:], name)
-	for e := range s.Table.All(s.now()) {
-		if e.Static && e.VLAN == 0 && slices.Equal(e.MAC, p.MAC) && e.Link != i {
-			return fmt.Errorf("port security for %s: MAC %s is static on link %d: %w", name, p.MAC, e.Link, ErrPortInUse)
+	if err := s.Table.CanPin(p.MAC, 0, i); err != nil {
+		if errors.Is(err, fdb.ErrFull) {
+			return fmt.Errorf("port security for %s: MAC %s cannot be pinned: its table bucket holds four other static addresses: %w", name, p.MAC, err)
 		}
+		return fmt.Errorf("port security for %s: %w", name, err)
+	}
+	for _, n := range stale {
+		delete(s.ports, n)
 	}
 	if s.ports == nil {
 		s.ports = map[string]Port{}
@@ -217,10 +147,95 @@ func (s *Switch) Ports() map[string]Port {
 	return out
 }
 
+// Checkpoint notes the port security and limits given by name (ports,
+// limits) and returns what puts them back: for a link add that failed
+// after SecurePort or LimitPort, so that the refusal changes nothing.
+// What a link the switch forwards has applied is not undone: callers
+// refuse an add of a forwarded link before they change anything.
+func (s *Switch) Checkpoint() (restore func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ports, limits := maps.Clone(s.ports), maps.Clone(s.limits)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.ports, s.limits = ports, limits
+	}
+}
+
 // Secured reports whether link i's frames are checked now.
 func (s *Switch) Secured(i int) bool {
 	return uint(i) < fwd.MaxLinks && s.guards[i].Load() != nil
 }
+
+// PortStatus is what became of a secured port's address.
+type PortStatus uint8
+
+const (
+	// PortPinned: the address is the port's static entry (or will be,
+	// for a link not added yet); also the status of a name without port
+	// security.
+	PortPinned PortStatus = iota
+	// PortProvisional: the address was learned on another link when the
+	// port was added and is the port's until it is heard there again,
+	// for the table's age.
+	PortProvisional
+	// PortRevoked: the address was heard on another link while
+	// provisional, or could not be pinned: it is no longer the port's,
+	// and every frame from the port is dropped (spoofed_source) until
+	// it is added again.
+	PortRevoked
+)
+
+func (st PortStatus) String() string {
+	return [...]string{"pinned", "provisional", "revoked"}[st]
+}
+
+// PortStatus is the status of the port of the link named name.
+func (s *Switch) PortStatus(name string) PortStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.names[:], name)
+	switch {
+	case i < 0 || s.ports[name].MAC == nil:
+		return PortPinned
+	case s.guards[i].Load() == revoked:
+		return PortRevoked
+	case s.provisional[i].Load() >= s.now():
+		return PortProvisional
+	}
+	return PortPinned
+}
+
+// PortEvent is a change the switch made to a secured port's address on
+// its own (PortProvisional, PortRevoked), for the daemon's log: a port
+// that took over an address learned elsewhere, and one that lost it.
+type PortEvent struct {
+	Status PortStatus
+	Name   string
+	Link   int
+	MAC    net.HardwareAddr
+	// Other is the link the address was learned on (provisional) or
+	// heard on (revoked); -1 for a pin that failed.
+	Other int
+}
+
+// Events delivers PortEvents as they happen. A reader that falls behind
+// misses events (PortStatus says where each port stands).
+func (s *Switch) Events() <-chan PortEvent { return s.events }
+
+// emit sends e without waiting.
+func (s *Switch) emit(e PortEvent) {
+	select {
+	case s.events <- e:
+	default:
+	}
+}
+
+// revoked is the guard of a port that lost its address: its MAC key
+// (with fdb's valid bit) matches no frame's, so every frame is
+// spoofed_source.
+var revoked = &guard{}
 
 // LinkAddedAs implements fwd.LinkNameObserver: link i, named name, is
 // flooded to, and gets the port security and the bandwidth limits
@@ -237,6 +252,7 @@ func (s *Switch) LinkAddedAs(i int, name string) {
 
 // apply puts name's port security, or none, on link i. s.mu is held.
 func (s *Switch) apply(i int, name string) {
+	s.provisional[i].Store(0)
 	p, ok := s.ports[name]
 	if !ok {
 		s.guards[i].Store(nil)
@@ -246,8 +262,42 @@ func (s *Switch) apply(i int, name string) {
 	// learned before (a link secured while forwarded) goes.
 	s.guards[i].Store(newGuard(p))
 	s.Table.Forget(i)
-	// SecurePort refused an address pinned elsewhere; what is left is a
-	// bucket of four static addresses (fdb.ErrFull), which leaves the
-	// pod's frames flooded to it, and its address learned nowhere else.
-	s.Table.Pin(p.MAC, 0, i)
+	now := s.now()
+	from, learned := s.Table.Lookup(fdb.Key(p.MAC, 0), now)
+	if err := s.Table.Pin(p.MAC, 0, i); err != nil {
+		// SecurePort found room; a pin since took it. Unpinned, the
+		// pod's frames would be flooded to every link: it sends
+		// nothing instead, and is told.
+		s.guards[i].Store(revoked)
+		s.emit(PortEvent{Status: PortRevoked, Name: name, Link: i, MAC: p.MAC, Other: -1})
+		return
+	}
+	if learned && from != i {
+		s.provisional[i].Store(now + s.age)
+		s.emit(PortEvent{Status: PortProvisional, Name: name, Link: i, MAC: p.MAC, Other: from})
+	}
+}
+
+// heardElsewhere is a frame from link in whose source, key, is static on
+// another link: if that link's port took the address over provisionally,
+// it loses it, and the address is learned where it was heard.
+func (s *Switch) heardElsewhere(key uint64, in int, now int64) {
+	l, ok := s.Table.Lookup(key, now)
+	if !ok || l == in || uint(l) >= fwd.MaxLinks {
+		return
+	}
+	if d := s.provisional[l].Load(); d == 0 || now > d {
+		return // a pin for good: counted (fdb's conflicts), kept
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d := s.provisional[l].Load(); d == 0 || now > d {
+		return // another worker was first
+	}
+	s.provisional[l].Store(0)
+	mac := net.HardwareAddr{byte(key >> 40), byte(key >> 32), byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
+	s.guards[l].Store(revoked)
+	s.Table.Unpin(mac, 0, l)
+	s.Table.Learn(key, in, now)
+	s.emit(PortEvent{Status: PortRevoked, Name: s.names[l], Link: l, MAC: mac, Other: in})
 }

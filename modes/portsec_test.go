@@ -3,10 +3,12 @@ package modes_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,26 +51,33 @@ func arpFrame(dst, src, sha net.HardwareAddr, spa string) []byte {
 	return ethFrame(dst, src, 0, 0x0806, p)
 }
 
+// ipv4Frame is a UDP datagram (port 9 to 9, no payload) from IPv4
+// address from.
 func ipv4Frame(dst, src net.HardwareAddr, vlan int, from string) []byte {
-	h := make([]byte, 20)
+	h := make([]byte, 20+8)
 	h[0], h[9] = 0x45, 17
+	h[3] = byte(len(h))
 	copy(h[12:], netip.MustParseAddr(from).AsSlice())
 	copy(h[16:], []byte{10, 99, 0, 1})
+	h[21], h[23], h[25] = 9, 9, 8
 	return ethFrame(dst, src, vlan, 0x0800, h)
 }
 
+// ipv6Frame is a UDP datagram (port 9 to 9, no payload) from IPv6
+// address from.
 func ipv6Frame(dst, src net.HardwareAddr, from string) []byte {
-	h := make([]byte, 40)
-	h[0], h[6] = 0x60, 17
+	h := make([]byte, 40+8)
+	h[0], h[5], h[6] = 0x60, 8, 17
 	copy(h[8:], netip.MustParseAddr(from).AsSlice())
 	copy(h[24:], netip.MustParseAddr("2001:db8::1").AsSlice())
+	h[41], h[43], h[45] = 9, 9, 8
 	return ethFrame(dst, src, 0, 0x86dd, h)
 }
 
 // naFrame is a neighbour advertisement from IPv6 address from for target.
 func naFrame(dst, src net.HardwareAddr, from, target string) []byte {
 	h := make([]byte, 40+24)
-	h[0], h[6], h[7] = 0x60, 58, 255
+	h[0], h[5], h[6], h[7] = 0x60, 24, 58, 255
 	copy(h[8:], netip.MustParseAddr(from).AsSlice())
 	copy(h[24:], netip.MustParseAddr("ff02::1").AsSlice())
 	h[40] = 136
@@ -120,20 +129,20 @@ func TestPortSecurityVerdicts(t *testing.T) {
 		{"B from a random address", ethFrame(bcastMAC, net.HardwareAddr{0x02, 9, 9, 9, 9, 9}, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
 		{"B from a multicast address", ethFrame(bcastMAC, net.HardwareAddr{0x03, 0, 0, 0, 0, 0xb}, 0, 0x0800, nil), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
 		{"the uplink sends as A", ethFrame(bcastMAC, podA, 0, 0x0800, nil), 0, fwd.VerdictFlood, all, 0},
-		{"A stays pinned on 1", ethFrame(podA, podB, 0, 0x0800, ipv4Frame(nil, nil, 0, "10.99.0.3")[14:34]), 2, fwd.VerdictForward, 1, 0},
+		{"A stays pinned on 1", ipv4Frame(podA, podB, 0, "10.99.0.3"), 2, fwd.VerdictForward, 1, 0},
 		{"link 3 sends as A: flooded, not learned", ethFrame(bcastMAC, podA, 0, 0x0800, nil), 3, fwd.VerdictFlood, all, 0},
 		{"A stays pinned on 1, from the uplink", ethFrame(podA, hostMAC, 0, 0x0800, nil), 0, fwd.VerdictForward, 1, 0},
 		{"B's own unicast to the host learned on 0", ipv4Frame(hostMAC, podB, 0, "10.99.0.3"), 2, fwd.VerdictForward, 0, 0},
 		{"B's frames reach B", ethFrame(podB, hostMAC, 0, 0x0800, nil), 0, fwd.VerdictForward, 2, 0},
 		{"B with A's IPv4 address", ipv4Frame(hostMAC, podB, 0, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"B with A's IPv4 address on a VLAN", ipv4Frame(hostMAC, podB, 7, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
-		{"B's DHCP discover from 0.0.0.0", ipv4Frame(bcastMAC, podB, 0, "0.0.0.0"), 2, fwd.VerdictFlood, all, 0},
+		{"B tagged for VLAN 7", ipv4Frame(hostMAC, podB, 7, "10.99.0.3"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedVLAN},
+		{"B's UDP from 0.0.0.0, not to a DHCP server", ipv4Frame(bcastMAC, podB, 0, "0.0.0.0"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"B's ARP as A's IP", arpFrame(bcastMAC, podB, podB, "10.99.0.2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"B's ARP with A's sender MAC", arpFrame(bcastMAC, podB, podA, "10.99.0.3"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedSource},
 		{"B's ARP of its own", arpFrame(bcastMAC, podB, podB, "10.99.0.3"), 2, fwd.VerdictFlood, all, 0},
-		{"B's ARP probe", arpFrame(bcastMAC, podB, podB, "0.0.0.0"), 2, fwd.VerdictFlood, all, 0},
+		{"B's ARP probe for another's address", arpFrame(bcastMAC, podB, podB, "0.0.0.0"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"B's IPv6 link-local", ipv6Frame(hostMAC, podB, "fe80::28:ff:fe00:b"), 2, fwd.VerdictForward, 0, 0},
-		{"B's IPv6 DAD from ::", ipv6Frame(hostMAC, podB, "::"), 2, fwd.VerdictForward, 0, 0},
+		{"B's UDP from ::, not DAD", ipv6Frame(hostMAC, podB, "::"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"B's IPv6 with A's address", ipv6Frame(hostMAC, podB, "2001:db8::2"), 2, fwd.VerdictDrop, 0, fwd.CauseSpoofedIP},
 		{"A's IPv6 with its own", ipv6Frame(hostMAC, podA, "2001:db8::2"), 1, fwd.VerdictForward, 0, 0},
 		{"A advertises its own IPv6 address", naFrame(bcastMAC, podA, "fe80::28:ff:fe00:a", "2001:db8::2"), 1, fwd.VerdictFlood, all, 0},
@@ -204,12 +213,12 @@ func TestPortSecurityFlood(t *testing.T) {
 		in   int
 		want int
 	}{{podA, 0, 1}, {podB, 1, 2}, {host(7), 1, 0}, {host(199), 2, 0}} {
-		f := ethFrame(c.dst, podA, 0, 0x0800, nil)
+		f := ipv4Frame(c.dst, podA, 0, "10.99.0.2")
 		if c.in == 2 {
-			f = ethFrame(c.dst, podB, 0, 0x0800, nil)
+			f = ipv4Frame(c.dst, podB, 0, "10.99.0.3")
 		}
 		if c.in == 0 {
-			f = ethFrame(c.dst, hostMAC, 0, 0x0800, nil)
+			f = ipv4Frame(c.dst, hostMAC, 0, "10.99.0.1")
 		}
 		p := []fwd.Packet{{Data: f, Len: len(f), Link: c.in}}
 		sw.Handle(p)
@@ -299,16 +308,24 @@ func TestSecurePortErrors(t *testing.T) {
 }
 
 // TestPortSecurityRace: workers switch frames (a flood of addresses
-// on the uplink and on an unsecured link, and frames from the uplink
-// claiming the pods' addresses) while pods come and go: secured, added,
-// removed, released. While a pod's link is there, its address is on it
-// and a frame from the link with another source is dropped as spoofed;
-// once all went, no static entry is left. Run with -race.
+// on the uplink and on an unsecured link, and, in every other round,
+// frames from those links claiming the pods' addresses) while pods come
+// and go: secured, added, removed, released. Each pod's address was
+// learned on an unsecured link before its add, so every add takes it
+// over provisionally. In a quiet round the pod keeps it: its address is
+// on its link throughout. In a claiming round the pod loses it: revoked,
+// its address learned where it is heard, never on the pod's link again,
+// and its own frames dropped. Either way a frame from the link with
+// another source is dropped as spoofed, and once all went no static
+// entry is left. Run with -race.
 func TestPortSecurityRace(t *testing.T) {
-	const workers, rounds, pods = 3, 100, 4
+	const workers, rounds, pods = 3, 48, 4
 	sw := modes.NewSwitch(2, 1024, time.Hour)
 	podMAC := func(p int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x28, 0xee, 0, 0, byte(p)} }
 	var stop atomic.Bool
+	var claims [pods]atomic.Bool  // claim pod p's address from unsecured links
+	var present [pods]atomic.Bool // pod p's link is there, secured
+	var batches [workers]atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -323,9 +340,9 @@ func TestPortSecurityRace(t *testing.T) {
 					f := frames[i]
 					copy(f[0:6], podMAC(rng.IntN(pods)))
 					link := rng.IntN(2 + pods) // 0, 1 unsecured; 2.. the pods' (secured while there)
-					switch rng.IntN(3) {
-					case 0: // a pod's address from anywhere
-						copy(f[6:12], podMAC(rng.IntN(pods)))
+					switch p := rng.IntN(pods); {
+					case rng.IntN(3) == 0 && (link == 2+p && present[p].Load() || link < 2 && claims[p].Load()): // a pod's address, from its link or claimed
+						copy(f[6:12], podMAC(p))
 					default: // a flood of addresses
 						binary.BigEndian.PutUint32(f[8:12], rng.Uint32())
 						f[6], f[7] = 0x02, byte(w)
@@ -333,38 +350,75 @@ func TestPortSecurityRace(t *testing.T) {
 					pkts[i] = fwd.Packet{Data: f, Len: 60, Link: link}
 				}
 				sw.Handle(pkts)
+				batches[w].Add(1)
 			}
 		})
 	}
+	// quiesce returns once every worker has started a batch since: none
+	// acts on what it read before.
+	quiesce := func() {
+		var at [workers]int64
+		for w := range at {
+			at[w] = batches[w].Load()
+		}
+		for w := range at {
+			for batches[w].Load() < at[w]+2 {
+				runtime.Gosched()
+			}
+		}
+	}
+	within := func(r int, what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Second); !ok(); runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %s for 1s", r, what)
+			}
+		}
+	}
 	now := sw.Now
+	revoked := 0
 	for r := range rounds {
 		p := r % pods
 		name := "s28race" + string(rune('a'+p))
 		link := 2 + p
+		claim := r%(2*pods) >= pods // each pod: a quiet round, then a claiming one
+		// Learned elsewhere before the add, as a pod's that moved.
+		f := ethFrame(bcastMAC, podMAC(p), 0, 0x0800, nil)
+		sw.Handle([]fwd.Packet{{Data: f, Len: len(f), Link: 1}})
+		claims[p].Store(claim)
+		quiesce()
 		if err := sw.SecurePort(name, modes.Port{MAC: podMAC(p)}); err != nil {
 			t.Fatalf("round %d: SecurePort %s: %v", r, name, err)
 		}
 		sw.LinkAddedAs(link, name)
-		for range 20 {
-			// (A worker's copy written as the pod was pinned lasts as
-			// long as the worker takes to see the pin: fdb's TestPinRace.)
-			for deadline := time.Now().Add(time.Second); ; runtime.Gosched() {
-				if l, ok := sw.Table.Lookup(fdb.Key(podMAC(p), 0), now()); ok && l == link {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("round %d: pod %d's address not on its link %d for 1s", r, p, link)
-				}
+		present[p].Store(true)
+		if claim {
+			within(r, "a claimed address still the pod's", func() bool { return sw.PortStatus(name) == modes.PortRevoked })
+			revoked++
+		}
+		for range 10 {
+			l, ok := sw.Table.Lookup(fdb.Key(podMAC(p), 0), now())
+			switch {
+			case !claim && (!ok || l != link):
+				t.Fatalf("round %d: pod %d's address on %d (%v), not its link %d", r, p, l, ok, link)
+			case claim && ok && l == link:
+				t.Fatalf("round %d: pod %d revoked, its address on its link %d", r, p, link)
 			}
-			// A spoofed frame from a pod's link, steady now, is dropped.
-			f := ethFrame(bcastMAC, podMAC((p+1)%pods), 0, 0x0800, nil)
-			pk := []fwd.Packet{{Data: f, Len: len(f), Link: link}}
-			sw.Handle(pk)
-			if pk[0].Cause() != fwd.CauseSpoofedSource {
-				t.Fatalf("round %d: a frame from secured link %d with another pod's address: not dropped as spoofed", r, link)
+			// A spoofed frame from a pod's link is dropped; so is its
+			// own, once revoked.
+			for _, src := range []net.HardwareAddr{podMAC((p + 1) % pods), podMAC(p)} {
+				f := ethFrame(bcastMAC, src, 0, 0x0806, nil)
+				pk := []fwd.Packet{{Data: f, Len: len(f), Link: link}}
+				sw.Handle(pk)
+				if own := src[5] == byte(p); (!own || claim) && pk[0].Cause() != fwd.CauseSpoofedSource {
+					t.Fatalf("round %d: a frame from secured link %d from %s (claimed %v): cause %d, want spoofed_source", r, link, src, claim, pk[0].Cause())
+				}
 			}
 			runtime.Gosched()
 		}
+		claims[p].Store(false)
+		present[p].Store(false)
+		quiesce()
 		sw.LinkRemoved(link)
 		sw.ReleasePort(name)
 		if sw.Secured(link) {
@@ -374,7 +428,7 @@ func TestPortSecurityRace(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	st := sw.Stats()
-	t.Logf("%+v", st)
+	t.Logf("%+v, %d revoked", st, revoked)
 	for _, e := range sw.Entries() {
 		if e.Static {
 			t.Errorf("static entry %+v left after every pod went", e)
@@ -419,5 +473,127 @@ func benchSecuredSwitch(b *testing.B, l modes.Limits) {
 	}
 	if v, out := pkts[1].Verdict(); v != fwd.VerdictForward || out != 2 {
 		b.Fatalf("frame 1: verdict %d, link %d; want forwarded to 2", v, out)
+	}
+}
+
+// TestPortTakeover: a port's address the switch had learned on another
+// link (a pod that moved from another node) is taken over when the port
+// is added, provisionally, and said so (an event); heard again where it
+// was learned, the port loses it: revoked, said so, its frames dropped,
+// the address learned back where it speaks, and a frame for it forwarded
+// there. Past the table's age a takeover is for good: the address heard
+// elsewhere then is only counted (a conflict).
+func TestPortTakeover(t *testing.T) {
+	const age = 200 * time.Millisecond
+	gw := net.HardwareAddr{0x02, 0x28, 0x9a, 0, 0, 1}
+	for _, c := range []struct {
+		name    string
+		speaks  bool // the address speaks again on the uplink after the add
+		waitAge bool // ...only once the takeover is for good
+		want    modes.PortStatus
+	}{
+		{"a pod that moved: nothing speaks after", false, false, modes.PortProvisional},
+		{"the gateway's address: it speaks again", true, false, modes.PortRevoked},
+		{"speaks again past the age", true, true, modes.PortPinned},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sw := modes.NewSwitch(2, 1024, age)
+			sw.LinkAddedAs(0, "up")
+			sw.LinkAddedAs(1, "other")
+			fromGW := ipv4Frame(bcastMAC, gw, 0, "10.99.0.1")
+			sw.Handle([]fwd.Packet{{Data: fromGW, Len: len(fromGW), Link: 0}})
+			if err := sw.SecurePort("thief", modes.Port{MAC: gw}); err != nil {
+				t.Fatalf("SecurePort of an address learned on the uplink: %v", err)
+			}
+			sw.LinkAddedAs(2, "thief")
+			select {
+			case e := <-sw.Events():
+				if e.Status != modes.PortProvisional || e.Name != "thief" || e.Link != 2 || e.Other != 0 || e.MAC.String() != gw.String() {
+					t.Errorf("event %+v; want thief (2) provisional, taken from link 0", e)
+				}
+			default:
+				t.Error("no event for the takeover")
+			}
+			if st := sw.PortStatus("thief"); st != modes.PortProvisional {
+				t.Errorf("after the add: %v, want provisional", st)
+			}
+			if c.waitAge {
+				for deadline := time.Now().Add(5 * age); sw.PortStatus("thief") == modes.PortProvisional; time.Sleep(age / 10) {
+					if time.Now().After(deadline) {
+						t.Fatal("still provisional past the age")
+					}
+				}
+			}
+			if c.speaks {
+				sw.Handle([]fwd.Packet{{Data: fromGW, Len: len(fromGW), Link: 0}})
+			}
+			if st := sw.PortStatus("thief"); st != c.want {
+				t.Errorf("status %v, want %v", st, c.want)
+			}
+			own := ipv4Frame(bcastMAC, gw, 0, "10.99.0.1")
+			toGW := ipv4Frame(gw, hostMAC, 0, "10.99.0.7")
+			pk := []fwd.Packet{{Data: own, Len: len(own), Link: 2}, {Data: toGW, Len: len(toGW), Link: 1}}
+			sw.Handle(pk)
+			cause := pk[0].Cause()
+			v, out := pk[1].Verdict()
+			switch c.want {
+			case modes.PortRevoked:
+				e := <-sw.Events()
+				if e.Status != modes.PortRevoked || e.Link != 2 || e.Other != 0 {
+					t.Errorf("event %+v; want thief (2) revoked, heard on 0", e)
+				}
+				if cause != fwd.CauseSpoofedSource || v != fwd.VerdictForward || out != 0 {
+					t.Errorf("revoked: its own frame cause %d (want spoofed_source); a frame for the address: verdict %d to %b, want forwarded to the uplink", cause, v, out)
+				}
+			default:
+				if cause != 0 || v != fwd.VerdictForward || out != 2 {
+					t.Errorf("kept: its own frame cause %d (want none); a frame for the address: verdict %d to %b, want forwarded to link 2", cause, v, out)
+				}
+			}
+			if st := sw.Stats(); c.speaks && st.Conflicts != 1 {
+				t.Errorf("conflicts %d, want 1", st.Conflicts)
+			}
+		})
+	}
+}
+
+// TestPortNoRoom: four ports whose addresses share a table bucket leave
+// no room to pin a fifth address of that bucket: its SecurePort is
+// refused (ErrPortNoRoom) and changes nothing, rather than leaving the
+// port unpinned and its frames flooded.
+func TestPortNoRoom(t *testing.T) {
+	sw := modes.NewSwitch(2, 1024, time.Minute)
+	victim := net.HardwareAddr{0x02, 0x28, 0xbb, 0, 0, 1}
+	var same []net.HardwareAddr
+	for i := 0; len(same) < 4; i++ {
+		m := net.HardwareAddr{0x02, 0x28, 0xcc, byte(i >> 16), byte(i >> 8), byte(i)}
+		if sw.Table.Bucket(fdb.Key(m, 0)) == sw.Table.Bucket(fdb.Key(victim, 0)) {
+			same = append(same, m)
+		}
+	}
+	for i, m := range same {
+		name := fmt.Sprintf("att%d", i)
+		if err := sw.SecurePort(name, modes.Port{MAC: m}); err != nil {
+			t.Fatal(err)
+		}
+		sw.LinkAddedAs(2+i, name)
+	}
+	ports, entries := sw.Ports(), sw.Entries()
+	err := sw.SecurePort("victim", modes.Port{MAC: victim})
+	if !errors.Is(err, modes.ErrPortNoRoom) || !strings.Contains(err.Error(), "cannot be pinned") {
+		t.Errorf("SecurePort of a fifth address of a full bucket: %v, want ErrPortNoRoom", err)
+	}
+	if fmt.Sprint(sw.Ports()) != fmt.Sprint(ports) || fmt.Sprint(sw.Entries()) != fmt.Sprint(entries) {
+		t.Errorf("the refusal changed the switch: ports %v → %v, entries %v → %v", ports, sw.Ports(), entries, sw.Entries())
+	}
+	// One of the four goes: there is room again.
+	sw.LinkRemoved(2)
+	sw.ReleasePort("att0")
+	if err := sw.SecurePort("victim", modes.Port{MAC: victim}); err != nil {
+		t.Fatalf("after one went: %v", err)
+	}
+	sw.LinkAddedAs(6, "victim")
+	if l, ok := sw.Table.Lookup(fdb.Key(victim, 0), sw.Now()); !ok || l != 6 {
+		t.Errorf("victim found on %d (%v), want pinned on 6", l, ok)
 	}
 }

@@ -34,6 +34,9 @@ var dropMeaning = map[string]string{
 	fwd.DropSpoofedIP:     "switch port security: a pod's link sent a packet from an IP address not its own",
 	fwd.DropRXRateLimited: "switch bandwidth limit: a pod's link sent faster than its egress rate (policed, as tc's police does)",
 	fwd.DropTXRateLimited: "switch bandwidth limit: frames for a pod's link came faster than its ingress rate (policed, as tc's police does)",
+	fwd.DropSpoofedVLAN:   "switch port security: a pod's link sent a frame tagged for a VLAN (a pod's port is in the untagged one)",
+	fwd.DropRogueServer:   "switch port security: a pod's link sent what only a router or DHCP server may (a router advertisement, a redirect, a DHCP server's reply)",
+	fwd.DropUnverifiable:  "switch port security: a pod's link sent a frame port security could not read through (a header cut short, too many VLAN tags or IPv6 extension headers, an ARP not for Ethernet and IPv4, a fragmented neighbour discovery message)",
 }
 
 // countedDrop reports whether a reason's packets are in TotalDrops:
