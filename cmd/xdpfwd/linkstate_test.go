@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -365,4 +366,104 @@ func TestDaemonStartsPastPlantedLinkState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReloadConfigLinksNotSaved: the state file lists the links added
+// over the control socket, not those of the config file. A link a
+// SIGHUP's reload added from the file was written there as one added over
+// the socket, and so was one added over the socket that the file took up
+// since: dropped from the file and reloaded, both were gone until the
+// daemon restarted and added them back. The file is the config's to add
+// and drop: the reload rewrites the state file without them, a reload that
+// drops them removes them (and the port security one had), and a restart
+// does not bring them back; the socket's own link comes back as ever.
+func TestReloadConfigLinksNotSaved(t *testing.T) {
+	h := newHosts(t, 5)
+	up, fromFile, adopted, pod, later := h.Links[0], h.Links[1], h.Links[2], h.Links[3], h.Links[4]
+	dir := t.TempDir()
+	ctl, cfg := filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "xdpfwd.yaml")
+	state := linkStateFile(ctl)
+	writeConfig := func(links ...string) {
+		t.Helper()
+		s := fmt.Sprintf("mode: switch\nqueues: 1\nmax-links: 8\nstats-interval: 0s\ncontrol: %s\nlink: [%s]\n", ctl, strings.Join(links, ", "))
+		if err := os.WriteFile(cfg, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reloads := 0
+	reload := func(d *proc, links ...string) {
+		t.Helper()
+		writeConfig(links...)
+		d.signal(syscall.SIGHUP)
+		reloads++
+		waitCount(t, d, "config reloaded", reloads, 10*time.Second)
+		if strings.Contains(d.stderr.String(), "config reload: ") {
+			t.Fatalf("reload to %q failed:\n%s", links, d.stderr.String())
+		}
+	}
+	// saved waits for the state file to list want (a reload writes it
+	// after its log line); it fails with what it lists.
+	saved := func(when string, want ...string) {
+		t.Helper()
+		var doc linkStateDoc
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			b, err := readLinkState(state)
+			doc = linkStateDoc{}
+			if err == nil && json.Unmarshal(b, &doc) == nil && slices.Equal(doc.Added, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: state file %q, %v; want it to list %q", when, b, err, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	listed := func(when string, want ...string) {
+		t.Helper()
+		if names := linkNames(t, ctl); !slices.Equal(names, want) {
+			t.Fatalf("%s: link list %q, want %q", when, names, want)
+		}
+	}
+	mac, err := h.NS[2].HardwareAddr("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	writeConfig(up)
+	d := startBin(t, "run", "--config", cfg)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	linkOp(t, ctl, "add", pod)
+	if r := runBin(t, 10*time.Second, nil, "link", "add", adopted, "--mac", mac.String(), "--control", ctl); r.code != 0 {
+		t.Fatalf("link add %s --mac %s: exit %d, %s", adopted, mac, r.code, r.stderr)
+	}
+	saved("after two adds over the socket", pod, adopted)
+
+	reload(d, up, fromFile, adopted)
+	listed("after the file took up two links", up, pod, adopted, fromFile)
+	saved("after the file took up two links", pod)
+	linkOp(t, ctl, "add", later) // a save after the reload's
+	saved("after an add over the socket after the reload", pod, later)
+
+	reload(d, up)
+	listed("after the file dropped them", up, pod, later)
+	saved("after the file dropped them", pod, later)
+	// Its port security went with it: added again over the socket,
+	// without a MAC, it learns freely.
+	linkOp(t, ctl, "add", adopted)
+	for _, k := range linkList(t, ctl).Links {
+		if k.Name == adopted && k.MAC != "" {
+			t.Errorf("%s added again without a MAC after the file dropped it: secured with %s, want not", adopted, k.MAC)
+		}
+	}
+	linkOp(t, ctl, "del", adopted)
+
+	d.cmd.Process.Kill()
+	<-d.done
+	d = startBin(t, "run", "--config", cfg)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	listed("after a restart", up, pod, later)
+	d.interrupt()
 }
