@@ -13,7 +13,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -199,19 +198,21 @@ type reloader struct {
 	start, last *runSettings
 	f           *fwd.Forwarder
 	logger      *slog.Logger
-	// linkOps is the control socket's: held while a reload reads the
-	// links and changes them, so that no link added over the socket in
-	// between is taken for one the file dropped. Nil: none.
-	linkOps *sync.Mutex
+	// ctl is the control socket, nil in tests without one. Its linkOps
+	// is held while a reload reads the links and changes them, so that
+	// no link added over the socket in between is taken for one the
+	// file dropped; and it is told the file's links after (configLinks).
+	ctl *controlSocket
 }
 
-// lockLinks holds r.linkOps, if any, until the returned function.
+// lockLinks holds the control socket's linkOps, if any, until the
+// returned function.
 func (r *reloader) lockLinks() (unlock func()) {
-	if r.linkOps == nil {
+	if r.ctl == nil {
 		return func() {}
 	}
-	r.linkOps.Lock()
-	return r.linkOps.Unlock
+	r.ctl.linkOps.Lock()
+	return r.ctl.linkOps.Unlock
 }
 
 // restore brings a forwarder rebuilt from the start-up Config (after
@@ -285,8 +286,13 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 	}
 	cfg := next.cfg
 	unlock := r.lockLinks()
-	cfg.Links = reloadLinks(r.f.Links(), prev.cfg.Links, next.cfg.Links)
+	live := r.f.Links()
+	cfg.Links = reloadLinks(live, prev.cfg.Links, next.cfg.Links)
 	rc, err := r.f.Reconfigure(cfg)
+	if err == nil && r.ctl != nil {
+		dropped := slices.DeleteFunc(live, func(n string) bool { return n == "" || slices.Contains(cfg.Links, n) })
+		r.ctl.configLinks(r.f, next.cfg.Links, dropped)
+	}
 	unlock()
 	if err != nil {
 		return interval, err

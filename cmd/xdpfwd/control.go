@@ -38,12 +38,13 @@ type controlSocket struct {
 	portSecurity bool
 
 	// linkOps is held by each link change made over the socket and by a
-	// reload's read and change of the links (reloader.linkOps), and
-	// while the state file is written.
+	// reload's read and change of the links (reloader.lockLinks), and
+	// while the state file is written; and guards given.
 	linkOps sync.Mutex
 	// state is the file of the links added over the socket
-	// (linkstate.go), "" without a socket; given are the --link links,
-	// which it leaves out.
+	// (linkstate.go), "" without a socket; given are the links of the
+	// command line and the config file (--link), which it leaves out:
+	// those at start, then those a reload left forwarded (configLinks).
 	state string
 	given []string
 
@@ -57,6 +58,38 @@ type controlSocket struct {
 	// rebuildWait bounds how long a link request waits for the next
 	// forwarder (daemonLinks.change); 0: defaultRebuildWait.
 	rebuildWait time.Duration
+}
+
+// configLinks makes links, a reload's --link links, the ones given: the
+// state file leaves out those f forwards. It releases the port security
+// and limits of those of dropped, the links the reload removed, that f
+// no longer forwards, and writes the state file anew. linkOps is held.
+//
+// A link the file lists is the file's, whoever added it first: one
+// added over the socket that the file then lists is no longer written
+// to the state file (a restart adds it from the file), and a reload that
+// drops it from the file removes it (reloadLinks), as any of the file's.
+// One the file lists that could not be added (it does not exist yet) is
+// not given: added over the socket meanwhile, it is the socket's until a
+// reload finds it forwarded.
+func (cs *controlSocket) configLinks(f *fwd.Forwarder, links, dropped []string) {
+	now := f.Links()
+	cs.given = slices.DeleteFunc(slices.Clone(links), func(n string) bool { return !slices.Contains(now, n) })
+	for _, n := range dropped {
+		if !slices.Contains(now, n) {
+			cs.releasePort(n, nil)
+		}
+	}
+	if err := cs.saveLinks(f, cs.given); err != nil && cs.log != nil {
+		cs.log.Error("link state not written after a reload", "err", err)
+	}
+}
+
+// isGiven reports whether link name is a --link link (given).
+func (cs *controlSocket) isGiven(name string) bool {
+	cs.linkOps.Lock()
+	defer cs.linkOps.Unlock()
+	return slices.Contains(cs.given, name)
 }
 
 // setForwarder points the socket's link requests at f (nil: none) and

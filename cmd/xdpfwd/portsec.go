@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"slices"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
@@ -79,7 +78,7 @@ func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 // addPort adds link name with port security p if secure and limits
 // lim, if any.
 func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.Limits) error {
-	if (!secure && lim.IsZero()) || slices.Contains(d.cs.given, name) {
+	if (!secure && lim.IsZero()) || d.cs.isGiven(name) {
 		return d.Add(name) // a --link link is forwarded already, never secured
 	}
 	sw := d.cs.sw

@@ -56,7 +56,7 @@ func TestReloadRacesLinkAdd(t *testing.T) {
 	}()
 	cs := &controlSocket{mode: "switch"}
 	cs.setForwarder(f)
-	r := &reloader{args: args, start: st, f: f, logger: slog.New(slog.DiscardHandler), linkOps: &cs.linkOps}
+	r := &reloader{args: args, start: st, f: f, logger: slog.New(slog.DiscardHandler), ctl: cs}
 	if f.Plan().HugePages != umem.HugePagesOff {
 		t.Fatalf("hugepages %v", f.Plan().HugePages)
 	}

@@ -86,7 +86,7 @@ type daemon struct {
 func newDaemon(args []string, st *runSettings, hup chan os.Signal, stderr io.Writer) *daemon {
 	d := &daemon{st: st, ff: &st.ff, logger: st.logger, stderr: stderr, hup: hup}
 	if st.config != "" {
-		d.rl = &reloader{args: args, start: st, linkOps: &d.ctl.linkOps}
+		d.rl = &reloader{args: args, start: st, ctl: &d.ctl}
 	}
 	return d
 }
