@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
+	"github.com/xdpfwd/xdpfwd/internal/netdev"
 	"github.com/xdpfwd/xdpfwd/umem"
 	"github.com/xdpfwd/xdpfwd/xps"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -458,8 +458,9 @@ func realQueues(name string) (rx, tx int) {
 		return int(c.RX + c.Combined), int(c.TX + c.Combined)
 	}
 	count := func(kind string) int {
-		m, _ := filepath.Glob("/sys/class/net/" + name + "/queues/" + kind + "-*")
-		return max(len(m), 1)
+		// Not a glob of kind-*: a link may be named n*.
+		qs, _ := netdev.Queues(name, kind)
+		return max(len(qs), 1)
 	}
 	return count("rx"), count("tx")
 }

@@ -389,7 +389,9 @@ func (g *Generator) Run(ctx context.Context) error {
 	g.started.Store(start)
 	var end int64
 	if g.cfg.Duration > 0 {
-		end = start + int64(g.cfg.Duration)
+		// Saturated: past what an int64 of ns holds (a Duration of
+		// 292 years, plus the clock's uptime) is never.
+		end = start + min(int64(g.cfg.Duration), math.MaxInt64-start)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(g.queues))

@@ -2,6 +2,7 @@ package gen_test
 
 import (
 	"context"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -268,6 +269,20 @@ func TestTxOnlyRate(t *testing.T) {
 	t.Logf("this machine (shared, loaded) sustains %.0f pps unpaced; the paced run made %.0f", most, rate)
 	if rate < 0.95*min(most, target) {
 		t.Fatalf("paced %.0f pps: under 95 %% of min(target %.0f, sustained %.0f)", rate, target, most)
+	}
+}
+
+// TestTxOnlyLongDuration: the longest Duration (--duration 2562047h,
+// what a time.Duration holds) is a run's end that never comes, not one
+// wrapped past the clock into the past: a run bounded by its count sends
+// the count.
+func TestTxOnlyLongDuration(t *testing.T) {
+	p := pair(t)
+	for _, d := range []time.Duration{math.MaxInt64, time.Duration(math.MaxInt64 - gen.Now() + 1), 24 * time.Hour} {
+		s := generate(t, p, gen.Config{Count: 1000, Duration: d})
+		if s.Sent != 1000 {
+			t.Errorf("Count 1000, Duration %v: %d sent; want 1000", d, s.Sent)
+		}
 	}
 }
 

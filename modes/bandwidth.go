@@ -50,13 +50,14 @@ type Limits struct {
 func (l Limits) IsZero() bool { return l == Limits{} }
 
 // Rates and bursts the policer takes. A burst under one full frame would
-// pass no full frame at all; over 4 GiB (the bandwidth plugin's bound) is
-// no limit worth the name.
+// pass no full frame at all; 2^32-1 bytes (4 GiB) or more is no limit
+// worth the name, and the bandwidth plugin's bound (burst/8 under
+// 2^32-1).
 const (
 	MinRate  = 1000                 // bits/s: Kubernetes' smallest, 1k
 	MaxRate  = 1e15                 // bits/s: 1 Pbit/s
 	MinBurst = 1518 * 8             // bits: a full Ethernet frame
-	MaxBurst = math.MaxUint32*8 - 8 // bits: under 4 GiB
+	MaxBurst = math.MaxUint32*8 - 1 // bits: under 4 GiB
 )
 
 // Check says what is wrong with l, if anything: each direction has a
@@ -73,7 +74,7 @@ func (l Limits) Check() error {
 		case d.rate < MinRate || d.rate > MaxRate:
 			return fmt.Errorf("bandwidth: %s rate %d bits/s: want %d..%.0f", d.name, d.rate, MinRate, MaxRate)
 		case d.burst < MinBurst || d.burst > MaxBurst:
-			return fmt.Errorf("bandwidth: %s burst %d bits: want %d (a full frame) .. %d (4 GiB)", d.name, d.burst, MinBurst, uint64(MaxBurst))
+			return fmt.Errorf("bandwidth: %s burst %d bits: want %d (a full frame) .. %d bits (under 4 GiB)", d.name, d.burst, MinBurst, uint64(MaxBurst))
 		}
 	}
 	return nil

@@ -1,7 +1,9 @@
 package modes_test
 
 import (
+	"math"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,6 +128,34 @@ func TestLimitsCheck(t *testing.T) {
 	} {
 		if err := c.l.Check(); (err == nil) != c.ok {
 			t.Errorf("Check(%+v) = %v; want ok %v", c.l, err, c.ok)
+		}
+	}
+}
+
+// TestLimitsCheckBurstBounds: a burst, in bits as the control protocol
+// carries it, is a full frame .. the bandwidth plugin's bound (burst/8
+// under 2^32-1 bytes); the refusal states both bounds.
+func TestLimitsCheckBurstBounds(t *testing.T) {
+	const bounds = "want 12144 (a full frame) .. 34359738359 bits"
+	for _, tt := range []struct {
+		burst uint64
+		ok    bool
+	}{
+		{12144, true},
+		{math.MaxUint32 * 8, false},
+		{math.MaxUint32*8 - 1, true}, // the reference plugin takes it
+		{12143, false},
+		{1 << 61, false},
+		{math.MaxUint64, false},
+	} {
+		for _, l := range []modes.Limits{{IngressRate: 8e6, IngressBurst: tt.burst}, {EgressRate: 8e6, EgressBurst: tt.burst}} {
+			err := l.Check()
+			switch {
+			case tt.ok && err != nil:
+				t.Errorf("Check(%+v) = %v; want ok", l, err)
+			case !tt.ok && (err == nil || !strings.Contains(err.Error(), bounds)):
+				t.Errorf("Check(%+v) = %v; want refused, %q", l, err, bounds)
+			}
 		}
 	}
 }

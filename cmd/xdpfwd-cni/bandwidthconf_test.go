@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 // TestParseConfBandwidth: the "bandwidth" capability (runtimeConfig) and
@@ -37,7 +38,13 @@ func TestParseConfBandwidth(t *testing.T) {
 		{"all zero", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":0,"ingressBurst":0}}}`, nil, ""},
 		{"rate without burst", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":8000000}}}`, nil, "ingressRate 8000000 without ingressBurst"},
 		{"burst without rate", `{` + base + `,"egressBurst":524288}`, nil, "egressBurst 524288 without egressRate"},
-		{"burst over 4 GB", `{` + base + `,"runtimeConfig":{"bandwidth":{"egressRate":8000000,"egressBurst":40000000000}}}`, nil, "more than 4 GB"},
+		{"burst over 4 GB", `{` + base + `,"runtimeConfig":{"bandwidth":{"egressRate":8000000,"egressBurst":40000000000}}}`, nil, "egressBurst 40000000000 bits: want at most 34359738359 (under 4 GiB)"},
+		// The reference plugin's bound, burst/8 under 2^32-1, which the
+		// daemon's policer takes too (modes.MaxBurst).
+		{"largest burst", `{` + base + `,"runtimeConfig":{"bandwidth":{"egressRate":8000000,"egressBurst":34359738359}}}`,
+			&linkop.Bandwidth{EgressRate: 8e6, EgressBurst: 34359738359}, ""},
+		{"burst 2^32-1 bytes", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":8000000,"ingressBurst":34359738360}}}`, nil, "ingressBurst 34359738360 bits: want at most 34359738359"},
+		{"burst 2^64-1", `{` + base + `,"runtimeConfig":{"bandwidth":{"ingressRate":8000000,"ingressBurst":18446744073709551615}}}`, nil, "ingressBurst 18446744073709551615 bits: want at most 34359738359"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := parseConf([]byte(tt.conf), "")
@@ -50,6 +57,13 @@ func TestParseConfBandwidth(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if b := c.bandwidth; b != nil {
+				// What the plugin takes, the daemon's policer takes.
+				l := modes.Limits{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
+				if err := l.Check(); err != nil {
+					t.Errorf("bandwidth %+v: the daemon refuses it: %v", *b, err)
+				}
 			}
 			switch {
 			case tt.want == nil && c.bandwidth != nil:

@@ -251,8 +251,13 @@ func (r *rig) hostName(p *topo.NS) string { return HostName(r.containerID(p), "e
 // cnitool runs cnitool CMD on pod in the node namespace, as a runtime
 // would, and returns its output.
 func (r *rig) cnitoolRun(cmd string, p *topo.NS) (string, error) {
+	return r.cnitoolRunAs(cmd, p, "eth0")
+}
+
+// cnitoolRunAs is cnitoolRun with CNI_IFNAME ifname.
+func (r *rig) cnitoolRunAs(cmd string, p *topo.NS, ifname string) (string, error) {
 	c := exec.Command("ip", "netns", "exec", r.node.Name, r.cnitool, cmd, r.netName, nsPath(p))
-	c.Env = append(os.Environ(), "CNI_PATH="+r.cniPath, "NETCONFPATH="+r.netDir)
+	c.Env = append(os.Environ(), "CNI_PATH="+r.cniPath, "NETCONFPATH="+r.netDir, "CNI_IFNAME="+ifname)
 	out, err := c.CombinedOutput()
 	return string(out), err
 }

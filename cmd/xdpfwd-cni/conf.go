@@ -80,6 +80,10 @@ type BandwidthEntry struct {
 	EgressBurst  uint64 `json:"egressBurst,omitempty"`
 }
 
+// maxBurst is the reference plugin's largest burst, in bits (burst/8
+// under 2^32-1), and the switch's policer's (modes.MaxBurst).
+const maxBurst = math.MaxUint32*8 - 1
+
 // check is the reference plugin's validation of e.
 func (e *BandwidthEntry) check() error {
 	for _, d := range []struct {
@@ -91,8 +95,8 @@ func (e *BandwidthEntry) check() error {
 			return fmt.Errorf("bandwidth: %sRate %d without %sBurst: if a rate is set, its burst must be too", d.name, d.rate, d.name)
 		case d.rate == 0 && d.burst != 0:
 			return fmt.Errorf("bandwidth: %sBurst %d without %sRate: if a burst is set, its rate must be too", d.name, d.burst, d.name)
-		case d.burst/8 >= math.MaxUint32:
-			return fmt.Errorf("bandwidth: %sBurst %d bits: more than 4 GB", d.name, d.burst)
+		case d.burst > maxBurst:
+			return fmt.Errorf("bandwidth: %sBurst %d bits: want at most %d (under 4 GiB)", d.name, d.burst, uint64(maxBurst))
 		}
 	}
 	return nil

@@ -19,13 +19,14 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
-// podRPS reads the RPS masks of p's eth0 as `ip netns exec` shows them
+// podRPS reads the RPS masks of p's ifname as `ip netns exec` shows them
 // (sysfs mounted in the pod's namespace), apart from package rps: the CPU
 // set of each rx queue's mask, by queue.
-func podRPS(t *testing.T, p *topo.NS) map[string]*big.Int {
+func podRPS(t *testing.T, p *topo.NS, ifname string) map[string]*big.Int {
 	t.Helper()
+	// ifname quoted: a name, not a pattern.
 	out, err := exec.Command("ip", "netns", "exec", p.Name, "sh", "-c",
-		`for f in /sys/class/net/eth0/queues/rx-*/rps_cpus; do echo "$f $(cat "$f")"; done`).CombinedOutput()
+		`for f in /sys/class/net/"$1"/queues/rx-*/rps_cpus; do echo "$f $(cat "$f")"; done`, "sh", ifname).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: read rps_cpus: %v: %s", p.Name, err, out)
 	}
@@ -97,7 +98,7 @@ func TestCNIRPS(t *testing.T) {
 			t.Fatalf("%s: cnitool add: %v\n%s", name, err, out)
 		}
 		t.Cleanup(func() { r.cnitoolRun("del", p) })
-		masks := podRPS(t, p)
+		masks := podRPS(t, p, "eth0")
 		if len(masks) != 2 {
 			t.Errorf("%s: eth0's rx queues %v; want 2, as xdpfwd's workers", name, masks)
 		}
@@ -133,6 +134,40 @@ func TestCNIRPS(t *testing.T) {
 	if out, err := r.cnitoolRun("check", p); err != nil {
 		t.Errorf("cnitool check after ADD with \"rpsCPUs\": \"0\": %v\n%s", err, out)
 	}
+
+	// CNI_IFNAME is a name, not a pattern: a pod with n0 and n1 (a veth
+	// pair of its own) attached as n* with "rpsCPUs": "0" has the masks
+	// of n* set to CPU 0, theirs left at 0; CHECK passes.
+	glob := r.pluginConf(r.hostLocalIPAM())
+	glob["rpsCPUs"] = "0"
+	r.writeConflist("1.1.0", glob)
+	p = r.podNS("cnirps-glob")
+	ipIn(t, p, []string{"link", "add", "n0", "numrxqueues", "2", "type", "veth", "peer", "name", "n1", "numrxqueues", "2"})
+	if out, err := r.cnitoolRunAs("add", p, "n*"); err != nil {
+		t.Fatalf("CNI_IFNAME=n*: cnitool add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { r.cnitoolRunAs("del", p, "n*") })
+	for _, dev := range []struct {
+		name string
+		want []int
+	}{{"n*", []int{0}}, {"n0", nil}, {"n1", nil}} {
+		masks := podRPS(t, p, dev.name)
+		if len(masks) != 2 {
+			t.Errorf("CNI_IFNAME=n*: %s's rx queues %v; want 2", dev.name, masks)
+		}
+		for q, m := range masks {
+			if m.Cmp(cpuBits(dev.want)) != 0 {
+				t.Errorf("CNI_IFNAME=n*: %s %s rps_cpus %x; want %x (CPUs %v)", dev.name, q, m, cpuBits(dev.want), dev.want)
+			}
+		}
+	}
+	if out, err := r.cnitoolRunAs("check", p, "n*"); err != nil {
+		t.Errorf("CNI_IFNAME=n*: cnitool check: %v\n%s", err, out)
+	}
+	if out, err := r.cnitoolRunAs("del", p, "n*"); err != nil {
+		t.Errorf("CNI_IFNAME=n*: cnitool del: %v\n%s", err, out)
+	}
+
 	// A CPU that is not online: error 7 naming the key, nothing built.
 	conf := r.pluginConf(r.hostLocalIPAM())
 	conf["rpsCPUs"] = strconv.Itoa(slices.Max(online) + 1)
@@ -166,7 +201,7 @@ func TestCNIRPS(t *testing.T) {
 		t.Fatalf("unpinned: cnitool add: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { r.cnitoolRun("del", p) })
-	masks := podRPS(t, p)
+	masks := podRPS(t, p, "eth0")
 	if len(masks) != 1 || masks["rx-0"] == nil || masks["rx-0"].Sign() != 0 {
 		t.Errorf("unpinned: eth0's rps_cpus %v; want rx-0 alone, 0", fmt.Sprint(masks))
 	}

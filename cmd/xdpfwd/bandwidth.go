@@ -96,11 +96,34 @@ func (r *bitRateFlag) Set(v string) error {
 	return nil
 }
 
+// burstFlag is a policer's burst in bytes, as tc's burst: a size as
+// sizeFlag reads it, from a full frame to the most whose bits the policer
+// takes (modes.MaxBurst); 0, as not given, is defaultBurst. Bounded here,
+// its bits (×8) cannot overflow.
+type burstFlag uint64
+
+// The bursts burstFlag takes, in bytes.
+const (
+	minBurstBytes = modes.MinBurst / 8
+	maxBurstBytes = modes.MaxBurst / 8 // 2^32-2: 2^32-1 bytes' bits are over the bound
+)
+
+func (b *burstFlag) String() string { return formatSize(uint64(*b)) }
+
+func (b *burstFlag) Set(v string) error {
+	n, ok := parseSize(v)
+	if !ok || n != 0 && (n < minBurstBytes || n > maxBurstBytes) {
+		return fmt.Errorf("%q: want bytes, %d (a full frame) .. %d, e.g. 65536 or 64KiB (0: the default)", v, minBurstBytes, maxBurstBytes)
+	}
+	*b = burstFlag(n)
+	return nil
+}
+
 // bandwidthFlags are link add's limits: rates in bits/s, bursts in bytes
 // (as tc's burst), sent in the add's bits.
 type bandwidthFlags struct {
 	ingressRate, egressRate   bitRateFlag
-	ingressBurst, egressBurst sizeFlag
+	ingressBurst, egressBurst burstFlag
 }
 
 // defaultBurst is a burst for a rate given without one: 10 ms at the rate,
@@ -116,7 +139,7 @@ func (f *bandwidthFlags) options() (*linkop.Bandwidth, error) {
 	for _, d := range []struct {
 		name  string
 		rate  uint64
-		burst sizeFlag
+		burst burstFlag
 		out   *uint64
 	}{{"ingress", b.IngressRate, f.ingressBurst, &b.IngressBurst}, {"egress", b.EgressRate, f.egressBurst, &b.EgressBurst}} {
 		switch {
@@ -125,8 +148,8 @@ func (f *bandwidthFlags) options() (*linkop.Bandwidth, error) {
 		case d.rate == 0:
 		case d.burst == 0:
 			*d.out = defaultBurst(d.rate)
-		case uint64(d.burst)*8 < modes.MinBurst || uint64(d.burst)*8 > modes.MaxBurst:
-			return nil, fmt.Errorf("--%s-burst %d bytes: want %d (a full frame) .. 4GiB", d.name, int64(d.burst), modes.MinBurst/8)
+		case d.burst < minBurstBytes || d.burst > maxBurstBytes: // compared before ×8
+			return nil, fmt.Errorf("--%s-burst %d bytes: want %d (a full frame) .. %d", d.name, uint64(d.burst), minBurstBytes, maxBurstBytes)
 		default:
 			*d.out = uint64(d.burst) * 8
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -27,7 +28,13 @@ func TestBandwidthBadInput(t *testing.T) {
 		{[]string{"link", "add", "bwx", "--egress-rate", "999"}, `"999": want bits per second`},
 		{[]string{"link", "add", "bwx", "--egress-rate", "2000T"}, `"2000T": want bits per second`},
 		{[]string{"link", "add", "bwx", "--ingress-burst", "64KiB"}, "--ingress-burst without --ingress-rate"},
-		{[]string{"link", "add", "bwx", "--egress-rate", "8M", "--egress-burst", "1000"}, "--egress-burst 1000 bytes: want 1518 (a full frame)"},
+		{[]string{"link", "add", "bwx", "--egress-rate", "8M", "--egress-burst", "1000"}, `"1000": want bytes, 1518 (a full frame) .. 4294967294`},
+		// Bursts whose bits overflowed a uint64 (2^61 GiB + 1 GiB was a
+		// burst of 1 GiB, 2^61 + 2000 bytes one of 2000), and 4 GiB, over
+		// the bound the message gave.
+		{[]string{"link", "add", "bwx", "--ingress-rate", "1M", "--ingress-burst", "2147483649GiB"}, `flag -ingress-burst: "2147483649GiB": want bytes, 1518 (a full frame) .. 4294967294`},
+		{[]string{"link", "add", "bwx", "--ingress-rate", "1M", "--ingress-burst", "2305843009213695952"}, `"2305843009213695952": want bytes, 1518 (a full frame) .. 4294967294`},
+		{[]string{"link", "add", "bwx", "--egress-rate", "1M", "--egress-burst", "4GiB"}, `"4GiB": want bytes, 1518 (a full frame) .. 4294967294`},
 		{[]string{"link", "add", "bwx", "--egress-rate", "8M", "--egress-burst", "lots"}, `flag -egress-burst: "lots": want bytes`},
 		{[]string{"link", "del", "bwx", "--egress-rate", "8M"}, "are for add"},
 	} {
@@ -71,6 +78,135 @@ func TestBandwidthFlags(t *testing.T) {
 	}
 }
 
+// TestBurstFlagBounds: a burst is 1518 (a full frame) .. 4294967294 bytes
+// (the policer's modes.MaxBurst bits, under 4 GiB as the bandwidth
+// plugin's), or 0 for the default; anything else, overflowing values
+// included, is refused with those bounds, never wrapped into another
+// burst.
+func TestBurstFlagBounds(t *testing.T) {
+	const bounds = "1518 (a full frame) .. 4294967294"
+	for _, tt := range []struct {
+		burst string
+		want  uint64 // bits; 0: refused
+	}{
+		{"1518", 1518 * 8},
+		{"64KiB", 64 << 10 * 8},
+		{"3GiB", 3 << 30 * 8},
+		{"4194303KiB", 4194303 << 10 * 8},
+		{"4294967294", 4294967294 * 8},
+		{"0", 64 << 10 * 8}, // the default: 10 ms of 1 Mbit/s is less than 64 KiB
+		{"1517", 0},
+		{"4294967295", 0}, // 4 GiB - 1: its bits are over the bound
+		{"4GiB", 0},
+		{"4194304K", 0},
+		{"2147483649GiB", 0},       // ×8 wrapped to 1 GiB's bits
+		{"2305843009213695952", 0}, // ×8 wrapped to 2000 bytes' bits
+		{"18446744073709551615", 0},
+		{"18446744073709551616", 0},
+		{"17179869184GiB", 0}, // 2^64 bytes: the unit's product overflows
+		{"1e30", 0},
+		{"-1", 0},
+		{"NaN", 0},
+		{"Inf", 0},
+		{"1iB", 0},
+		{"64 KiB", 0},
+		{"0x10000", 0},
+		{"", 0},
+	} {
+		var f bandwidthFlags
+		if err := f.ingressRate.Set("1M"); err != nil {
+			t.Fatal(err)
+		}
+		err := f.ingressBurst.Set(tt.burst)
+		var b *linkop.Bandwidth
+		if err == nil {
+			b, err = f.options()
+		}
+		switch {
+		case tt.want == 0 && (err == nil || !strings.Contains(err.Error(), bounds)):
+			t.Errorf("--ingress-burst %q: %+v, %v; want refused with %q", tt.burst, b, err, bounds)
+		case tt.want != 0 && (err != nil || b == nil || b.IngressBurst != tt.want):
+			t.Errorf("--ingress-burst %q: %+v, %v; want a burst of %d bits", tt.burst, b, err, tt.want)
+		}
+	}
+}
+
+// TestRateFlagBounds: a rate is 1000 .. 10^15 bits/s, or 0 (no limit);
+// anything else is refused with those bounds.
+func TestRateFlagBounds(t *testing.T) {
+	const bounds = "1000..1000000000000000"
+	for _, tt := range []struct {
+		rate string
+		want uint64 // bits/s; ok false: refused
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"1k", 1000, true},
+		{"1000T", 1e15, true},
+		{"1e15bit/s", 1e15, true},
+		{"999", 0, false},
+		{"1000000000000001", 0, false},
+		{"1001T", 0, false},
+		{"18446744073709551615", 0, false},
+		{"18446744073709551616", 0, false},
+		{"1e30", 0, false},
+		{"-1M", 0, false},
+		{"NaN", 0, false},
+		{"Inf", 0, false},
+		{"-Inf", 0, false},
+		{"", 0, false},
+	} {
+		var r bitRateFlag
+		err := r.Set(tt.rate)
+		switch {
+		case !tt.ok && (err == nil || !strings.Contains(err.Error(), bounds)):
+			t.Errorf("rate %q: %d, %v; want refused with %q", tt.rate, r, err, bounds)
+		case tt.ok && (err != nil || uint64(r) != tt.want):
+			t.Errorf("rate %q: %d, %v; want %d", tt.rate, r, err, tt.want)
+		}
+	}
+}
+
+// TestSizeFlagBounds: --max-umem is a byte count up to 2^63-1 (an int64,
+// fwd.Config.MaxUMEM), the unit's product checked before it is taken;
+// anything else is refused with those bounds.
+func TestSizeFlagBounds(t *testing.T) {
+	const bounds = "0 .. 9223372036854775807"
+	for _, tt := range []struct {
+		size string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"256MiB", 256 << 20, true},
+		{"2G", 2 << 30, true},
+		{"9007199254740991K", 9007199254740991 << 10, true},
+		{"8589934591GiB", 8589934591 << 30, true},
+		{"9223372036854775807", 1<<63 - 1, true},
+		{"9223372036854775808", 0, false},
+		{"8589934592GiB", 0, false}, // 2^63
+		{"9007199254740992KiB", 0, false},
+		{"18446744073709551615", 0, false},
+		{"17179869184GiB", 0, false}, // 2^64: over a uint64
+		{"1e30", 0, false},
+		{"-1", 0, false},
+		{"NaN", 0, false},
+		{"1iB", 0, false},
+		{"1B", 0, false},
+		{"3TB", 0, false},
+		{"", 0, false},
+	} {
+		var s sizeFlag
+		err := s.Set(tt.size)
+		switch {
+		case !tt.ok && (err == nil || !strings.Contains(err.Error(), bounds)):
+			t.Errorf("size %q: %d, %v; want refused with %q", tt.size, s, err, bounds)
+		case tt.ok && (err != nil || int64(s) != tt.want):
+			t.Errorf("size %q: %d, %v; want %d", tt.size, s, err, tt.want)
+		}
+	}
+}
+
 // TestLimitsFor: an add's limits reach a switch as they are; outside
 // switch mode, or broken, they are the request's fault.
 func TestLimitsFor(t *testing.T) {
@@ -84,6 +220,13 @@ func TestLimitsFor(t *testing.T) {
 	}
 	if _, err := sw.limitsFor(linkop.AddOptions{Bandwidth: &linkop.Bandwidth{EgressRate: 8e6}}); err == nil || !strings.Contains(err.Error(), "want both or neither") {
 		t.Errorf("switch, a rate without a burst: %v", err)
+	}
+	// A client's uint64s, the largest included, are compared, not
+	// converted: refused with the policer's bounds.
+	for _, b := range []*linkop.Bandwidth{{IngressRate: 8e6, IngressBurst: math.MaxUint64}, {EgressRate: math.MaxUint64, EgressBurst: 1 << 20}} {
+		if _, err := sw.limitsFor(linkop.AddOptions{Bandwidth: b}); err == nil || !strings.Contains(err.Error(), "12144 (a full frame) .. 34359738359 bits") && !strings.Contains(err.Error(), "1000..1000000000000000") {
+			t.Errorf("switch, %+v: %v; want refused with the bounds", *b, err)
+		}
 	}
 	sink := &controlSocket{mode: "sink"}
 	if _, err := sink.limitsFor(linkop.AddOptions{Bandwidth: bw}); err == nil || !strings.Contains(err.Error(), "a switch's") {

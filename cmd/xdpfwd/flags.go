@@ -170,30 +170,47 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 }
 
 // sizeFlag is a byte count: a number with an optional binary suffix (K,
-// KiB, M, MiB, G, GiB), as --max-umem takes it.
+// KiB, M, MiB, G, GiB), as --max-umem takes it, up to what an int64
+// holds.
 type sizeFlag int64
 
-func (s *sizeFlag) String() string {
-	switch v := int64(*s); {
-	case v != 0 && v%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", v>>30)
-	case v != 0 && v%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", v>>20)
-	default:
-		return strconv.FormatInt(v, 10)
-	}
-}
+func (s *sizeFlag) String() string { return formatSize(uint64(*s)) }
 
 func (s *sizeFlag) Set(v string) error {
-	num := strings.TrimRight(v, "KMGiB")
-	unit := strings.TrimSuffix(v[len(num):], "iB")
-	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30}[unit]
-	n, err := strconv.ParseInt(num, 10, 64)
-	if !ok || err != nil || n < 0 || n > math.MaxInt64>>shift {
-		return fmt.Errorf("%q: want bytes, e.g. 268435456, 256MiB or 2GiB", v)
+	n, ok := parseSize(v)
+	if !ok || n > math.MaxInt64 {
+		return fmt.Errorf("%q: want bytes, e.g. 268435456, 256MiB or 2GiB, 0 .. %d", v, int64(math.MaxInt64))
 	}
-	*s = sizeFlag(n << shift)
+	*s = sizeFlag(n)
 	return nil
+}
+
+// parseSize reads a byte count as sizeFlag takes it: decimal digits and
+// an optional unit. ok is false for anything else, or a count over what
+// a uint64 holds (the unit's product is checked before it is taken).
+func parseSize(v string) (n uint64, ok bool) {
+	num := strings.TrimRight(v, "KMGiB")
+	shift, ok := map[string]uint{"": 0, "K": 10, "KiB": 10, "M": 20, "MiB": 20, "G": 30, "GiB": 30}[v[len(num):]]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64) // no sign, no base prefix
+	if err != nil || n > math.MaxUint64>>shift {
+		return 0, false
+	}
+	return n << shift, true
+}
+
+// formatSize is n as sizeFlag writes it: in GiB or MiB when whole.
+func formatSize(n uint64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n != 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	default:
+		return strconv.FormatUint(n, 10)
+	}
 }
 
 // defaultMaxLinks is --max-links auto in the modes that take links while

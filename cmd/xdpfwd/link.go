@@ -42,9 +42,9 @@ annotations give it) is policed: frames for the link over its ingress
 rate (what the pod receives) are dropped before they are sent
 (tx_rate_limited), frames from it over its egress rate (what the pod
 sends) as they arrive (rx_rate_limited). Rates are bits per second with SI
-units (8M, 8Mbit, 1G); a burst is bytes (64KiB), by default 10 ms at the
-rate, at least 64 KiB. A policer drops, it does not queue: TCP slows down
-to the rate.
+units (8M, 8Mbit, 1G), 1k..1000T; a burst is bytes (64KiB), 1518 (a full
+frame) .. 4294967294, by default 10 ms at the rate, at least 64 KiB. A
+policer drops, it does not queue: TCP slows down to the rate.
 
 `
 
@@ -61,9 +61,9 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	portSec := fs.String("port-security", "", "add: on or off, for this link, over the daemon's --port-security (on needs --mac)")
 	var bw bandwidthFlags
 	fs.Var(&bw.ingressRate, "ingress-rate", "add: police what the link's pod receives to this rate, bits/s with SI units (8M, 8Mbit, 1G); switch mode")
-	fs.Var(&bw.ingressBurst, "ingress-burst", "add: the ingress policer's burst in bytes (64KiB); default 10 ms at the rate, at least 64KiB")
+	fs.Var(&bw.ingressBurst, "ingress-burst", "add: the ingress policer's burst in bytes (64KiB), 1518..4294967294; default 10 ms at the rate, at least 64KiB")
 	fs.Var(&bw.egressRate, "egress-rate", "add: police what the link's pod sends to this rate, bits/s with SI units; switch mode")
-	fs.Var(&bw.egressBurst, "egress-burst", "add: the egress policer's burst in bytes; default 10 ms at the rate, at least 64KiB")
+	fs.Var(&bw.egressBurst, "egress-burst", "add: the egress policer's burst in bytes, 1518..4294967294; default 10 ms at the rate, at least 64KiB")
 	help := func() error {
 		fmt.Fprint(stderr, linkUsage)
 		fs.SetOutput(stderr)

@@ -17,8 +17,9 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
+
+	"github.com/xdpfwd/xdpfwd/internal/netdev"
 )
 
 // The ops. control.ReadOp dispatches on them.
@@ -282,14 +283,15 @@ type OptionsManager interface {
 }
 
 // CheckName says what is wrong with a link name, if anything: a Linux
-// interface name is 1..15 bytes, without '/', ':' or white space.
+// interface name is 1..15 bytes, not . or .., without '/', ':' or white
+// space (netdev.ValidName).
 func CheckName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("a link name is required")
-	case len(name) > 15:
-		return fmt.Errorf("link name %q: longer than 15 bytes (IFNAMSIZ)", name)
-	case name == "." || name == "..", strings.ContainsAny(name, "/: \t\n\r\x00"):
+	case len(name) > netdev.MaxNameLen:
+		return fmt.Errorf("link name %q: longer than %d bytes (IFNAMSIZ)", name, netdev.MaxNameLen)
+	case !netdev.ValidName(name):
 		return fmt.Errorf("link name %q: not an interface name", name)
 	}
 	return nil

@@ -17,6 +17,7 @@ package rps
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/internal/cpulist"
+	"github.com/xdpfwd/xdpfwd/internal/netdev"
 )
 
 // Set makes cpus the RPS mask of every receive queue of the device ifname
@@ -118,6 +120,9 @@ var ErrNoRPS = errors.New("no RPS in this kernel (rps_cpus missing)")
 // inNamespace runs fn with the paths of ifname's rps_cpus files on a
 // thread in the network namespace at netnsPath with a sysfs of its own.
 func inNamespace(netnsPath, ifname string, fn func(files []string) error) error {
+	if err := netdev.CheckName(ifname); err != nil {
+		return fmt.Errorf("rps: %w", err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread leaves with its namespaces changed,
@@ -152,22 +157,26 @@ func onThisThread(netnsPath, ifname string, fn func(files []string) error) error
 	if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("mount sysfs: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", ifname)); err != nil {
-		return fmt.Errorf("no device: %w", err)
-	}
-	files, err := filepath.Glob(filepath.Join("/sys/class/net", ifname, "queues", "rx-*", "rps_cpus"))
+	// The name is a name: a glob of rx-* under it would take n* for n0
+	// and n1 too, and a[b] for ab.
+	queues, err := netdev.Queues(ifname, "rx")
 	if err != nil {
 		return err
+	}
+	dir, _ := netdev.Dir(ifname) // Queues checked the name
+	var files []string
+	for _, q := range queues {
+		f := filepath.Join(dir, "queues", "rx-"+strconv.Itoa(q), "rps_cpus")
+		if _, err := os.Stat(f); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return ErrNoRPS
+			}
+			return err
+		}
+		files = append(files, f)
 	}
 	if len(files) == 0 {
 		return ErrNoRPS
 	}
-	// rx-10 after rx-9: queue order, not the glob's.
-	slices.SortFunc(files, func(a, b string) int { return queueOf(a) - queueOf(b) })
 	return fn(files)
-}
-
-func queueOf(file string) int {
-	q, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(file)), "rx-"))
-	return q
 }
