@@ -28,6 +28,7 @@ type FDB interface {
 type fdbCollector struct {
 	f                                    FDB
 	entries, size, learned, moves, evict *prometheus.Desc
+	full, conflicts                      *prometheus.Desc
 }
 
 func newFDBCollector(f FDB) *fdbCollector {
@@ -35,16 +36,18 @@ func newFDBCollector(f FDB) *fdbCollector {
 		return prometheus.NewDesc("xdpfwd_fdb_"+name, help, nil, nil)
 	}
 	return &fdbCollector{f: f,
-		entries: d("entries", "Live entries in the switch's forwarding database."),
-		size:    d("size", "Entries the forwarding database holds at most."),
-		learned: d("learned_total", "Addresses learned (new entries)."),
-		moves:   d("moves_total", "Addresses seen on another link while their entry was live: hosts that moved, or MAC flaps (a loop, or a spoofer)."),
-		evict:   d("evictions_total", "Live entries pushed out by new addresses: the table is too small for the addresses it sees."),
+		entries:   d("entries", "Live entries in the switch's forwarding database."),
+		size:      d("size", "Entries the forwarding database holds at most."),
+		learned:   d("learned_total", "Addresses learned (new entries)."),
+		moves:     d("moves_total", "Addresses seen on another link while their entry was live: hosts that moved, or MAC flaps (a loop, or a spoofer)."),
+		evict:     d("evictions_total", "Live entries pushed out by new addresses: the table is too small for the addresses it sees."),
+		full:      d("full_total", "Addresses not learned: their bucket held only static entries."),
+		conflicts: d("conflicts_total", "Frames from a link whose source address is static on another (a pod's MAC heard elsewhere: a spoofer behind a trusted link, or a pod whose address is not its own)."),
 	}
 }
 
 func (c *fdbCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.entries, c.size, c.learned, c.moves, c.evict} {
+	for _, d := range []*prometheus.Desc{c.entries, c.size, c.learned, c.moves, c.evict, c.full, c.conflicts} {
 		ch <- d
 	}
 }
@@ -56,6 +59,8 @@ func (c *fdbCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.learned, prometheus.CounterValue, float64(st.Learned))
 	ch <- prometheus.MustNewConstMetric(c.moves, prometheus.CounterValue, float64(st.Moves))
 	ch <- prometheus.MustNewConstMetric(c.evict, prometheus.CounterValue, float64(st.Evictions))
+	ch <- prometheus.MustNewConstMetric(c.full, prometheus.CounterValue, float64(st.Full))
+	ch <- prometheus.MustNewConstMetric(c.conflicts, prometheus.CounterValue, float64(st.Conflicts))
 }
 
 // FDBDump is what /fdb serves. Its entries are in no order.

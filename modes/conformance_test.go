@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func TestPortSecurityConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	checkDocTable(t, "../docs/portsecurity.md", m)
 	// Nothing a pod sent moved or added an entry.
 	if st := sw.Stats(); st.Learned != 0 || st.Moves != 0 {
 		t.Errorf("fdb: %+v; want nothing learned from secured links", st)
@@ -123,4 +125,30 @@ func FuzzGuard(f *testing.F) {
 			t.Fatalf("a secured port's frame was learned: %+v", st)
 		}
 	})
+}
+
+// checkDocTable fails unless the conformance table of the doc at path,
+// between its markers, is m; with PORTSEC_DOC=1 it writes m there.
+func checkDocTable(t *testing.T, path, m string) {
+	t.Helper()
+	const begin, end = "<!-- conformance -->\n", "<!-- /conformance -->"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s: no %q ... %q markers", path, begin, end)
+	}
+	if doc[i+len(begin):j] == m {
+		return
+	}
+	if os.Getenv("PORTSEC_DOC") == "1" {
+		if err := os.WriteFile(path, []byte(doc[:i+len(begin)]+m+doc[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s: its conformance table is not what the switch does (PORTSEC_DOC=1 go test -run TestPortSecurityConformance ./modes/ rewrites it)", path)
 }

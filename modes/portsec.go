@@ -54,7 +54,8 @@ func (p Port) check() error {
 	return nil
 }
 
-func (p Port) equal(q Port) bool {
+// Equal reports whether p and q are the same port security.
+func (p Port) Equal(q Port) bool {
 	return slices.Equal(p.MAC, q.MAC) && slices.Equal(p.IPs, q.IPs)
 }
 
@@ -92,7 +93,7 @@ func (s *Switch) SecurePort(name string, p Port) error {
 	p = Port{MAC: slices.Clone(p.MAC), IPs: slices.Clone(p.IPs)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if q, ok := s.ports[name]; ok && q.equal(p) {
+	if q, ok := s.ports[name]; ok && q.Equal(p) {
 		return nil
 	}
 	var stale []string

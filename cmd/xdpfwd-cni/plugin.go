@@ -51,7 +51,8 @@ func daemonErr(conf *NetConf, what string, err error) *types.Error {
 	switch {
 	case errors.Is(err, linkop.ErrMTU):
 		return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf(`xdpfwd refused to %s: "mtu" %d of the network configuration`, what, conf.MTU), err.Error())
-	case errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) ||
+	case errors.Is(err, linkop.ErrUnsupported) || errors.Is(err, linkop.ErrExists) || errors.Is(err, linkop.ErrExistsOther) ||
+		errors.Is(err, linkop.ErrMACInUse) || errors.Is(err, linkop.ErrMACNoRoom) ||
 		errors.Is(err, linkop.ErrUnknownLink) || errors.Is(err, linkop.ErrNoSuchLink) || errors.As(err, &re):
 		return types.NewError(ErrDaemonRefused, "xdpfwd refused to "+what, err.Error())
 	}
@@ -602,6 +603,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 func checkPolicy(k linkop.Link, podMAC net.HardwareAddr, want *linkop.Bandwidth) error {
 	if k.MAC != "" && k.MAC != podMAC.String() {
 		return fmt.Errorf("port security for MAC %s, but the pod's is %s: its frames are dropped (spoofed_source)", k.MAC, podMAC)
+	}
+	if k.PortState == "revoked" {
+		return fmt.Errorf("port security revoked: the pod's MAC %s is heard on another of the switch's links, so its frames are dropped (spoofed_source)", podMAC)
 	}
 	switch {
 	case want == nil && k.Bandwidth != nil:

@@ -236,6 +236,9 @@ func (d daemonLinks) List() (linkop.List, error) {
 		st := f.LinkStats(i)
 		k := linkop.Link{Name: name, RXPackets: st.RXPackets, TXPackets: st.TXPackets, Bind: st.BindMode, Domain: st.Domain}
 		if p, ok := ports[name]; ok {
+			if st := d.cs.sw.PortStatus(name); st != modes.PortPinned {
+				k.PortState = st.String()
+			}
 			k.MAC = p.MAC.String()
 			for _, a := range p.IPs {
 				k.IPs = append(k.IPs, a.String())

@@ -213,6 +213,9 @@ func linkPolicy(k linkop.Link) string {
 	if k.MAC != "" {
 		s = append(s, "mac "+k.MAC)
 	}
+	if k.PortState != "" {
+		s = append(s, "("+k.PortState+")")
+	}
 	if len(k.IPs) > 0 {
 		s = append(s, "ip "+strings.Join(k.IPs, ","))
 	}

@@ -4,10 +4,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
@@ -76,44 +79,84 @@ func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 }
 
 // addPort adds link name with port security p if secure and limits
-// lim, if any.
+// lim, if any. A refusal changes nothing: a link forwarded already is
+// refused before anything is touched (ErrExists for an add retried as it
+// was made, ErrExistsOther for one that asks for other port security or
+// limits), and an add that fails after the switch was told its port and
+// limits puts them back as they were.
 func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.Limits) error {
 	if (!secure && lim.IsZero()) || d.cs.isGiven(name) {
 		return d.Add(name) // a --link link is forwarded already, never secured
 	}
 	sw := d.cs.sw
 	return d.change("add", name, func(lm linkop.LinkManager, name string) error {
-		if secure {
-			if err := sw.SecurePort(name, p); err != nil {
-				return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
-			}
+		if f := d.cs.fw.Load(); f != nil && slices.Contains(f.Links(), name) {
+			return forwardedAs(sw, name, p, secure, lim)
 		}
-		if !lim.IsZero() {
-			if err := sw.LimitPort(name, lim); err != nil {
-				if secure {
-					sw.ReleasePort(name)
-				}
-				return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
-			}
+		restore := sw.Checkpoint()
+		err := givePort(sw, name, p, secure, lim)
+		if err == nil {
+			err = lm.AddLink(name)
 		}
-		err := lm.AddLink(name)
-		switch {
-		case err == nil:
-			if d.cs.log != nil && secure {
-				d.cs.log.Info("port security", "link", name, "mac", p.MAC.String(), "ips", fmt.Sprint(p.IPs))
-			}
-			if d.cs.log != nil && !lim.IsZero() {
-				d.cs.log.Info("bandwidth limits", "link", name, "limits", limitsString(lim))
-			}
-		case !errors.Is(err, linkop.ErrExists):
-			// Not added: the name keeps no port security, no limits.
-			if secure {
-				sw.ReleasePort(name)
-			}
-			sw.ReleaseLimits(name)
+		if err != nil {
+			restore()
+			return err
 		}
-		return err
+		if d.cs.log != nil && secure {
+			d.cs.log.Info("port security", "link", name, "mac", p.MAC.String(), "ips", fmt.Sprint(p.IPs))
+		}
+		if d.cs.log != nil && !lim.IsZero() {
+			d.cs.log.Info("bandwidth limits", "link", name, "limits", limitsString(lim))
+		}
+		return nil
 	})
+}
+
+// givePort tells sw link name's port security p (if secure) and limits
+// lim before it is added; an address the switch cannot pin is the add's
+// fault, with the code that names why.
+func givePort(sw *modes.Switch, name string, p modes.Port, secure bool, lim modes.Limits) error {
+	if secure {
+		if err := sw.SecurePort(name, p); err != nil {
+			err = fmt.Errorf("link add %s: %w", name, err)
+			switch {
+			case errors.Is(err, modes.ErrPortInUse):
+				err = linkop.Mark(err, linkop.ErrMACInUse)
+			case errors.Is(err, modes.ErrPortNoRoom):
+				err = linkop.Mark(err, linkop.ErrMACNoRoom)
+			}
+			return &fwd.InputError{Err: err}
+		}
+	}
+	if !lim.IsZero() {
+		if err := sw.LimitPort(name, lim); err != nil {
+			return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
+		}
+	}
+	return nil
+}
+
+// forwardedAs is the refusal of an add of link name, which the switch
+// forwards already: ErrExists if it has the port security and limits the
+// add asks for (a retried add), else ErrExistsOther, naming both.
+func forwardedAs(sw *modes.Switch, name string, p modes.Port, secure bool, lim modes.Limits) error {
+	has, hasPort := sw.Ports()[name]
+	hasLim := sw.PortLimits()[name]
+	if hasPort == secure && (!secure || has.Equal(p)) && hasLim == lim {
+		return fmt.Errorf("link add %s: %w", name, linkop.ErrExists)
+	}
+	port := func(secure bool, p modes.Port, l modes.Limits) string {
+		s := "no port security"
+		if secure {
+			s = fmt.Sprintf("port security for MAC %s, IPs %v", p.MAC, p.IPs)
+		}
+		if !l.IsZero() {
+			return s + ", limits " + limitsString(l)
+		}
+		return s + ", no limits"
+	}
+	return linkop.Refused(fmt.Errorf("link add %s: forwarded with %s; the add asks for %s (link del it first): %w",
+		name, port(hasPort, has, hasLim), port(secure, p, lim), linkop.ErrExistsOther))
 }
 
 // releasePort ends the port security of link name once it is removed, or
@@ -123,5 +166,35 @@ func (cs *controlSocket) releasePort(name string, err error) {
 	if cs.sw != nil && (err == nil || errors.Is(err, linkop.ErrUnknownLink)) {
 		cs.sw.ReleasePort(name)
 		cs.sw.ReleaseLimits(name)
+	}
+}
+
+// logPortEvents logs what the switch did to secured ports on its own
+// (modes.PortEvent) until ctx is done: a pod's MAC taken over from the
+// link it was learned on, and one lost when heard there again.
+func (cs *controlSocket) logPortEvents(ctx context.Context, logger *slog.Logger) {
+	name := func(i int) string {
+		if f := cs.fw.Load(); f != nil && i >= 0 && i < len(f.Links()) {
+			return f.Links()[i]
+		}
+		return fmt.Sprint(i)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-cs.sw.Events():
+			switch {
+			case e.Status == modes.PortProvisional:
+				logger.Warn("port security: the pod's MAC was learned on another link; taken over as a pod that moved would be, provisionally: heard there again within --fdb-age, the pod loses it",
+					"link", e.Name, "mac", e.MAC.String(), "learned_on", name(e.Other))
+			case e.Other < 0:
+				logger.Error("port security: the pod's MAC could not be pinned; every frame from its link is dropped (spoofed_source): remove and add it again",
+					"link", e.Name, "mac", e.MAC.String())
+			default:
+				logger.Error("port security revoked: the pod's MAC was heard again on the link it was taken from, so it is not the pod's; every frame from its link is dropped (spoofed_source), and the MAC is forwarded where it speaks",
+					"link", e.Name, "mac", e.MAC.String(), "heard_on", name(e.Other))
+			}
+		}
 	}
 }

@@ -166,6 +166,9 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 	if d.ctl.mode == "" { // once: handlers read it from the first serve on
 		d.ctl.mode = d.ff.mode
 		d.ctl.sw, d.ctl.portSecurity = d.ff.sw, d.ff.portSecurity == "on"
+		if d.ctl.sw != nil {
+			go d.ctl.logPortEvents(ctx, d.logger)
+		}
 	}
 	if err := d.ctl.serve(d.st.control, cfg.Links, f, d.logger); err != nil {
 		f.Close()

@@ -45,7 +45,8 @@ func (c *Client) ListLinks() (List, error) {
 }
 
 // AddLink asks the daemon to forward the link name too. An error wraps
-// ErrExists, ErrNoSuchLink, ErrUnsupported, ErrFull, ErrMTU or a
+// ErrExists, ErrExistsOther, ErrNoSuchLink, ErrUnsupported, ErrFull,
+// ErrMTU, ErrMACInUse, ErrMACNoRoom or a
 // *RequestError (a refusal: the request cannot be met as it is) where
 // they apply; any other is a failure to answer it (try again).
 func (c *Client) AddLink(name string) error { return c.AddLinkWith(name, AddOptions{}) }
@@ -127,6 +128,12 @@ func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
 		base = ErrNoSuchLink
 	case CodeExists:
 		base = ErrExists
+	case CodeExistsOther:
+		base = ErrExistsOther
+	case CodeMACInUse:
+		base = ErrMACInUse
+	case CodeMACNoRoom:
+		base = ErrMACNoRoom
 	case CodeUnsupported:
 		base = ErrUnsupported
 	case CodeFull:

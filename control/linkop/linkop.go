@@ -85,8 +85,8 @@ type Reply struct {
 	// BadRequest: the request's fault (the CLI exits 2).
 	BadRequest bool `json:"bad_request,omitempty"`
 	// Code tells a client's program what went wrong: CodeUnknownLink,
-	// CodeNoSuchLink, CodeExists, CodeUnsupported, CodeFull, CodeMTU, or
-	// empty.
+	// CodeNoSuchLink, CodeExists, CodeExistsOther, CodeUnsupported,
+	// CodeFull, CodeMTU, CodeMACInUse, CodeMACNoRoom, or empty.
 	Code  string `json:"code,omitempty"`
 	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
 	Links []Link `json:"links,omitempty"` // list
@@ -145,6 +145,11 @@ type Link struct {
 	IPs []string `json:"ips,omitempty"`
 	// Bandwidth is the link's limits, if it is policed.
 	Bandwidth *Bandwidth `json:"bandwidth,omitempty"`
+	// PortState is what became of a secured link's MAC when it is not
+	// simply pinned to it: "provisional" (taken over from another link,
+	// where it was learned: lost if heard there again) or "revoked"
+	// (heard there again: every frame from the link is dropped).
+	PortState string `json:"port_state,omitempty"`
 }
 
 // List is what ListLinks returns.
@@ -214,6 +219,9 @@ const (
 	CodeUnsupported = "unsupported"
 	CodeFull        = "full"
 	CodeMTU         = "mtu"
+	CodeExistsOther = "exists_other"
+	CodeMACInUse    = "mac_in_use"
+	CodeMACNoRoom   = "mac_no_room"
 )
 
 var (
@@ -231,6 +239,16 @@ var (
 	ErrFull = errors.New("the daemon's links are all taken")
 	// ErrMTU: add of a link whose MTU the daemon's frames cannot hold.
 	ErrMTU = errors.New("the link's MTU does not fit the daemon's frames")
+	// ErrExistsOther: add of a link the daemon forwards already with
+	// other port security or limits than the add asks for. Unlike
+	// ErrExists, it is no retry of the add that made it.
+	ErrExistsOther = errors.New("the daemon forwards this link already, secured or policed otherwise")
+	// ErrMACInUse: add of a pod's link whose MAC is another secured
+	// link's, or static on another link.
+	ErrMACInUse = errors.New("the pod's MAC is another link's")
+	// ErrMACNoRoom: add of a pod's link whose MAC the switch has no room
+	// to pin (its table bucket holds other pods' addresses only).
+	ErrMACNoRoom = errors.New("the switch has no room to pin the pod's MAC")
 )
 
 // Refused marks err, a Manager's, as a refusal of the request as it
@@ -398,8 +416,14 @@ func failure(err error) Reply {
 		rep.Code, rep.BadRequest = CodeNoSuchLink, true
 	case errors.Is(err, ErrUnknownLink):
 		rep.Code, rep.BadRequest = CodeUnknownLink, true
+	case errors.Is(err, ErrExistsOther):
+		rep.Code, rep.BadRequest = CodeExistsOther, true
 	case errors.Is(err, ErrExists):
 		rep.Code, rep.BadRequest = CodeExists, true
+	case errors.Is(err, ErrMACInUse):
+		rep.Code, rep.BadRequest = CodeMACInUse, true
+	case errors.Is(err, ErrMACNoRoom):
+		rep.Code, rep.BadRequest = CodeMACNoRoom, true
 	case errors.Is(err, ErrUnsupported):
 		rep.Code = CodeUnsupported
 	}
