@@ -68,6 +68,19 @@ var causeDrops = [numCauses]dropReason{0: dropHandler, CauseSpoofedSource: dropS
 // DropFor reason.
 var causeDropsOut = [numCauses]dropReason{CauseRateLimited: dropRateLimitedTX}
 
+// outReason is the reason a packet dropped for cause c on the link it was
+// for (DropOut, FloodDropOut) is counted under there: c's out reason,
+// else its DropFor reason, else (no such cause) handler_drops.
+func outReason(c DropCause) dropReason {
+	switch {
+	case c >= numCauses:
+		return dropHandler
+	case causeDropsOut[c] != 0:
+		return causeDropsOut[c]
+	}
+	return causeDrops[c]
+}
+
 // dropCodes are the reasons' capture codes: their names. dropRejected's
 // is told apart by tapRejected.
 var dropCodes = func() (c [numDropReasons]capture.Reason) {

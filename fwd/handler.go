@@ -43,11 +43,16 @@ type Packet struct {
 	// that needs it plausible checks it (0 < Arrival ≤ its own clock).
 	Arrival int64
 
-	// total is Len as received.
-	total   int
+	// total is Len as received (a packet is far under 2 GiB: int32
+	// keeps Packet at 80 bytes with dropped).
+	total   int32
 	verdict Verdict
+	cause   DropCause // FloodDropOut's
 	// out is the output link for a forward, the set of links for a flood.
 	out LinkSet
+	// dropped is the links a flood counts a drop on (FloodDropOut);
+	// read only with VerdictFlood.
+	dropped LinkSet
 }
 
 // Verdict is what a Handler decided for a packet.
@@ -130,13 +135,26 @@ func (p *Packet) DropOut(c DropCause, i int) {
 // DropOut, the link it was for plus one above them.
 const causeBits = 8
 
-// Cause is the cause DropFor or DropOut gave the packet, 0 for any other
-// verdict: for tests of a Handler.
+// Cause is the cause DropFor, DropOut or FloodDropOut (with links
+// dropped) gave the packet, 0 for any other verdict: for tests of a
+// Handler.
 func (p *Packet) Cause() DropCause {
+	if p.verdict == VerdictFlood && p.dropped != 0 {
+		return p.cause
+	}
 	if p.verdict != VerdictDrop || p.out&(1<<causeBits-1) >= LinkSet(numCauses) {
 		return 0
 	}
 	return DropCause(p.out & (1<<causeBits - 1))
+}
+
+// FloodDropped is the links FloodDropOut counted the packet dropped on, 0
+// for any other verdict: for tests of a Handler.
+func (p *Packet) FloodDropped() LinkSet {
+	if p.verdict != VerdictFlood {
+		return 0
+	}
+	return p.dropped
 }
 
 // DroppedOut is the link DropOut named, or -1: for tests of a Handler.
@@ -152,7 +170,17 @@ func (p *Packet) Forward(i int) { p.verdict, p.out = VerdictForward, LinkSet(i) 
 
 // Flood sends the packet out of every link in s but the one it arrived on:
 // one copy per link, never one UMEM address on two TX rings.
-func (p *Packet) Flood(s LinkSet) { p.verdict, p.out = VerdictFlood, s }
+func (p *Packet) Flood(s LinkSet) { p.verdict, p.out, p.dropped = VerdictFlood, s, 0 }
+
+// FloodDropOut floods the packet to the links of s but those of dropped,
+// and counts it on each link of dropped (but the one it arrived on) as
+// DropOut(c, link) would: a policy of those links refused it, such as a
+// rate they are policed to, while the others take it. When dropped
+// leaves no link to send to, the packet is dropped, counted on each link
+// of dropped alone. The verdict's LinkSet (Verdict) is s without dropped.
+func (p *Packet) FloodDropOut(s LinkSet, c DropCause, dropped LinkSet) {
+	p.verdict, p.out, p.cause, p.dropped = VerdictFlood, s&^dropped, c, dropped
+}
 
 // Reflect sends the packet back out of the link and the queue it arrived
 // on (the handler swaps the addresses it wants swapped).

@@ -2,6 +2,7 @@ package fwd_test
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
@@ -57,5 +58,14 @@ func TestHandlerChangesLen(t *testing.T) {
 				t.Errorf("Len changed: drops %v, want handler_drops %d, every packet received, and nothing else", a.Drops, sent)
 			}
 		})
+	}
+}
+
+// TestPacketSize: a Packet stays 80 bytes on a 64-bit machine, what it
+// was before FloodDropOut's set of links: a batch writes one per packet
+// received.
+func TestPacketSize(t *testing.T) {
+	if n := unsafe.Sizeof(fwd.Packet{}); unsafe.Sizeof(uintptr(0)) == 8 && n > 80 {
+		t.Errorf("fwd.Packet is %d bytes, want 80 at most", n)
 	}
 }

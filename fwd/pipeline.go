@@ -30,8 +30,10 @@ type rxPkt struct {
 // verdict is what becomes of a packet: a Handler's, or cross-connect's
 // built-in one, given once for a whole batch.
 type verdict struct {
-	v   Verdict
-	out LinkSet // the link of a forward, the links of a flood
+	v       Verdict
+	cause   DropCause // of the links dropped
+	out     LinkSet   // the link of a forward, the links of a flood
+	dropped LinkSet   // the links a flood counts a drop on (FloodDropOut)
 }
 
 // txChoice is the flow choice for a packet: its TX queue, its flow's slot
@@ -231,7 +233,7 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 		w.reflect(p, b)
 		return
 	case VerdictFlood:
-		w.flood(p, v.out, b)
+		w.flood(p, v, b)
 		return
 	}
 	why := dropHandler
@@ -240,11 +242,8 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 		// DropOut: counted on the link it was for, where it is still
 		// live (else on the link it came in on).
 		if o := int(v.out>>causeBits) - 1; o >= 0 && w.chg.live.Has(o) {
-			if causeDropsOut[c] != 0 {
-				why = causeDropsOut[c]
-			}
 			l := w.lanes.tx[o]
-			w.abandon(lost{why: why, at: atRX, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
+			w.abandon(lost{why: outReason(DropCause(c)), at: atRX, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
 			w.lanes.touch(l)
 			return
 		}

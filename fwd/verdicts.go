@@ -1,6 +1,10 @@
 package fwd
 
-import "github.com/xdpfwd/xdpfwd/xsk"
+import (
+	"math/bits"
+
+	"github.com/xdpfwd/xdpfwd/xsk"
+)
 
 // A Handler's verdicts: the batch is collected whole (decide), the handler
 // decides every packet at once, and each verdict is carried out by the
@@ -45,7 +49,7 @@ func (w *worker) decide(in *port, b *rxBatch) {
 		d := p.descs[0]
 		v.pkts = append(v.pkts, Packet{
 			Data: w.rx.mem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)],
-			Len:  p.total, Link: in.link, Queue: in.queue, total: p.total,
+			Len:  p.total, Link: in.link, Queue: in.queue, total: int32(p.total),
 			Arrival: w.arrivalOf(d.Addr),
 		})
 	}
@@ -58,15 +62,18 @@ func (w *worker) decide(in *port, b *rxBatch) {
 func (w *worker) collected(in *port, j int) rxPkt {
 	v := &w.verdicts
 	s := v.spans[j]
-	return rxPkt{in: in, descs: v.descs[s.start:s.end:s.end], total: v.pkts[j].total}
+	return rxPkt{in: in, descs: v.descs[s.start:s.end:s.end], total: int(v.pkts[j].total)}
 }
 
 // verdictOf is the verdict the handler gave p. A packet whose Len the
 // handler changed is dropped: laid out by it, it would send stale bytes
 // past its end, be cut, or make a descriptor the kernel refuses.
 func (p *Packet) verdictOf() verdict {
-	if p.Len != p.total {
+	if p.Len != int(p.total) {
 		return verdict{}
+	}
+	if p.verdict == VerdictFlood && p.dropped != 0 {
+		return verdict{v: p.verdict, out: p.out, dropped: p.dropped, cause: p.cause}
 	}
 	return verdict{v: p.verdict, out: p.out}
 }
@@ -88,14 +95,21 @@ func (w *worker) reflect(p *rxPkt, b *rxBatch) {
 	w.put(l, tx, p.total)
 }
 
-// flood sends a copy of p out of every link in set but its own, p itself
-// out of the last: every copy in an inline slot or a frag block of its
-// own, so no UMEM address goes to two TX rings.
-func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
-	set &^= LinkSet(0).Add(p.in.link)
-	set &= w.chg.live // the links it has, not those removed (links.go)
+// flood sends a copy of p out of every link of v's set but its own, p
+// itself out of the last: every copy in an inline slot or a frag block
+// of its own, so no UMEM address goes to two TX rings. The links v
+// dropped (FloodDropOut) count it first, each as a drop of its own.
+func (w *worker) flood(p *rxPkt, v verdict, b *rxBatch) {
+	// The links it has, not those removed (links.go), but its own.
+	links := w.chg.live &^ LinkSet(0).Add(p.in.link)
+	set, dropped := v.out&links, v.dropped&links
+	if dropped != 0 {
+		w.floodDrops(p, v.cause, dropped, set == 0)
+	}
 	if set == 0 {
-		w.abandon(lost{why: dropHandler, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
+		if dropped == 0 { // a flood to nowhere
+			w.abandon(lost{why: dropHandler, at: atRX, rx: *p, link: p.in.link, queue: p.in.queue, total: p.total}, &b.c)
+		}
 		return
 	}
 	// Finish a partial checksum once, before the copies are made.
@@ -112,6 +126,25 @@ func (w *worker) flood(p *rxPkt, set LinkSet, b *rxBatch) {
 		}
 	}
 	w.send(p, last, b)
+}
+
+// floodDrops counts p as dropped for cause c on each link of dropped, as
+// DropOut does on one (a capture sees a drop on each); p stays in place
+// for the rest of its flood unless last, when it is released with the
+// last count.
+func (w *worker) floodDrops(p *rxPkt, c DropCause, dropped LinkSet, last bool) {
+	why := outReason(c)
+	for dropped != 0 {
+		o := bits.TrailingZeros64(uint64(dropped))
+		dropped &= dropped - 1
+		at := atCopy
+		if last && dropped == 0 {
+			at = atRX
+		}
+		l := w.lanes.tx[o]
+		w.abandon(lost{why: why, at: at, rx: *p, link: o, queue: w.q, total: p.total}, &l.bc)
+		w.lanes.touch(l)
+	}
 }
 
 // sendCopy sends a copy of p to link o, leaving p itself in place.

@@ -27,17 +27,24 @@ import (
 // frame, only pass or drop it. TCP adapts to the drops; a burst of at least
 // a few dozen full frames keeps its throughput near the rate.
 //
-// What a pod sends is charged whatever it is, broadcasts included. What
-// is flooded to it (broadcast, multicast, unknown unicast) is not charged
-// to its ingress: a flood is one verdict for every link, and a pod's
-// neighbour discovery is not to be policed away; a secured pod's own
-// address is pinned (portsec.go), so unicast for it is never flooded.
+// Every frame is charged whatever it is, broadcasts included, both ways:
+// what a pod sends, and what it receives, forwarded or flooded
+// (broadcast, multicast, unknown unicast). A flood is charged to each
+// limited link it goes to; one over its rate is left out of the flood,
+// which the others still get, and the drop counted on it
+// (fwd.Packet.FloodDropOut). The reference plugin's tbf shapes
+// everything a pod receives too; but where tbf would delay an ARP request
+// or a neighbour solicitation behind the pod's traffic, the policer drops
+// it: a pod at its ingress limit may miss one for a moment, and its
+// neighbour asks again.
 //
 // Cost: a switch none of whose links is limited pays one atomic load per
-// batch. Otherwise a frame costs one atomic load of its link's policer
-// (nil for a link without limits), and a forward one more of the output
-// link's; a policed frame adds one load and, admitted, one
-// compare-and-swap. No lock, no allocation, no clock read (the batch's).
+// batch. Otherwise a batch loads the set of links with an ingress limit
+// once, a frame costs one atomic load of its link's policer (nil for a
+// link without limits), a forward one more of the output link's, and a
+// flood one per limited link it goes to (the set's bits, not every link);
+// a policed frame adds one load and, admitted, one compare-and-swap. No
+// lock, no allocation, no clock read (the batch's).
 
 // Limits are a link's bandwidth limits as CNI's bandwidth capability gives
 // them: rates in bits per second, bursts in bits, 0 for no limit that way.
@@ -232,8 +239,8 @@ func (s *Switch) admitIn(i uint, n int, now int64) bool {
 	return pl == nil || pl.in == nil || pl.in.Admit(n, now)
 }
 
-// setLimiter puts p (nil: none) on link i, and counts the links policed.
-// s.mu is held.
+// setLimiter puts p (nil: none) on link i, counts the links policed, and
+// keeps the set of those with an ingress limit. s.mu is held.
 func (s *Switch) setLimiter(i int, p *policer) {
 	if old := s.limiters[i].Swap(p); (old == nil) != (p == nil) {
 		if p != nil {
@@ -241,6 +248,11 @@ func (s *Switch) setLimiter(i int, p *policer) {
 		} else {
 			s.policed.Add(-1)
 		}
+	}
+	if p != nil && p.in != nil {
+		s.ingress.Or(1 << uint(i))
+	} else {
+		s.ingress.And(^uint64(1 << uint(i)))
 	}
 }
 

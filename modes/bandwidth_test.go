@@ -1,6 +1,7 @@
 package modes_test
 
 import (
+	"fmt"
 	"math"
 	"net"
 	"strings"
@@ -246,10 +247,236 @@ func TestSwitchPolicesPorts(t *testing.T) {
 	}
 }
 
+// TestSwitchPolicesFloods: a flood (broadcast, multicast, unknown
+// unicast) is charged to the ingress of every limited link it goes to,
+// the link it came in on excepted: a link over its rate is left out of
+// the flood and named for a tx_rate_limited drop (FloodDropOut), while
+// the unlimited links keep getting it; a flood every link refuses names
+// them all; egress limits alone leave floods whole. Five 1000-byte frames
+// a case, at 1 kbit/s: nothing refills meanwhile.
+func TestSwitchPolicesFloods(t *testing.T) {
+	const n, size = 5, 1000
+	mcast := net.HardwareAddr{0x01, 0, 0x5e, 0, 0, 1}
+	unknown := net.HardwareAddr{0x02, 0x28, 0, 0, 0, 0xee}
+	srcs := []net.HardwareAddr{hostMAC, podA, podB, {0x02, 0x28, 0, 0, 0, 0xc}}
+	for _, c := range []struct {
+		name    string
+		dst     net.HardwareAddr
+		in      int
+		ingress [4]int // frames each link's ingress burst holds, 0 for no limit
+		egress  bool   // link 2 limited out of the pod alone
+	}{
+		{"broadcast", bcastMAC, 0, [4]int{1: 3}, false},
+		{"multicast", mcast, 0, [4]int{1: 3}, false},
+		{"unknown-unicast", unknown, 0, [4]int{1: 3}, false},
+		{"two-limited", bcastMAC, 0, [4]int{1: 3, 3: 1}, false},
+		{"every-link-refuses", bcastMAC, 0, [4]int{1: 3, 2: 1, 3: 2}, false},
+		{"from-a-limited-link", bcastMAC, 1, [4]int{1: 1, 3: 2}, false},
+		{"egress-limits-alone", bcastMAC, 0, [4]int{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sw := modes.NewSwitch(1, 64, time.Minute)
+			for i := 1; i < 4; i++ {
+				name := fmt.Sprintf("fl%d", i)
+				var l modes.Limits
+				if b := c.ingress[i]; b > 0 {
+					l.IngressRate, l.IngressBurst = 1000, uint64(max(b*size, 1518)*8)
+				}
+				if i == 2 && c.egress {
+					l.EgressRate, l.EgressBurst = 1000, 1<<30
+				}
+				if err := sw.LimitPort(name, l); err != nil {
+					t.Fatal(err)
+				}
+				sw.LinkAddedAs(i, name)
+			}
+			f := ipv4Frame(c.dst, srcs[c.in], 0, "10.99.0.9")
+			f = append(f, make([]byte, size-len(f))...)
+			all := fwd.AllLinks(4)
+			for k := range n {
+				p := []fwd.Packet{{Data: f, Len: len(f), Link: c.in}}
+				sw.Handle(p)
+				var over fwd.LinkSet // the limited links past their burst
+				for i, b := range c.ingress {
+					if b > 0 && i != c.in && k >= b {
+						over = over.Add(i)
+					}
+				}
+				wantCause := fwd.CauseRateLimited
+				if over == 0 {
+					wantCause = 0
+				}
+				v, out := p[0].Verdict()
+				if v != fwd.VerdictFlood || out != all&^over || p[0].FloodDropped() != over || p[0].Cause() != wantCause {
+					t.Errorf("frame %d: verdict %d to links %04b, dropped on %04b (cause %d); want a flood to %04b, dropped on %04b (cause %d)",
+						k, v, out, p[0].FloodDropped(), p[0].Cause(), all&^over, over, wantCause)
+				}
+			}
+		})
+	}
+}
+
+// TestSwitchPolicesFloodsConcurrent: workers flooding at once through
+// one limited link's bucket get exactly its burst through it (nothing
+// refills at 1 kbit/s), every other copy named dropped on it, while
+// another link's limits come and go (the set of links with an ingress
+// limit changing under the floods): every frame reaches or is dropped on
+// each link, never both, never neither. Run with -race.
+func TestSwitchPolicesFloodsConcurrent(t *testing.T) {
+	const (
+		workers, rounds, batch = 4, 200, 16
+		size                   = 1000
+		burst                  = 50 // frames
+	)
+	sw := modes.NewSwitch(1, 64, time.Minute)
+	for i, name := range []string{"", "fc1", "fc2", "fc3"} {
+		if name == "" {
+			continue
+		}
+		if name == "fc1" {
+			if err := sw.LimitPort(name, modes.Limits{IngressRate: 1000, IngressBurst: burst * size * 8}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sw.LinkAddedAs(i, name)
+	}
+	f := ipv4Frame(bcastMAC, hostMAC, 0, "10.99.0.9")
+	f = append(f, make([]byte, size-len(f))...)
+	stop := make(chan struct{})
+	var toggler sync.WaitGroup
+	toggler.Go(func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if k%2 == 0 {
+				if err := sw.LimitPort("fc3", modes.Limits{IngressRate: 1000 + uint64(k), IngressBurst: 1518 * 8}); err != nil {
+					t.Error(err)
+					return
+				}
+			} else {
+				sw.ReleaseLimits("fc3")
+			}
+		}
+	})
+	var through, refused, wrong atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			pkts := make([]fwd.Packet, batch)
+			for range rounds {
+				for i := range pkts {
+					pkts[i] = fwd.Packet{Data: f, Len: len(f), Link: 0}
+				}
+				sw.Handle(pkts)
+				for i := range pkts {
+					_, out := pkts[i].Verdict()
+					dropped := pkts[i].FloodDropped()
+					for l := 1; l < 4; l++ {
+						if out.Has(l) == dropped.Has(l) || l == 2 && !out.Has(l) {
+							wrong.Add(1)
+						}
+					}
+					if out.Has(1) {
+						through.Add(1)
+					} else {
+						refused.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	toggler.Wait()
+	t.Logf("fc1: %d frames through, %d refused", through.Load(), refused.Load())
+	if wrong.Load() != 0 || through.Load() != burst || through.Load()+refused.Load() != workers*rounds*batch {
+		t.Errorf("%d frames sent or dropped wrong; fc1 got %d and refused %d; want its burst, %d, and the rest of %d refused",
+			wrong.Load(), through.Load(), refused.Load(), burst, workers*rounds*batch)
+	}
+}
+
 // BenchmarkSwitchLimited is BenchmarkSwitchSecured's batch with links 1..3
 // limited both ways at a rate no batch reaches the end of (every frame
 // charged twice, once leaving its link and once entering the next, and
 // admitted): the policer's cost over port security's.
 func BenchmarkSwitchLimited(b *testing.B) {
 	benchSecuredSwitch(b, modes.Limits{IngressRate: 1e15, IngressBurst: 1 << 34, EgressRate: 1e15, EgressBurst: 1 << 34})
+}
+
+// floodBatch is a switch whose links 1..3 are policed to l (none: zero),
+// and a batch of 64 broadcast frames of size bytes, from every link in
+// turn.
+func floodBatch(tb testing.TB, l modes.Limits, size int) (*modes.Switch, []fwd.Packet, func()) {
+	sw := modes.NewSwitch(1, 0, 0)
+	for i := 1; i < 4; i++ {
+		name := fmt.Sprintf("fb%d", i)
+		if err := sw.LimitPort(name, l); err != nil {
+			tb.Fatal(err)
+		}
+		sw.LinkAddedAs(i, name)
+	}
+	pkts := make([]fwd.Packet, 64)
+	frames := make([][]byte, len(pkts))
+	for i := range frames {
+		frames[i] = make([]byte, size)
+		copy(frames[i], bcastMAC)
+		copy(frames[i][6:], []byte{0x02, 0, 0, 0, 1, byte(i % 4)})
+	}
+	fill := func() {
+		for i := range pkts {
+			pkts[i] = fwd.Packet{Data: frames[i], Len: size, Link: i % 4}
+		}
+	}
+	return sw, pkts, fill
+}
+
+// TestSwitchFloodNoAlloc: a batch of floods allocates nothing, whether
+// no link is policed, the limited links take every copy, or refuse every
+// one.
+func TestSwitchFloodNoAlloc(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    modes.Limits
+		want fwd.LinkSet // what frame 0 (from link 0) is dropped on
+	}{
+		{"unpoliced", modes.Limits{}, 0},
+		{"admitted", modes.Limits{IngressRate: 1e15, IngressBurst: 1 << 34}, 0},
+		{"refused", modes.Limits{IngressRate: 1000, IngressBurst: 1518 * 8}, 0b1110},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sw, pkts, fill := floodBatch(t, c.l, 1000)
+			if a := testing.AllocsPerRun(100, func() { fill(); sw.Handle(pkts) }); a != 0 {
+				t.Errorf("%.1f allocations a batch, want 0", a)
+			}
+			if got := pkts[0].FloodDropped(); got != c.want {
+				t.Errorf("frame 0 dropped on %04b, want %04b", got, c.want)
+			}
+		})
+	}
+}
+
+// BenchmarkSwitchFlood: one batch of 64 broadcast frames per op, no link
+// policed.
+func BenchmarkSwitchFlood(b *testing.B) { benchFlood(b, modes.Limits{}) }
+
+// BenchmarkSwitchFloodLimited is BenchmarkSwitchFlood with links 1..3
+// limited in at a rate no batch reaches the end of: every frame charged
+// to the two or three limited links it floods to, and admitted.
+func BenchmarkSwitchFloodLimited(b *testing.B) {
+	benchFlood(b, modes.Limits{IngressRate: 1e15, IngressBurst: 1 << 34})
+}
+
+func benchFlood(b *testing.B, l modes.Limits) {
+	sw, pkts, fill := floodBatch(b, l, 64)
+	b.ReportAllocs()
+	for range b.N {
+		fill()
+		sw.Handle(pkts)
+	}
+	if v, out := pkts[0].Verdict(); v != fwd.VerdictFlood || out != fwd.AllLinks(4) {
+		b.Fatalf("frame 0: verdict %d, links %04b; want flooded to every link", v, out)
+	}
 }

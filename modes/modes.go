@@ -16,6 +16,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,9 +75,12 @@ type Switch struct {
 	guards [fwd.MaxLinks]atomic.Pointer[guard]
 	// limiters are the links' bandwidth limits (bandwidth.go), nil for
 	// a link without: read per frame, written as guards are (s.mu held);
-	// policed counts those not nil, read per batch.
+	// policed counts those not nil, read per batch, and ingress is the
+	// set (a fwd.LinkSet) of those with an ingress limit, which a flood
+	// charges, read per batch when policed.
 	limiters [fwd.MaxLinks]atomic.Pointer[policer]
 	policed  atomic.Int32
+	ingress  atomic.Uint64
 	// mu guards ports, the port security given by link name, limits,
 	// the bandwidth limits given by link name, and names, the names of
 	// the links added (LinkAddedAs) by index.
@@ -163,6 +167,10 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 	now := s.now() // one clock read per batch
 	all := fwd.AllLinks(int(s.links.Load()))
 	policed := s.policed.Load() != 0 // any link limited (bandwidth.go)
+	var limited fwd.LinkSet          // the links a flood is charged to
+	if policed {
+		limited = fwd.LinkSet(s.ingress.Load())
+	}
 	for i := range pkts {
 		p := &pkts[i]
 		f := p.Data
@@ -192,13 +200,13 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			continue
 		}
 		if f[0]&1 != 0 { // broadcast and multicast
-			p.Flood(all)
+			s.flood(p, all, limited, now)
 			continue
 		}
 		link, ok := s.Table.Lookup(fdb.Key(f[0:6], vlan), now)
 		switch {
 		case !ok:
-			p.Flood(all) // unknown unicast
+			s.flood(p, all, limited, now) // unknown unicast
 		case link == p.Link:
 			p.Drop() // for the segment it came from: a bridge filters it
 		default:
@@ -210,6 +218,24 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			p.Forward(link)
 		}
 	}
+}
+
+// flood floods p to the links of all, charged first to the ingress of
+// each link of limited it goes to (bandwidth.go): those over their rate
+// are left out, the drop counted on each (tx_rate_limited).
+func (s *Switch) flood(p *fwd.Packet, all, limited fwd.LinkSet, now int64) {
+	var over fwd.LinkSet
+	for l := limited & all &^ (1 << (uint(p.Link) % fwd.MaxLinks)); l != 0; l &= l - 1 {
+		i := uint(bits.TrailingZeros64(uint64(l)))
+		if !s.admitIn(i, p.Len, now) {
+			over |= 1 << i
+		}
+	}
+	if over != 0 {
+		p.FloodDropOut(all, fwd.CauseRateLimited, over)
+		return
+	}
+	p.Flood(all)
 }
 
 // vlanOf is the VLAN ID of an 802.1Q or 802.1ad tagged frame, else 0.

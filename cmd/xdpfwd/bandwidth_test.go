@@ -1,6 +1,7 @@
 package main
 
 import (
+	be "encoding/binary"
 	"encoding/json"
 	"math"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
@@ -354,4 +357,167 @@ func TestDaemonPolicesLinkBandwidth(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "tx_rate_limited=") {
 		t.Errorf("the exit log's drops by reason do not name tx_rate_limited:\n%s", d.stderr.String())
 	}
+}
+
+// TestDaemonPolicesFloods: a pod's ingress limit holds for every frame
+// the switch sends it, floods included. A switch daemon with a pod's link
+// added with --ingress-rate 1M (burst 64 KiB) and another pod's without
+// limits; the uplink's host sends 2,000 UDP datagrams for the limited
+// pod's address in raw Ethernet frames addressed to the pod's MAC
+// (unicast), to the broadcast address and to a multicast one (Linux takes
+// a datagram for its own address in any of them). Each time the pod
+// receives at most rate × elapsed + burst (frame bytes, which the policer
+// counts) and at least half the burst, about what the unicast frames get;
+// every frame the switch took in from the uplink (the kernel may drop
+// some before it, on a full RX ring, counted there) was either sent to
+// the pod or counted as tx_rate_limited on its link; the unlimited pod's
+// link is sent every flooded copy and counts no tx_rate_limited.
+func TestDaemonPolicesFloods(t *testing.T) {
+	h := newHosts(t, 3)
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4",
+		"--stats-interval", "0", "--control", ctl, "--metrics", "127.0.0.1:0")
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	url := "http://" + waitMetricsAddr(t, d, 5*time.Second) + "/metrics"
+	const (
+		rate  = 1_000_000 // bits/s
+		burst = 64 << 10  // bytes
+		count = 2000      // frames a case
+		size  = 1000      // bytes a frame
+	)
+	macs := make([]net.HardwareAddr, 3)
+	for i := range macs {
+		m, err := h.NS[i].HardwareAddr("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		macs[i] = m
+	}
+	for i, lim := range [][]string{1: {"--ingress-rate", "1M", "--ingress-burst", "64KiB"}, 2: nil} {
+		if i == 0 {
+			continue
+		}
+		a := append([]string{"link", "add", h.Links[i], "--mac", macs[i].String(), "--control", ctl}, lim...)
+		if r := runBin(t, 10*time.Second, nil, a...); r.code != 0 {
+			t.Fatalf("xdpfwd %s: exit %d, %s", strings.Join(a, " "), r.code, r.stderr)
+		}
+	}
+	// The limited pod's receiver, for every case.
+	var rc *net.UDPConn
+	if err := h.NS[1].Do(func() (err error) {
+		rc, err = net.ListenUDP("udp4", &net.UDPAddr{IP: h.V4[1].AsSlice()})
+		return err
+	}); err != nil {
+		t.Fatalf("listen in %s: %v", h.NS[1].Name, err)
+	}
+	defer rc.Close()
+	if err := rc.SetReadBuffer(4 << 20); err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(rc.LocalAddr().(*net.UDPAddr).Port)
+
+	// counter sums a counter of link's over its queues (and reason's, if
+	// one is given).
+	counter := func(fams map[string]*dto.MetricFamily, name, link, reason string) float64 {
+		var sum float64
+		for _, m := range fams[name].GetMetric() {
+			var l, r string
+			for _, p := range m.GetLabel() {
+				switch p.GetName() {
+				case "link":
+					l = p.GetValue()
+				case "reason":
+					r = p.GetValue()
+				}
+			}
+			if l == link && r == reason {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+		return sum
+	}
+	type counts struct{ rx0, tx1, limited1, tx2, limited2 float64 }
+	read := func() counts {
+		f := scrapeFamilies(t, url)
+		return counts{
+			rx0:      counter(f, "xdpfwd_rx_packets_total", h.Links[0], ""),
+			tx1:      counter(f, "xdpfwd_tx_packets_total", h.Links[1], ""),
+			limited1: counter(f, "xdpfwd_drops_total", h.Links[1], fwd.DropTXRateLimited),
+			tx2:      counter(f, "xdpfwd_tx_packets_total", h.Links[2], ""),
+			limited2: counter(f, "xdpfwd_drops_total", h.Links[2], fwd.DropTXRateLimited),
+		}
+	}
+	// A full bucket for each case: an empty one fills in burst / rate.
+	refill := time.Duration(float64(burst*8) / rate * float64(time.Second))
+	for _, c := range []struct {
+		name  string
+		dst   net.HardwareAddr
+		flood bool
+	}{
+		{"unicast", macs[1], false},
+		{"broadcast", net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, true},
+		{"multicast", net.HardwareAddr{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03}, true},
+	} {
+		time.Sleep(refill + 100*time.Millisecond)
+		frames := make([][]byte, count)
+		for i := range frames {
+			frames[i] = topo.UDPFrame(c.dst, macs[0], h.V4[0], h.V4[1], 40000, port, size)
+			be.BigEndian.PutUint32(frames[i][42:], uint32(i))
+		}
+		before := read()
+		type result struct {
+			n    int
+			last time.Time
+		}
+		got := make(chan result, 1)
+		start := time.Now()
+		go func() {
+			// Until 300 ms pass without a datagram once the first came
+			// (or 10 s without any).
+			var r result
+			buf := make([]byte, 2048)
+			for {
+				wait := 10 * time.Second
+				if r.n > 0 {
+					wait = 300 * time.Millisecond
+				}
+				rc.SetReadDeadline(time.Now().Add(wait))
+				k, err := rc.Read(buf)
+				if err != nil {
+					got <- r
+					return
+				}
+				if k == size-42 {
+					r.n++
+					r.last = time.Now()
+				}
+			}
+		}()
+		if err := topo.SendRaw(h.NS[0], frames, 10*time.Second); err != nil {
+			t.Fatalf("%s: send: %v", c.name, err)
+		}
+		r := <-got
+		after := read()
+		elapsed := r.last.Sub(start)
+		bound := int(rate/8*elapsed.Seconds()) + burst
+		rx0, tx1, lim1 := after.rx0-before.rx0, after.tx1-before.tx1, after.limited1-before.limited1
+		t.Logf("%s: the limited pod received %d of %d datagrams (%d bytes of frames) in %v, bound %d bytes; xdpfwd took in %.0f from the uplink, sent it %.0f, tx_rate_limited %.0f; the unlimited pod's link sent %.0f",
+			c.name, r.n, count, r.n*size, elapsed.Round(time.Millisecond), bound, rx0, tx1, lim1, after.tx2-before.tx2)
+		if got := r.n * size; got > bound || got < burst/2 {
+			t.Errorf("%s: the limited pod received %d bytes of frames in %v; want at most rate × elapsed + burst = %d, and at least half the burst (%d)",
+				c.name, got, elapsed, bound, burst/2)
+		}
+		if tx1+lim1 < rx0 || tx1 < float64(r.n) {
+			t.Errorf("%s: of %.0f frames from the uplink, %.0f sent to the limited pod and %.0f counted tx_rate_limited (it received %d): frames lost uncounted",
+				c.name, rx0, tx1, lim1, r.n)
+		}
+		if tx2 := after.tx2 - before.tx2; c.flood && tx2 < rx0 {
+			t.Errorf("%s: the unlimited pod's link sent %.0f frames; want every one of the %.0f flooded", c.name, tx2, rx0)
+		}
+		if after.limited2 != 0 {
+			t.Errorf("%s: the unlimited pod's link counts %.0f tx_rate_limited", c.name, after.limited2)
+		}
+	}
+	d.interrupt()
 }
