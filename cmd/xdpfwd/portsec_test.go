@@ -1,10 +1,12 @@
 package main
 
 import (
+	be "encoding/binary"
 	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/modes"
+	"github.com/xdpfwd/xdpfwd/modes/portsectest"
 )
 
 // TestPortSecurityBadInput: wrong port security settings exit 2 with a
@@ -176,4 +179,175 @@ func arpFrame(mac net.HardwareAddr, spa, tpa netip.Addr) []byte {
 	f = append(f, make([]byte, 6)...)
 	f = append(f, tpa.AsSlice()...)
 	return append(f, make([]byte, 60-len(f))...)
+}
+
+// TestDaemonPortSecurityConformance runs the port-security conformance
+// table (modes/portsectest) through a switch daemon on veths: pod 1,
+// added by `xdpfwd link add --mac --ip --ip` as the CNI plugin adds a
+// pod, sends every frame of the table out of its namespace's eth0, each
+// with a marker behind its packet (Ethernet padding); the uplink's host
+// hears exactly the frames the table passes, and the daemon's summary
+// counts the others on pod 1's link under exactly the reasons the table
+// names. A last frame of the pod's own, sent after all, bounds the wait:
+// frames of one link and queue leave in order.
+func TestDaemonPortSecurityConformance(t *testing.T) {
+	h := newHosts(t, 3)
+	dir := t.TempDir()
+	ctl, summary := filepath.Join(dir, "ctl.sock"), filepath.Join(dir, "summary.json")
+	d := startBin(t, "run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4",
+		"--stats-interval", "0", "--control", ctl, "--summary", summary)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	hosts := make([]portsectest.Host, 3)
+	for i := range hosts {
+		mac, err := h.NS[i].HardwareAddr("eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts[i] = portsectest.Host{MAC: mac, IPv4: h.V4[i], IPv6: h.V6[i]}
+		if i > 0 {
+			if r := runBin(t, 10*time.Second, nil, "link", "add", h.Links[i], "--mac", mac.String(), "--ip", h.V4[i].String(), "--ip", h.V6[i].String(), "--control", ctl); r.code != 0 {
+				t.Fatalf("link add %s: exit %d, %s", h.Links[i], r.code, r.stderr)
+			}
+		}
+	}
+	rx, err := topo.ListenRaw(h.NS[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	cases := portsectest.Cases(hosts[1], hosts[2], bcast)
+	const magic = 0x5ec0_7ab1
+	marked := func(f []byte, i int) []byte {
+		f = be.BigEndian.AppendUint32(append([]byte(nil), f...), magic)
+		return be.BigEndian.AppendUint32(f, uint32(i))
+	}
+	frames := make([][]byte, 0, len(cases)+1)
+	want := map[fwd.DropCause]uint64{}
+	passes := 0
+	for i, c := range cases {
+		frames = append(frames, marked(c.Frame, i))
+		if c.Want == 0 {
+			passes++
+		} else {
+			want[c.Want]++
+		}
+	}
+	// The last: the pod's own UDP, after all the others.
+	last := len(cases)
+	frames = append(frames, marked(topo.UDPFrame(bcast, hosts[1].MAC, h.V4[1], h.V4[0], 9, 9, 60), last))
+	if err := topo.SendRaw(h.NS[1], frames, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	heard := map[int]bool{}
+	for deadline := time.Now().Add(10 * time.Second); !heard[last]; {
+		f, err := rx.Next(deadline)
+		if err != nil {
+			t.Fatalf("the uplink's host heard %d of the %d frames that pass, and not the last: %v", len(heard), passes+1, err)
+		}
+		if n := len(f); n >= 8 && be.BigEndian.Uint32(f[n-8:]) == magic {
+			heard[int(be.BigEndian.Uint32(f[n-4:]))] = true
+		}
+	}
+	for i, c := range cases {
+		if heard[i] != (c.Want == 0) {
+			t.Errorf("%s: heard on the uplink %v; want %v (cause %d)", c.Name(), heard[i], c.Want == 0, c.Want)
+		}
+	}
+	d.interrupt()
+	var sum fwd.Summary
+	if b, err := os.ReadFile(summary); err != nil || json.Unmarshal(b, &sum) != nil {
+		t.Fatalf("summary: %v", err)
+	}
+	drops := sum.Links[h.Links[1]].Drops
+	for c, reason := range map[fwd.DropCause]string{fwd.CauseSpoofedSource: fwd.DropSpoofedSource, fwd.CauseSpoofedIP: fwd.DropSpoofedIP,
+		fwd.CauseSpoofedVLAN: fwd.DropSpoofedVLAN, fwd.CauseRogueServer: fwd.DropRogueServer, fwd.CauseUnverifiable: fwd.DropUnverifiable} {
+		if drops[reason] != want[c] {
+			t.Errorf("pod 1's %s: %d, want %d", reason, drops[reason], want[c])
+		}
+	}
+	t.Logf("%d cases: %d heard on the uplink, drops %v", len(cases), len(heard)-1, drops)
+}
+
+// TestDaemonPortTakeover: a pod added with the MAC of the gateway behind
+// the uplink (`xdpfwd link add --mac G`, as a CNI ADD with runtimeConfig
+// mac would) is taken over provisionally, as a pod that moved would be,
+// and said so; the gateway's next frame revokes it: the daemon logs it,
+// link list says so, the other pods' traffic for the gateway reaches the
+// gateway, and the thief hears none of it.
+func TestDaemonPortTakeover(t *testing.T) {
+	h := newHosts(t, 3)
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	d := startBin(t, "run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4",
+		"--stats-interval", "0", "--control", ctl)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	gw, err := h.NS[0].HardwareAddr("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := h.NS[2].HardwareAddr("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runBin(t, 10*time.Second, nil, "link", "add", h.Links[2], "--mac", victim.String(), "--ip", h.V4[2].String(), "--control", ctl); r.code != 0 {
+		t.Fatalf("link add the victim: exit %d, %s", r.code, r.stderr)
+	}
+	// The switch learns the gateway's MAC on the uplink.
+	if res, err := topo.Ping(h.NS[2], h.V4[0], 1, 3*time.Second); err != nil || res.Received != 1 {
+		t.Fatalf("ping victim → gateway: %+v, %v", res, err)
+	}
+	// The thief takes the gateway's MAC, on its interface and in its add.
+	if out, err := exec.Command("ip", "-n", h.NS[1].Name, "link", "set", "eth0", "address", gw.String()).CombinedOutput(); err != nil {
+		t.Fatalf("thief's MAC: %v: %s", err, out)
+	}
+	if r := runBin(t, 10*time.Second, nil, "link", "add", h.Links[1], "--mac", gw.String(), "--ip", h.V4[1].String(), "--control", ctl); r.code != 0 {
+		t.Fatalf("link add the thief: exit %d, %s", r.code, r.stderr)
+	}
+	portState := func() string {
+		r := runBin(t, 10*time.Second, nil, "link", "list", "--json", "--control", ctl)
+		var l struct{ Links []linkop.Link }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &l) != nil {
+			t.Fatalf("link list: exit %d, %s %s", r.code, r.stdout, r.stderr)
+		}
+		for _, k := range l.Links {
+			if k.Name == h.Links[1] {
+				return k.PortState
+			}
+		}
+		t.Fatalf("link list: no %s: %s", h.Links[1], r.stdout)
+		return ""
+	}
+	if st := portState(); st != "provisional" {
+		t.Errorf("the thief's port after its add: %q, want provisional", st)
+	}
+	waitLog(t, d, "taken over", 5*time.Second)
+	// The gateway speaks: its echo request to the victim comes up the
+	// uplink from its MAC.
+	topo.Ping(h.NS[0], h.V4[2], 1, 3*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); portState() != "revoked"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway spoke; the thief's port is %q, want revoked", portState())
+		}
+	}
+	waitLog(t, d, "port security revoked", 5*time.Second)
+	thief, err := topo.ListenRaw(h.NS[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer thief.Close()
+	if res, err := topo.Ping(h.NS[2], h.V4[0], 3, 3*time.Second); err != nil || res.Received != 3 {
+		t.Errorf("ping victim → gateway after the revocation: %+v, %v; want 3 of 3", res, err)
+	}
+	for deadline := time.Now().Add(200 * time.Millisecond); ; {
+		f, err := thief.Next(deadline)
+		if err != nil {
+			break
+		}
+		if len(f) >= 34 && be.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 1 && netip.AddrFrom4([4]byte(f[30:34])) == h.V4[0] {
+			t.Errorf("the thief heard an ICMP packet for the gateway: %x", f[:34])
+		}
+	}
+	d.interrupt()
 }
