@@ -143,7 +143,8 @@ func TestInstall(t *testing.T) {
 }
 
 // TestCheckPolicy: CHECK fails a pod whose link the daemon secures for
-// another MAC (a chained tuning changed it after ADD) or polices to other
+// another MAC (a chained tuning changed it after ADD), or whose port lost
+// its MAC (revoked: heard on another link), or polices to other
 // limits than the network's, and passes one without either, or with the
 // same.
 func TestCheckPolicy(t *testing.T) {
@@ -160,6 +161,8 @@ func TestCheckPolicy(t *testing.T) {
 		{"not secured, no limits", linkop.Link{}, nil, ""},
 		{"secured for the pod's MAC", linkop.Link{MAC: pod.String()}, nil, ""},
 		{"secured for another MAC", linkop.Link{MAC: "02:00:00:00:00:02"}, nil, "spoofed_source"},
+		{"secured, provisionally (taken over)", linkop.Link{MAC: pod.String(), PortState: "provisional"}, nil, ""},
+		{"secured, revoked (its MAC heard elsewhere)", linkop.Link{MAC: pod.String(), PortState: "revoked"}, nil, "revoked"},
 		{"policed as the network says", linkop.Link{Bandwidth: bw}, bw, ""},
 		{"policed, no limits given", linkop.Link{Bandwidth: bw}, nil, "gives no limits"},
 		{"limits given, not policed", linkop.Link{}, bw, "not policed"},
