@@ -81,11 +81,13 @@ type Switch struct {
 	limiters [fwd.MaxLinks]atomic.Pointer[policer]
 	policed  atomic.Int32
 	ingress  atomic.Uint64
-	// mu guards ports, the port security given by link name, limits,
-	// the bandwidth limits given by link name, and names, the names of
-	// the links added (LinkAddedAs) by index.
+	// mu guards ports, the port security given by link name, holds,
+	// what became of their addresses (portsec.go), limits, the bandwidth
+	// limits given by link name, and names, the names of the links added
+	// (LinkAddedAs) by index.
 	mu     sync.Mutex
 	ports  map[string]Port
+	holds  map[string]hold
 	limits map[string]Limits
 	names  [fwd.MaxLinks]string
 	// provisional is, per link, until when (s.now) its port's pin of an
@@ -107,7 +109,8 @@ func NewSwitch(links, size int, age time.Duration) *Switch {
 	if age <= 0 {
 		age = 300 * time.Second
 	}
-	s := &Switch{Table: fdb.New(size, age), now: monotonic, age: int64(age), events: make(chan PortEvent, 64)}
+	s := &Switch{Table: fdb.New(size, age), now: monotonic, age: int64(age), events: make(chan PortEvent, 64),
+		ports: map[string]Port{}, holds: map[string]hold{}}
 	s.links.Store(int32(links))
 	return s
 }

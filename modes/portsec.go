@@ -117,12 +117,32 @@ func (s *Switch) SecurePort(name string, p Port) error {
 	}
 	for _, n := range stale {
 		delete(s.ports, n)
-	}
-	if s.ports == nil {
-		s.ports = map[string]Port{}
+		delete(s.holds, n)
 	}
 	s.ports[name] = p
+	delete(s.holds, name) // another address: what became of the last one is no matter
 	if i >= 0 {
+		s.apply(i, name)
+	}
+	return nil
+}
+
+// RestorePort is SecurePort for a port as the daemon saved it before it
+// restarted: its pin is provisional for the table's age from when its
+// link is added, as a takeover's is, since the switch has heard nothing
+// of the network yet; a port saved revoked stays revoked.
+func (s *Switch) RestorePort(name string, p Port, revoked bool) error {
+	if err := s.SecurePort(name, p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := hold{status: PortProvisional}
+	if revoked {
+		h.status = PortRevoked
+	}
+	s.holds[name] = h
+	if i := slices.Index(s.names[:], name); i >= 0 {
 		s.apply(i, name)
 	}
 	return nil
@@ -135,6 +155,7 @@ func (s *Switch) ReleasePort(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.ports, name)
+	delete(s.holds, name)
 }
 
 // Ports is the port security of every link that has it, by name.
@@ -156,11 +177,11 @@ func (s *Switch) Ports() map[string]Port {
 func (s *Switch) Checkpoint() (restore func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ports, limits := maps.Clone(s.ports), maps.Clone(s.limits)
+	ports, holds, limits := maps.Clone(s.ports), maps.Clone(s.holds), maps.Clone(s.limits)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ports, s.limits = ports, limits
+		s.ports, s.holds, s.limits = ports, holds, limits
 	}
 }
 
@@ -196,16 +217,23 @@ func (st PortStatus) String() string {
 func (s *Switch) PortStatus(name string) PortStatus {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.Index(s.names[:], name)
-	switch {
-	case i < 0 || s.ports[name].MAC == nil:
-		return PortPinned
-	case s.guards[i].Load() == revoked:
+	switch h := s.holds[name]; {
+	case s.ports[name].MAC == nil:
+	case h.status == PortRevoked:
 		return PortRevoked
-	case s.provisional[i].Load() >= s.now():
+	case h.status == PortProvisional && (h.until == 0 || h.until >= s.now()):
 		return PortProvisional
 	}
 	return PortPinned
+}
+
+// hold is what a port's name keeps of its address's status while its
+// link goes and comes back (a forwarder rebuilt, a daemon restarted:
+// RestorePort): revoked for good, or provisional until a time (0: for
+// the table's age from its link's next add).
+type hold struct {
+	status PortStatus
+	until  int64
 }
 
 // PortEvent is a change the switch made to a secured port's address on
@@ -263,20 +291,44 @@ func (s *Switch) apply(i int, name string) {
 	// learned before (a link secured while forwarded) goes.
 	s.guards[i].Store(newGuard(p))
 	s.Table.Forget(i)
+	h := s.holds[name]
+	if h.status == PortRevoked {
+		s.guards[i].Store(revoked)
+		return
+	}
 	now := s.now()
 	from, learned := s.Table.Lookup(fdb.Key(p.MAC, 0), now)
 	if err := s.Table.Pin(p.MAC, 0, i); err != nil {
 		// SecurePort found room; a pin since took it. Unpinned, the
 		// pod's frames would be flooded to every link: it sends
 		// nothing instead, and is told.
-		s.guards[i].Store(revoked)
-		s.emit(PortEvent{Status: PortRevoked, Name: name, Link: i, MAC: p.MAC, Other: -1})
+		s.revoke(i, name, p.MAC, -1)
 		return
 	}
+	until := h.until
+	if h.status == PortProvisional && until == 0 {
+		until = now + s.age
+	}
 	if learned && from != i {
-		s.provisional[i].Store(now + s.age)
+		until = now + s.age
 		s.emit(PortEvent{Status: PortProvisional, Name: name, Link: i, MAC: p.MAC, Other: from})
 	}
+	if until > now {
+		s.provisional[i].Store(until)
+		s.holds[name] = hold{status: PortProvisional, until: until}
+	} else {
+		delete(s.holds, name)
+	}
+}
+
+// revoke takes link i's address away from its port, name's: every frame
+// from it is dropped, and what it is is kept by name (heard on link
+// other; -1: its pin failed). s.mu is held.
+func (s *Switch) revoke(i int, name string, mac net.HardwareAddr, other int) {
+	s.provisional[i].Store(0)
+	s.guards[i].Store(revoked)
+	s.holds[name] = hold{status: PortRevoked}
+	s.emit(PortEvent{Status: PortRevoked, Name: name, Link: i, MAC: mac, Other: other})
 }
 
 // heardElsewhere is a frame from link in whose source, key, is static on
@@ -295,10 +347,8 @@ func (s *Switch) heardElsewhere(key uint64, in int, now int64) {
 	if d := s.provisional[l].Load(); d == 0 || now > d {
 		return // another worker was first
 	}
-	s.provisional[l].Store(0)
 	mac := net.HardwareAddr{byte(key >> 40), byte(key >> 32), byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
-	s.guards[l].Store(revoked)
+	s.revoke(l, s.names[l], mac, in)
 	s.Table.Unpin(mac, 0, l)
 	s.Table.Learn(key, in, now)
-	s.emit(PortEvent{Status: PortRevoked, Name: s.names[l], Link: l, MAC: mac, Other: in})
 }

@@ -597,3 +597,68 @@ func TestPortNoRoom(t *testing.T) {
 		t.Errorf("victim found on %d (%v), want pinned on 6", l, ok)
 	}
 }
+
+// TestPortHolds: what became of a port's address is the port's name's,
+// not its link index's: a revoked port is revoked again when its link is
+// added back (a forwarder rebuilt), until it is released or given
+// another address; a port restored after a restart (RestorePort) is
+// provisional, since the switch has heard nothing yet, and is revoked if
+// its address speaks elsewhere; one saved revoked is restored revoked.
+func TestPortHolds(t *testing.T) {
+	gw := net.HardwareAddr{0x02, 0x28, 0x9a, 0, 0, 1}
+	fromGW := ipv4Frame(bcastMAC, gw, 0, "10.99.0.1")
+	own := ipv4Frame(bcastMAC, gw, 0, "10.99.0.1")
+	sends := func(sw *modes.Switch, link int) bool {
+		p := []fwd.Packet{{Data: own, Len: len(own), Link: link}}
+		sw.Handle(p)
+		return p[0].Cause() == 0
+	}
+	t.Run("revoked, rebuilt", func(t *testing.T) {
+		sw := modes.NewSwitch(2, 1024, time.Minute)
+		sw.LinkAddedAs(0, "up")
+		sw.Handle([]fwd.Packet{{Data: fromGW, Len: len(fromGW), Link: 0}})
+		sw.SecurePort("thief", modes.Port{MAC: gw})
+		sw.LinkAddedAs(1, "thief")
+		sw.Handle([]fwd.Packet{{Data: fromGW, Len: len(fromGW), Link: 0}})
+		if st := sw.PortStatus("thief"); st != modes.PortRevoked {
+			t.Fatalf("%v, want revoked", st)
+		}
+		sw.LinkRemoved(1) // the forwarder rebuilt: its links removed, added back
+		sw.LinkAddedAs(2, "thief")
+		if st := sw.PortStatus("thief"); st != modes.PortRevoked || sends(sw, 2) {
+			t.Errorf("added back: %v, sends %v; want revoked, sending nothing", st, sends(sw, 2))
+		}
+		if l, ok := sw.Table.Lookup(fdb.Key(gw, 0), sw.Now()); !ok || l != 0 {
+			t.Errorf("the gateway's address on %d (%v), want the uplink's", l, ok)
+		}
+		sw.SecurePort("thief", modes.Port{MAC: net.HardwareAddr{0x02, 0x28, 0x9a, 0, 0, 2}})
+		if st := sw.PortStatus("thief"); st != modes.PortPinned {
+			t.Errorf("given another address: %v, want pinned", st)
+		}
+	})
+	for _, c := range []struct {
+		name    string
+		revoked bool
+		speaks  bool
+		want    modes.PortStatus
+	}{
+		{"restored, nothing speaks", false, false, modes.PortProvisional},
+		{"restored, its address speaks elsewhere", false, true, modes.PortRevoked},
+		{"restored revoked", true, false, modes.PortRevoked},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sw := modes.NewSwitch(2, 1024, time.Minute)
+			sw.LinkAddedAs(0, "up")
+			if err := sw.RestorePort("pod", modes.Port{MAC: gw}, c.revoked); err != nil {
+				t.Fatal(err)
+			}
+			sw.LinkAddedAs(1, "pod")
+			if c.speaks {
+				sw.Handle([]fwd.Packet{{Data: fromGW, Len: len(fromGW), Link: 0}})
+			}
+			if st := sw.PortStatus("pod"); st != c.want || sends(sw, 1) != (c.want != modes.PortRevoked) {
+				t.Errorf("%v, sends %v; want %v", st, sends(sw, 1), c.want)
+			}
+		})
+	}
+}

@@ -138,10 +138,13 @@ type linkStateDoc struct {
 	Limits map[string]linkop.Bandwidth `json:"limits,omitempty"`
 }
 
-// portState is a modes.Port as the file keeps it.
+// portState is a modes.Port as the file keeps it, and whether its port
+// was revoked (its MAC heard on another link): restored, a port is
+// provisional (modes.Switch.RestorePort), or revoked again.
 type portState struct {
-	MAC string   `json:"mac"`
-	IPs []string `json:"ips,omitempty"`
+	MAC     string   `json:"mac"`
+	IPs     []string `json:"ips,omitempty"`
+	Revoked bool     `json:"revoked,omitempty"`
 }
 
 // saveLinks writes the links f forwards beyond given (the --link links)
@@ -163,7 +166,7 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 				if doc.Ports == nil {
 					doc.Ports = map[string]portState{}
 				}
-				ps := portState{MAC: p.MAC.String()}
+				ps := portState{MAC: p.MAC.String(), Revoked: cs.sw.PortStatus(n) == modes.PortRevoked}
 				for _, a := range p.IPs {
 					ps.IPs = append(ps.IPs, a.String())
 				}
@@ -247,11 +250,12 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 		}
 		if ps, ok := doc.Ports[name]; ok {
 			// Secured before it is added, as it was: a link that cannot
-			// be is not added unsecured.
+			// be is not added unsecured. Its pin is provisional: the
+			// switch has heard nothing of the network yet.
 			on := true // asked for: refused outside switch mode
 			p, _, err := cs.portFor(linkop.AddOptions{MAC: ps.MAC, IPs: ps.IPs, PortSecurity: &on})
 			if err == nil {
-				err = cs.sw.SecurePort(name, p)
+				err = cs.sw.RestorePort(name, p, ps.Revoked)
 			}
 			if err != nil {
 				logger.Error("link added before the restart: not added back, its port security cannot be restored", "link", name, "err", err)

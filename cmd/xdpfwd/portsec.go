@@ -195,6 +195,23 @@ func (cs *controlSocket) logPortEvents(ctx context.Context, logger *slog.Logger)
 				logger.Error("port security revoked: the pod's MAC was heard again on the link it was taken from, so it is not the pod's; every frame from its link is dropped (spoofed_source), and the MAC is forwarded where it speaks",
 					"link", e.Name, "mac", e.MAC.String(), "heard_on", name(e.Other))
 			}
+			if e.Status == modes.PortRevoked {
+				cs.saveRevoked(logger)
+			}
 		}
+	}
+}
+
+// saveRevoked writes the link state file after a port was revoked, so
+// that a daemon started again restores it revoked.
+func (cs *controlSocket) saveRevoked(logger *slog.Logger) {
+	f := cs.fw.Load()
+	if f == nil {
+		return
+	}
+	cs.linkOps.Lock()
+	defer cs.linkOps.Unlock()
+	if err := cs.saveLinks(f, cs.given); err != nil {
+		logger.Error("link state not written: a revoked port is restored provisional if the daemon restarts", "err", err)
 	}
 }

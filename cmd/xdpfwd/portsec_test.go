@@ -275,7 +275,9 @@ func TestDaemonPortSecurityConformance(t *testing.T) {
 // mac would) is taken over provisionally, as a pod that moved would be,
 // and said so; the gateway's next frame revokes it: the daemon logs it,
 // link list says so, the other pods' traffic for the gateway reaches the
-// gateway, and the thief hears none of it.
+// gateway, and the thief hears none of it. Killed (kill -9) and started
+// again, the daemon restores the thief's port revoked: a restart does
+// not launder a stolen MAC.
 func TestDaemonPortTakeover(t *testing.T) {
 	h := newHosts(t, 3)
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")
@@ -348,6 +350,18 @@ func TestDaemonPortTakeover(t *testing.T) {
 		if len(f) >= 34 && be.BigEndian.Uint16(f[12:]) == 0x0800 && f[23] == 1 && netip.AddrFrom4([4]byte(f[30:34])) == h.V4[0] {
 			t.Errorf("the thief heard an ICMP packet for the gateway: %x", f[:34])
 		}
+	}
+	d.cmd.Process.Kill()
+	<-d.done
+	d = startBin(t, "run", "--mode", "switch", "--queues", "1", "--link", h.Links[0], "--max-links", "4",
+		"--stats-interval", "0", "--control", ctl)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	if st := portState(); st != "revoked" {
+		t.Errorf("the thief's port after a restart: %q, want revoked", st)
+	}
+	if res, err := topo.Ping(h.NS[2], h.V4[0], 3, 3*time.Second); err != nil || res.Received != 3 {
+		t.Errorf("ping victim → gateway after the restart: %+v, %v; want 3 of 3", res, err)
 	}
 	d.interrupt()
 }
