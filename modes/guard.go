@@ -79,21 +79,32 @@ type guard struct {
 	hw     [6]byte  // the MAC as bytes, for ARP's and ND's addresses
 	checkv bool     // IPs given: check them
 	v4     []uint32 // the port's IPv4 addresses
-	v6     [][16]byte
-	ll     [16]byte // the link-local address the MAC derives (EUI-64)
+	v6     []addr6
+	ll     addr6 // the link-local address the MAC derives (EUI-64)
+}
+
+// addr6 is an IPv6 address as two words, compared in two (passed as
+// its words: a 16-byte copy through the stack stalls on the stores it
+// reads back).
+type addr6 struct{ hi, lo uint64 }
+
+func addr6Of(b []byte) addr6 {
+	return addr6{binary.NativeEndian.Uint64(b), binary.NativeEndian.Uint64(b[8:])}
 }
 
 const keyVLAN = 0xfff << 48
 
 func newGuard(p Port) *guard {
-	g := &guard{mac: fdb.Key(p.MAC, 0), hw: [6]byte(p.MAC), checkv: len(p.IPs) > 0, ll: linkLocal(p.MAC)}
+	ll := linkLocal(p.MAC)
+	g := &guard{mac: fdb.Key(p.MAC, 0), hw: [6]byte(p.MAC), checkv: len(p.IPs) > 0, ll: addr6Of(ll[:])}
 	for _, a := range p.IPs {
 		a = a.Unmap()
 		if a.Is4() {
 			b := a.As4()
 			g.v4 = append(g.v4, binary.BigEndian.Uint32(b[:]))
 		} else {
-			g.v6 = append(g.v6, a.As16())
+			b := a.As16()
+			g.v6 = append(g.v6, addr6Of(b[:]))
 		}
 	}
 	return g
@@ -130,13 +141,16 @@ func (g *guard) verdict(f []byte, src uint64) fwd.DropCause {
 // only priority tags (VID 0) pass. 0x9100, an old QinQ tag protocol that
 // Linux does not strip but switches upstream may, counts as a tag too.
 func untag(f []byte) (etype uint16, l3 []byte, c fwd.DropCause) {
+	if etype = binary.BigEndian.Uint16(f[12:14]); !isTPID(etype) {
+		return etype, f[14:], 0 // untagged: most frames
+	}
 	off := 12
 	for tags := 0; ; tags++ {
 		if len(f) < off+2 {
 			return 0, nil, fwd.CauseUnverifiable
 		}
 		etype = binary.BigEndian.Uint16(f[off:])
-		if etype != 0x8100 && etype != 0x88a8 && etype != 0x9100 {
+		if !isTPID(etype) {
 			return etype, f[off+2:], 0
 		}
 		switch {
@@ -150,6 +164,8 @@ func untag(f []byte) (etype uint16, l3 []byte, c fwd.DropCause) {
 		off += 4
 	}
 }
+
+func isTPID(etype uint16) bool { return etype == 0x8100 || etype == 0x88a8 || etype == 0x9100 }
 
 // arp judges an ARP or RARP packet p (RFC 826, RFC 903).
 func (g *guard) arp(etype uint16, p []byte) fwd.DropCause {
@@ -230,9 +246,9 @@ func (g *guard) ipv6(p []byte) fwd.DropCause {
 	if n := 40 + int(binary.BigEndian.Uint16(p[4:])); n > 40 && n < len(p) {
 		p = p[:n] // the Ethernet padding is no header (0: a jumbogram's)
 	}
-	src := [16]byte(p[8:24])
-	unspec := src == [16]byte{}
-	if g.checkv && !unspec && !g.has6(src) {
+	src := addr6Of(p[8:24])
+	unspec := src.hi|src.lo == 0
+	if g.checkv && !unspec && !g.has6(src.hi, src.lo) {
 		return fwd.CauseSpoofedIP
 	}
 	next, off, fragment, ok := upperLayer(p)
@@ -316,8 +332,8 @@ func (g *guard) icmpv6(m []byte, unspec, fragment bool) fwd.DropCause {
 		// An advertisement's target is what it claims; a solicitation's
 		// from :: (duplicate address detection) is what it would make
 		// its owner give up.
-		target := [16]byte(m[8:24])
-		if g.checkv && (typ == icmp6NeighAdvt || unspec) && !g.has6(target) {
+		target := addr6Of(m[8:24])
+		if g.checkv && (typ == icmp6NeighAdvt || unspec) && !g.has6(target.hi, target.lo) {
 			return fwd.CauseSpoofedIP
 		}
 		opts = m[24:]
@@ -357,4 +373,14 @@ func (g *guard) unspecified(unspec, ok bool) fwd.DropCause {
 
 func (g *guard) has4(a uint32) bool { return slices.Contains(g.v4, a) }
 
-func (g *guard) has6(a [16]byte) bool { return a == g.ll || slices.Contains(g.v6, a) }
+func (g *guard) has6(hi, lo uint64) bool {
+	if hi == g.ll.hi && lo == g.ll.lo {
+		return true
+	}
+	for i := range g.v6 {
+		if hi == g.v6[i].hi && lo == g.v6[i].lo {
+			return true
+		}
+	}
+	return false
+}

@@ -203,7 +203,11 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			continue
 		}
 		if f[0]&1 != 0 { // broadcast and multicast
-			s.flood(p, all, limited, now)
+			if limited == 0 {
+				p.Flood(all)
+			} else {
+				s.flood(p, all, limited, now)
+			}
 			continue
 		}
 		link, ok := s.Table.Lookup(fdb.Key(f[0:6], vlan), now)
