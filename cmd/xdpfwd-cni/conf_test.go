@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -251,6 +252,30 @@ func TestCPUSet(t *testing.T) {
 		cpus, err := cpuSet(tc.in)
 		if err != nil || !slices.Equal(cpus, tc.cpus) || cpulist.Format(cpus) != tc.out {
 			t.Errorf("cpuSet(%q) = %v, %v, written %q; want %v, %q", tc.in, cpus, err, cpulist.Format(cpus), tc.cpus, tc.out)
+		}
+	}
+}
+
+// TestDaemonErrCodes: the CNI code of each daemon answer: a refusal of
+// the request as it stands is definite (100, or 7 for the network's MTU),
+// the rest is to try again (11).
+func TestDaemonErrCodes(t *testing.T) {
+	conf := &NetConf{MTU: 9000}
+	for _, c := range []struct {
+		err  error
+		code uint
+	}{
+		{linkop.ErrMTU, types.ErrInvalidNetworkConfig},
+		{linkop.ErrExists, ErrDaemonRefused},
+		{linkop.ErrExistsOther, ErrDaemonRefused},
+		{linkop.ErrMACInUse, ErrDaemonRefused},
+		{linkop.ErrMACNoRoom, ErrDaemonRefused},
+		{linkop.ErrNoSuchLink, ErrDaemonRefused},
+		{linkop.ErrUnsupported, ErrDaemonRefused},
+		{errors.New("control socket: i/o timeout"), types.ErrTryAgainLater},
+	} {
+		if got := daemonErr(conf, "add x", fmt.Errorf("link add x: %w", c.err)); got.Code != c.code {
+			t.Errorf("%v: code %d, want %d", c.err, got.Code, c.code)
 		}
 	}
 }

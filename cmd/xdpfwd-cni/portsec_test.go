@@ -278,5 +278,18 @@ func TestCNIPortSecurity(t *testing.T) {
 	if pr.Received != 20 || toA != 0 || spoofedFlood < 1 {
 		t.Errorf("after B's flood: A answered %d of 20 pings, B got %d frames for A, spoofed_source grew %.0f; want 20, 0, ≥1", pr.Received, toA, spoofedFlood)
 	}
+
+	// A fourth pod asks for A's MAC (CNI_ARGS MAC=, as a pod annotation
+	// gives it): ADD fails, the daemon's refusal named (mac_in_use, the
+	// plugin's 100), and nothing of it is left; A still answers.
+	pd := r.newPod("s39dup")
+	out, err := r.cnitoolEnv("add", pd, "CNI_ARGS=IgnoreUnknown=1;MAC="+macA.String())
+	if err == nil || !strings.Contains(out, "xdpfwd refused") || !strings.Contains(out, "is link "+r.hostName(pa)+"'s") {
+		t.Errorf("ADD of a pod with A's MAC: %v\n%s\nwant the daemon's refusal naming A's link", err, out)
+	}
+	r.gone(pd, netip.Addr{})
+	if pr, err := topo.Ping(pc, addrA, 3, 6*time.Second); err != nil || pr.Received != 3 {
+		t.Errorf("after the refused ADD: C→A %+v, %v; want 3 of 3", pr, err)
+	}
 	d.running()
 }
