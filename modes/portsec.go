@@ -3,6 +3,7 @@ package modes
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"net"
 	"net/netip"
@@ -169,11 +170,13 @@ func (s *Switch) Ports() map[string]Port {
 	return out
 }
 
-// Checkpoint notes the port security and limits given by name (ports,
-// limits) and returns what puts them back: for a link add that failed
-// after SecurePort or LimitPort, so that the refusal changes nothing.
-// What a link the switch forwards has applied is not undone: callers
-// refuse an add of a forwarded link before they change anything.
+// Checkpoint notes the port security and limits given by name and
+// returns what puts back those that changed since: for a link add that
+// failed after SecurePort or LimitPort, so that the refusal changes
+// nothing. Only the names whose port or limits changed are put back: a
+// port revoked meanwhile by the datapath stays revoked. What a link the
+// switch forwards has applied is not undone: callers refuse an add of a
+// forwarded link before they change anything.
 func (s *Switch) Checkpoint() (restore func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -181,7 +184,44 @@ func (s *Switch) Checkpoint() (restore func()) {
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.ports, s.holds, s.limits = ports, holds, limits
+		for n := range joinKeys(ports, s.ports) {
+			if p, ok := ports[n]; ok && p.Equal(s.ports[n]) {
+				continue
+			}
+			putBack(s.ports, ports, n)
+			putBack(s.holds, holds, n)
+		}
+		if s.limits == nil {
+			s.limits = map[string]Limits{}
+		}
+		for n := range joinKeys(limits, s.limits) {
+			putBack(s.limits, limits, n)
+		}
+	}
+}
+
+// joinKeys yields the keys of a and b.
+func joinKeys[V any](a, b map[string]V) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for k := range a {
+			if !yield(k) {
+				return
+			}
+		}
+		for k := range b {
+			if _, ok := a[k]; !ok && !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// putBack sets m[k] to what was has of it, or deletes it.
+func putBack[V any](m, was map[string]V, k string) {
+	if v, ok := was[k]; ok {
+		m[k] = v
+	} else {
+		delete(m, k)
 	}
 }
 
