@@ -129,9 +129,12 @@ type Region struct {
 }
 
 // mapping is the memory regions made together share: unmapped when the
-// last of them is closed.
+// last of them is closed. It is a memfd's, mapped shared, so that another
+// process given the file (a successor taking over: MapSpace) maps the
+// very pages the kernel's UMEM pinned.
 type mapping struct {
 	mem  []byte
+	file *os.File
 	open int
 }
 
@@ -165,11 +168,49 @@ func NewSpace(cfgs ...Config) ([]*Region, error) {
 		_, _, _, size := cfgs[i].layout()
 		total += size
 	}
-	mem, backing, err := mapRegion(int(total), cfgs[0].HugePages)
+	file, mem, backing, err := mapRegion(int(total), cfgs[0].HugePages)
 	if err != nil {
 		return nil, err
 	}
-	m := &mapping{mem: mem, open: len(cfgs)}
+	return carve(&mapping{mem: mem, file: file, open: len(cfgs)}, backing, cfgs), nil
+}
+
+// MapSpace maps the regions another process made with NewSpace(cfgs...),
+// from their memory's file (Region.File): the same pages, which the
+// kernel's UMEMs hold, as they are. Their zones start with every unit
+// Free: the caller restores each zone's states (Zone.Restore) before it
+// takes a unit.
+func MapSpace(file *os.File, cfgs ...Config) ([]*Region, error) {
+	if len(cfgs) == 0 {
+		return nil, errors.New("umem: no region to map")
+	}
+	var total uint64
+	for i := range cfgs {
+		if err := cfgs[i].validate(); err != nil {
+			return nil, fmt.Errorf("umem: %w", err)
+		}
+		if cfgs[i].FragOrder == 0 {
+			cfgs[i].FragBlocks = 0
+		}
+		total += uint64(cfgs[i].Size())
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(file.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("umem: %s: %w", file.Name(), err)
+	}
+	if uint64(st.Size) != total {
+		return nil, fmt.Errorf("umem: %s is %d bytes, the regions take %d: not theirs", file.Name(), st.Size, total)
+	}
+	mem, err := unix.Mmap(int(file.Fd()), 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("umem: map %s (%d bytes): %w", file.Name(), total, err)
+	}
+	return carve(&mapping{mem: mem, file: file, open: len(cfgs)}, backingOf(file, mem), cfgs), nil
+}
+
+// carve lays the regions of cfgs back to back in m.
+func carve(m *mapping, backing Backing, cfgs []Config) []*Region {
+	mem := m.mem
 	rs := make([]*Region, len(cfgs))
 	var base uint64
 	for i, cfg := range cfgs {
@@ -183,7 +224,7 @@ func NewSpace(cfgs ...Config) ([]*Region, error) {
 		rs[i] = r
 		base += size
 	}
-	return rs, nil
+	return rs
 }
 
 // layout is where each zone starts and the region's size: inline first,
@@ -211,42 +252,80 @@ func (c Config) Size() int {
 
 func alignUp(v, a uint64) uint64 { return (v + a - 1) / a * a }
 
-func mapRegion(size int, hp HugePages) ([]byte, Backing, error) {
+// mapRegion makes the memory of size bytes: a memfd, mapped shared and
+// pre-faulted, so that a successor can map it too (MapSpace). Huge pages
+// come from hugetlbfs (vm.nr_hugepages) if there are enough, else as
+// transparent huge pages of shmem where the kernel allows them there
+// (transparent_hugepage/shmem_enabled: advise, always or within_size;
+// never by default), else the region is on 4 KiB pages.
+func mapRegion(size int, hp HugePages) (*os.File, []byte, Backing, error) {
 	const prot = unix.PROT_READ | unix.PROT_WRITE
-	const flags = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
 	if hp != HugePagesOff {
-		mem, err := unix.Mmap(-1, 0, size, prot, flags|unix.MAP_HUGETLB|unix.MAP_POPULATE)
+		f, mem, err := mapMemfd(size, unix.MFD_HUGETLB|unix.MFD_HUGE_2MB, prot)
 		if err == nil {
-			return mem, BackingHugeTLB, nil
+			return f, mem, BackingHugeTLB, nil
 		}
 		if hp == HugePagesOn {
-			return nil, "", fmt.Errorf("umem: %d MiB of 2 MiB huge pages (vm.nr_hugepages): %w", size>>20, err)
+			return nil, nil, "", fmt.Errorf("umem: %d MiB of 2 MiB huge pages (vm.nr_hugepages): %w", size>>20, err)
 		}
 	}
-	mem, err := unix.Mmap(-1, 0, size, prot, flags)
+	f, mem, err := mapMemfd(size, 0, prot)
 	if err != nil {
-		return nil, "", fmt.Errorf("umem: mmap %d bytes: %w", size, err)
+		return nil, nil, "", err
 	}
 	advice := unix.MADV_NOHUGEPAGE
 	if hp == HugePagesAuto {
 		advice = unix.MADV_HUGEPAGE
 	}
-	thp := unix.Madvise(mem, advice) == nil && hp == HugePagesAuto
+	unix.Madvise(mem, advice)
 	// Pre-fault now, so no packet takes a page fault later.
 	if err := unix.Madvise(mem, unix.MADV_POPULATE_WRITE); err != nil {
 		for i := 0; i < len(mem); i += smallPage {
 			mem[i] = 0
 		}
 	}
-	if thp && anonHugeBytes(mem) > 0 {
-		return mem, BackingTHP, nil
-	}
-	return mem, Backing4K, nil
+	return f, mem, backingOf(f, mem), nil
 }
 
-// anonHugeBytes reads how much of mem the kernel backs with transparent
-// huge pages, from this process's smaps.
-func anonHugeBytes(mem []byte) int64 {
+// mapMemfd creates a memfd of size bytes (flags: its huge pages) and maps
+// it shared.
+func mapMemfd(size, flags, prot int) (*os.File, []byte, error) {
+	fd, err := unix.MemfdCreate("xdpfwd-umem", unix.MFD_CLOEXEC|flags)
+	if err != nil {
+		return nil, nil, fmt.Errorf("umem: memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "xdpfwd-umem")
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("umem: memfd of %d bytes: %w", size, err)
+	}
+	pop := 0
+	if flags&unix.MFD_HUGETLB != 0 {
+		pop = unix.MAP_POPULATE // reserves the huge pages now, or fails now
+	}
+	mem, err := unix.Mmap(fd, 0, size, prot, unix.MAP_SHARED|pop)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("umem: mmap %d bytes: %w", size, err)
+	}
+	return f, mem, nil
+}
+
+// backingOf says what pages file's mapping mem is on.
+func backingOf(file *os.File, mem []byte) Backing {
+	var fs unix.Statfs_t
+	if unix.Fstatfs(int(file.Fd()), &fs) == nil && fs.Type == unix.HUGETLBFS_MAGIC {
+		return BackingHugeTLB
+	}
+	if hugeBytes(mem) > 0 {
+		return BackingTHP
+	}
+	return Backing4K
+}
+
+// hugeBytes reads how much of mem the kernel maps with transparent huge
+// pages of shmem, from this process's smaps.
+func hugeBytes(mem []byte) int64 {
 	f, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		return 0
@@ -266,7 +345,7 @@ func anonHugeBytes(mem []byte) int64 {
 			in = err == nil && v == start
 			continue
 		}
-		if in && fields[0] == "AnonHugePages:" {
+		if in && fields[0] == "ShmemPmdMapped:" {
 			kb, _ := strconv.ParseInt(fields[1], 10, 64)
 			return kb << 10
 		}
@@ -339,8 +418,15 @@ func (r *Region) InUse() int {
 	return n
 }
 
-// Close releases the region; the mapping is unmapped once every region
-// in it is closed (NewSpace). The sockets using it must be closed first.
+// File is the memory the region lies in (all of NewSpace's regions
+// share it), for a successor to map (MapSpace): a memfd. It is the
+// region's: the caller must not close it.
+func (r *Region) File() *os.File { return r.m.file }
+
+// Close releases the region; the mapping is unmapped, and its file
+// closed, once every region in it is closed (NewSpace). The sockets using
+// it must be closed first, or handed on: the kernel's UMEM holds the
+// pages while a socket bound to it lives, in whatever process.
 func (r *Region) Close() error {
 	if r.m == nil {
 		return nil
@@ -350,5 +436,5 @@ func (r *Region) Close() error {
 	if m.open--; m.open > 0 {
 		return nil
 	}
-	return unix.Munmap(m.mem)
+	return errors.Join(unix.Munmap(m.mem), m.file.Close())
 }

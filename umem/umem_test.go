@@ -2,6 +2,8 @@ package umem
 
 import (
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 )
 
@@ -226,5 +228,84 @@ func BenchmarkMove(b *testing.B) {
 	for b.Loop() {
 		r.Frames.Move(a, Held, KernelTX)
 		r.Frames.Move(a, KernelTX, Held)
+	}
+}
+
+// TestMapSpace: a successor maps the regions another process made from
+// their file (here a second mapping of it in this one): the same bytes,
+// written through either mapping; every unit's state restored, each Free
+// unit back in its pool once, the others where the predecessor had them;
+// a file of another size refused.
+func TestMapSpace(t *testing.T) {
+	cfgs := []Config{
+		{FrameSize: 2048, Frames: 512, InlineSlots: 64, FragOrder: 3, FragBlocks: 4, HugePages: HugePagesOff},
+		{FrameSize: 4096, Frames: 128, InlineSlots: 0, HugePages: HugePagesOff},
+	}
+	old, err := NewSpace(cfgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, r := range old {
+			r.Close()
+		}
+	}()
+	c := old[0].Frames.NewCache(64)
+	var lent []uint64
+	for range 100 {
+		a, ok := c.Alloc(KernelRX)
+		if !ok {
+			t.Fatal("alloc")
+		}
+		lent = append(lent, a)
+	}
+	c.Flush()
+	copy(old[0].Mem()[lent[7]:], "lent frame seven")
+	states := old[0].Frames.States()
+
+	dup, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(old[0].File().Fd())), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := MapSpace(dup, cfgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, r := range next {
+			r.Close()
+		}
+	}()
+	if got := string(next[0].Mem()[lent[7] : lent[7]+16]); got != "lent frame seven" {
+		t.Errorf("the successor reads %q at frame %#x", got, lent[7])
+	}
+	copy(next[1].Bytes(), "written by the successor")
+	if got := string(old[1].Bytes()[:24]); got != "written by the successor" {
+		t.Errorf("the predecessor reads %q", got)
+	}
+	if next[0].Backing() != Backing4K || next[1].Base() != old[1].Base() {
+		t.Errorf("backing %v, second region at %#x (was %#x)", next[0].Backing(), next[1].Base(), old[1].Base())
+	}
+	if err := next[0].Frames.Restore(states); err != nil {
+		t.Fatal(err)
+	}
+	if got := next[0].Frames.Counts(); got[KernelRX] != 100 || got[Free] != 412 {
+		t.Errorf("restored counts %v, want 100 kernel-rx, 412 free", got)
+	}
+	for _, a := range lent {
+		if s := next[0].Frames.StateOf(a); s != KernelRX {
+			t.Fatalf("frame %#x: %v, want kernel-rx", a, s)
+		}
+	}
+	if err := next[0].Check(); err != nil {
+		t.Error(err)
+	}
+	if err := next[0].Frames.Restore(states[:10]); err == nil {
+		t.Error("Restore of 10 states for 512 units: no error")
+	}
+	short, _ := os.CreateTemp(t.TempDir(), "short")
+	short.Truncate(4096)
+	if _, err := MapSpace(short, cfgs...); err == nil {
+		t.Error("MapSpace of a file of another size: no error")
 	}
 }

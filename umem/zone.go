@@ -3,6 +3,7 @@ package umem
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -178,6 +179,40 @@ func (z *Zone) Reclaim(s State) int {
 		}
 	}
 	return n
+}
+
+// States is every unit's state, by index: what a successor taking the
+// region over needs (Restore). Workers must be parked or stopped.
+func (z *Zone) States() []State { return slices.Clone(z.state) }
+
+// Restore sets every unit's state to states' (a predecessor's States)
+// and rebuilds the pool from the units Free there, for a region mapped
+// from another process's (MapSpace): the caches are emptied first. A
+// frag block's descriptor count is 0 after: the predecessor hands over
+// with nothing in flight on its TX side. Workers must not have started.
+func (z *Zone) Restore(states []State) error {
+	if len(states) != int(z.n) {
+		return fmt.Errorf("umem zone %s: %d states for %d units", z.name, len(states), z.n)
+	}
+	for i, s := range states {
+		if s >= numStates {
+			return fmt.Errorf("umem zone %s: unit %d in %v", z.name, i, s)
+		}
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for _, c := range z.caches {
+		c.items = c.items[:0]
+		c.Publish()
+	}
+	copy(z.state, states)
+	z.pool = z.pool[:0]
+	for i := int(z.n) - 1; i >= 0; i-- { // lowest addresses on top, as newZone
+		if z.state[i] == Free {
+			z.pool = append(z.pool, uint32(i))
+		}
+	}
+	return nil
 }
 
 // Check verifies, with workers stopped, that every free unit sits in

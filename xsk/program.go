@@ -584,6 +584,80 @@ func (p *Program) Mode() string { return p.mode }
 // back to generic; nil otherwise.
 func (p *Program) NativeRefused() error { return p.nativeErr }
 
+// ProgramFiles are a Program's kernel objects as file descriptors, for a
+// process that takes it over (AdoptProgram): its BPF link (which holds
+// the program on the link), its XSKMAP, its counter of packets passed to
+// the stack and its arrival stamps (-1: none).
+type ProgramFiles struct {
+	Link, XSKs, Passed, Stamps int
+}
+
+// Files are p's kernel objects, valid while p is open: the caller passes
+// copies (SCM_RIGHTS duplicates them), p keeps its own.
+func (p *Program) Files() ProgramFiles {
+	f := ProgramFiles{Link: -1, XSKs: p.xsks.FD(), Passed: p.passed.FD(), Stamps: -1}
+	if fl, ok := p.link.(interface{ FD() int }); ok {
+		f.Link = fl.FD()
+	}
+	if p.stamps != nil {
+		f.Stamps = p.stamps.m.FD()
+	}
+	return f
+}
+
+// AdoptProgram takes over the program another process attached to link
+// ifname (ifindex) through a BPF link, from its files: it stays attached
+// and redirecting into its XSKMAP (of queues entries) as it was, in mode
+// ("native" or "generic"), recovering VLAN tags if vlan. The Program owns
+// the descriptors from then on, whether AdoptProgram succeeds or not.
+func AdoptProgram(ifname string, ifindex, queues int, mode string, vlan bool, f ProgramFiles) (_ *Program, err error) {
+	p := &Program{ifname: ifname, ifindex: ifindex, mode: mode, vlan: vlan}
+	defer func() {
+		if err != nil {
+			p.Close()
+			err = fmt.Errorf("xdp %s: adopt: %w", ifname, err)
+		}
+	}()
+	own := []int{f.Link, f.XSKs, f.Passed, f.Stamps}
+	take := func(fd int) int { // the fd is the Program's now: not closed below
+		for i, o := range own {
+			if o == fd {
+				own[i] = -1
+			}
+		}
+		return fd
+	}
+	defer func() {
+		for _, fd := range own {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	if f.Link < 0 || f.XSKs < 0 || f.Passed < 0 {
+		return nil, fmt.Errorf("files %+v: want a link, an XSKMAP and a counter", f)
+	}
+	if p.link, err = link.NewFromFD(take(f.Link)); err != nil {
+		return nil, fmt.Errorf("BPF link: %w", err)
+	}
+	if p.xsks, err = ebpf.NewMapFromFD(take(f.XSKs)); err != nil {
+		return nil, fmt.Errorf("XSKMAP: %w", err)
+	}
+	if p.passed, err = ebpf.NewMapFromFD(take(f.Passed)); err != nil {
+		return nil, fmt.Errorf("passed counter: %w", err)
+	}
+	if f.Stamps >= 0 {
+		m, err := ebpf.NewMapFromFD(take(f.Stamps))
+		if err != nil {
+			return nil, fmt.Errorf("last-stamp map: %w", err)
+		}
+		if p.stamps, err = mapLastStamps(m, queues); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
 // Close detaches the program and frees its maps. Before Commit, it puts
 // back the foreign program Attach with force replaced.
 func (p *Program) Close() error {

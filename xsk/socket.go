@@ -153,40 +153,8 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 			return nil, fmt.Errorf("ring size option %d (%d entries): %w", o.opt, o.size, err)
 		}
 	}
-	var off unix.XDPMmapOffsets
-	optlen := uint32(unsafe.Sizeof(off))
-	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_MMAP_OFFSETS,
-		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&optlen)), 0); e != 0 {
-		return nil, fmt.Errorf("XDP_MMAP_OFFSETS: %w", e)
-	}
-	mapRing := func(o unix.XDPRingOffset, pgoff int64, n uint32, elem uint64) (ring, error) {
-		mem, err := unix.Mmap(fd, pgoff, int(o.Desc+uint64(n)*elem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
-		if err != nil {
-			return ring{}, fmt.Errorf("mmap ring at %#x: %w", pgoff, err)
-		}
-		return newRing(mem, o.Producer, o.Consumer, o.Flags, o.Desc, n), nil
-	}
-	descSize := uint64(unsafe.Sizeof(Desc{}))
-	if s.Fill.ring, err = mapRing(off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, cfg.FillSize, 8); err != nil {
+	if err := s.mapRings(r); err != nil {
 		return nil, err
-	}
-	if s.Comp.ring, err = mapRing(off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, cfg.FillSize, 8); err != nil {
-		return nil, err
-	}
-	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, descSize); err != nil {
-		return nil, err
-	}
-	if s.TX.ring, err = mapRing(off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, descSize); err != nil {
-		return nil, err
-	}
-	s.Fill.initProducer()
-	s.TX.initProducer()
-	s.Comp.initConsumer()
-	s.RX.initConsumer()
-	// Every ring of a socket names addresses of its UMEM, r: the kernel
-	// sees them less r's place in the mapping (umem.NewSpace).
-	for _, rg := range []*ring{&s.Fill.ring, &s.Comp.ring, &s.RX.ring, &s.TX.ring} {
-		rg.base = r.Base()
 	}
 
 	sa := unix.SockaddrXDP{Flags: flags, Ifindex: uint32(cfg.Ifindex), QueueID: uint32(cfg.Queue)}
@@ -211,13 +179,94 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 	// 128 pending descriptors). Older kernels lack the option; that is
 	// fine: txring.PollBudget is the floor the owner counts on.
 	_ = unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, int(cfg.RingSize))
+	s.zeroCopy = boundZeroCopy(fd)
+	return s, nil
+}
 
+// boundZeroCopy reports whether the kernel bound socket fd in zero-copy
+// mode.
+func boundZeroCopy(fd int) bool {
 	var opts struct{ flags uint32 }
-	optlen = uint32(unsafe.Sizeof(opts))
-	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_OPTIONS,
-		uintptr(unsafe.Pointer(&opts)), uintptr(unsafe.Pointer(&optlen)), 0); e == 0 {
-		s.zeroCopy = opts.flags&unix.XDP_OPTIONS_ZEROCOPY != 0
+	optlen := uint32(unsafe.Sizeof(opts))
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_OPTIONS,
+		uintptr(unsafe.Pointer(&opts)), uintptr(unsafe.Pointer(&optlen)), 0)
+	return e == 0 && opts.flags&unix.XDP_OPTIONS_ZEROCOPY != 0
+}
+
+// mapRings maps the socket's four rings, of the sizes in its config, and
+// reads where each side stands.
+func (s *Socket) mapRings(r *umem.Region) error {
+	fd, cfg := s.fd, s.cfg
+	var off unix.XDPMmapOffsets
+	optlen := uint32(unsafe.Sizeof(off))
+	if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_MMAP_OFFSETS,
+		uintptr(unsafe.Pointer(&off)), uintptr(unsafe.Pointer(&optlen)), 0); e != 0 {
+		return fmt.Errorf("XDP_MMAP_OFFSETS: %w", e)
 	}
+	mapRing := func(o unix.XDPRingOffset, pgoff int64, n uint32, elem uint64) (ring, error) {
+		mem, err := unix.Mmap(fd, pgoff, int(o.Desc+uint64(n)*elem), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			return ring{}, fmt.Errorf("mmap ring at %#x: %w", pgoff, err)
+		}
+		return newRing(mem, o.Producer, o.Consumer, o.Flags, o.Desc, n), nil
+	}
+	descSize := uint64(unsafe.Sizeof(Desc{}))
+	var err error
+	if s.Fill.ring, err = mapRing(off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, cfg.FillSize, 8); err != nil {
+		return err
+	}
+	if s.Comp.ring, err = mapRing(off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, cfg.FillSize, 8); err != nil {
+		return err
+	}
+	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, descSize); err != nil {
+		return err
+	}
+	if s.TX.ring, err = mapRing(off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, descSize); err != nil {
+		return err
+	}
+	s.Resync()
+	// Every ring of a socket names addresses of its UMEM, r: the kernel
+	// sees them less r's place in the mapping (umem.NewSpace).
+	for _, rg := range []*ring{&s.Fill.ring, &s.Comp.ring, &s.RX.ring, &s.TX.ring} {
+		rg.base = r.Base()
+	}
+	return nil
+}
+
+// Resync reads where each side of the four rings stands from the rings
+// themselves: for a socket adopted from another process (Adopt), whose
+// rings that process may have moved since.
+func (s *Socket) Resync() {
+	s.Fill.initProducer()
+	s.TX.initProducer()
+	s.Comp.initConsumer()
+	s.RX.initConsumer()
+}
+
+// Adopt takes over socket fd, which another process opened and bound on
+// the region r maps too (umem.MapSpace) with the ring sizes cfg gives:
+// its rings are mapped here, where they stand; it is bound as it was.
+// The Socket owns fd from then on, closed with it, whether Adopt succeeds
+// or not. The other process must not touch the rings any more: call
+// Resync before using them if it did since.
+func Adopt(r *umem.Region, fd int, cfg Config) (_ *Socket, err error) {
+	if cfg.FillSize == 0 {
+		cfg.FillSize = 2 * cfg.RingSize
+	}
+	s := &Socket{fd: fd, cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.Close()
+			err = fmt.Errorf("xsk %s queue %d: adopt: %w", cfg.Ifname, cfg.Queue, err)
+		}
+	}()
+	if cfg.RingSize == 0 || cfg.RingSize&(cfg.RingSize-1) != 0 || cfg.FillSize&(cfg.FillSize-1) != 0 {
+		return nil, fmt.Errorf("ring sizes %d and %d: not powers of two", cfg.RingSize, cfg.FillSize)
+	}
+	if err := s.mapRings(r); err != nil {
+		return nil, err
+	}
+	s.zeroCopy = boundZeroCopy(fd)
 	return s, nil
 }
 

@@ -696,3 +696,121 @@ func busyRead(t *testing.T) int {
 	}
 	return n
 }
+
+// TestAdopt: a process takes over another's program, socket and UMEM
+// from their file descriptors (here duplicates, in the same process): the
+// frames the kernel delivered before sit on the adopted socket's RX ring
+// in the adopted UMEM; the predecessor closes all of its own, and the
+// program stays attached and goes on redirecting into the same socket,
+// whose next frames arrive in the frames the predecessor lent; the
+// successor's Close detaches it.
+func TestAdopt(t *testing.T) {
+	p := newPair(t)
+	cfg := umem.Config{FrameSize: 2048, Frames: 4096, InlineSlots: 256, HugePages: umem.HugePagesAuto}
+	rs, err := umem.NewSpace(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	prog, err := xsk.Attach(p.LinkA, ifindex(t, p.LinkA), xsk.AttachConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := xsk.Open(r, xsk.Config{Ifname: p.LinkA, Ifindex: ifindex(t, p.LinkA), RingSize: testRingSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := r.Frames.NewCache(r.Frames.Len())
+	n, idx := sa.Fill.Reserve(sa.Fill.Size())
+	for k := range n {
+		a, _ := cache.Alloc(umem.KernelRX)
+		sa.Fill.SetAddr(idx+k, a)
+	}
+	sa.Fill.Submit(n)
+	cache.Flush()
+	if err := prog.Register(0, sa); err != nil {
+		t.Fatal(err)
+	}
+	// waitRX waits until s's RX ring holds more than have descriptors.
+	waitRX := func(s *xsk.Socket, have uint32) uint32 {
+		t.Helper()
+		for deadline := time.Now().Add(3 * time.Second); ; {
+			go topo.Ping(p.A, p.V4B, 1, 50*time.Millisecond)
+			if n := uint32(len(s.RX.Unread(nil, true))); n > have {
+				return n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no frame on the RX ring for 3 s", s.Ifname())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	before := waitRX(sa, 0)
+	t.Logf("predecessor: %d on the RX ring", before)
+	id := xdpProgID(t, p.LinkA)
+
+	dup := func(fd int) int {
+		t.Helper()
+		d, err := unix.Dup(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	pf := prog.Files()
+	files := xsk.ProgramFiles{Link: dup(pf.Link), XSKs: dup(pf.XSKs), Passed: dup(pf.Passed), Stamps: dup(pf.Stamps)}
+	memfd := os.NewFile(uintptr(dup(int(r.File().Fd()))), "umem")
+	sockFD := dup(sa.FD())
+	states := r.Frames.States()
+	// The predecessor lets go of everything it holds.
+	if err := errors.Join(prog.Close(), sa.Close(), r.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if got := xdpProgID(t, p.LinkA); got != id {
+		t.Fatalf("program %d on %s after the predecessor closed its own, want %d still", got, p.LinkA, id)
+	}
+	rs2, err := umem.MapSpace(memfd, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := rs2[0]
+	defer r2.Close()
+	if err := r2.Frames.Restore(states); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := xsk.AdoptProgram(p.LinkA, ifindex(t, p.LinkA), 1, prog.Mode(), false, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := xsk.Adopt(r2, sockFD, xsk.Config{Ifname: p.LinkA, Ifindex: ifindex(t, p.LinkA), RingSize: testRingSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := uint32(len(s2.RX.Unread(nil, true))); got < before {
+		t.Errorf("adopted RX ring holds %d descriptors, the predecessor left %d", got, before)
+	}
+	after := waitRX(s2, uint32(len(s2.RX.Unread(nil, true))))
+	k, i := s2.RX.Peek(after)
+	for j := range k {
+		d := s2.RX.Desc(i + j)
+		a := xsk.Flat(d.Addr)
+		if !r2.Frames.Contains(a) || r2.Frames.StateOf(a) != umem.KernelRX {
+			t.Fatalf("RX %d: %#x, %v: not a frame the predecessor lent", j, a, r2.Frames.StateOf(a))
+		}
+		if src := net.HardwareAddr(r2.Mem()[a+6 : a+12]); src.String() == "00:00:00:00:00:00" {
+			t.Errorf("RX %d: an empty frame", j)
+		}
+	}
+	s2.RX.Release(k)
+	if n, err := p2.Passed(); err != nil {
+		t.Errorf("adopted passed counter: %d, %v", n, err)
+	}
+	t.Logf("%d descriptors left by the predecessor, %d after the handover; program %d kept", before, after, id)
+	if err := p2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := xdpProgID(t, p.LinkA); got != 0 {
+		t.Errorf("program %d on %s after the successor closed it", got, p.LinkA)
+	}
+}

@@ -40,6 +40,13 @@ func newLastStamps(queues int) (*LastStamps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("last-stamp map: %w", err)
 	}
+	return mapLastStamps(m, n)
+}
+
+// mapLastStamps maps the values of m, the stamps of n queues; m is
+// closed if that fails.
+func mapLastStamps(m *ebpf.Map, n int) (*LastStamps, error) {
+	n = max(n, 1)
 	// An array map's mmap'd values start at offset 0.
 	size := (n*8 + unix.Getpagesize() - 1) &^ (unix.Getpagesize() - 1)
 	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ, unix.MAP_SHARED)
