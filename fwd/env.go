@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -182,6 +183,75 @@ func (kernel) Attach(l LinkInfo, cfg xsk.AttachConfig) (Program, error) {
 }
 
 func (kernel) Open(r *umem.Region, cfg xsk.Config) (*xsk.Socket, error) { return xsk.Open(r, cfg) }
+
+// ExportProgram implements HandoverEnv: the program's BPF link, XSKMAP,
+// passed counter and, if it takes them, stamps map.
+func (kernel) ExportProgram(p Program) ([]*os.File, error) {
+	xp, ok := p.(*xsk.Program)
+	if !ok {
+		return nil, fmt.Errorf("program %T: not the kernel's", p)
+	}
+	pf := xp.Files()
+	var files []*os.File
+	for _, fd := range []int{pf.Link, pf.XSKs, pf.Passed, pf.Stamps} {
+		if fd < 0 {
+			break // stamps: none
+		}
+		d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("dup program fd: %w", err)
+		}
+		files = append(files, os.NewFile(uintptr(d), "xdp-program"))
+	}
+	if len(files) < 3 {
+		return nil, fmt.Errorf("program: %d kernel objects, want its link, XSKMAP and counter", len(files))
+	}
+	return files, nil
+}
+
+// AdoptProgram implements HandoverEnv.
+func (kernel) AdoptProgram(l LinkInfo, queues int, mode string, vlan bool, files []*os.File) (Program, error) {
+	pf := xsk.ProgramFiles{Link: -1, XSKs: -1, Passed: -1, Stamps: -1}
+	for i, p := range []*int{&pf.Link, &pf.XSKs, &pf.Passed, &pf.Stamps} {
+		if i < len(files) {
+			*p = releaseFD(files[i])
+		}
+	}
+	p, err := xsk.AdoptProgram(l.Name, l.Index, queues, mode, vlan, pf)
+	if err != nil {
+		return nil, err // not a nil *xsk.Program in a non-nil Program
+	}
+	return p, nil
+}
+
+// ExportSocket implements HandoverEnv.
+func (kernel) ExportSocket(s *xsk.Socket) (*os.File, error) {
+	d, err := unix.FcntlInt(uintptr(s.FD()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup socket %s queue %d: %w", s.Ifname(), s.Queue(), err)
+	}
+	return os.NewFile(uintptr(d), "xsk"), nil
+}
+
+// AdoptSocket implements HandoverEnv.
+func (kernel) AdoptSocket(r *umem.Region, f *os.File, cfg xsk.Config) (*xsk.Socket, error) {
+	return xsk.Adopt(r, releaseFD(f), cfg)
+}
+
+// releaseFD is f's descriptor, which the caller owns from then on: f no
+// longer closes it.
+func releaseFD(f *os.File) int {
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return -1
+	}
+	unix.CloseOnExec(fd)
+	return fd
+}
 
 func (kernel) Promiscuous(l LinkInfo) (io.Closer, error) {
 	m, err := promisc.Join(l.Name, l.Index)

@@ -86,7 +86,14 @@ type Forwarder struct {
 	rewatch         chan struct{}
 	vanished        map[string]string // name → why it is out
 
-	stop       atomic.Bool
+	stop atomic.Bool
+	// freeze holds the workers parked between Freeze and Thaw or
+	// Abdicate (handover.go), under linkMu; handedOver is set, and
+	// abdicated closed, once a successor took over.
+	freeze     *frozen
+	handedOver atomic.Bool
+	abdicated  chan struct{}
+
 	started    time.Time
 	stopped    time.Time
 	closeErr   error
@@ -103,7 +110,11 @@ type Forwarder struct {
 // New validates cfg, resolves it against the links into a Plan, then maps
 // the UMEM, attaches the XDP programs and binds the sockets. On any error
 // everything built so far is released.
-func New(config Config) (_ *Forwarder, err error) {
+func New(config Config) (*Forwarder, error) { return build(config, nil) }
+
+// build is New, or with from Adopt: the UMEM, programs and sockets taken
+// over from the predecessor that from describes instead of made.
+func build(config Config, from *adoption) (_ *Forwarder, err error) {
 	host := hostFacts{cpus: allowedCPUs()}
 	// The Config alone first: a bad setting is refused before the links
 	// are looked up (--wait-for-links would wait for them in vain).
@@ -127,13 +138,21 @@ func New(config Config) (_ *Forwarder, err error) {
 	if err != nil {
 		return nil, err
 	}
+	given := links
+	if from != nil {
+		// The predecessor's links, holes included: those added while
+		// it ran too, at the indices it gave them.
+		if links, err = from.links(env, &cfg); err != nil {
+			return nil, err
+		}
+	}
 	for _, d := range cfg.Decisions {
 		cfg.Logger.Log(context.Background(), d.Level, d.Msg, "reason", d.Reason)
 	}
 	n := len(links)
-	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(links), host: host, handler: cfg.Handler,
-		rewatch: make(chan struct{}, 1),
-		progs:   make([]Program, n), socks: make([][]*xsk.Socket, n),
+	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(given), host: host, handler: cfg.Handler,
+		rewatch: make(chan struct{}, 1), abdicated: make(chan struct{}),
+		progs: make([]Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
 	defer func() {
 		if err != nil {
@@ -149,28 +168,13 @@ func New(config Config) (_ *Forwarder, err error) {
 		MaxTxFrags: cfg.MaxTxFrags,
 		ChunkSize:  cfg.FrameSize,
 	}
-	if err := f.mapDomains(); err != nil {
+	if from != nil {
+		err = from.build(f)
+	} else {
+		err = f.make()
+	}
+	if err != nil {
 		return nil, err
-	}
-	for i := range f.links {
-		f.links[i].dom = cfg.domainOf(f.links[i].name)
-	}
-
-	// Programs first: a link that is not ours to take is refused before
-	// any socket is bound to it.
-	for i := range links {
-		if err := f.attach(i); err != nil {
-			return nil, err
-		}
-	}
-
-	for d := range f.doms {
-		if err := f.openDomain(d); err != nil {
-			if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
-				return nil, &InputError{err}
-			}
-			return nil, err
-		}
 	}
 	if cfg.Queues > 1 {
 		f.flows = newFlowState(f.regions(), cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
@@ -178,7 +182,7 @@ func New(config Config) (_ *Forwarder, err error) {
 	for i := range f.socks {
 		f.ports[i] = f.newPorts(i)
 	}
-	f.capture = capture.NewHub(cfg.Queues, cfg.Links)
+	f.capture = capture.NewHub(cfg.Queues, f.Links())
 	for q := range cfg.Queues {
 		w, err := newWorker(f, q)
 		if err != nil {
@@ -186,9 +190,13 @@ func New(config Config) (_ *Forwarder, err error) {
 		}
 		w.tap.point = f.capture.Point(q)
 		f.workers = append(f.workers, w)
-		// Fill rings go full before the program points at the sockets,
-		// so the first packet after "ready" finds a frame to land in.
-		w.rx.refill()
+		if from == nil {
+			// Fill rings go full before the program points at the
+			// sockets, so the first packet after "ready" finds a frame
+			// to land in. (Adopted ones are topped up in Inherit, once
+			// the predecessor let go of them.)
+			w.rx.refill()
+		}
 		for _, p := range w.rx.ports {
 			env.Notify(p.sock, w.wake.wake)
 		}
@@ -203,27 +211,70 @@ func New(config Config) (_ *Forwarder, err error) {
 	// frames for other MACs are not left at the NIC.
 	if cfg.Promiscuous {
 		for _, l := range links {
-			m, err := env.Promiscuous(l.info())
-			if err != nil {
-				return nil, err
+			var m io.Closer
+			if l.name != "" {
+				if m, err = env.Promiscuous(l.info()); err != nil {
+					return nil, err
+				}
 			}
 			f.promisc = append(f.promisc, m)
 		}
 	}
-	for i := range links {
-		if err := f.register(i); err != nil {
-			return nil, err
+	if from == nil {
+		for i := range links {
+			if err := f.register(i); err != nil {
+				return nil, err
+			}
 		}
-	}
-	// From here on a replaced foreign program stays replaced.
-	for _, p := range f.progs {
-		p.Commit()
+		// From here on a replaced foreign program stays replaced.
+		for _, p := range f.progs {
+			p.Commit()
+		}
+	} else {
+		from.observe(f)
 	}
 	f.warnVLANLoss()
-	rxq, modes := make([]int, len(links)), make([]string, len(links))
+	f.logReady(from != nil)
+	return f, nil
+}
+
+// make maps the UMEM, attaches the programs and binds the sockets: New's.
+func (f *Forwarder) make() error {
+	if err := f.mapDomains(); err != nil {
+		return err
+	}
+	for i := range f.links {
+		f.links[i].dom = f.cfg.domainOf(f.links[i].name)
+	}
+	// Programs first: a link that is not ours to take is refused before
+	// any socket is bound to it.
+	for i := range f.links {
+		if err := f.attach(i); err != nil {
+			return err
+		}
+	}
+	for d := range f.doms {
+		if err := f.openDomain(d); err != nil {
+			if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
+				return &InputError{err}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// logReady logs what the forwarder runs on, built or adopted.
+func (f *Forwarder) logReady(adopted bool) {
+	cfg := &f.cfg
+	var rxq []int
+	var modes []string
 	bind := ""
-	for i, l := range links {
-		rxq[i], modes[i] = l.rxQueues, f.progs[i].Mode()
+	for i, l := range f.links {
+		if l.name == "" {
+			continue
+		}
+		rxq, modes = append(rxq, l.rxQueues), append(modes, f.progs[i].Mode())
 		switch b := f.socks[i][0].BindMode(); bind {
 		case "":
 			bind = b
@@ -236,14 +287,17 @@ func New(config Config) (_ *Forwarder, err error) {
 	for d, dm := range f.doms {
 		doms[d] = fmt.Sprintf("%s: %s", dm, strings.Join(dm.Links, ","))
 	}
-	warnBusyShare(&cfg)
-	cfg.Logger.Info("forwarder ready",
-		"links", cfg.Links, "workers", cfg.Queues, "spin", spinString(cfg.Spin),
+	warnBusyShare(cfg)
+	msg := "forwarder ready"
+	if adopted {
+		msg = "forwarder adopted: ready to take over"
+	}
+	cfg.Logger.Info(msg,
+		"links", f.Links(), "workers", cfg.Queues, "spin", spinString(cfg.Spin),
 		"rx_queues", rxq, "ring_size", cfg.RingSize, "xdp_mode", modes,
 		"bind_mode", bind, "promiscuous", cfg.Promiscuous,
 		"umem_backing", f.doms[0].region.Backing(), "umem_bytes", f.umemBytes(), "umem_domains", doms,
 		"max_links", cfg.MaxLinks, "added_ring_size", cfg.AddedRingSize, "umem_reserved_bytes", cfg.UMEMReserved)
-	return f, nil
 }
 
 // mapDomains maps the plan's UMEMs, back to back in one mapping.
@@ -442,10 +496,17 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		wg.Go(func() { w.run(&f.stop) })
 	}
 	wg.Go(func() { f.monitor(ctx, cancel) })
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-f.abdicated: // a successor forwards now (handover.go)
+	}
 	f.Stop()
 	cancel(nil)
 	wg.Wait()
+	if f.HandedOver() {
+		f.stopped = time.Now()
+		return nil
+	}
 	// The captures go on until Close: what finish sends, and what Close
 	// drops at stop, is theirs to see. A link change under way ends
 	// first: it may be the workers' hands (links.go).
@@ -477,7 +538,7 @@ func (f *Forwarder) Stop() {
 	f.statsMu.RLock()
 	defer f.statsMu.RUnlock()
 	for i, p := range f.progs {
-		if p != nil {
+		if p != nil && !f.HandedOver() { // a successor's sockets now
 			for q := range f.socks[i] {
 				p.Unregister(q)
 			}
@@ -527,7 +588,16 @@ func (f *Forwarder) Close() error {
 	}
 	errs = append(errs, f.closeSockets())
 	f.torn = true
-	if len(f.doms) > 0 {
+	if f.HandedOver() {
+		// The successor took every unit where it was: nothing here is
+		// this process's to count or give back.
+		for _, w := range f.workers {
+			errs = append(errs, w.wake.close())
+		}
+		for _, dm := range f.doms {
+			errs = append(errs, dm.region.Close())
+		}
+	} else if len(f.doms) > 0 {
 		for _, w := range f.workers {
 			w.dropHandoffs()
 		}

@@ -47,6 +47,9 @@ func (w *worker) restoreVLAN(d *xsk.Desc) bool {
 // offload (the default); on a NIC, RX VLAN offload strips it.
 func (f *Forwarder) warnVLANLoss() {
 	for i, l := range f.links {
+		if f.progs[i] == nil {
+			continue // a removed link's hole
+		}
 		ok, why := f.progs[i].VLAN()
 		if ok {
 			continue

@@ -73,8 +73,10 @@ type worker struct {
 	coalesce int64
 	// busyPoll: each empty round runs the RX links' NAPI (recvfrom).
 	busyPoll bool
-	// stopping is run's stop flag (Forwarder.stop), for sleep's last look.
+	// stopping is run's stop flag (Forwarder.stop), for sleep's last look;
+	// handed is Forwarder.handedOver: a successor took the rings.
 	stopping *atomic.Bool
+	handed   *atomic.Bool
 
 	// layout comes last: its page meter is some 100 KiB, and the fields
 	// every packet reads (flows, lanes, rx) stay in the worker's first
@@ -98,12 +100,17 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		spin:     newSpinner(f.cfg.Spin),
 		coalesce: int64(f.cfg.Coalesce),
 		busyPoll: f.cfg.BusyPoll > 0,
+		handed:   &f.handedOver,
 	}
 	w.lanes = newTXLanes(len(f.ports), f.cfg.Batch)
 	if len(f.cfg.CPUs) > 0 {
 		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
 	}
 	for i := range f.ports {
+		if len(f.ports[i]) == 0 {
+			continue // a removed link's hole (an adopted forwarder's)
+		}
+		w.chg.live = w.chg.live.Add(i)
 		w.lanes.tx[i] = f.ports[i][q].tx
 		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
 			p := f.ports[i][qq]
@@ -117,7 +124,6 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		}
 	}
 	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
-	w.chg.live = AllLinks(len(f.ports))
 	w.lanes.txAll = slices.Clone(w.lanes.tx)
 	return w, nil
 }
@@ -152,6 +158,9 @@ func (w *worker) run(stop *atomic.Bool) {
 	for !stop.Load() {
 		if w.chg.pending.Load() { // links added or removed (links.go)
 			w.takeChanges()
+			if stop.Load() {
+				break // parked when a successor took over (handover.go)
+			}
 		}
 		w.progress.rounds.Add(1)
 		n, held := w.round()
@@ -220,10 +229,16 @@ func (w *worker) run(stop *atomic.Bool) {
 		w.sleep(pollTimeout)
 	}
 	// Drained while still taking link changes: a caller parks it only
-	// at a round boundary, never mid-drain.
-	w.drain()
+	// at a round boundary, never mid-drain. Not when a successor took
+	// over: the rings are its.
+	if !w.handedOver() {
+		w.drain()
+	}
 	w.setRunning(false)
 }
+
+// handedOver reports whether a successor took the forwarder's rings.
+func (w *worker) handedOver() bool { return w.handed != nil && w.handed.Load() }
 
 // round is one pass over the worker's rings: refill, forward, merge, reap.
 // It returns the packets it moved and the descriptors it holds for order.
