@@ -60,12 +60,15 @@ const RequestGrace = time.Second
 
 // Server is a listening control socket.
 type Server struct {
-	path    string
-	ln      *net.UnixListener
-	ino     uint64
-	wg      sync.WaitGroup
-	once    sync.Once
-	closed  chan struct{}
+	path string
+	ln   *net.UnixListener
+	ino  uint64
+	// released: the socket is a successor's (Release): Close leaves the
+	// file.
+	released atomic.Bool
+	wg       sync.WaitGroup
+	once     sync.Once
+	closed   chan struct{}
 	refused atomic.Uint64
 	errs    atomic.Uint64
 	busy    atomic.Uint64
@@ -82,6 +85,24 @@ type conn struct {
 	*net.UnixConn
 	since time.Time
 	asked atomic.Bool
+}
+
+// UnixConn is the unix connection under c, a connection Serve handed a
+// handler (or one ReadOp returned), for what plain reads and writes
+// cannot do (SCM_RIGHTS); nil if it is not one.
+func UnixConn(c net.Conn) *net.UnixConn {
+	for {
+		switch x := c.(type) {
+		case *net.UnixConn:
+			return x
+		case *conn:
+			return x.UnixConn
+		case *replayConn:
+			c = x.Conn
+		default:
+			return nil
+		}
+	}
 }
 
 func (c *conn) requestRead() { c.asked.Store(true) }
@@ -153,6 +174,48 @@ func clearStale(path string) error {
 
 // Path is where the socket is.
 func (s *Server) Path() string { return s.path }
+
+// Listener is the listening socket as a file, a copy the caller closes,
+// and the inode of the socket's file at Path: for a successor to serve
+// the same socket (ListenFile) without a moment in which it is not.
+func (s *Server) Listener() (*os.File, uint64, error) {
+	f, err := s.ln.File()
+	if err != nil {
+		return nil, 0, fmt.Errorf("control socket %s: %w", s.path, err)
+	}
+	return f, s.ino, nil
+}
+
+// Release stops this process from accepting on the socket, which a
+// successor serves now (ListenFile), and leaves its file where it is:
+// the connections waiting to be accepted are the successor's. Those
+// being served go on; Close waits for them as ever.
+func (s *Server) Release() {
+	s.released.Store(true)
+	s.once.Do(func() {
+		close(s.closed)
+		s.ln.Close()
+	})
+}
+
+// ListenFile serves the control socket at path that a predecessor
+// listened on, from its listener (Listener: f, which the Server owns from
+// then on, and the inode of the socket's file, which Close removes only
+// if it is still that one).
+func ListenFile(path string, ino uint64, f *os.File) (*Server, error) {
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: inherited listener: %w", path, err)
+	}
+	ul, ok := ln.(*net.UnixListener)
+	if !ok {
+		ln.Close()
+		return nil, fmt.Errorf("control socket %s: inherited listener is a %T, not a unix socket's", path, ln)
+	}
+	ul.SetUnlinkOnClose(false)
+	return &Server{path: path, ln: ul, ino: ino, closed: make(chan struct{}), conns: map[*conn]struct{}{}, grace: RequestGrace}, nil
+}
 
 // Serve accepts connections and runs handle on each, on a goroutine of its
 // own, until Close. A connection from a user other than root or the
@@ -308,7 +371,7 @@ func (s *Server) Close(grace time.Duration) error {
 		close(s.closed)
 		err = s.ln.Close()
 		var st syscall.Stat_t
-		if syscall.Stat(s.path, &st) == nil && st.Ino == s.ino {
+		if syscall.Stat(s.path, &st) == nil && st.Ino == s.ino && !s.released.Load() {
 			os.Remove(s.path)
 		}
 	})

@@ -46,6 +46,9 @@ type Options struct {
 	Sink Sink
 	// Swap, in 5tswap mode, is served as xdpfwd_5tswap_*.
 	Swap Swap
+	// Handovers, for a daemon, is served as xdpfwd_handovers_total and
+	// xdpfwd_handover_pause_seconds; nil: not served.
+	Handovers func() Handovers
 }
 
 // Server serves a forwarder's metrics on /metrics and its health on
@@ -108,6 +111,11 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 	if opts.Swap != nil {
 		if err := s.reg.Register(newSwapCollector(opts.Swap)); err != nil {
 			return nil, fmt.Errorf("metrics: register 5tswap collector: %w", err)
+		}
+	}
+	if opts.Handovers != nil {
+		if err := s.reg.Register(newHandoverCollector(opts.Handovers)); err != nil {
+			return nil, fmt.Errorf("metrics: register handover collector: %w", err)
 		}
 	}
 	s.mux = http.NewServeMux()

@@ -2,6 +2,7 @@ package modes_test
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -660,5 +661,88 @@ func TestPortHolds(t *testing.T) {
 				t.Errorf("%v, sends %v; want %v", st, sends(sw, 1), c.want)
 			}
 		})
+	}
+}
+
+// TestSwitchExportImport: a successor's switch, its links added at the
+// indices the predecessor had them, takes the predecessor's state: ports
+// (pinned, provisional with what is left of it, revoked), limits with
+// their buckets' debts, and the learned addresses with their age; what it
+// exports then is what the predecessor exported, and it behaves so.
+func TestSwitchExportImport(t *testing.T) {
+	gw := net.HardwareAddr{0x02, 0x28, 0x9a, 0, 0, 1}
+	moved := net.HardwareAddr{0x02, 0x28, 0x9a, 0, 0, 2}
+	host := net.HardwareAddr{0x02, 0x28, 0x9a, 0, 0, 3}
+	old := modes.NewSwitch(2, 1024, time.Minute)
+	names := []string{"up", "pinned", "thief", "moved"}
+	for _, n := range []string{"up"} {
+		old.LinkAddedAs(0, n)
+	}
+	for _, m := range []net.HardwareAddr{gw, moved, host} {
+		f := ipv4Frame(bcastMAC, m, 0, "10.99.0.1")
+		old.Handle([]fwd.Packet{{Data: f, Len: len(f), Link: 0}})
+	}
+	lim := modes.Limits{IngressRate: 1000, IngressBurst: 3 * 1000 * 8}
+	for i, c := range []struct {
+		name string
+		mac  net.HardwareAddr
+	}{{"pinned", podA}, {"thief", gw}, {"moved", moved}} {
+		if err := old.SecurePort(c.name, modes.Port{MAC: c.mac, IPs: []netip.Addr{netip.MustParseAddr("10.99.0.2")}}); err != nil {
+			t.Fatal(err)
+		}
+		old.LinkAddedAs(i+1, c.name)
+	}
+	if err := old.LimitPort("pinned", lim); err != nil {
+		t.Fatal(err)
+	}
+	// The gateway speaks: the thief is revoked; the moved pod stays
+	// provisional. The limited pod spends its bucket.
+	f := ipv4Frame(bcastMAC, gw, 0, "10.99.0.1")
+	old.Handle([]fwd.Packet{{Data: f, Len: len(f), Link: 0}})
+	big := append(ipv4Frame(podA, hostMAC, 0, "10.99.0.1"), make([]byte, 900)...)
+	for range 4 {
+		old.Handle([]fwd.Packet{{Data: big, Len: len(big), Link: 0}})
+	}
+	st := old.Export()
+	b, _ := json.Marshal(st)
+	var back modes.SwitchState
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	next := modes.NewSwitch(2, 1024, time.Minute)
+	for i, n := range names {
+		next.LinkAddedAs(i, n)
+	}
+	if err := next.Import(back); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		want modes.PortStatus
+	}{{"pinned", modes.PortPinned}, {"thief", modes.PortRevoked}, {"moved", modes.PortProvisional}} {
+		if got := next.PortStatus(c.name); got != c.want {
+			t.Errorf("%s: %v after the import, want %v", c.name, got, c.want)
+		}
+	}
+	again := next.Export()
+	if len(again.Learned) != len(st.Learned) || len(again.Ports) != 3 || len(again.Limits) != 1 {
+		t.Errorf("re-exported %+v, want as %+v", again, st)
+	}
+	if st.Limits[0].InDebt <= 0 || again.Limits[0].InDebt < st.Limits[0].InDebt-time.Second {
+		t.Errorf("bucket debt %v, re-exported %v", st.Limits[0].InDebt, again.Limits[0].InDebt)
+	}
+	// The limited pod's bucket is as spent as it was: a frame for it is
+	// over its rate.
+	p := []fwd.Packet{{Data: big, Len: len(big), Link: 0}}
+	next.Handle(p)
+	if p[0].Cause() != fwd.CauseRateLimited {
+		t.Errorf("a frame for the spent pod after the import: cause %d, want rate_limited", p[0].Cause())
+	}
+	// The revoked thief sends nothing; the host is found on the uplink.
+	own := ipv4Frame(bcastMAC, gw, 0, "10.99.0.2")
+	p = []fwd.Packet{{Data: own, Len: len(own), Link: 2}, {Data: ipv4Frame(host, podA, 0, "10.99.0.2"), Len: 60, Link: 1}}
+	next.Handle(p)
+	if v, out := p[1].Verdict(); p[0].Cause() != fwd.CauseSpoofedSource || v != fwd.VerdictForward || out != 0 {
+		t.Errorf("after the import: the thief's frame cause %d; a frame for the host verdict %d to %d", p[0].Cause(), v, out)
 	}
 }

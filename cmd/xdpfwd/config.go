@@ -44,8 +44,11 @@ type runSettings struct {
 	ff                                fwdFlags
 	interval                          time.Duration
 	summary, metrics, config, control string
-	waitLinks                         bool
-	gf                                genFlags // --mode txonly's
+	// takeover is --takeover: the control socket of the daemon whose
+	// datapath this one takes over (takeover.go), "auto", or "".
+	takeover  string
+	waitLinks bool
+	gf        genFlags // --mode txonly's
 
 	cfg    fwd.Config
 	logger *slog.Logger

@@ -10,13 +10,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/control"
+	"github.com/xdpfwd/xdpfwd/control/handover"
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/modes"
@@ -52,6 +55,20 @@ type controlSocket struct {
 	// a failure it exits on): no forwarder comes after the current one,
 	// and link list says so (health).
 	stopping atomic.Bool
+
+	// The handover (takeover.go). handedOver: a successor serves the
+	// socket and forwards now. metricsLn is --metrics' listener and
+	// stopMetrics what stops serving it, to hand it over; handovers the
+	// datapath's handovers so far and lastPause the last one's.
+	// inherited is the listener a predecessor handed over (ino its
+	// file's), for serve.
+	handedOver   atomic.Bool
+	metricsLn    *net.TCPListener
+	stopMetrics  func()
+	handovers    uint64
+	lastPause    time.Duration
+	inherited    *os.File
+	inheritedIno uint64
 
 	mu   sync.Mutex
 	next chan struct{} // closed when fw changes (forwarder)
@@ -132,7 +149,13 @@ func (cs *controlSocket) setRebuildWait(d time.Duration) {
 func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, logger *slog.Logger) error {
 	cs.hub.Store(f.Capture())
 	cs.setForwarder(f)
-	if cs.srv != nil || path == "off" {
+	if cs.srv != nil {
+		return nil
+	}
+	if cs.inherited != nil {
+		return cs.serveInherited(f, logger)
+	}
+	if path == "off" {
 		return nil
 	}
 	explicit := path != ""
@@ -156,6 +179,33 @@ func (cs *controlSocket) serve(path string, links []string, f *fwd.Forwarder, lo
 	// finds forwarded.
 	cs.state, cs.given = linkStateFile(srv.Path()), slices.Clone(links)
 	cs.restoreLinks(f, links, logger)
+	go srv.Serve(cs.handle)
+	return nil
+}
+
+// inherit makes the socket the one a predecessor served at path, from its
+// listener (its file's inode ino), with the links its settings gave and
+// the datapath's handovers so far: serve serves it.
+func (cs *controlSocket) inherit(path string, ino uint64, ln *os.File, given []string, handovers uint64) {
+	cs.inherited, cs.inheritedIno, cs.state = ln, ino, linkStateFile(path)
+	cs.given, cs.handovers = slices.Clone(given), handovers
+}
+
+// serveInherited serves the socket a predecessor handed over: no link is
+// added back from the state file (the predecessor's are forwarded
+// already), which is written anew.
+func (cs *controlSocket) serveInherited(f *fwd.Forwarder, logger *slog.Logger) error {
+	path := strings.TrimSuffix(cs.state, ".links")
+	srv, err := control.ListenFile(path, cs.inheritedIno, cs.inherited)
+	cs.inherited = nil
+	if err != nil {
+		return err
+	}
+	cs.srv, cs.log = srv, logger
+	logger.Info("control socket", "path", srv.Path(), "inherited", true)
+	if err := cs.saveLinks(f, cs.given); err != nil {
+		logger.Error("link state not written", "err", err)
+	}
 	go srv.Serve(cs.handle)
 	return nil
 }
@@ -187,6 +237,10 @@ func (cs *controlSocket) handle(c net.Conn) {
 	}
 	if linkop.IsOp(op) {
 		linkop.Serve(rc, daemonLinks{cs})
+		return
+	}
+	if op == handover.Op {
+		cs.handOver(c, rc)
 		return
 	}
 	if op != "" && op != "capture" {
@@ -309,6 +363,10 @@ func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string)
 		lm, err := d.manager(f, op, name)
 		if err == nil {
 			d.cs.linkOps.Lock()
+			if d.cs.handedOver.Load() {
+				d.cs.linkOps.Unlock()
+				return fmt.Errorf("link %s %s: %w", op, name, errHandedOver)
+			}
 			err = do(lm, name)
 			if err == nil {
 				if serr := d.cs.saveLinks(f, d.cs.given); serr != nil && d.cs.log != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -84,22 +85,51 @@ func fdbOf(sw *modes.Switch) metrics.FDB {
 }
 
 func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, mm *modeMetrics) (stop func(), err error) {
+	ln, err := listenMetrics(addr, nil)
+	if err != nil {
+		return nil, err
+	}
+	return serveMetricsOn(ln, f, logger, lim, mm, nil)
+}
+
+// listenMetrics is --metrics' listener: the one a predecessor handed over
+// (inherited, which it takes), else a new one on addr.
+func listenMetrics(addr string, inherited *os.File) (*net.TCPListener, error) {
+	if inherited != nil {
+		ln, err := net.FileListener(inherited)
+		inherited.Close()
+		if err != nil {
+			return nil, fmt.Errorf("--metrics %s: inherited listener: %w", addr, err)
+		}
+		if tl, ok := ln.(*net.TCPListener); ok {
+			return tl, nil
+		}
+		ln.Close()
+		return nil, fmt.Errorf("--metrics %s: inherited listener is a %T", addr, ln)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usageError{fmt.Sprintf("--metrics %s: cannot listen: %v", addr, unwrapNetErr(err))}
+	}
+	return ln.(*net.TCPListener), nil
+}
+
+// serveMetricsOn is serveMetricsWith on the listener ln, with the
+// daemon's handovers (nil: none exported).
+func serveMetricsOn(ln *net.TCPListener, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, mm *modeMetrics, handovers func() metrics.Handovers) (stop func(), err error) {
 	if mm == nil {
 		mm = &modeMetrics{}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, usageError{fmt.Sprintf("--metrics %s: cannot listen: %v", addr, unwrapNetErr(err))}
-	}
 	srv, err := metrics.NewServer(f, metrics.Options{
-		Version: version,
-		Logger:  logger,
-		FDB:     mm.fdb,
-		Sink:    mm.sink,
-		Swap:    mm.swap,
+		Handovers: handovers,
+		Version:   version,
+		Logger:    logger,
+		FDB:       mm.fdb,
+		Sink:      mm.sink,
+		Swap:      mm.swap,
 		Health: func() error {
 			if f.Stopping() {
 				return errors.New("stopping")
@@ -118,11 +148,11 @@ func serveMetricsWith(addr string, f *fwd.Forwarder, logger *slog.Logger, lim ht
 		ln.Close()
 		return nil, err
 	}
-	hs, ln := limitedServer(ln, srv, lim, logger)
+	hs, lln := limitedServer(ln, srv, lim, logger)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(lln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			logger.Error("metrics server failed", "addr", ln.Addr().String(), "err", err)
 		}
 	}()

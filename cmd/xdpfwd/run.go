@@ -81,6 +81,10 @@ type daemon struct {
 	ctl controlSocket
 	// rl re-reads --config on SIGHUP; nil without one.
 	rl *reloader
+	// metricsLn is the --metrics listener a predecessor handed over, for
+	// the first start; tookOver says from whom, for the log (takeover.go).
+	metricsLn *os.File
+	tookOver  takeoverInfo
 }
 
 func newDaemon(args []string, st *runSettings, hup chan os.Signal, stderr io.Writer) *daemon {
@@ -141,7 +145,17 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 	// zero-copy: fwd's links.go), so the Config's links are the last
 	// one's.
 	cfg := d.st.cfg
-	f, err := fwd.New(cfg)
+	var f *fwd.Forwarder
+	var err error
+	if d.st.takeover != "" && d.ctl.mode == "" { // the first forwarder only
+		f, err = d.runTakeover(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if f == nil {
+		f, err = fwd.New(cfg)
+	}
 	for err != nil {
 		if !d.st.waitLinks || !errors.Is(err, fwd.ErrUnknownLink) {
 			return nil, err
@@ -175,10 +189,16 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 		return nil, err
 	}
 	if d.st.metrics != "" {
-		if fw.stopMetrics, err = serveMetrics(d.st.metrics, f, d.logger, d.ff.metricsOf()); err != nil {
+		if fw.stopMetrics, err = d.serveMetrics(f); err != nil {
 			f.Close()
 			return nil, err
 		}
+	}
+	if t := d.tookOver; t.from != 0 {
+		pause := time.Since(t.frozen)
+		d.ctl.lastPause = pause
+		d.logger.Info("took over the datapath", "from_pid", t.from, "pause", pause.Round(time.Microsecond), "handovers", d.ctl.handovers, "links", f.Links())
+		d.tookOver = takeoverInfo{}
 	}
 	fw.stopSink = sinkLines(d.ff.sink, fw.interval, d.stderr)
 	if d.st.waitLinks && linksAtRuntime(d.ff.mode) {
@@ -194,6 +214,12 @@ func (d *daemon) stop(fw *forwarding, sum fwd.Summary, err error) error {
 	fw.stopReturns()
 	fw.stopSink()
 	fw.stopMetrics()
+	if fw.f.HandedOver() {
+		// The successor counts on from these totals, and writes the
+		// summary when it stops.
+		d.logger.Info("stopped: handed over to the successor", "duration_s", fmt.Sprintf("%.1f", sum.DurationS))
+		return err
+	}
 	d.logger.Info("stopped", "duration_s", fmt.Sprintf("%.1f", sum.DurationS), "leaked_addresses", sum.UMEM.LeakedAddresses)
 	logTotals(d.logger, sum, d.st.cfg.Links)
 	logSink(d.logger, d.ff.sink)

@@ -1,0 +1,409 @@
+// Restarts that lose nothing: a running daemon hands its datapath to the
+// next one (`xdpfwd run --takeover SOCKET`) over its control socket.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/xdpfwd/xdpfwd/control"
+	"github.com/xdpfwd/xdpfwd/control/handover"
+	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/metrics"
+	"github.com/xdpfwd/xdpfwd/modes"
+)
+
+// The handover, as the two daemons see it. Everything that forwards is a
+// kernel object or memory the kernel holds (fwd's handover.go): the
+// successor is handed their descriptors, with the control socket's and
+// --metrics' listeners, and forwards on them; nothing is rebuilt, and
+// what arrives meanwhile waits on the RX rings.
+//
+//  1. The successor asks on the control socket ({"op":"handover"}).
+//  2. The predecessor, holding its link operations, offers: its version,
+//     mode, forwarder's legacy and files (or says why it refuses).
+//  3. The successor builds its forwarder around them (fwd.Adopt), its
+//     own settings against the predecessor's layout, and says ready (or
+//     why not: the predecessor goes on, the successor exits 2).
+//  4. The predecessor freezes (its workers parked, nothing in flight)
+//     and sends where every unit is, its counters and its switch's state.
+//  5. The successor takes them (fwd.Inherit, modes.Switch.Import) and
+//     says so.
+//  6. The predecessor says go and abdicates: its Run returns, it stops
+//     serving both sockets and exits 0. The successor runs.
+//
+// Until 6, the predecessor can go on: a successor that dies, refuses or
+// takes too long leaves it thawed, and it logs why. After 6 it is the
+// successor's; a successor killed there is a crash (the kernel removes
+// the programs with the last descriptor), as kill -9 of any daemon is.
+//
+// Compatibility: a successor takes over only from a predecessor of its
+// own handoverVersion (and fwd.HandoverVersion) whose layout its own
+// settings give; an older daemon, which knows no handover, answers the
+// request as an unknown op, and the successor says to restart instead.
+
+// handoverVersion is the daemons' protocol's version.
+const handoverVersion = 1
+
+// handoverWaits bound each step: the successor's build (mapping the UMEM,
+// adopting every socket) may take a while; the frozen steps may not.
+const (
+	handoverBuildWait  = 30 * time.Second
+	handoverFrozenWait = 2 * time.Second
+)
+
+// offer is the predecessor's answer to the request.
+type offer struct {
+	Version int    `json:"version"`
+	Refused string `json:"refused,omitempty"`
+	PID     int    `json:"pid"`
+	Mode    string `json:"mode"`
+	// Legacy is the forwarder's; Files how many descriptors follow: its
+	// files, then the control socket's listener, then --metrics' (if
+	// Metrics).
+	Legacy     fwd.Legacy `json:"legacy"`
+	Files      int        `json:"files"`
+	ControlIno uint64     `json:"control_ino"`
+	Metrics    bool       `json:"metrics"`
+	// Given are the links the daemon's settings give (not added over the
+	// socket: the link state file leaves them out).
+	Given []string `json:"given"`
+	// Handovers is how many handovers the datapath went through before.
+	Handovers uint64 `json:"handovers"`
+}
+
+// verdict is the successor's answer at steps 3 and 5: "" to go on.
+type verdict struct {
+	Error string `json:"error,omitempty"`
+}
+
+// frozenState is step 4's message.
+type frozenState struct {
+	Error       string             `json:"error,omitempty"`
+	Inheritance fwd.Inheritance    `json:"inheritance"`
+	Switch      *modes.SwitchState `json:"switch,omitempty"`
+}
+
+// goAhead is step 6's.
+type goAhead struct {
+	Go bool `json:"go"`
+}
+
+// errHandedOver: the daemon handed its datapath over; a link request
+// that finds it so goes to the successor.
+var errHandedOver = errors.New("this xdpfwd handed its datapath to its successor: try again, it serves this socket now")
+
+// handOver serves a successor's request on c (the control socket's
+// connection, whose request line r read): steps 2 to 6 above.
+func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
+	uc := control.UnixConn(c)
+	if uc == nil {
+		c.Close()
+		return
+	}
+	h, err := handover.Accept(uc, r)
+	if err != nil {
+		c.Close()
+		return
+	}
+	defer h.Close()
+	logger := cs.log
+	refuse := func(why string) {
+		logger.Warn("handover refused", "why", why)
+		h.Send(offer{Version: handoverVersion, Refused: why, PID: os.Getpid()})
+	}
+	cs.linkOps.Lock()
+	defer cs.linkOps.Unlock()
+	f := cs.fw.Load()
+	switch {
+	case f == nil || f.Stopping():
+		refuse("no forwarder is running (stopping, or being rebuilt)")
+		return
+	case cs.srv == nil:
+		refuse("no control socket to hand over")
+		return
+	}
+	lg, files, err := f.Legacy()
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
+	defer func() {
+		for _, fl := range files {
+			fl.Close()
+		}
+	}()
+	ln, ino, err := cs.srv.Listener()
+	if err != nil {
+		refuse(err.Error())
+		return
+	}
+	files = append(files, ln)
+	of := offer{Version: handoverVersion, PID: os.Getpid(), Mode: cs.mode, Legacy: lg, ControlIno: ino,
+		Given: cs.given, Handovers: cs.handovers}
+	if cs.metricsLn != nil {
+		ml, err := cs.metricsLn.File()
+		if err != nil {
+			refuse(fmt.Sprintf("--metrics listener: %v", err))
+			return
+		}
+		files, of.Metrics = append(files, ml), true
+	}
+	of.Files = len(files)
+	logger.Info("handover: a successor asks; offering the datapath", "links", f.Links(), "files", len(files))
+	if err := h.Send(of); err != nil {
+		logger.Error("handover: the successor went away; going on", "err", err)
+		return
+	}
+	if err := h.SendFiles(files); err != nil {
+		logger.Error("handover: the successor went away; going on", "err", err)
+		return
+	}
+	var v verdict
+	if err := h.Recv(&v, handoverBuildWait); err != nil || v.Error != "" {
+		logger.Error("handover: the successor did not take over; going on", "why", cmpErr(v.Error, err))
+		return
+	}
+	begin := time.Now()
+	in, err := f.Freeze(f.Links())
+	if err != nil {
+		h.Send(frozenState{Error: err.Error()})
+		logger.Error("handover: could not freeze; going on", "err", err)
+		return
+	}
+	st := frozenState{Inheritance: in}
+	if cs.sw != nil {
+		sw := cs.sw.Export()
+		st.Switch = &sw
+	}
+	thaw := func(why string, err error) {
+		f.Thaw()
+		logger.Error("handover: "+why+"; thawed, going on", "err", err, "frozen", time.Since(begin).Round(time.Microsecond))
+	}
+	if err := h.Send(st); err != nil {
+		thaw("the successor went away", err)
+		return
+	}
+	if err := h.Recv(&v, handoverFrozenWait); err != nil || v.Error != "" {
+		thaw("the successor could not take the frozen state", errors.New(cmpErr(v.Error, err)))
+		return
+	}
+	if err := h.Send(goAhead{Go: true}); err != nil {
+		thaw("the successor went away", err)
+		return
+	}
+	// The successor's now: no link request of ours changes it, neither
+	// socket is served here, and Run returns.
+	cs.handedOver.Store(true)
+	cs.srv.Release()
+	if cs.stopMetrics != nil {
+		cs.stopMetrics()
+	}
+	f.Abdicate()
+	logger.Info("handed over: the successor forwards", "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
+}
+
+func cmpErr(s string, err error) string {
+	if s != "" {
+		return s
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "no reason given"
+}
+
+// takeover is the successor's side, from the offer on.
+type takeover struct {
+	h         *handover.Conn
+	of        offer
+	files     []*os.File // the forwarder's
+	control   *os.File
+	metrics   *os.File
+	socket    string
+	sentReady bool
+}
+
+// beginTakeover asks the daemon at socket to hand over and receives its
+// offer; nil without an error: auto found no daemon there to take over
+// from. A refusal is the request's fault (exit 2).
+func beginTakeover(socket string, auto bool, logger *slog.Logger) (*takeover, error) {
+	h, err := handover.Dial(socket, 5*time.Second)
+	if err != nil {
+		if auto {
+			logger.Info("takeover auto: no daemon answers on the control socket; starting afresh", "socket", socket)
+			return nil, nil
+		}
+		return nil, usageError{fmt.Sprintf("--takeover %s: %v", socket, err)}
+	}
+	t := &takeover{h: h, socket: socket}
+	if err := h.Recv(&t.of, 10*time.Second); err != nil {
+		h.Close()
+		return nil, usageError{fmt.Sprintf("--takeover %s: the daemon there does not hand over (an xdpfwd older than handover, or busy): %v; restart it instead", socket, err)}
+	}
+	switch {
+	case t.of.Refused != "":
+		h.Close()
+		return nil, usageError{fmt.Sprintf("--takeover %s: refused: %s", socket, t.of.Refused)}
+	case t.of.Version != handoverVersion:
+		h.Close()
+		return nil, usageError{fmt.Sprintf("--takeover %s: the daemon there speaks handover version %d, this one %d: restart it instead", socket, t.of.Version, handoverVersion)}
+	}
+	files, err := h.RecvFiles(t.of.Files, 10*time.Second)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("--takeover %s: %w", socket, err)
+	}
+	n := len(files)
+	if t.of.Metrics {
+		t.metrics, n = files[n-1], n-1
+	}
+	t.control, n = files[n-1], n-1
+	t.files = files[:n]
+	logger.Info("takeover: offered the datapath", "socket", socket, "pid", t.of.PID, "mode", t.of.Mode, "files", t.of.Files)
+	return t, nil
+}
+
+// adopt builds the forwarder around the offer (step 3), or says why not
+// to the predecessor, which then goes on.
+func (t *takeover) adopt(cfg fwd.Config, mode string) (*fwd.Forwarder, error) {
+	var f *fwd.Forwarder
+	err := fmt.Errorf("the running daemon's mode is %s, this one's %s: a restart, not a handover, changes it", t.of.Mode, mode)
+	if t.of.Mode == mode {
+		f, err = fwd.Adopt(cfg, t.of.Legacy, t.files)
+	}
+	t.files = nil // Adopt's now
+	if err != nil {
+		t.h.Send(verdict{Error: err.Error()})
+		t.close()
+		if errors.Is(err, fwd.ErrHandover) || t.of.Mode != mode {
+			return nil, usageError{fmt.Sprintf("--takeover %s: %v", t.socket, err)}
+		}
+		return nil, fmt.Errorf("--takeover %s: %w", t.socket, err)
+	}
+	t.sentReady = true
+	if err := t.h.Send(verdict{}); err != nil {
+		f.Close()
+		t.close()
+		return nil, fmt.Errorf("--takeover %s: the running daemon went away: %w", t.socket, err)
+	}
+	return f, nil
+}
+
+// inherit takes the frozen state (steps 4 and 5) and waits for go (6);
+// once it returns nil the datapath is this process's, paused since
+// frozen.
+func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time, err error) {
+	var st frozenState
+	if err := t.h.Recv(&st, handoverBuildWait); err != nil {
+		return time.Time{}, fmt.Errorf("--takeover %s: the running daemon went away before it froze: %w", t.socket, err)
+	}
+	frozen = time.Now()
+	if st.Error != "" {
+		return frozen, fmt.Errorf("--takeover %s: the running daemon could not freeze: %s", t.socket, st.Error)
+	}
+	err = f.Inherit(st.Inheritance)
+	if err == nil && st.Switch != nil {
+		if sw == nil {
+			err = errors.New("a switch's state, and this daemon has no switch")
+		} else {
+			err = sw.Import(*st.Switch)
+		}
+	}
+	if err != nil {
+		t.h.Send(verdict{Error: err.Error()})
+		return frozen, fmt.Errorf("--takeover %s: %w", t.socket, err)
+	}
+	if err := t.h.Send(verdict{}); err != nil {
+		return frozen, fmt.Errorf("--takeover %s: the running daemon went away: %w", t.socket, err)
+	}
+	var g goAhead
+	if err := t.h.Recv(&g, handoverFrozenWait); err != nil || !g.Go {
+		return frozen, fmt.Errorf("--takeover %s: the running daemon did not let go (it goes on): %v", t.socket, err)
+	}
+	return frozen, nil
+}
+
+// close closes what the takeover still holds.
+func (t *takeover) close() {
+	for _, f := range append(t.files, t.control, t.metrics) {
+		if f != nil {
+			f.Close()
+		}
+	}
+	t.files, t.control, t.metrics = nil, nil, nil
+	t.h.Close()
+}
+
+// takeoverFrom is where --takeover points: the socket named, or with
+// auto, --control's (its default too).
+func takeoverFrom(takeover, controlPath string, links []string) (socket string, auto bool) {
+	if takeover != "auto" {
+		return takeover, false
+	}
+	if controlPath == "" || controlPath == "off" {
+		return control.DefaultPath(links[0]), true
+	}
+	return controlPath, true
+}
+
+// runTakeover is start's: the forwarder taken over from the daemon at
+// --takeover (nil, nil: auto found none to take over from, start
+// afresh), with the control socket's and --metrics' listeners.
+func (d *daemon) runTakeover(ctx context.Context, cfg fwd.Config) (*fwd.Forwarder, error) {
+	socket, auto := takeoverFrom(d.st.takeover, d.st.control, cfg.Links)
+	t, err := beginTakeover(socket, auto, d.logger)
+	if t == nil {
+		return nil, err
+	}
+	f, err := t.adopt(cfg, d.ff.mode)
+	if err != nil {
+		return nil, err
+	}
+	frozen, err := t.inherit(f, d.ff.sw)
+	if err != nil {
+		f.Close()
+		t.close()
+		return nil, err
+	}
+	// From here on the datapath is ours: the sockets are served at once.
+	d.ctl.inherit(socket, t.of.ControlIno, t.control, t.of.Given, t.of.Handovers+1)
+	d.metricsLn = t.metrics
+	t.control, t.metrics = nil, nil
+	t.close()
+	d.tookOver = takeoverInfo{from: t.of.PID, frozen: frozen}
+	return f, nil
+}
+
+// takeoverInfo is what the daemon logs once it runs what it took over.
+type takeoverInfo struct {
+	from   int
+	frozen time.Time
+}
+
+// serveMetrics serves --metrics for f on the listener a predecessor
+// handed over, or a new one, and keeps it for a successor.
+func (d *daemon) serveMetrics(f *fwd.Forwarder) (stop func(), err error) {
+	ln, err := listenMetrics(d.st.metrics, d.metricsLn)
+	d.metricsLn = nil
+	if err != nil {
+		return nil, err
+	}
+	stop, err = serveMetricsOn(ln, f, d.logger, defaultHTTPLimits, d.ff.metricsOf(), d.ctl.handoverStats)
+	if err != nil {
+		return nil, err
+	}
+	d.ctl.metricsLn, d.ctl.stopMetrics = ln, stop
+	return stop, nil
+}
+
+// handoverStats is what the metrics say of the handovers.
+func (cs *controlSocket) handoverStats() metrics.Handovers {
+	return metrics.Handovers{Count: cs.handovers, LastPause: cs.lastPause}
+}
