@@ -69,11 +69,11 @@ type Server struct {
 	wg       sync.WaitGroup
 	once     sync.Once
 	closed   chan struct{}
-	refused atomic.Uint64
-	errs    atomic.Uint64
-	busy    atomic.Uint64
-	evicted atomic.Uint64
-	grace   time.Duration // RequestGrace; tests shorten it
+	refused  atomic.Uint64
+	errs     atomic.Uint64
+	busy     atomic.Uint64
+	evicted  atomic.Uint64
+	grace    time.Duration // RequestGrace; tests shorten it
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
