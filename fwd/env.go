@@ -241,15 +241,22 @@ func (kernel) AdoptSocket(r *umem.Region, f *os.File, cfg xsk.Config) (*xsk.Sock
 	return xsk.Adopt(r, releaseFD(f), cfg)
 }
 
-// releaseFD is f's descriptor, which the caller owns from then on: f no
-// longer closes it.
+// releaseFD is a duplicate of f's descriptor, which the caller owns from
+// then on; f is closed. It does not call f.Fd, which would put the open
+// file description the predecessor still uses in blocking mode.
 func releaseFD(f *os.File) int {
-	fd, err := unix.Dup(int(f.Fd()))
-	f.Close()
+	defer f.Close()
+	rc, err := f.SyscallConn()
 	if err != nil {
 		return -1
 	}
-	unix.CloseOnExec(fd)
+	fd := -1
+	rc.Control(func(d uintptr) {
+		fd, err = unix.FcntlInt(d, unix.F_DUPFD_CLOEXEC, 0)
+	})
+	if err != nil {
+		return -1
+	}
 	return fd
 }
 

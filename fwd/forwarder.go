@@ -193,8 +193,8 @@ func build(config Config, from *adoption) (_ *Forwarder, err error) {
 		if from == nil {
 			// Fill rings go full before the program points at the
 			// sockets, so the first packet after "ready" finds a frame
-			// to land in. (Adopted ones are topped up in Inherit, once
-			// the predecessor let go of them.)
+			// to land in. (Adopted ones are topped up by Run's first
+			// round, once the predecessor let go of them.)
 			w.rx.refill()
 		}
 		for _, p := range w.rx.ports {

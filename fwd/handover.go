@@ -466,7 +466,9 @@ func (a *adoption) build(f *Forwarder) error {
 	for d, dm := range f.cfg.Domains {
 		cfgs[d] = dm.UMEM
 	}
-	regions, err := umem.MapSpace(mem, cfgs...)
+	// A MiB at a time, 100 µs apart: a few ms of a CPU spread over ten
+	// times that, while the predecessor forwards.
+	regions, err := umem.MapSpace(mem, 100*time.Microsecond, cfgs...)
 	if err != nil {
 		mem.Close()
 		return fmt.Errorf("%w: %w", ErrHandover, err)
@@ -548,8 +550,9 @@ func (a *adoption) observe(f *Forwarder) {
 
 // Inherit takes the datapath as the predecessor left it at Freeze: every
 // unit where it was, the counters so far, each ring read where it stands
-// now, and the fill rings topped up. Call it once the predecessor froze,
-// before Run.
+// now. Call it once the predecessor froze, before Run; it only reads what
+// is shared, so a handover that fails after it leaves the predecessor's
+// rings as they were.
 func (f *Forwarder) Inherit(in Inheritance) error {
 	if len(in.Units) != len(f.doms) {
 		return fmt.Errorf("%w: units of %d domains, this forwarder has %d", ErrHandover, len(in.Units), len(f.doms))
@@ -573,8 +576,8 @@ func (f *Forwarder) Inherit(in Inheritance) error {
 			}
 		}
 	}
-	for _, w := range f.workers {
-		w.rx.refill()
-	}
+	// Nothing here writes what the kernel or the predecessor shares
+	// (rings, UMEM, maps): until Run, the predecessor may still thaw.
+	// Run's first round tops the fill rings up.
 	return nil
 }

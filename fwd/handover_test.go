@@ -58,6 +58,30 @@ func handOver(t *testing.T, r *running, cfg fwd.Config) (*running, time.Duration
 	return nr, pause
 }
 
+// inheritAndFail adopts r's datapath, inherits it frozen, and closes the
+// successor before it runs; r thaws.
+func inheritAndFail(t *testing.T, r *running, cfg fwd.Config) {
+	t.Helper()
+	cfg.Links = r.f.Plan().Links
+	lg, files, err := r.f.Legacy()
+	if err != nil {
+		t.Fatalf("Legacy: %v", err)
+	}
+	next, err := fwd.Adopt(cfg, lg, files)
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	defer next.Close()
+	in, err := r.f.Freeze(r.f.Links())
+	if err != nil {
+		t.Fatalf("Freeze: %v", err)
+	}
+	defer r.f.Thaw()
+	if err := next.Inherit(in); err != nil {
+		t.Fatalf("Inherit: %v", err)
+	}
+}
+
 // TestHandoverStream: a sequenced UDP stream at 100,000 datagrams/s
 // crosses a cross-connect whose forwarder is replaced five times, each
 // successor taking over the predecessor's UMEM, sockets and programs:
@@ -105,7 +129,8 @@ func testHandoverStream(t *testing.T, queues int) {
 }
 
 // TestHandoverThawAndRefusal: a freeze the successor never takes over
-// from is thawed, and the stream goes on, none lost; a successor whose
+// from is thawed, and the stream goes on, none lost, also when the
+// successor took the frozen state before it failed; a successor whose
 // settings change the layout is refused before anything is frozen,
 // naming what differs; a freeze while links changed since the legacy is
 // refused; and after all that, a handover still takes over.
@@ -127,6 +152,10 @@ func TestHandoverThawAndRefusal(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // what arrives meanwhile waits on the RX ring
 	r.f.Thaw()
+	// One that fails after it took the frozen state (the daemons' step 5:
+	// it dies, or cannot take the switch's state): Inherit wrote nothing
+	// the predecessor's rings hold, so the predecessor thaws as it was.
+	inheritAndFail(t, r, cfg)
 	// Settings that change the layout.
 	other := cfg
 	other.Links = r.f.Plan().Links

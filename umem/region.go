@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -179,8 +180,11 @@ func NewSpace(cfgs ...Config) ([]*Region, error) {
 // from their memory's file (Region.File): the same pages, which the
 // kernel's UMEMs hold, as they are. Their zones start with every unit
 // Free: the caller restores each zone's states (Zone.Restore) before it
-// takes a unit.
-func MapSpace(file *os.File, cfgs ...Config) ([]*Region, error) {
+// takes a unit. The mapping is faulted in a piece at a time, with pause
+// between pieces (0: at once): the other process forwards meanwhile, and
+// a successor that took a CPU whole for the milliseconds tens of MiB of
+// page tables take would stall it.
+func MapSpace(file *os.File, pause time.Duration, cfgs ...Config) ([]*Region, error) {
 	if len(cfgs) == 0 {
 		return nil, errors.New("umem: no region to map")
 	}
@@ -201,9 +205,25 @@ func MapSpace(file *os.File, cfgs ...Config) ([]*Region, error) {
 	if uint64(st.Size) != total {
 		return nil, fmt.Errorf("umem: %s is %d bytes, the regions take %d: not theirs", file.Name(), st.Size, total)
 	}
-	mem, err := unix.Mmap(int(file.Fd()), 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := unix.Mmap(int(file.Fd()), 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("umem: map %s (%d bytes): %w", file.Name(), total, err)
+	}
+	const piece = 1 << 20
+	for off := 0; off < len(mem); off += piece {
+		chunk := mem[off:min(off+piece, len(mem))]
+		if unix.Madvise(chunk, unix.MADV_POPULATE_WRITE) != nil {
+			// (Before Linux 5.14.) A read, never a write: the kernel
+			// may be writing a packet there this very moment.
+			var sink byte
+			for i := 0; i < len(chunk); i += smallPage {
+				sink |= chunk[i]
+			}
+			_ = sink
+		}
+		if pause > 0 {
+			time.Sleep(pause)
+		}
 	}
 	return carve(&mapping{mem: mem, file: file, open: len(cfgs)}, backingOf(file, mem), cfgs), nil
 }

@@ -267,7 +267,7 @@ func TestMapSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := MapSpace(dup, cfgs...)
+	next, err := MapSpace(dup, 0, cfgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestMapSpace(t *testing.T) {
 	}
 	short, _ := os.CreateTemp(t.TempDir(), "short")
 	short.Truncate(4096)
-	if _, err := MapSpace(short, cfgs...); err == nil {
+	if _, err := MapSpace(short, 0, cfgs...); err == nil {
 		t.Error("MapSpace of a file of another size: no error")
 	}
 }

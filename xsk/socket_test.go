@@ -769,7 +769,7 @@ func TestAdopt(t *testing.T) {
 	if got := xdpProgID(t, p.LinkA); got != id {
 		t.Fatalf("program %d on %s after the predecessor closed its own, want %d still", got, p.LinkA, id)
 	}
-	rs2, err := umem.MapSpace(memfd, cfg)
+	rs2, err := umem.MapSpace(memfd, 0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

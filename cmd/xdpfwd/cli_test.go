@@ -158,8 +158,18 @@ type proc struct {
 // did not wait for it.
 func startBin(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startPath(t, binary(t), nil, args...)
+}
+
+// startPath is startBin of the binary at path, with env added to the
+// environment.
+func startPath(t *testing.T, path string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, args: args, stdout: new(syncBuffer), stderr: new(syncBuffer), done: make(chan struct{})}
-	p.cmd = exec.Command(binary(t), args...)
+	p.cmd = exec.Command(path, args...)
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.WaitDelay = 2 * time.Second
 	if err := p.cmd.Start(); err != nil {

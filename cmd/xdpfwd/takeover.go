@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/control"
@@ -35,13 +37,19 @@ import (
 //     and sends where every unit is, its counters and its switch's state.
 //  5. The successor takes them (fwd.Inherit, modes.Switch.Import) and
 //     says so.
-//  6. The predecessor says go and abdicates: its Run returns, it stops
-//     serving both sockets and exits 0. The successor runs.
+//  6. The predecessor says go.
+//  7. The successor says "mine" and runs; the predecessor abdicates: its
+//     Run returns, it stops serving both sockets and exits 0.
 //
-// Until 6, the predecessor can go on: a successor that dies, refuses or
-// takes too long leaves it thawed, and it logs why. After 6 it is the
-// successor's; a successor killed there is a crash (the kernel removes
-// the programs with the last descriptor), as kill -9 of any daemon is.
+// Until the successor says "mine" it has written nothing the two share
+// (rings, UMEM, maps; fwd.Inherit only reads), so the predecessor can go
+// on: a successor that dies, refuses or takes too long before 6, or dies
+// between 6 and 7, leaves it thawed, and it logs why. After 7 the
+// datapath is the successor's, and so it is if the successor falls silent
+// after 6 (it may write at any moment); a successor killed then is a
+// crash (the kernel removes the programs with the last descriptor), as
+// kill -9 of any daemon is. A predecessor killed once frozen takes its
+// datapath with it: the successor exits 1 and a supervisor starts afresh.
 //
 // Compatibility: a successor takes over only from a predecessor of its
 // own handoverVersion (and fwd.HandoverVersion) whose layout its own
@@ -177,6 +185,8 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 		logger.Error("handover: could not freeze; going on", "err", err)
 		return
 	}
+	logger.Debug("handover: frozen", "took", time.Since(begin))
+	killPoint("predecessor-frozen")
 	st := frozenState{Inheritance: in}
 	if cs.sw != nil {
 		sw := cs.sw.Export()
@@ -190,13 +200,26 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 		thaw("the successor went away", err)
 		return
 	}
+	logger.Debug("handover: frozen state sent", "since_freeze", time.Since(begin))
 	if err := h.Recv(&v, handoverFrozenWait); err != nil || v.Error != "" {
 		thaw("the successor could not take the frozen state", errors.New(cmpErr(v.Error, err)))
 		return
 	}
+	logger.Debug("handover: the successor took it", "since_freeze", time.Since(begin))
 	if err := h.Send(goAhead{Go: true}); err != nil {
 		thaw("the successor went away", err)
 		return
+	}
+	// It says "mine" before it writes a ring: the connection's end
+	// without it means it died not having touched one, and the
+	// datapath is still this one's. Silence is not that: a successor
+	// that is slow (stopped, starved) may write at any moment, so the
+	// datapath is its own.
+	if err := h.Recv(&v, handoverFrozenWait); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		thaw("the successor died before it took the rings", err)
+		return
+	} else if err != nil {
+		logger.Warn("handover: the successor did not say it took the rings; it has them", "err", err)
 	}
 	// The successor's now: no link request of ours changes it, neither
 	// socket is served here, and Run returns.
@@ -222,6 +245,7 @@ func cmpErr(s string, err error) string {
 // takeover is the successor's side, from the offer on.
 type takeover struct {
 	h         *handover.Conn
+	log       *slog.Logger
 	of        offer
 	files     []*os.File // the forwarder's
 	control   *os.File
@@ -242,7 +266,7 @@ func beginTakeover(socket string, auto bool, logger *slog.Logger) (*takeover, er
 		}
 		return nil, usageError{fmt.Sprintf("--takeover %s: %v", socket, err)}
 	}
-	t := &takeover{h: h, socket: socket}
+	t := &takeover{h: h, socket: socket, log: logger}
 	if err := h.Recv(&t.of, 10*time.Second); err != nil {
 		h.Close()
 		return nil, usageError{fmt.Sprintf("--takeover %s: the daemon there does not hand over (an xdpfwd older than handover, or busy): %v; restart it instead", socket, err)}
@@ -266,6 +290,7 @@ func beginTakeover(socket string, auto bool, logger *slog.Logger) (*takeover, er
 	}
 	t.control, n = files[n-1], n-1
 	t.files = files[:n]
+	killPoint("offer")
 	logger.Info("takeover: offered the datapath", "socket", socket, "pid", t.of.PID, "mode", t.of.Mode, "files", t.of.Files)
 	return t, nil
 }
@@ -288,6 +313,8 @@ func (t *takeover) adopt(cfg fwd.Config, mode string) (*fwd.Forwarder, error) {
 		return nil, fmt.Errorf("--takeover %s: %w", t.socket, err)
 	}
 	t.sentReady = true
+	killPoint("adopted")
+	t.log.Debug("takeover: adopted")
 	if err := t.h.Send(verdict{}); err != nil {
 		f.Close()
 		t.close()
@@ -305,6 +332,8 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 		return time.Time{}, fmt.Errorf("--takeover %s: the running daemon went away before it froze: %w", t.socket, err)
 	}
 	frozen = time.Now()
+	killPoint("frozen")
+	t.log.Debug("takeover: frozen state received")
 	if st.Error != "" {
 		return frozen, fmt.Errorf("--takeover %s: the running daemon could not freeze: %s", t.socket, st.Error)
 	}
@@ -316,6 +345,7 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 			err = sw.Import(*st.Switch)
 		}
 	}
+	t.log.Debug("takeover: inherited", "since_frozen", time.Since(frozen))
 	if err != nil {
 		t.h.Send(verdict{Error: err.Error()})
 		return frozen, fmt.Errorf("--takeover %s: %w", t.socket, err)
@@ -323,10 +353,17 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 	if err := t.h.Send(verdict{}); err != nil {
 		return frozen, fmt.Errorf("--takeover %s: the running daemon went away: %w", t.socket, err)
 	}
+	killPoint("inherited")
 	var g goAhead
 	if err := t.h.Recv(&g, handoverFrozenWait); err != nil || !g.Go {
 		return frozen, fmt.Errorf("--takeover %s: the running daemon did not let go (it goes on): %v", t.socket, err)
 	}
+	killPoint("go")
+	// Step 7: "mine", before any ring is written (Run). A predecessor
+	// that went away since has abdicated or died: either way the
+	// datapath is this one's to run.
+	t.h.Send(verdict{})
+	t.log.Debug("takeover: go", "since_frozen", time.Since(frozen))
 	return frozen, nil
 }
 

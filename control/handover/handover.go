@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -125,16 +126,38 @@ func (c *Conn) SendFiles(files []*os.File) error {
 		k := min(len(files), filesPerMsg)
 		fds := make([]int, k)
 		for i, f := range files[:k] {
-			fds[i] = int(f.Fd())
+			fd, err := descriptor(f)
+			if err != nil {
+				return fmt.Errorf("handover: send %s: %w", f.Name(), err)
+			}
+			fds[i] = fd
 		}
 		b, _ := json.Marshal(k)
 		msg := append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
-		if _, _, err := c.c.WriteMsgUnix(msg, unix.UnixRights(fds...), nil); err != nil {
+		_, _, err := c.c.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
+		runtime.KeepAlive(files)
+		if err != nil {
 			return fmt.Errorf("handover: send %d files: %w", k, err)
 		}
 		files = files[k:]
 	}
 	return nil
+}
+
+// descriptor is f's descriptor, read without f.Fd, which would put the
+// open file description (shared with every duplicate: a listener still
+// accepting, a socket still forwarding) in blocking mode, and a blocked
+// accept would then hold up the listener's Close.
+func descriptor(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	if err := rc.Control(func(d uintptr) { fd = int(d) }); err != nil {
+		return -1, err
+	}
+	return fd, nil
 }
 
 // RecvFiles receives n files SendFiles sent, within timeout; the caller

@@ -15,12 +15,16 @@ import (
 )
 
 // A SeqStream is one UDP flow at a steady rate from one namespace to
-// another, each datagram carrying its 64-bit sequence number: the sender
-// writes what is due every tick in sendmmsg batches, the receiver reads
-// with recvmmsg and records what arrived, in what order, and every
-// silence between two arrivals longer than a floor, with when it began.
-// It measures what a datapath loses, reorders and stalls while something
-// happens to it (a handover, a restart).
+// another, each datagram carrying its 64-bit sequence number and when it
+// was sent: the sender writes what is due every tick in sendmmsg batches,
+// the receiver reads with recvmmsg and records what arrived, in what
+// order, every silence between two arrivals longer than a floor, and
+// every datagram that took longer than the floor to arrive. Arrivals are
+// the kernel's receive stamps (SO_TIMESTAMPNS), not when the receiving
+// thread got to them: a receiver descheduled on a busy machine does not
+// pass for a datapath that stalled. It measures what a datapath loses,
+// reorders and holds while something happens to it (a handover, a
+// restart).
 type SeqStream struct {
 	sfd, rfd int
 	pps      int
@@ -30,17 +34,22 @@ type SeqStream struct {
 	sent atomic.Uint64
 	stop atomic.Bool
 	// The receiver's, read once it has stopped.
-	seen                 []uint64 // a bit per sequence number
-	received, reordered  uint64
-	dups, beyond         uint64
-	maxSeq               int64
-	gaps                 []Gap
-	floor                time.Duration
-	last                 time.Time
-	sendDone, recvDone   chan error
-	recvStop             atomic.Bool
-	mu                   sync.Mutex // guards gaps, last for Gaps while running
-	firstArrival, lastAt time.Time
+	seen                []uint64 // a bit per sequence number
+	received, reordered uint64
+	dups, beyond        uint64
+	maxSeq              int64
+	gaps                []Gap
+	delays              []Gap // datagrams that took longer than floor: when they arrived, and how long
+	maxDelay            time.Duration
+	floor               time.Duration
+	last                time.Time
+	sendDone, recvDone  chan error
+	recvStop            atomic.Bool
+	mu                  sync.Mutex // guards gaps, last for Gaps while running
+
+	stopOnce sync.Once
+	result   SeqResult
+	err      error
 }
 
 // Gap is a silence at the receiver: no datagram from At for Len.
@@ -60,6 +69,11 @@ type SeqResult struct {
 	// longest silence of all.
 	Gaps   []Gap
 	MaxGap time.Duration
+	// Delays are the datagrams that took longer than the floor from
+	// the sender's write to the receiving kernel (At their arrival, Len
+	// the time they took); MaxDelay the longest of all.
+	Delays   []Gap
+	MaxDelay time.Duration
 }
 
 const (
@@ -72,14 +86,18 @@ const (
 // to); silences longer than floor are recorded. It runs until Stop, or
 // until it has sent seqMaxSent.
 func StartSeqStream(src, dst *NS, from, to netip.Addr, pps, size int, floor time.Duration) (*SeqStream, error) {
-	if pps <= 0 || size < 8 || size > 1400 {
-		return nil, fmt.Errorf("seq stream: %d pps of %d bytes: want a rate and 8..1400 bytes", pps, size)
+	if pps <= 0 || size < 16 || size > 1400 {
+		return nil, fmt.Errorf("seq stream: %d pps of %d bytes: want a rate and 16..1400 bytes", pps, size)
 	}
 	rfd, port, err := udpSocket(dst, to)
 	if err != nil {
 		return nil, err
 	}
 	unix.SetsockoptInt(rfd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+	if err := unix.SetsockoptInt(rfd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		unix.Close(rfd)
+		return nil, fmt.Errorf("seq stream: SO_TIMESTAMPNS: %w", err)
+	}
 	sfd, _, err := udpSocket(src, from)
 	if err != nil {
 		unix.Close(rfd)
@@ -154,8 +172,10 @@ func (s *SeqStream) send() error {
 			continue
 		}
 		n := min(int(due), seqBatch, int(seqMaxSent-seq))
+		now := uint64(time.Now().UnixNano())
 		for i := range n {
 			binary.BigEndian.PutUint64(bufs[i], seq+uint64(i))
+			binary.BigEndian.PutUint64(bufs[i][8:], now)
 		}
 		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(s.sfd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(n), 0, 0, 0)
 		switch {
@@ -175,7 +195,15 @@ func (s *SeqStream) receive() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	bufs, msgs := mmsgs(seqBatch, 2048)
+	oobLen := unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{})))
+	oob := make([]byte, seqBatch*oobLen)
+	for i := range msgs {
+		msgs[i].Hdr.Control = &oob[i*oobLen]
+	}
 	for !s.recvStop.Load() {
+		for i := range msgs {
+			msgs[i].Hdr.SetControllen(oobLen)
+		}
 		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.rfd), uintptr(unsafe.Pointer(&msgs[0])), seqBatch, unix.MSG_WAITFORONE, 0, 0)
 		if errno == unix.EAGAIN || errno == unix.EINTR {
 			continue
@@ -183,41 +211,63 @@ func (s *SeqStream) receive() error {
 		if errno != 0 {
 			return fmt.Errorf("seq stream: recvmmsg: %w", errno)
 		}
-		now := time.Now()
-		s.mu.Lock()
-		if !s.last.IsZero() {
-			if gap := now.Sub(s.last); gap > s.floor {
-				s.gaps = append(s.gaps, Gap{At: s.last, Len: gap})
-			}
-		} else {
-			s.firstArrival = now
-		}
-		s.last = now
-		s.mu.Unlock()
 		for i := range int(n) {
-			if msgs[i].Len < 8 {
+			at := arrival(oob[i*oobLen : i*oobLen+int(msgs[i].Hdr.Controllen)])
+			if msgs[i].Len < 16 {
 				continue
 			}
-			seq := binary.BigEndian.Uint64(bufs[i])
-			if seq >= seqMaxSent {
-				s.beyond++
-				continue
-			}
-			w, bit := seq/64, uint64(1)<<(seq%64)
-			if s.seen[w]&bit != 0 {
-				s.dups++
-				continue
-			}
-			s.seen[w] |= bit
-			s.received++
-			if int64(seq) < s.maxSeq {
-				s.reordered++
-			} else {
-				s.maxSeq = int64(seq)
-			}
+			s.arrived(at, binary.BigEndian.Uint64(bufs[i]), int64(binary.BigEndian.Uint64(bufs[i][8:])))
 		}
 	}
 	return nil
+}
+
+// arrival is the kernel's receive stamp in a message's control data, or
+// now if it has none.
+func arrival(oob []byte) time.Time {
+	if msgs, err := unix.ParseSocketControlMessage(oob); err == nil {
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+				return time.Unix(ts.Unix())
+			}
+		}
+	}
+	return time.Now()
+}
+
+// arrived records datagram seq, sent at sent (Unix ns), arriving at at.
+func (s *SeqStream) arrived(at time.Time, seq uint64, sent int64) {
+	s.mu.Lock()
+	if !s.last.IsZero() {
+		if gap := at.Sub(s.last); gap > s.floor {
+			s.gaps = append(s.gaps, Gap{At: s.last, Len: gap})
+		}
+	}
+	if at.After(s.last) {
+		s.last = at
+	}
+	s.mu.Unlock()
+	if d := at.Sub(time.Unix(0, sent)); d > s.floor {
+		s.delays = append(s.delays, Gap{At: at, Len: d})
+		s.maxDelay = max(s.maxDelay, d)
+	}
+	if seq >= seqMaxSent {
+		s.beyond++
+		return
+	}
+	w, bit := seq/64, uint64(1)<<(seq%64)
+	if s.seen[w]&bit != 0 {
+		s.dups++
+		return
+	}
+	s.seen[w] |= bit
+	s.received++
+	if int64(seq) < s.maxSeq {
+		s.reordered++
+	} else {
+		s.maxSeq = int64(seq)
+	}
 }
 
 // Sent is how many datagrams the sender wrote so far.
@@ -232,8 +282,14 @@ func (s *SeqStream) Gaps() []Gap {
 
 // Stop stops the sender, lets the receiver take what is still on its
 // way (until quiet passes without a datagram, at most a second), and
-// returns what the stream saw.
+// returns what the stream saw. Stopping again returns the same (a test
+// may defer Stop for its failures).
 func (s *SeqStream) Stop(quiet time.Duration) (SeqResult, error) {
+	s.stopOnce.Do(func() { s.result, s.err = s.stopNow(quiet) })
+	return s.result, s.err
+}
+
+func (s *SeqStream) stopNow(quiet time.Duration) (SeqResult, error) {
 	s.stop.Store(true)
 	serr := <-s.sendDone
 	deadline := time.Now().Add(time.Second)
@@ -250,7 +306,8 @@ func (s *SeqStream) Stop(quiet time.Duration) (SeqResult, error) {
 	rerr := <-s.recvDone
 	unix.Close(s.sfd)
 	unix.Close(s.rfd)
-	r := SeqResult{Sent: s.sent.Load(), Received: s.received, Reordered: s.reordered, Duplicates: s.dups, Gaps: s.gaps}
+	r := SeqResult{Sent: s.sent.Load(), Received: s.received, Reordered: s.reordered, Duplicates: s.dups, Gaps: s.gaps,
+		Delays: s.delays, MaxDelay: s.maxDelay}
 	r.Lost = r.Sent - min(r.Sent, s.received)
 	for _, g := range s.gaps {
 		r.MaxGap = max(r.MaxGap, g.Len)

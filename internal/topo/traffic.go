@@ -191,6 +191,52 @@ func SendStream(c net.Conn, n int64, deadline time.Time) error {
 	return nil
 }
 
+// SendStreamPaced is SendStream at rate bytes/s, in writes of 16 KiB: a
+// stream that lasts (over a handover, say) rather than fills the pipe.
+// It half-closes c; the caller closes it (after Retransmits, say).
+func SendStreamPaced(c net.Conn, n int64, rate float64, deadline time.Time) error {
+	c.SetDeadline(deadline)
+	start := time.Now()
+	for off := int64(0); off < n; {
+		if due := time.Duration(float64(off) / rate * float64(time.Second)); time.Since(start) < due {
+			time.Sleep(due - time.Since(start))
+		}
+		k := int(min(n-off, 16<<10))
+		w, err := c.Write(streamAt(off, k))
+		off += int64(w)
+		if err != nil {
+			return fmt.Errorf("send after %d of %d bytes: %w", off, n, err)
+		}
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.CloseWrite(); err != nil {
+			return fmt.Errorf("close write: %w", err)
+		}
+	}
+	return nil
+}
+
+// Retransmits is how many segments the TCP connection c retransmitted.
+func Retransmits(c net.Conn) (uint32, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0, fmt.Errorf("retransmits of a %T", c)
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var info *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		return 0, err
+	}
+	if gerr != nil {
+		return 0, gerr
+	}
+	return info.Total_retrans, nil
+}
+
 // DialStream connects to a stream receiver at to, retrying while it is
 // not listening yet (refused), until deadline.
 func DialStream(to netip.AddrPort, deadline time.Time) (net.Conn, error) {
