@@ -190,6 +190,10 @@ type Set struct {
 // ErrClosed: the forwarder is stopping.
 var ErrClosed = errors.New("capture: the forwarder is stopping")
 
+// ErrHandedOver: the forwarder handed its datapath to a successor (an
+// xdpfwd run --takeover), which serves the control socket now.
+var ErrHandedOver = errors.New("capture: the daemon handed its datapath to its successor; capture again to go on")
+
 // Spec selects what a session keeps.
 type Spec struct {
 	// Links are link indexes (Hub.Links); none: every link, those added
@@ -338,13 +342,16 @@ func (h *Hub) detach(s *Session) {
 }
 
 // Close ends every session (their readers see Done) and refuses new ones.
-func (h *Hub) Close() {
+func (h *Hub) Close() { h.End(ErrClosed) }
+
+// End is Close, with why as the sessions' Err.
+func (h *Hub) End(why error) {
 	h.mu.Lock()
 	h.closed = true
 	ss := slices.Clone(h.sessions)
 	h.mu.Unlock()
 	for _, s := range ss {
-		s.finish(ErrClosed)
+		s.finish(why)
 	}
 }
 

@@ -563,7 +563,11 @@ func (f *Forwarder) Close() error {
 	}
 	f.closed = true
 	if f.capture != nil {
-		defer f.capture.Close() // after the drops at stop: the captures see them
+		why := capture.ErrClosed
+		if f.HandedOver() {
+			why = capture.ErrHandedOver
+		}
+		defer f.capture.End(why) // after the drops at stop: the captures see them
 	}
 	f.statsMu.Lock()
 	defer f.statsMu.Unlock()
