@@ -445,6 +445,14 @@ func TestBadInput(t *testing.T) {
 		{name: "switch with one --link, none to come", args: func(p *topo.Pair) []string {
 			return []string{"run", "--mode", "switch", "--link", p.LinkA, "--max-links", "0"}
 		}, want: []string{"--mode switch takes 2..64 --link flags, got 1", "--max-links above 1"}},
+		{name: "bad after-handover", args: func(p *topo.Pair) []string { return links(p, "--after-handover", "linger") },
+			want: []string{`--after-handover "linger"`, "exit or wait"}},
+		{name: "takeover with another control socket", args: func(p *topo.Pair) []string {
+			return links(p, "--takeover", "/run/xdpfwd/a.sock", "--control", "/run/xdpfwd/b.sock")
+		}, want: []string{"--takeover /run/xdpfwd/a.sock and --control /run/xdpfwd/b.sock"}},
+		{name: "takeover of no daemon", args: func(p *topo.Pair) []string {
+			return links(p, "--takeover", "/nonexistent/xdpfwd.sock")
+		}, want: []string{"--takeover /nonexistent/xdpfwd.sock", "no such file"}},
 		{name: "bad mode", args: func(p *topo.Pair) []string { return links(p, "--mode", "router") },
 			want: []string{`mode "router"`, "xconnect, switch, reflect, sink, 5tswap, mac or txonly"}},
 		{name: "txonly frame too small", args: func(p *topo.Pair) []string {

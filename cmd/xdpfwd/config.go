@@ -46,9 +46,11 @@ type runSettings struct {
 	summary, metrics, config, control string
 	// takeover is --takeover: the control socket of the daemon whose
 	// datapath this one takes over (takeover.go), "auto", or "".
-	takeover  string
-	waitLinks bool
-	gf        genFlags // --mode txonly's
+	takeover string
+	// afterHandover is --after-handover: "exit" or "wait".
+	afterHandover string
+	waitLinks     bool
+	gf            genFlags // --mode txonly's
 
 	cfg    fwd.Config
 	logger *slog.Logger
@@ -85,6 +87,14 @@ func parseRun(args []string, stderr io.Writer) (*runSettings, error) {
 	}
 	if s.interval < 0 {
 		return nil, usageError{"--stats-interval must not be negative"}
+	}
+	if s.afterHandover != "exit" && s.afterHandover != "wait" {
+		return nil, usageError{fmt.Sprintf("--after-handover %q: want exit or wait", s.afterHandover)}
+	}
+	// A successor serves the socket it took over: another --control
+	// would be ignored.
+	if t := s.takeover; t != "" && t != "auto" && s.control != "" && s.control != t {
+		return nil, usageError{fmt.Sprintf("--takeover %s and --control %s: a successor serves the control socket it took the datapath over on", t, s.control)}
 	}
 	var err error
 	if s.cfg, s.logger, err = s.ff.config(stderr); err != nil {
@@ -206,6 +216,9 @@ type reloader struct {
 	// no link added over the socket in between is taken for one the
 	// file dropped; and it is told the file's links after (configLinks).
 	ctl *controlSocket
+	// needsRestart are the keys the last reload read changed and could
+	// not apply: a successor applies them (successor.go).
+	needsRestart []string
 }
 
 // lockLinks holds the control socket's linkOps, if any, until the
@@ -327,6 +340,7 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 		}
 	}
 	slices.Sort(restart)
+	r.needsRestart = restart
 	r.logger.Info("config reloaded", "file", next.config, "applied", strings.Join(applied, " "),
 		"needs_restart", strings.Join(restart, " "), "overridden_by_flags", strings.Join(overridden, " "))
 	if len(restart) > 0 {

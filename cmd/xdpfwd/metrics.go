@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -101,17 +103,46 @@ func listenMetrics(addr string, inherited *os.File) (*net.TCPListener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--metrics %s: inherited listener: %w", addr, err)
 		}
-		if tl, ok := ln.(*net.TCPListener); ok {
+		tl, ok := ln.(*net.TCPListener)
+		if !ok {
+			ln.Close()
+			return nil, fmt.Errorf("--metrics %s: inherited listener is a %T", addr, ln)
+		}
+		if listensOn(addr, tl.Addr().(*net.TCPAddr)) {
 			return tl, nil
 		}
-		ln.Close()
-		return nil, fmt.Errorf("--metrics %s: inherited listener is a %T", addr, ln)
+		// The successor's --metrics is another address: its own.
+		tl.Close()
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, usageError{fmt.Sprintf("--metrics %s: cannot listen: %v", addr, unwrapNetErr(err))}
 	}
 	return ln.(*net.TCPListener), nil
+}
+
+// listensOn reports whether a listener on at serves --metrics addr: the
+// same port (any, for port 0) on the same address (or both unspecified).
+func listensOn(addr string, at *net.TCPAddr) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if port != "0" && port != strconv.Itoa(at.Port) {
+		return false
+	}
+	if host == "" {
+		return at.IP.IsUnspecified()
+	}
+	ip := net.ParseIP(host)
+	if ip == nil { // a name: what it resolves to now
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(ips, at.IP.Equal)
+	}
+	return ip.Equal(at.IP)
 }
 
 // serveMetricsOn is serveMetricsWith on the listener ln, with the

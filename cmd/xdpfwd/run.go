@@ -20,10 +20,12 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/sdnotify"
 )
 
 // cmdRun is `xdpfwd run` (it writes only to stderr).
@@ -36,6 +38,11 @@ func cmdRun(args []string, _, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// SIGUSR2: hand over to a fresh xdpfwd (successor.go). Its default
+	// action would kill the daemon.
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -44,10 +51,18 @@ func cmdRun(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	d := newDaemon(args, st, hup, stderr)
+	d.usr2 = usr2
 	defer d.ctl.close()
 	// From the signal on, link list says the daemon is stopping, through
-	// the drain and until the socket closes.
-	context.AfterFunc(ctx, func() { d.ctl.stopping.Store(true) })
+	// the drain and until the socket closes; so does systemd.
+	context.AfterFunc(ctx, func() {
+		d.ctl.stopping.Store(true)
+		// Only the daemon systemd counts as the service's: not a
+		// successor that failed to take over, nor one that handed over.
+		if d.ready.Load() && !d.ctl.handedOver.Load() {
+			sdnotify.Notify("STOPPING=1")
+		}
+	})
 	if st.summary != "" {
 		// Find out now, not after an hour of forwarding, that the
 		// summary cannot be written.
@@ -75,7 +90,12 @@ type daemon struct {
 	stderr io.Writer
 	// hup receives SIGHUP from before the settings were parsed: one
 	// that arrives while no forwarder runs waits there (waitForLinks).
-	hup chan os.Signal
+	// usr2 receives SIGUSR2: hand over to a successor, which succ starts.
+	hup, usr2 chan os.Signal
+	succ      *successor
+	// ready: systemd was told the daemon is up (READY=1), or its
+	// predecessor made it the main process.
+	ready atomic.Bool
 	// ctl is the control socket, made with the first forwarder and
 	// pointed at each next one.
 	ctl controlSocket
@@ -88,7 +108,7 @@ type daemon struct {
 }
 
 func newDaemon(args []string, st *runSettings, hup chan os.Signal, stderr io.Writer) *daemon {
-	d := &daemon{st: st, ff: &st.ff, logger: st.logger, stderr: stderr, hup: hup}
+	d := &daemon{st: st, ff: &st.ff, logger: st.logger, stderr: stderr, hup: hup, succ: newSuccessor(args)}
 	if st.config != "" {
 		d.rl = &reloader{args: args, start: st, ctl: &d.ctl}
 	}
@@ -120,6 +140,13 @@ func (d *daemon) run(ctx context.Context) error {
 			d.ctl.stopping.Store(true) // no forwarder after this one
 		}
 		err = d.stop(fw, sum, err)
+		if fw.f.HandedOver() && d.st.afterHandover == "wait" {
+			// A pod's container: its exit would be restarted, and the
+			// restart would take the datapath back (--takeover auto).
+			d.logger.Info("handed over; waiting for SIGTERM to exit (--after-handover wait)")
+			<-ctx.Done()
+			return err
+		}
 		if queuesChanged {
 			// Sockets must cover every RX queue: plan them again.
 			d.logger.Warn("a link's queue count changed; rebuilding the forwarder on the new queues", "err", err)
@@ -161,6 +188,11 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 			return nil, err
 		}
 		d.logger.Warn("waiting for the links to exist", "err", err)
+		if d.ready.CompareAndSwap(false, true) {
+			// Up, as systemd counts it: a start that waits is no
+			// failed start.
+			sdnotify.Notify("READY=1", "STATUS=waiting for the links: "+err.Error())
+		}
 		if !d.waitForLinks(ctx) {
 			return nil, nil
 		}
@@ -195,11 +227,14 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 		}
 	}
 	if t := d.tookOver; t.from != 0 {
+		// The predecessor makes this one systemd's main process.
+		d.ready.Store(true)
 		pause := time.Since(t.frozen)
 		d.ctl.lastPause = pause
 		d.logger.Info("took over the datapath", "from_pid", t.from, "pause", pause.Round(time.Microsecond), "handovers", d.ctl.handovers, "links", f.Links())
 		d.tookOver = takeoverInfo{}
 	}
+	d.notifyReady(f)
 	fw.stopSink = sinkLines(d.ff.sink, fw.interval, d.stderr)
 	if d.st.waitLinks && linksAtRuntime(d.ff.mode) {
 		fw.stopReturns = addBackReturning(f, cfg.Links, d.logger)
@@ -233,14 +268,22 @@ func (d *daemon) stop(fw *forwarding, sum fwd.Summary, err error) error {
 }
 
 // reload answers a SIGHUP while forwarding: --config read again and
-// applied (reloader.reload), what failed logged. It returns the stats
-// interval in force after it.
+// applied (reloader.reload), what failed logged; what it could not apply,
+// and a binary replaced since the daemon started, are a successor's to
+// run (handOverNow). It returns the stats interval in force after it.
 func (d *daemon) reload(interval time.Duration) time.Duration {
+	if d.succ.replaced() {
+		d.handOverNow("SIGHUP: the binary at " + d.succ.exe + " was replaced")
+		return interval
+	}
 	if d.rl == nil {
-		d.logger.Warn("SIGHUP ignored: no --config file to re-read")
+		d.logger.Warn("SIGHUP ignored: no --config file to re-read, and the binary is the one running")
 		return interval
 	}
 	next, err := d.rl.reload(interval)
+	if keys := d.rl.needsRestart; err == nil && len(keys) > 0 {
+		d.handOverNow("SIGHUP: config changes a reload cannot apply: " + strings.Join(keys, " "))
+	}
 	var failed failedChanges
 	switch {
 	case errors.As(err, &failed):
@@ -279,6 +322,8 @@ func (d *daemon) waitForLinks(ctx context.Context) bool {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-d.usr2:
+			d.logger.Warn("SIGUSR2 ignored: waiting for the links, no datapath to hand over")
 		case <-d.hup:
 			if !queued {
 				d.logger.Info("SIGHUP: reload queued until forwarding starts")
@@ -330,6 +375,8 @@ func (d *daemon) report(ctx context.Context, fw *forwarding) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-d.usr2:
+			d.handOverNow("SIGUSR2")
 		case <-d.hup:
 			if next := d.reload(interval); next != interval {
 				interval = next
@@ -404,4 +451,25 @@ func writeSummary(path string, s any) error {
 		return fmt.Errorf("summary: %w", err)
 	}
 	return nil
+}
+
+// handOverNow starts a successor to take the datapath over (successor.go),
+// or logs why it cannot.
+func (d *daemon) handOverNow(why string) {
+	ctl := ""
+	if d.ctl.srv != nil {
+		ctl = d.ctl.srv.Path()
+	}
+	if err := d.succ.start(ctl, why, &d.ctl.handedOver, d.logger); err != nil {
+		d.logger.Error("no handover", "why", why, "err", err)
+	}
+}
+
+// notifyReady tells systemd, once, that the daemon is up, and what it
+// forwards.
+func (d *daemon) notifyReady(f *fwd.Forwarder) {
+	if !d.ready.CompareAndSwap(false, true) {
+		return
+	}
+	sdnotify.Notify("READY=1", "STATUS=forwarding "+d.ff.mode+" on "+strings.Join(f.Links(), " "))
 }

@@ -14,8 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/control/handover"
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/metrics"
 	"github.com/xdpfwd/xdpfwd/modes"
@@ -105,7 +108,7 @@ type goAhead struct {
 
 // errHandedOver: the daemon handed its datapath over; a link request
 // that finds it so goes to the successor.
-var errHandedOver = errors.New("this xdpfwd handed its datapath to its successor: try again, it serves this socket now")
+var errHandedOver = fmt.Errorf("this xdpfwd: %w", linkop.ErrHandedOver)
 
 // handOver serves a successor's request on c (the control socket's
 // connection, whose request line r read): steps 2 to 6 above.
@@ -229,7 +232,24 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 		cs.stopMetrics()
 	}
 	f.Abdicate()
-	logger.Info("handed over: the successor forwards", "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
+	pid := peerPID(uc)
+	logger.Info("handed over: the successor forwards", "pid", pid, "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
+	notifyMainPID(pid, logger)
+}
+
+// peerPID is the process at the other end of c, as this process's PID
+// namespace numbers it (0: not in it, a pod's).
+func peerPID(c *net.UnixConn) int {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var cred *unix.Ucred
+	rc.Control(func(fd uintptr) { cred, _ = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if cred == nil {
+		return 0
+	}
+	return int(cred.Pid)
 }
 
 func cmpErr(s string, err error) string {
@@ -411,8 +431,11 @@ func (d *daemon) runTakeover(ctx context.Context, cfg fwd.Config) (*fwd.Forwarde
 	}
 	// From here on the datapath is ours: the sockets are served at once.
 	d.ctl.inherit(socket, t.of.ControlIno, t.control, t.of.Given, t.of.Handovers+1)
-	d.metricsLn = t.metrics
-	t.control, t.metrics = nil, nil
+	if d.st.metrics != "" {
+		d.metricsLn = t.metrics
+		t.metrics = nil
+	} // else t.close closes it: this daemon serves no metrics
+	t.control = nil
 	t.close()
 	d.tookOver = takeoverInfo{from: t.of.PID, frozen: frozen}
 	return f, nil

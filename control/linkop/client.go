@@ -89,7 +89,24 @@ func (c *Client) DelLink(name string) error {
 }
 
 func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
-	c.conn.SetDeadline(time.Now().Add(timeout))
+	deadline := time.Now().Add(timeout)
+	rep, err := c.once(req, deadline)
+	if errors.Is(err, ErrHandedOver) {
+		// Its successor serves the socket now: ask it, once.
+		conn, derr := net.DialTimeout("unix", c.path, time.Until(deadline))
+		if derr != nil {
+			return rep, fmt.Errorf("%w (asking its successor: %v)", err, derr)
+		}
+		c.conn.Close()
+		c.conn, c.r = conn, bufio.NewReader(conn)
+		rep, err = c.once(req, deadline)
+	}
+	return rep, err
+}
+
+// once sends req on the connection and reads the answer, by deadline.
+func (c *Client) once(req Request, deadline time.Time) (Reply, error) {
+	c.conn.SetDeadline(deadline)
 	defer c.conn.SetDeadline(time.Time{})
 	b, _ := json.Marshal(req)
 	_, werr := c.conn.Write(append(b, '\n'))
@@ -134,6 +151,8 @@ func (c *Client) do(req Request, timeout time.Duration) (Reply, error) {
 		base = ErrMACInUse
 	case CodeMACNoRoom:
 		base = ErrMACNoRoom
+	case CodeHandedOver:
+		base = ErrHandedOver
 	case CodeUnsupported:
 		base = ErrUnsupported
 	case CodeFull:

@@ -86,7 +86,8 @@ type Reply struct {
 	BadRequest bool `json:"bad_request,omitempty"`
 	// Code tells a client's program what went wrong: CodeUnknownLink,
 	// CodeNoSuchLink, CodeExists, CodeExistsOther, CodeUnsupported,
-	// CodeFull, CodeMTU, CodeMACInUse, CodeMACNoRoom, or empty.
+	// CodeFull, CodeMTU, CodeMACInUse, CodeMACNoRoom, CodeHandedOver, or
+	// empty.
 	Code  string `json:"code,omitempty"`
 	Mode  string `json:"mode,omitempty"`  // list: the daemon's mode
 	Links []Link `json:"links,omitempty"` // list
@@ -222,6 +223,7 @@ const (
 	CodeExistsOther = "exists_other"
 	CodeMACInUse    = "mac_in_use"
 	CodeMACNoRoom   = "mac_no_room"
+	CodeHandedOver  = "handed_over"
 )
 
 var (
@@ -249,6 +251,10 @@ var (
 	// ErrMACNoRoom: add of a pod's link whose MAC the switch has no room
 	// to pin (its table bucket holds other pods' addresses only).
 	ErrMACNoRoom = errors.New("the switch has no room to pin the pod's MAC")
+	// ErrHandedOver: the daemon handed its datapath to a successor
+	// (xdpfwd run --takeover) while the request waited; the successor
+	// serves the socket now, and the client asks it (Client does, once).
+	ErrHandedOver = errors.New("the daemon handed its datapath to its successor, which serves this socket now")
 )
 
 // Refused marks err, a Manager's, as a refusal of the request as it
@@ -426,6 +432,8 @@ func failure(err error) Reply {
 		rep.Code, rep.BadRequest = CodeMACNoRoom, true
 	case errors.Is(err, ErrUnsupported):
 		rep.Code = CodeUnsupported
+	case errors.Is(err, ErrHandedOver):
+		rep.Code = CodeHandedOver
 	}
 	return rep
 }
