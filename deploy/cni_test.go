@@ -109,6 +109,7 @@ func hostPathOf(ds daemonSet, c container, mountPath string) string {
 func TestCNIDaemonSet(t *testing.T) {
 	ds, cm := loadCNIManifest(t)
 	c := cniContainer(t, ds, "xdpfwd")
+	checkHandoverUpdate(t, ds, c)
 	if !ds.Spec.Template.Spec.HostNetwork {
 		t.Error("not hostNetwork: the uplink and the pods' veths are the node's")
 	}

@@ -310,6 +310,8 @@ func TestSystemdUnit(t *testing.T) {
 	}
 
 	for _, kv := range [][3]string{
+		{"Service", "Type", "notify"},
+		{"Service", "NotifyAccess", "main"},
 		{"Service", "LimitMEMLOCK", "infinity"},
 		{"Service", "Restart", "on-failure"},
 		{"Service", "KillSignal", "SIGTERM"},
@@ -341,7 +343,8 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	fams := strings.Fields(u.get("Service", "RestrictAddressFamilies"))
-	for _, f := range []string{"AF_XDP", "AF_NETLINK", "AF_INET", "AF_UNIX"} {
+	// AF_PACKET: the promiscuous membership (internal/promisc).
+	for _, f := range []string{"AF_XDP", "AF_NETLINK", "AF_INET", "AF_UNIX", "AF_PACKET"} {
 		if !slices.Contains(fams, f) {
 			t.Errorf("RestrictAddressFamilies=%s lacks %s", strings.Join(fams, " "), f)
 		}
@@ -493,7 +496,15 @@ type daemonSet struct {
 		Selector struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		} `yaml:"selector"`
-		Template struct {
+		UpdateStrategy struct {
+			Type          string `yaml:"type"`
+			RollingUpdate struct {
+				MaxSurge       any `yaml:"maxSurge"`
+				MaxUnavailable any `yaml:"maxUnavailable"`
+			} `yaml:"rollingUpdate"`
+		} `yaml:"updateStrategy"`
+		MinReadySeconds int `yaml:"minReadySeconds"`
+		Template        struct {
 			Metadata objectMeta `yaml:"metadata"`
 			Spec     struct {
 				HostNetwork                   bool        `yaml:"hostNetwork"`
@@ -587,6 +598,27 @@ func loadManifest(t *testing.T) manifest {
 	return m
 }
 
+// checkHandoverUpdate holds a DaemonSet to updates that lose nothing:
+// the new pod starts beside the old one (maxSurge 1, maxUnavailable 0)
+// and takes its datapath over (--takeover=auto), the old one waits to be
+// deleted (--after-handover=wait: exiting, it would be restarted and
+// take the datapath back), and is deleted only once the new one has been
+// Ready a while (minReadySeconds: Ready alone may be the old one's
+// answer on the node's port).
+func checkHandoverUpdate(t *testing.T, ds daemonSet, c container) {
+	t.Helper()
+	u := ds.Spec.UpdateStrategy
+	if u.Type != "RollingUpdate" || fmt.Sprint(u.RollingUpdate.MaxSurge) != "1" || fmt.Sprint(u.RollingUpdate.MaxUnavailable) != "0" {
+		t.Errorf("%s: updateStrategy %+v: want RollingUpdate with maxSurge 1, maxUnavailable 0 (the new pod takes over from the old)", ds.Metadata.Name, u)
+	}
+	if ds.Spec.MinReadySeconds < 5 {
+		t.Errorf("%s: minReadySeconds %d: want at least 5 (the handover ends within a second of the new container's start)", ds.Metadata.Name, ds.Spec.MinReadySeconds)
+	}
+	if flagValue(c.Args, "takeover") != "auto" || flagValue(c.Args, "after-handover") != "wait" {
+		t.Errorf("%s: args %v: want --takeover=auto and --after-handover=wait", ds.Metadata.Name, c.Args)
+	}
+}
+
 func countOf(s []string, v string) int {
 	n := 0
 	for _, e := range s {
@@ -637,6 +669,7 @@ func TestKubernetesObjects(t *testing.T) {
 	if len(c.Args) == 0 || c.Args[0] != "run" {
 		t.Errorf("args %v, want run ...", c.Args)
 	}
+	checkHandoverUpdate(t, m.ds, c)
 	if c.Resources.Requests["memory"] == "" || c.Resources.Limits["memory"] == "" {
 		t.Error("memory requests and limits must be set: the UMEM is pinned")
 	}

@@ -49,6 +49,7 @@ type runSettings struct {
 	takeover string
 	// afterHandover is --after-handover: "exit" or "wait".
 	afterHandover string
+	pidFile       string
 	waitLinks     bool
 	gf            genFlags // --mode txonly's
 

@@ -62,7 +62,9 @@ type controlSocket struct {
 	// datapath's handovers so far and lastPause the last one's.
 	// inherited is the listener a predecessor handed over (ino its
 	// file's), for serve.
-	handedOver   atomic.Bool
+	handedOver atomic.Bool
+	// pidFile is --pid-file, which a handover rewrites.
+	pidFile      pidFile
 	metricsLn    *net.TCPListener
 	stopMetrics  func()
 	handovers    uint64

@@ -52,7 +52,13 @@ func cmdRun(args []string, _, stderr io.Writer) error {
 	}
 	d := newDaemon(args, st, hup, stderr)
 	d.usr2 = usr2
+	d.ctl.pidFile = pidFile(st.pidFile)
 	defer d.ctl.close()
+	defer func() {
+		if !d.ctl.handedOver.Load() {
+			d.ctl.pidFile.remove(os.Getpid())
+		}
+	}()
 	// From the signal on, link list says the daemon is stopping, through
 	// the drain and until the socket closes; so does systemd.
 	context.AfterFunc(ctx, func() {
@@ -188,11 +194,9 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 			return nil, err
 		}
 		d.logger.Warn("waiting for the links to exist", "err", err)
-		if d.ready.CompareAndSwap(false, true) {
-			// Up, as systemd counts it: a start that waits is no
-			// failed start.
-			sdnotify.Notify("READY=1", "STATUS=waiting for the links: "+err.Error())
-		}
+		// Up, as systemd counts it: a start that waits is no failed
+		// start.
+		d.markReady("waiting for the links: " + err.Error())
 		if !d.waitForLinks(ctx) {
 			return nil, nil
 		}
@@ -234,7 +238,7 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 		d.logger.Info("took over the datapath", "from_pid", t.from, "pause", pause.Round(time.Microsecond), "handovers", d.ctl.handovers, "links", f.Links())
 		d.tookOver = takeoverInfo{}
 	}
-	d.notifyReady(f)
+	d.markReady("forwarding " + d.ff.mode + " on " + strings.Join(f.Links(), " "))
 	fw.stopSink = sinkLines(d.ff.sink, fw.interval, d.stderr)
 	if d.st.waitLinks && linksAtRuntime(d.ff.mode) {
 		fw.stopReturns = addBackReturning(f, cfg.Links, d.logger)
@@ -465,11 +469,14 @@ func (d *daemon) handOverNow(why string) {
 	}
 }
 
-// notifyReady tells systemd, once, that the daemon is up, and what it
-// forwards.
-func (d *daemon) notifyReady(f *fwd.Forwarder) {
+// markReady tells systemd, once, that the daemon is up, with status, and
+// writes --pid-file.
+func (d *daemon) markReady(status string) {
 	if !d.ready.CompareAndSwap(false, true) {
 		return
 	}
-	sdnotify.Notify("READY=1", "STATUS=forwarding "+d.ff.mode+" on "+strings.Join(f.Links(), " "))
+	if err := d.ctl.pidFile.write(os.Getpid()); err != nil {
+		d.logger.Error("PID file not written", "err", err)
+	}
+	sdnotify.Notify("READY=1", "STATUS="+status)
 }

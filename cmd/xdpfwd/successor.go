@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -127,18 +128,54 @@ func (s *successor) start(ctl, why string, handedOver *atomic.Bool, logger *slog
 	return nil
 }
 
-// notifyMainPID makes pid, the successor that took the datapath over,
-// the systemd unit's main process, and waits until systemd read it:
-// this process may exit then. Without systemd it does nothing.
-func notifyMainPID(pid int, logger *slog.Logger) {
-	if pid <= 0 {
+// pidFile is --pid-file: the daemon's PID, for a supervisor that follows
+// it (systemd's PIDFile=). Its owner (the daemon serving the datapath)
+// writes it once it forwards; at a handover the predecessor writes its
+// successor's before it exits, which is when systemd reads it again ("a
+// service may move to a new PID as long as it updates the PID file before
+// the old one exits"): the successor, by then systemd's child, becomes
+// the main process. MAINPID= would not do: sent while the predecessor
+// lives, it makes a process systemd did not fork the main one, which a
+// stop then SIGKILLs at once (systemd 252, measured: deploy/README.md).
+type pidFile string
+
+// write puts pid in the file, whole or not at all.
+func (p pidFile) write(pid int) error {
+	if p == "" {
+		return nil
+	}
+	tmp := string(p) + ".new"
+	if err := os.WriteFile(tmp, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("--pid-file: %w", err)
+	}
+	if err := os.Rename(tmp, string(p)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("--pid-file: %w", err)
+	}
+	return nil
+}
+
+// remove removes the file if it still names pid.
+func (p pidFile) remove(pid int) {
+	if p == "" {
 		return
 	}
-	ok, err := sdnotify.Notify(fmt.Sprintf("MAINPID=%d", pid), fmt.Sprintf("STATUS=handed over to pid %d", pid))
-	if err == nil && ok {
-		err = sdnotify.Barrier(handoverFrozenWait)
+	if b, err := os.ReadFile(string(p)); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid) {
+		os.Remove(string(p))
 	}
-	if err != nil {
-		logger.Warn("systemd not told of the successor (it may take this process's exit for the service's)", "pid", pid, "err", err)
+}
+
+// handOverPID names pid, the successor that took the datapath over, in
+// the PID file and to systemd's status line, before this process exits.
+func (p pidFile) handOverPID(pid int, logger *slog.Logger) {
+	if pid <= 0 {
+		if p != "" {
+			logger.Warn("--pid-file: the successor's PID is not known here (another PID namespace); the file is left as it was")
+		}
+		return
 	}
+	if err := p.write(pid); err != nil {
+		logger.Error("the successor's PID not written: a supervisor may take this process's exit for the service's", "pid", pid, "err", err)
+	}
+	sdnotify.Notify(fmt.Sprintf("STATUS=handed over to pid %d", pid))
 }

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -66,8 +64,7 @@ func TestListensOn(t *testing.T) {
 	}
 }
 
-// notifyListener is systemd's end of $NOTIFY_SOCKET: every datagram, a
-// barrier's pipe closed once read, as systemd does.
+// notifyListener is systemd's end of $NOTIFY_SOCKET: every datagram.
 func notifyListener(t *testing.T, path string) <-chan string {
 	t.Helper()
 	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
@@ -79,30 +76,15 @@ func notifyListener(t *testing.T, path string) <-chan string {
 	go func() {
 		defer close(got)
 		for {
-			b, oob := make([]byte, 4096), make([]byte, 256)
-			n, oobn, _, _, err := c.ReadMsgUnix(b, oob)
+			b := make([]byte, 4096)
+			n, err := c.Read(b)
 			if err != nil {
 				return
 			}
-			closeRights(oob[:oobn])
 			got <- string(b[:n])
 		}
 	}()
 	return got
-}
-
-// closeRights closes the descriptors an SCM_RIGHTS message brought.
-func closeRights(oob []byte) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return
-	}
-	for _, m := range msgs {
-		fds, _ := unix.ParseUnixRights(&m)
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-	}
 }
 
 // expectNotify waits for systemd's next message and fails unless it
@@ -163,10 +145,12 @@ var handedToRE = regexp.MustCompile(`msg="handed over: the successor forwards" p
 // cannot apply (log-level); on a SIGHUP after the binary at its path was
 // replaced (the successor runs the new file); and not on a SIGHUP whose
 // change the handover cannot carry (ring-size: the successor exits 2
-// naming it, the daemon goes on saying so). Each time systemd is told
-// READY=1 once at the start, the successor's PID as MAINPID before the
-// predecessor exits (a barrier read), and STOPPING=1 at the end; each
-// predecessor exits. With after-handover: wait, the predecessor stays
+// naming it, the daemon goes on saying so). A stand-in for systemd's
+// notify socket reads READY=1 once at the start, "handed over to pid N"
+// at each handover and STOPPING=1 at the end; the PID file names the
+// first daemon, then each successor before its predecessor exits, and is
+// removed at the end; each predecessor exits. (deploy's
+// TestSystemdHandover runs the unit under a real systemd.) With after-handover: wait, the predecessor stays
 // after the handover until SIGTERM, then exits 0. The stream loses,
 // reorders and duplicates nothing across it all.
 func TestDaemonSelfHandover(t *testing.T) {
@@ -203,7 +187,8 @@ func TestDaemonSelfHandover(t *testing.T) {
 			t.Logf("the daemons' log:\n%s", log)
 		}
 	})
-	cmd := exec.Command(exe, "run", "--config", cfg, "--control", ctl)
+	pidPath := filepath.Join(dir, "xdpfwd.pid")
+	cmd := exec.Command(exe, "run", "--config", cfg, "--control", ctl, "--pid-file", pidPath)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
@@ -221,6 +206,9 @@ func TestDaemonSelfHandover(t *testing.T) {
 		cmd.Wait()
 	})
 	expectNotify(t, sd, "READY=1\nSTATUS=forwarding xconnect on "+p.LinkA+" "+p.LinkB)
+	if b, err := os.ReadFile(pidPath); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(first) {
+		t.Errorf("the PID file at start holds %q (%v), want %d", b, err, first)
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := os.Stat(ctl); err == nil {
 			break
@@ -252,10 +240,10 @@ func TestDaemonSelfHandover(t *testing.T) {
 			}
 		}
 		pids = append(pids, next)
-		if got := expectNotify(t, sd, fmt.Sprintf("MAINPID=%d", next)); !strings.Contains(got, "STATUS=handed over") {
-			t.Errorf("%s: systemd told %q", why, got)
+		expectNotify(t, sd, fmt.Sprintf("STATUS=handed over to pid %d", next))
+		if b, err := os.ReadFile(pidPath); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(next) {
+			t.Errorf("%s: the PID file holds %q (%v), want %d", why, b, err, next)
 		}
-		expectNotify(t, sd, "BARRIER=1")
 		if !strings.Contains(log.since(mark), why) {
 			t.Errorf("%s: the log does not say why it hands over:\n%s", why, log.since(mark))
 		}
@@ -330,6 +318,9 @@ func TestDaemonSelfHandover(t *testing.T) {
 	syscall.Kill(d5, syscall.SIGTERM)
 	expectNotify(t, sd, "STOPPING=1")
 	waitPidGone(t, d5, 15*time.Second)
+	if _, err := os.Stat(pidPath); !os.IsNotExist(err) {
+		t.Errorf("the PID file after the last daemon stopped: %v, want it removed", err)
+	}
 	checkNoPanic(t, "the daemons' log", log.String())
 	waitDetached(t, 5*time.Second, p.LinkA, p.LinkB)
 }

@@ -234,7 +234,7 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	f.Abdicate()
 	pid := peerPID(uc)
 	logger.Info("handed over: the successor forwards", "pid", pid, "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
-	notifyMainPID(pid, logger)
+	cs.pidFile.handOverPID(pid, logger)
 }
 
 // peerPID is the process at the other end of c, as this process's PID
