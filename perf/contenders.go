@@ -87,6 +87,10 @@ var xdpfwdConfigs = []struct {
 	{Name: "xdpfwd-coalesce25", Label: "xdpfwd --coalesce 25us", Args: []string{"--coalesce", "25us"}, Groups: []string{"cost", "rr", "latency"}, OnRequest: true},
 	{Name: "xdpfwd-busypoll", Label: "xdpfwd --busy-poll 20us", Args: []string{"--busy-poll", "20us"}, Groups: []string{"cost", "rr", "latency"}, OnRequest: true},
 	{Name: "xdpfwd-frag3", Label: "xdpfwd --frag-order 3", Args: []string{"--frag-order", "3"}, OnRequest: true},
+	// The UMEM on 4 KiB pages, beside the default's huge pages (hugetlb,
+	// or THP of shmem where transparent_hugepage/shmem_enabled allows):
+	// what the memfd a handover needs costs where neither is there.
+	{Name: "xdpfwd-4k", Label: "xdpfwd --hugepages off", Args: []string{"--hugepages", "off"}, Groups: []string{"udp", "cost"}, OnRequest: true},
 }
 
 // contenderTable lists every contender in table order; the reference

@@ -11,6 +11,7 @@
 //	go run ./perf --only xdpfwd,bridge --workload udp
 //	go run ./perf --readme   # run, then rewrite the results section of perf/README.md
 //	go run ./perf --iommu    # IOMMU maps per 1,000 packets in a QEMU guest (internal/vmtest)
+//	go run ./perf --restart  # a plain restart's silence and loss beside a handover's
 //
 // perf builds its own topology with netlink — a source namespace, a veth, the
 // contender in the root namespace, a veth, a destination namespace — runs
@@ -60,6 +61,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if o.IOMMU {
 		return iommuMain(ctx, o, stdout, stderr)
+	}
+	if o.Restart {
+		return restartMain(ctx, o, stdout, stderr)
 	}
 
 	var res *report.Results
@@ -115,6 +119,7 @@ type Options struct {
 	From       string        // render this results.json instead of running
 	List       bool          // list contenders and workloads
 	IOMMU      bool          // run the iommu workload in a VM (internal/vmtest) instead
+	Restart    bool          // run the restart workload (restart.go) instead
 	KeepBuilds bool          // keep the temporary build directory (debugging)
 	Command    string        // the command line, recorded in the results
 	Progress   io.Writer     // progress lines; nil: none
@@ -149,6 +154,7 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 	fs.StringVar(&o.RefSrc, "ref-src", "", "also run xdpfwd, xdpfwd-switch and xdpfwd-reflect built from this checkout, as contenders NAME-ref: a change against the code before it, in the same run")
 	fs.BoolVar(&o.Readme, "readme", false, "rewrite the results section of perf/README.md from this run (or from --from)")
 	fs.StringVar(&o.From, "from", "", "render tables (and, with --readme, the README section) from this results.json instead of running")
+	fs.BoolVar(&o.Restart, "restart", false, "instead of the veth workloads, measure the silence and the datagrams lost across a plain restart of xdpfwd and across a handover (run --takeover), side by side, in xconnect and switch modes at 2,000 and 100,000 datagrams/s (--rounds, default 3; root; a few minutes)")
 	fs.BoolVar(&o.IOMMU, "iommu", false, "instead of the veth workloads, count IOMMU maps per 1,000 forwarded packets in a QEMU guest with igb and virtio-net (internal/vmtest; root, fetch-assets.sh's assets; 5-10 minutes); with --from, render a saved iommu.jsonl")
 	fs.BoolVar(&o.List, "list", false, "list contenders and workloads, then exit")
 	fs.BoolVar(&o.KeepBuilds, "keep-builds", false, "keep the temporary directory with the built forwarders and their logs")
@@ -164,6 +170,9 @@ func parseArgs(args []string, stderr io.Writer) (Options, error) {
 		}
 	})
 	o.Only, o.Workloads = only, wl
+	if o.Restart && (o.IOMMU || len(only) > 0 || len(wl) > 0 || o.RefSrc != "" || o.Quick) {
+		return o, errors.New("--restart runs the restart workload alone: --iommu, --only, --workload, --ref-src and --quick do not apply to it (--from renders a saved restart.json)")
+	}
 	if o.IOMMU && (len(only) > 0 || len(wl) > 0 || o.RefSrc != "" || o.Quick) {
 		return o, errors.New("--iommu runs the VM workload alone: --only, --workload, --ref-src and --quick do not apply to it")
 	}
