@@ -137,6 +137,45 @@ cat /tmp/%[2]s.log; kill -9 $pid; exit 124`, strings.Join(args, " "), name, Metr
 	return d, 0, out
 }
 
+// TakeOver starts `xdpfwd run ARGS --takeover CTL` in the guest, which
+// takes d's datapath over through d's control socket ctl, and waits
+// (90 s at most) until it says it took over and d exited; it fails t
+// otherwise, with both logs. d is gone then.
+func (vm *VM) TakeOver(t testing.TB, d *Daemon, ctl string, args ...string) *Daemon {
+	t.Helper()
+	vm.daemons++
+	name := fmt.Sprintf("xdpfwd%d", vm.daemons)
+	script := fmt.Sprintf(`xdpfwd run %s --takeover %s --summary /tmp/%[3]s.json --metrics %[4]s --stats-interval 0 >/tmp/%[3]s.log 2>&1 &
+pid=$!
+for i in $(seq 900); do
+	if grep -qs 'took over the datapath' /tmp/%[3]s.log && ! kill -0 %[5]d 2>/dev/null; then echo "pid=$pid"; grep 'took over the datapath' /tmp/%[3]s.log; exit 0; fi
+	if ! kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; cat /tmp/%[3]s.log; echo "predecessor:"; cat /tmp/%[6]s.log; exit $rc; fi
+	sleep 0.1
+done
+cat /tmp/%[3]s.log; echo "predecessor:"; cat /tmp/%[6]s.log; kill -9 $pid; exit 124`, strings.Join(args, " "), ctl, name, MetricsAddr, d.PID, d.name)
+	rc, out, err := vm.Exec(script, 100*time.Second)
+	if err != nil || rc != 0 {
+		t.Fatalf("guest: xdpfwd run %s --takeover %s: exit %d %v:\n%s", strings.Join(args, " "), ctl, rc, err, out)
+	}
+	d.gone = true
+	next := &Daemon{vm: vm, name: name}
+	_, after, _ := strings.Cut("\n"+out, "\npid=")
+	first, rest, _ := strings.Cut(after, "\n")
+	if next.PID, _ = strconv.Atoi(first); next.PID <= 0 {
+		t.Fatalf("guest: the successor took over, but no pid in:\n%s", out)
+	}
+	next.Ready = strings.TrimSpace(rest)
+	t.Cleanup(func() {
+		if !next.gone {
+			if t.Failed() {
+				t.Logf("xdpfwd log:\n%s", next.Log(t))
+			}
+			next.Kill(t)
+		}
+	})
+	return next
+}
+
 // Log returns the daemon's log so far.
 func (d *Daemon) Log(t testing.TB) string {
 	t.Helper()
