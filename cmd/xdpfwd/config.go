@@ -303,6 +303,13 @@ func (r *reloader) reload(interval time.Duration) (time.Duration, error) {
 	}
 	cfg := next.cfg
 	unlock := r.lockLinks()
+	if r.ctl != nil && r.ctl.handedOver.Load() {
+		// It waited on the lock a handover held: the datapath is the
+		// successor's, which reads the file itself.
+		unlock()
+		r.needsRestart = nil
+		return interval, errHandedOver
+	}
 	live := r.f.Links()
 	cfg.Links = reloadLinks(live, prev.cfg.Links, next.cfg.Links)
 	rc, err := r.f.Reconfigure(cfg)

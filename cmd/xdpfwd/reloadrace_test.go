@@ -97,3 +97,45 @@ func TestReloadRacesLinkAdd(t *testing.T) {
 		t.Errorf("%d of 200 links added over the control socket were gone when the add returned: a reload removed them", lost)
 	}
 }
+
+// TestReloadAfterHandoverChangesNothing: a SIGHUP whose reload waited on
+// the link lock a handover held finds the datapath its successor's: it
+// changes nothing (a link the file adds would be attached by a daemon
+// that no longer forwards) and says why.
+func TestReloadAfterHandoverChangesNothing(t *testing.T) {
+	env := fwdtest.New()
+	env.AddLink("up0", fwdtest.LinkOptions{})
+	env.AddLink("pod0", fwdtest.LinkOptions{})
+	path := filepath.Join(t.TempDir(), "xdpfwd.yaml")
+	if err := os.WriteFile(path, []byte("mode: switch\nqueues: 1\nmax-links: 4\nlink: [up0]\nhugepages: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", path}
+	st, err := parseRun(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.cfg
+	cfg.Env = env
+	f, err := fwd.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cs := &controlSocket{mode: "switch"}
+	cs.setForwarder(f)
+	cs.handedOver.Store(true)
+	r := &reloader{args: args, start: st, f: f, logger: slog.New(slog.DiscardHandler), ctl: cs}
+	if err := os.WriteFile(path, []byte("mode: switch\nqueues: 1\nmax-links: 4\nlink: [up0, pod0]\nhugepages: off\ninline-max: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.reload(time.Second); !errors.Is(err, linkop.ErrHandedOver) {
+		t.Errorf("reload after the handover: %v, want it refused as handed over", err)
+	}
+	if got := f.Links(); !slices.Equal(got, []string{"up0"}) {
+		t.Errorf("links after the reload: %q, want [up0] as they were", got)
+	}
+	if len(r.needsRestart) != 0 {
+		t.Errorf("the reload asks for a successor (%q) of a daemon that handed over", r.needsRestart)
+	}
+}
