@@ -93,6 +93,9 @@ type Forwarder struct {
 	freeze     *frozen
 	handedOver atomic.Bool
 	abdicated  chan struct{}
+	// inheritedWaiting: the frames on the RX rings Inherit took (written
+	// by Inherit before Run).
+	inheritedWaiting uint64
 
 	started    time.Time
 	stopped    time.Time

@@ -315,6 +315,11 @@ func (f *Forwarder) Abdicate() error {
 	return nil
 }
 
+// InheritedWaiting is how many frames waited on the RX rings when Inherit
+// took them: those that arrived while the predecessor was frozen, which
+// the successor forwards first.
+func (f *Forwarder) InheritedWaiting() uint64 { return f.inheritedWaiting }
+
 // HandedOver reports whether the forwarder abdicated to a successor.
 func (f *Forwarder) HandedOver() bool { return f.handedOver.Load() }
 
@@ -568,9 +573,11 @@ func (f *Forwarder) Inherit(in Inheritance) error {
 			}
 		}
 	}
+	f.inheritedWaiting = 0
 	for i := range f.ports {
 		for q, p := range f.ports[i] {
 			p.sock.Resync()
+			f.inheritedWaiting += uint64(p.sock.RX.Queued())
 			if i < len(in.Counts) && q < len(in.Counts[i]) {
 				p.seed(in.Counts[i][q])
 			}

@@ -220,6 +220,10 @@ func (p *Producer) Outstanding(buf []uint64, desc bool) []uint64 {
 	return p.span(buf, p.consumer.Load(), p.producer.Load(), desc)
 }
 
+// Queued is how many entries the kernel produced and the consumer has not
+// consumed, read from the shared indexes (not the cached ones).
+func (c *Consumer) Queued() uint32 { return c.producer.Load() - c.consumer.Load() }
+
 // Unread appends to buf the addresses of the entries the kernel produced
 // and the consumer has not consumed, [consumer, producer). desc: the ring
 // holds descriptors (RX), not addresses (completion).

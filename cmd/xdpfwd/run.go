@@ -235,7 +235,8 @@ func (d *daemon) start(ctx context.Context) (*forwarding, error) {
 		d.ready.Store(true)
 		pause := time.Since(t.frozen)
 		d.ctl.lastPause = pause
-		d.logger.Info("took over the datapath", "from_pid", t.from, "pause", pause.Round(time.Microsecond), "handovers", d.ctl.handovers, "links", f.Links())
+		d.logger.Info("took over the datapath", "from_pid", t.from, "pause", pause.Round(time.Microsecond), "handovers", d.ctl.handovers,
+			"waiting_frames", f.InheritedWaiting(), "links", f.Links())
 		d.tookOver = takeoverInfo{}
 	}
 	d.markReady("forwarding " + d.ff.mode + " on " + strings.Join(f.Links(), " "))
