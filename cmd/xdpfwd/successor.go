@@ -2,8 +2,9 @@
 // the installed binary replaced or config changes a reload cannot apply,
 // start a fresh xdpfwd (the binary at the path this one was started
 // from, with its arguments) that takes the datapath over through this
-// daemon's control socket (takeover.go). Under systemd the successor is
-// made the unit's main process (MAINPID=) before this one exits.
+// daemon's control socket (takeover.go). Under systemd the successor
+// becomes the unit's main process through the PID file (pidFile) when
+// this one exits.
 
 package main
 
