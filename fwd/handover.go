@@ -370,8 +370,7 @@ func (p *port) seed(l LinkStats) {
 	p.rx.FillShort.Add(l.Drops[DropUMEMExhausted])
 	p.rx.FillWakeups.Add(l.FillWakeups)
 	if p.tx != nil {
-		p.tx.ring.Kicks.Add(l.TXKicks)
-		p.tx.ring.KickErrors.Add(l.KickErrors)
+		p.tx.seedKicks(l.TXKicks, l.KickErrors)
 	}
 	for b, name := range BatchBucketNames {
 		p.stats.batchHist[b].Add(l.RXBatchPackets[name])

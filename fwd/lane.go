@@ -184,6 +184,13 @@ func (l *lane) reap(buf []uint64) int { return l.ring.Reap(buf) }
 // kicks are the ring's sendto calls and those that failed; any goroutine.
 func (l *lane) kicks() (n, errs uint64) { return l.ring.Kicks.Load(), l.ring.KickErrors.Load() }
 
+// seedKicks adds a predecessor's kick counts (handover.go's seed), before
+// the lane's worker starts.
+func (l *lane) seedKicks(n, errs uint64) {
+	l.ring.Kicks.Add(n)
+	l.ring.KickErrors.Add(errs)
+}
+
 // txLanes is a worker's TX side: its lanes, the kick it may defer to the
 // next round, and the completion scratch.
 //

@@ -70,6 +70,7 @@ func TestDaemonHandover(t *testing.T) {
 	if res, err := topo.Ping(p.A, p.V4B, 1, 3*time.Second); err != nil || res.Received != 1 {
 		t.Fatalf("ping before: %+v %v", res, err)
 	}
+	kernel := kernelDrops(t, hop{p.A, "eth0"}, hop{nil, p.LinkA}, hop{nil, p.LinkB}, hop{p.B, "eth0"})
 	s, err := topo.StartSeqStream(p.A, p.B, p.V4A, p.V4B, 100_000, 64, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestDaemonHandover(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-	checkStream(t, res, handovers, pauses)
+	checkStream(t, res, handovers, pauses, kernel)
 	// What arrived while a predecessor was frozen waited on the RX ring
 	// and the successor forwarded it (none lost, above): at 100,000/s
 	// and pauses of a millisecond or more, some every time.
@@ -122,6 +123,46 @@ func TestDaemonHandover(t *testing.T) {
 	}
 }
 
+// hop is a link on a stream's way: nil ns is the root namespace.
+type hop struct {
+	ns   *topo.NS
+	link string
+}
+
+// kernelDrops snapshots the kernel's drop counters on a stream's way and
+// returns what they counted since: a loss report says whether the kernel
+// dropped outside the forwarder (a veth's NAPI ring full, a receive buffer).
+func kernelDrops(t *testing.T, way ...hop) func() string {
+	t.Helper()
+	read := func() []topo.KernelDrops {
+		var ds []topo.KernelDrops
+		for _, h := range way {
+			d, err := topo.Drops(h.ns, h.link)
+			if err != nil {
+				t.Errorf("kernel drops: %v", err)
+			}
+			ds = append(ds, d)
+		}
+		return ds
+	}
+	before := read()
+	return func() string {
+		var b strings.Builder
+		for i, d := range read() {
+			name := way[i].link
+			if way[i].ns != nil {
+				name = way[i].ns.Name + "/" + name
+			}
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "%s: %v", name, topo.KernelDrops{
+				RX: d.RX - before[i].RX, TX: d.TX - before[i].TX, UDPRcvbuf: d.UDPRcvbuf - before[i].UDPRcvbuf})
+		}
+		return b.String()
+	}
+}
+
 // window is a stretch of a test's time: a handover's.
 type window struct{ from, to time.Time }
 
@@ -130,7 +171,7 @@ type window struct{ from, to time.Time }
 // datapath during a handover longer than twice the stream's longest
 // silence outside them (at least 5 ms: the sender's 1 ms tick on a loaded
 // 2-core machine), and logs the silences and the pauses.
-func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []time.Duration) {
+func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []time.Duration, kernel func() string) {
 	t.Helper()
 	in := func(at time.Time, d time.Duration) bool {
 		for _, h := range handovers {
@@ -153,8 +194,8 @@ func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []
 			held = max(held, g.Len)
 		}
 	}
-	t.Logf("%d sent, %d received; during the handovers a datagram was held %v at most and the receiver heard nothing for %v at most, outside them %v; pauses %v",
-		res.Sent, res.Received, held, silence, outside, pauses)
+	t.Logf("%d sent, %d received; during the handovers a datagram was held %v at most and the receiver heard nothing for %v at most, outside them %v; pauses %v; the kernel's drops on the way: %s",
+		res.Sent, res.Received, held, silence, outside, pauses, kernel())
 	if res.Lost != 0 || res.Reordered != 0 || res.Duplicates != 0 || res.Received == 0 {
 		t.Errorf("across %d handovers: %d sent, %d lost, %d reordered, %d duplicated; want none", len(handovers), res.Sent, res.Lost, res.Reordered, res.Duplicates)
 	}
@@ -227,6 +268,7 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 	}
 	before := runBin(t, 10*time.Second, nil, "link", "list", "--control", ctl).stdout
 
+	kernel := kernelDrops(t, hop{h.NS[1], "eth0"}, hop{nil, h.Links[1]}, hop{nil, h.Links[2]}, hop{h.NS[2], "eth0"})
 	s, err := topo.StartSeqStream(h.NS[1], h.NS[2], h.V4[1], h.V4[2], 100_000, 64, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +348,7 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 	retrans, rerr := topo.Retransmits(tc)
 	tc.Close()
 	tr, terr := l.Wait()
-	checkStream(t, res, handovers, pauses)
+	checkStream(t, res, handovers, pauses, kernel)
 	t.Logf("TCP %d bytes, %d retransmissions; %d spoofed frames sent", tr.Bytes, retrans, spoofs.Load())
 	// A pause may fire a tail loss probe (a retransmission of the
 	// last segment, after twice the round trip), and so may a stall of
