@@ -52,10 +52,9 @@ func tookOver(t *testing.T, prev, next *proc) (time.Duration, int) {
 // stream at 100,000 datagrams/s while it is replaced ten times in a row
 // by `xdpfwd run --takeover`, each successor taking the datapath over
 // from the one before: none lost, duplicated or reordered; no datagram
-// held by the datapath, from the sender's write to the receiving
-// kernel's stamp, longer than twice the stream's longest silence outside
-// the handovers (or 5 ms: the sender's 1 ms tick on a loaded 2-core
-// machine); each predecessor exits 0; a capture of the first ends with
+// held, from the sender's write to the receiving kernel's stamp, longer
+// than a pause and twice the stream's normal jitter outside the
+// handovers (checkStream); each predecessor exits 0; a capture of the first ends with
 // it, exit 0 with its totals, saying why; the last one's summary counts
 // every datagram, the handovers and no UMEM address leaked.
 func TestDaemonHandover(t *testing.T) {
@@ -78,7 +77,7 @@ func TestDaemonHandover(t *testing.T) {
 	// A capture of the first daemon's (of ICMP: none of the stream's,
 	// whose writing would load the machine) ends with it, cleanly.
 	c := startCapture(t, "--control", ctl, "-w", filepath.Join(dir, "c.pcapng"), "icmp")
-	time.Sleep(time.Second) // the stream's normal
+	time.Sleep(handoverBaseline) // the stream's normal
 	var handovers []window
 	var pauses []time.Duration
 	waiting := 0
@@ -95,7 +94,7 @@ func TestDaemonHandover(t *testing.T) {
 				t.Errorf("the predecessor's capture: exit %d, want 0 with its totals and the handover named:\n%s", code, msg)
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(handoverSpacing)
 	}
 	res, err := s.Stop(50 * time.Millisecond)
 	if err != nil {
@@ -163,14 +162,30 @@ func kernelDrops(t *testing.T, way ...hop) func() string {
 	}
 }
 
+// The handover tests measure the stream's normal over handoverBaseline
+// before the first handover and handoverSpacing after each (checkStream).
+const (
+	handoverBaseline = 2 * time.Second
+	handoverSpacing  = 300 * time.Millisecond
+)
+
 // window is a stretch of a test's time: a handover's.
 type window struct{ from, to time.Time }
 
 // checkStream holds a sequenced stream across handovers (windows) to
-// nothing lost, duplicated or reordered, and no datagram held by the
-// datapath during a handover longer than twice the stream's longest
-// silence outside them (at least 5 ms: the sender's 1 ms tick on a loaded
-// 2-core machine), and logs the silences and the pauses.
+// nothing lost, duplicated or reordered, and no datagram held during a
+// handover longer than the longest pause (the predecessor frozen to the
+// successor forwarding) and twice the stream's normal jitter: the longest
+// silence at the receiver, or wait of a datagram, outside them (at least
+// 5 ms: the sender's 1 ms tick on a loaded 2-core machine). It logs the
+// silences and the pauses.
+//
+// The normal is measured over more of the stream's time than the
+// handovers take (handoverBaseline before them, handoverSpacing between):
+// on this 2-core machine a handover's holds, mostly the successor's start
+// competing with the workers (the pause itself is 1-5 ms), are 8-17 ms,
+// and so are the stream's stalls with no handover; a normal taken over
+// one second was 6 ms once, and a 13 ms hold failed it.
 func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []time.Duration, kernel func() string) {
 	t.Helper()
 	in := func(at time.Time, d time.Duration) bool {
@@ -181,7 +196,7 @@ func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []
 		}
 		return false
 	}
-	var silence, outside, held time.Duration
+	var silence, outside, held, waited time.Duration
 	for _, g := range res.Gaps {
 		if in(g.At, g.Len) {
 			silence = max(silence, g.Len)
@@ -192,15 +207,21 @@ func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []
 	for _, g := range res.Delays {
 		if in(g.At.Add(-g.Len), g.Len) {
 			held = max(held, g.Len)
+		} else {
+			waited = max(waited, g.Len)
 		}
 	}
-	t.Logf("%d sent, %d received; during the handovers a datagram was held %v at most and the receiver heard nothing for %v at most, outside them %v; pauses %v; the kernel's drops on the way: %s",
-		res.Sent, res.Received, held, silence, outside, pauses, kernel())
+	t.Logf("%d sent, %d received; during the handovers a datagram was held %v at most and the receiver heard nothing for %v at most; outside them %v and %v; pauses %v; the kernel's drops on the way: %s",
+		res.Sent, res.Received, held, silence, waited, outside, pauses, kernel())
+	normal := max(outside, waited)
 	if res.Lost != 0 || res.Reordered != 0 || res.Duplicates != 0 || res.Received == 0 {
 		t.Errorf("across %d handovers: %d sent, %d lost, %d reordered, %d duplicated; want none", len(handovers), res.Sent, res.Lost, res.Reordered, res.Duplicates)
 	}
-	if bound := max(2*outside, 5*time.Millisecond); held > bound {
-		t.Errorf("a datagram was held %v during a handover, beyond %v (twice the stream's longest silence outside them, %v)", held, bound, outside)
+	// A datagram that arrives as a predecessor freezes waits the pause
+	// out: the bound is the normal's, plus the longest pause.
+	pause := slices.Max(pauses)
+	if bound := max(2*normal, 5*time.Millisecond) + pause; held > bound {
+		t.Errorf("a datagram was held %v during a handover, beyond %v (twice the stream's longest silence or wait outside them, %v, at least 5 ms, and the longest pause, %v)", held, bound, normal, pause)
 	}
 }
 
@@ -233,7 +254,7 @@ func newTestPair(t *testing.T) *topo.Pair {
 // (at most two a handover: tail-loss probes, not losses); no
 // spoofed frame reaches the uplink's host, every one is counted as
 // spoofed_source across the daemons; pod 4's limit holds after the last
-// handover; link list shows the pods secured and policed as before.
+// handover; link list shows the pods, secured and policed, as before.
 func TestDaemonHandoverSwitch(t *testing.T) {
 	h := newHosts(t, 5)
 	dir := t.TempDir()
@@ -253,7 +274,8 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		a := []string{"link", "add", h.Links[i], "--mac", m.String(), "--ip", h.V4[i].String(), "--ip", h.V6[i].String(), "--control", ctl}
+		a := []string{"link", "add", h.Links[i], "--mac", m.String(), "--ip", h.V4[i].String(), "--ip", h.V6[i].String(),
+			"--pod", fmt.Sprintf("default/pod-%d", i), "--control", ctl}
 		if i == 4 {
 			a = append(a, "--ingress-rate", "1M", "--ingress-burst", "64KiB")
 		}
@@ -324,7 +346,7 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 		}
 	}()
 
-	time.Sleep(time.Second) // the stream's normal
+	time.Sleep(handoverBaseline) // the stream's normal
 	var pauses []time.Duration
 	var handovers []window
 	for range 10 {
@@ -334,7 +356,7 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 		pauses = append(pauses, pause)
 		handovers = append(handovers, window{begin, time.Now()})
 		d = next
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(handoverSpacing)
 	}
 	res, err := s.Stop(50 * time.Millisecond)
 	if err != nil {
@@ -361,6 +383,9 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 	if n := <-heard; n != 0 {
 		t.Errorf("the uplink's host heard %d frames claiming pod 1's MAC from pod 2", n)
 	}
+	if !strings.Contains(before, "default/pod-4") {
+		t.Errorf("link list before the handovers does not show the pods:\n%s", before)
+	}
 	if after := runBin(t, 10*time.Second, nil, "link", "list", "--control", ctl).stdout; policyColumn(after) != policyColumn(before) {
 		t.Errorf("link list after the handovers:\n%s\nbefore:\n%s", after, before)
 	}
@@ -386,7 +411,8 @@ func TestDaemonHandoverSwitch(t *testing.T) {
 	}
 }
 
-// policyColumn is link list's links and POLICY column, without counters.
+// policyColumn is link list's links and POD and POLICY columns, without
+// counters.
 func policyColumn(list string) string {
 	var out []string
 	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
