@@ -81,6 +81,8 @@ type Collector struct {
 	// live, if set, reports whether the forwarder may still be read; once
 	// it returns an error the Collector freezes for good.
 	live func() error
+	// pods, if set, names a link's pod (Options.Pods).
+	pods func(link string) (Pod, bool)
 
 	mu     sync.Mutex // serializes scrapes; guards the fields below
 	frozen bool
@@ -184,7 +186,8 @@ type descs struct {
 }
 
 func newDescs() descs {
-	lq := []string{"link", "queue"}
+	// A link's series name the pod it serves, if any (Options.Pods).
+	lq := []string{"link", "namespace", "pod", "queue"}
 	name := func(n string) string { return prometheus.BuildFQName(Namespace, "", n) }
 	d := func(n, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name(n), help, labels, nil)
@@ -195,12 +198,12 @@ func newDescs() descs {
 		txPackets: d("tx_packets_total", "Frames xdpfwd transmitted on the link's queue.", lq...),
 		txBytes:   d("tx_bytes_total", "Bytes of the frames xdpfwd transmitted on the link's queue (Ethernet header included).", lq...),
 		drops: d("drops_total", "Frames lost, by reason. Kernel reasons mirror the xdpfwd_xsk_* counters; "+
-			"rx_fill_ring_empty_descs is a subset of rx_dropped, so leave it out when summing reasons.", "link", "queue", "reason"),
-		txPath:          d("tx_path_packets_total", "Frames transmitted on the link's queue, by TX layout: inline, frame, frag or chain.", "link", "queue", "path"),
+			"rx_fill_ring_empty_descs is a subset of rx_dropped, so leave it out when summing reasons.", append(lq, "reason")...),
+		txPath:          d("tx_path_packets_total", "Frames transmitted on the link's queue, by TX layout: inline, frame, frag or chain.", append(lq, "path")...),
 		txDescs:         d("tx_descriptors_total", "TX descriptors posted on the link's queue.", lq...),
 		inlineFallbacks: d("inline_fallbacks_total", "Small frames that found no free inline slot and left from their RX frame (or chain) instead.", lq...),
 		domainCopies: d("domain_copies_total", "Frames transmitted on the link's queue that were copied from another UMEM domain (a zero-copy NIC's into a copy-mode pod's, or back), by the TX path of the copy: inline, frame or frag.",
-			"link", "queue", "path"),
+			append(lq, "path")...),
 		domainCopyBytes: d("domain_copy_bytes_total", "Bytes of the frames copied from another UMEM domain to leave on the link's queue.", lq...),
 		kickErrors:      d("tx_kick_errors_total", "TX wake-ups (sendto) that failed, mostly while the link was down; not drops: the descriptors stay queued.", lq...),
 		csumCompleted:   d("checksums_completed_total", "Frames received with a partial TCP/UDP checksum (left for offload) that xdpfwd finished.", lq...),
@@ -232,7 +235,7 @@ func newDescs() descs {
 		pagesPer1K:    d("umem_pages_per_1k_descriptors", "Mean distinct UMEM pages touched per 1000 TX descriptors, at 4 KiB (4k) or 2 MiB (2m) page granularity.", "granularity"),
 
 		info:      d("info", "Always 1: the build and the forwarder's modes. xdp_mode is \"mixed\" when the links differ (see xdpfwd_link_info).", "version", "xdp_mode", "bind_mode", "umem_backing"),
-		linkInfo:  d("link_info", "Always 1: how the forwarder is attached to the link.", "link", "xdp_mode", "bind_mode"),
+		linkInfo:  d("link_info", "Always 1: how the forwarder is attached to the link, and the pod it serves (namespace, pod and pod_uid empty for none).", "link", "namespace", "pod", "pod_uid", "xdp_mode", "bind_mode"),
 		queues:    d("queues", "Workers, and TX queues per link; every RX queue has its own series."),
 		inlineMax: d("inline_max_bytes", "The inline limit in force (--inline-max, or a reload): the largest frame copied whole into an inline TX slot, in bytes; 0 while the inline path is off."),
 	}
@@ -284,6 +287,7 @@ type snapshot struct {
 	inlineMax int
 	viol      uint64
 	passed    []uint64 // per link: xdp_pass, not per queue
+	pods      []Pod    // per link: the pod it serves, zero for none
 	workers   []fwd.WorkerStats
 }
 
@@ -339,9 +343,15 @@ func (c *Collector) read() *snapshot {
 	s.p4k, s.p2m = c.src.PagesPer1K()
 	s.viol = c.src.OwnershipViolations()
 	s.passed = make([]uint64, len(s.links))
+	s.pods = make([]Pod, len(s.links))
 	for i, name := range s.links {
 		if name != "" {
 			s.passed[i] = c.src.XDPPassed(i)
+			if c.pods != nil {
+				if p, ok := c.pods(name); ok {
+					s.pods[i] = p
+				}
+			}
 		}
 	}
 	s.workers = c.src.WorkerStats()
@@ -363,42 +373,44 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		if link == "" {
 			continue // removed: its series stop
 		}
+		pod := s.pods[i]
 		// Counted by the XDP program per link: the queue label is empty.
-		counter(d.drops, s.passed[i], link, "", fwd.DropXDPPass)
+		counter(d.drops, s.passed[i], link, pod.Namespace, pod.Name, "", fwd.DropXDPPass)
 		for q, qs := range s.q[i] {
-			queue := strconv.Itoa(q)
+			lq := []string{link, pod.Namespace, pod.Name, strconv.Itoa(q)}
+			with := func(l string) []string { return append(lq[:len(lq):len(lq)], l) }
 			st := qs.s
-			counter(d.rxPackets, st.RXPackets, link, queue)
-			counter(d.rxBytes, st.RXBytes, link, queue)
-			counter(d.txPackets, st.TXPackets, link, queue)
-			counter(d.txBytes, st.TXBytes, link, queue)
+			counter(d.rxPackets, st.RXPackets, lq...)
+			counter(d.rxBytes, st.RXBytes, lq...)
+			counter(d.txPackets, st.TXPackets, lq...)
+			counter(d.txBytes, st.TXBytes, lq...)
 			for _, r := range dropReasons(st.Drops) {
-				counter(d.drops, st.Drops[r], link, queue, r)
+				counter(d.drops, st.Drops[r], with(r)...)
 			}
 			for _, p := range slices.Sorted(maps.Keys(st.TXPaths)) {
-				counter(d.txPath, st.TXPaths[p], link, queue, p)
+				counter(d.txPath, st.TXPaths[p], with(p)...)
 			}
-			counter(d.txDescs, st.TXDescriptors, link, queue)
-			counter(d.inlineFallbacks, st.InlineFallbacks, link, queue)
-			counter(d.domainCopies, st.DomainCopiesInline, link, queue, "inline")
-			counter(d.domainCopies, st.DomainCopiesFrame, link, queue, "frame")
-			counter(d.domainCopies, st.DomainCopiesFrag, link, queue, "frag")
-			counter(d.domainCopyBytes, st.DomainCopyBytes, link, queue)
-			counter(d.kickErrors, st.KickErrors, link, queue)
-			counter(d.csumCompleted, st.ChecksumsCompleted, link, queue)
+			counter(d.txDescs, st.TXDescriptors, lq...)
+			counter(d.inlineFallbacks, st.InlineFallbacks, lq...)
+			counter(d.domainCopies, st.DomainCopiesInline, with("inline")...)
+			counter(d.domainCopies, st.DomainCopiesFrame, with("frame")...)
+			counter(d.domainCopies, st.DomainCopiesFrag, with("frag")...)
+			counter(d.domainCopyBytes, st.DomainCopyBytes, lq...)
+			counter(d.kickErrors, st.KickErrors, lq...)
+			counter(d.csumCompleted, st.ChecksumsCompleted, lq...)
 			count, sum, buckets := descHistogram(st.DescsPerPacket)
-			ch <- prometheus.MustNewConstHistogram(d.descsPerPacket, count, sum, buckets, link, queue)
-			counter(d.txKicks, st.TXKicks, link, queue)
-			counter(d.fillWakeups, st.FillWakeups, link, queue)
-			ch <- prometheus.MustNewConstHistogram(d.rxBatchPackets, st.RXBatches, float64(st.RXPackets), batchHistogram(st.RXBatchPackets), link, queue)
+			ch <- prometheus.MustNewConstHistogram(d.descsPerPacket, count, sum, buckets, lq...)
+			counter(d.txKicks, st.TXKicks, lq...)
+			counter(d.fillWakeups, st.FillWakeups, lq...)
+			ch <- prometheus.MustNewConstHistogram(d.rxBatchPackets, st.RXBatches, float64(st.RXPackets), batchHistogram(st.RXBatchPackets), lq...)
 			if qs.kErr == nil {
 				k := qs.k
-				counter(d.xskRXDropped, k.Rx_dropped, link, queue)
-				counter(d.xskRXInvalid, k.Rx_invalid_descs, link, queue)
-				counter(d.xskTXInvalid, k.Tx_invalid_descs, link, queue)
-				counter(d.xskRXRingFull, k.Rx_ring_full, link, queue)
-				counter(d.xskFillRingEmpty, k.Rx_fill_ring_empty_descs, link, queue)
-				counter(d.xskTXRingEmpty, k.Tx_ring_empty_descs, link, queue)
+				counter(d.xskRXDropped, k.Rx_dropped, lq...)
+				counter(d.xskRXInvalid, k.Rx_invalid_descs, lq...)
+				counter(d.xskTXInvalid, k.Tx_invalid_descs, lq...)
+				counter(d.xskRXRingFull, k.Rx_ring_full, lq...)
+				counter(d.xskFillRingEmpty, k.Rx_fill_ring_empty_descs, lq...)
+				counter(d.xskTXRingEmpty, k.Tx_ring_empty_descs, lq...)
 			}
 		}
 	}
@@ -437,7 +449,8 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		if i < len(c.info.XDPModes) && i < len(c.links) && c.links[i] == link {
 			m = c.info.XDPModes[i]
 		}
-		gauge(d.linkInfo, 1, link, m, c.info.BindMode)
+		pod := s.pods[i]
+		gauge(d.linkInfo, 1, link, pod.Namespace, pod.Name, pod.UID, m, c.info.BindMode)
 	}
 	gauge(d.queues, float64(s.queuesN))
 	gauge(d.inlineMax, float64(s.inlineMax))

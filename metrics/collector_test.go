@@ -26,13 +26,14 @@ import (
 
 // fake is a two-link forwarder whose counters the test sets.
 type fake struct {
-	mu     sync.Mutex
-	queues int
-	stats  map[[2]int]fwd.LinkStats
-	kstats map[[2]int]xsk.Stats
-	kerr   map[[2]int]error
-	zones  []fwd.ZoneUsage
-	reads  atomic.Int64 // QueueStats calls
+	mu      sync.Mutex
+	removed map[int]bool // links removed: "" at their index
+	queues  int
+	stats   map[[2]int]fwd.LinkStats
+	kstats  map[[2]int]xsk.Stats
+	kerr    map[[2]int]error
+	zones   []fwd.ZoneUsage
+	reads   atomic.Int64 // QueueStats calls
 }
 
 func newFake(queues int) *fake {
@@ -44,7 +45,17 @@ func newFake(queues int) *fake {
 	return f
 }
 
-func (f *fake) Links() []string             { return []string{"veth-a", "veth-b"} }
+func (f *fake) Links() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := []string{"veth-a", "veth-b"}
+	for i := range l {
+		if f.removed[i] {
+			l[i] = ""
+		}
+	}
+	return l
+}
 func (f *fake) Queues() int                 { return f.queues }
 func (f *fake) InlineMax() int              { return 128 }
 func (f *fake) LinkQueues(int) int          { return f.queues }
@@ -106,6 +117,15 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily
 		m[mf.GetName()] = mf
 	}
 	return m
+}
+
+// labelsOf is m's labels by name.
+func labelsOf(m *dto.Metric) map[string]string {
+	l := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		l[lp.GetName()] = lp.GetValue()
+	}
+	return l
 }
 
 // value finds the sample of family name whose labels include want.
@@ -220,7 +240,7 @@ func TestCollectorValues(t *testing.T) {
 	// The histogram: cumulative buckets at DescBuckets, sum = Σ k·n.
 	var h *dto.Histogram
 	for _, m := range fams["xdpfwd_tx_descriptors_per_packet"].GetMetric() {
-		if m.GetLabel()[0].GetValue() == "veth-a" && m.GetLabel()[1].GetValue() == "1" {
+		if l := labelsOf(m); l["link"] == "veth-a" && l["queue"] == "1" {
 			h = m.GetHistogram()
 		}
 	}
@@ -377,7 +397,7 @@ func TestFreezeOnUnhealthy(t *testing.T) {
 	}
 	src.set(0, 0, fwd.LinkStats{RXPackets: 20}, xsk.Stats{})
 	code, body := get("/metrics")
-	if code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",queue="0"} 20`) {
+	if code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",namespace="",pod="",queue="0"} 20`) {
 		t.Fatalf("/metrics: %d, rx 20 not in:\n%s", code, body)
 	}
 
@@ -389,7 +409,7 @@ func TestFreezeOnUnhealthy(t *testing.T) {
 		t.Errorf("/healthz while stopping: %d %q, want 503 with %q", code, body, reason)
 	}
 	code, body = get("/metrics")
-	if code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",queue="0"} 20`) {
+	if code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",namespace="",pod="",queue="0"} 20`) {
 		t.Errorf("/metrics after stop: %d, want the frozen 20 in:\n%s", code, body)
 	}
 	if n := src.reads.Load() - before; n != 0 {
@@ -437,7 +457,7 @@ func rxOf(t *testing.T, s *Server, link, queue string) prometheus.Collector {
 			if m.Desc() != s.c.d.rxPackets || m.Write(&d) != nil {
 				continue
 			}
-			if d.GetLabel()[0].GetValue() == link && d.GetLabel()[1].GetValue() == queue {
+			if l := labelsOf(&d); l["link"] == link && l["queue"] == queue {
 				ch <- m
 			}
 		}
@@ -478,7 +498,7 @@ func TestHealthCheck(t *testing.T) {
 		t.Errorf("/healthz while stalled: %d %q, want 503 with the reason", code, body)
 	}
 	src.set(0, 0, fwd.LinkStats{RXPackets: 42}, xsk.Stats{})
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",queue="0"} 42`) {
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `xdpfwd_rx_packets_total{link="veth-a",namespace="",pod="",queue="0"} 42`) {
 		t.Errorf("/metrics while stalled: %d, want a fresh reading (42) in:\n%s", code, body)
 	}
 	if s.Collector().Frozen() {
@@ -516,3 +536,58 @@ func (fakeFDB) All() iter.Seq[fdb.Entry] {
 	return func(yield func(fdb.Entry) bool) { yield(fdb.Entry{Link: 1}) }
 }
 func (fakeFDB) Stats() fdb.Stats { return fdb.Stats{Size: 64, Learned: 1} }
+
+// TestCollectorPods: a link that serves a pod has its namespace and pod on
+// every series (and its UID on xdpfwd_link_info), one that serves none
+// has them empty; once the link is removed, no series names the pod.
+func TestCollectorPods(t *testing.T) {
+	src := newFake(2)
+	src.set(0, 1, fwd.LinkStats{RXPackets: 5, DescsPerPacket: map[string]uint64{"1": 5}}, xsk.Stats{})
+	web := Pod{Namespace: "shop", Name: "web-0", UID: "8d1c7f3e-0b4a-4c52-9f1d-6a2e5b7c9d01"}
+	s, err := newServer(newCollector(src, testInfo), Options{Pods: func(link string) (Pod, bool) {
+		return web, link == "veth-a"
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := gather(t, s.Registry())
+	perLink := 0
+	for name, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			l := labelsOf(m)
+			link, ok := l["link"]
+			if !ok {
+				continue
+			}
+			perLink++
+			want := map[string]string{"veth-a": "shop/web-0", "veth-b": "/"}[link]
+			if got := l["namespace"] + "/" + l["pod"]; got != want {
+				t.Errorf("%s{link=%q}: namespace/pod %q, want %q", name, link, got, want)
+			}
+		}
+	}
+	if perLink == 0 {
+		t.Fatal("no series with a link label")
+	}
+	if v, ok := value(t, fams, "xdpfwd_rx_packets_total", map[string]string{"link": "veth-a", "queue": "1", "namespace": "shop", "pod": "web-0"}); !ok || v != 5 {
+		t.Errorf("rx of shop/web-0's queue 1: %v %v, want 5", v, ok)
+	}
+	if _, ok := value(t, fams, "xdpfwd_link_info", map[string]string{"link": "veth-a", "pod_uid": web.UID}); !ok {
+		t.Errorf("xdpfwd_link_info lacks veth-a's pod_uid")
+	}
+	// The pod's link removed: its series go, the other link's stay.
+	src.mu.Lock()
+	src.removed = map[int]bool{0: true}
+	src.mu.Unlock()
+	fams = gather(t, s.Registry())
+	for name, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			if l := labelsOf(m); l["pod"] == "web-0" || l["link"] == "veth-a" {
+				t.Errorf("%s: a series of the removed link: %v", name, l)
+			}
+		}
+	}
+	if _, ok := value(t, fams, "xdpfwd_rx_packets_total", map[string]string{"link": "veth-b"}); !ok {
+		t.Error("veth-b's series went with veth-a")
+	}
+}

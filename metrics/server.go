@@ -49,7 +49,14 @@ type Options struct {
 	// Handovers, for a daemon, is served as xdpfwd_handovers_total and
 	// xdpfwd_handover_pause_seconds; nil: not served.
 	Handovers func() Handovers
+	// Pods names the pod a link serves, for the per-link series'
+	// namespace and pod labels and xdpfwd_link_info's pod_uid; nil, or
+	// ok false: none (the labels are empty).
+	Pods func(link string) (p Pod, ok bool)
 }
+
+// Pod is the pod a link serves, as the metrics label it.
+type Pod struct{ Namespace, Name, UID string }
 
 // Server serves a forwarder's metrics on /metrics and its health on
 // /healthz. It is an http.Handler; the caller owns the listener.
@@ -83,6 +90,10 @@ func newServer(c *Collector, opts Options) (*Server, error) {
 	}
 	c.logger = s.logger
 	c.live = s.healthErr
+	if opts.Pods != nil {
+		c.pods = opts.Pods
+		c.last = c.read() // the first reading, with the pods
+	}
 	var served prometheus.Gatherer = s.reg
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()

@@ -28,6 +28,7 @@ const (
 	optEnd     = 0
 	optComment = 1
 	optIfName  = 2
+	optIfDescr = 3
 	optIfTsres = 9
 	optEPBFlag = 2
 	optShbUA   = 4
@@ -54,6 +55,8 @@ var order = binary.NativeEndian
 type Interface struct {
 	Name    string
 	SnapLen uint32 // 0: no limit
+	// Description is its if_description ("pod NAMESPACE/NAME"); "": none.
+	Description string
 }
 
 // Writer writes one pcapng section.
@@ -92,6 +95,9 @@ func (pw *Writer) AddInterface(i Interface) (int, error) {
 	order.PutUint16(b[0:], LinkTypeEthernet)
 	order.PutUint32(b[4:], i.SnapLen)
 	b = appendOpt(b, optIfName, []byte(i.Name))
+	if i.Description != "" {
+		b = appendOpt(b, optIfDescr, []byte(i.Description))
+	}
 	b = appendOpt(b, optIfTsres, []byte{9}) // 10^-9 s
 	b = appendOpt(b, optEnd, nil)
 	pw.block(blockIDB, b)

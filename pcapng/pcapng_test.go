@@ -142,7 +142,8 @@ func TestAddInterface(t *testing.T) {
 		t.Error("a packet on interface 1 of 1 was written")
 	}
 	for i, name := range []string{"b0", "c0"} {
-		if n, err := w.AddInterface(pcapng.Interface{Name: name}); n != i+1 || err != nil {
+		desc := map[string]string{"b0": "pod default/web-0"}[name] // c0: none
+		if n, err := w.AddInterface(pcapng.Interface{Name: name, Description: desc}); n != i+1 || err != nil {
 			t.Fatalf("AddInterface(%s) = %d, %v; want %d", name, n, err, i+1)
 		}
 	}
@@ -171,11 +172,11 @@ func TestAddInterface(t *testing.T) {
 	}
 	file := filepath.Join(t.TempDir(), "a.pcapng")
 	os.WriteFile(file, buf.Bytes(), 0o600)
-	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-E", "separator=|", "-e", "frame.interface_name", "-e", "frame.len").Output()
+	out, err := exec.Command("tshark", "-r", file, "-T", "fields", "-E", "separator=|", "-e", "frame.interface_name", "-e", "frame.interface_description", "-e", "frame.len").Output()
 	if err != nil {
 		t.Fatalf("tshark: %v", err)
 	}
-	if got, want := strings.ReplaceAll(string(out), "\r", ""), "a0|60\nc0|60\nb0|60\na0|60\n"; got != want {
+	if got, want := strings.ReplaceAll(string(out), "\r", ""), "a0||60\nc0||60\nb0|pod default/web-0|60\na0||60\n"; got != want {
 		t.Errorf("tshark reads:\n%s\nwant:\n%s", got, want)
 	}
 	if out, err := exec.Command("tcpdump", "-r", file, "-nn").CombinedOutput(); err != nil {

@@ -63,7 +63,11 @@ type NetConf struct {
 	// bandwidth is the pod's limits (the configuration's, else
 	// runtimeConfig's), nil when none.
 	bandwidth *linkop.Bandwidth
-	rps       rpsPolicy
+	// pod is the pod the runtime names in CNI_ARGS (K8S_POD_NAMESPACE,
+	// K8S_POD_NAME, K8S_POD_UID, as kubelet's runtimes pass them); nil
+	// without both a namespace and a name. Unchecked: see podOf.
+	pod *linkop.Pod
+	rps rpsPolicy
 }
 
 // BandwidthEntry is CNI's "bandwidth" capability, in the reference
@@ -145,10 +149,23 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 		return nil, bad("%v", err)
 	}
 	mac := conf.MAC
+	var pod linkop.Pod
 	for _, kv := range strings.Split(args, ";") {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == "MAC" {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+		case k == "MAC":
 			mac = v
+		case k == "K8S_POD_NAMESPACE":
+			pod.Namespace = v
+		case k == "K8S_POD_NAME":
+			pod.Name = v
+		case k == "K8S_POD_UID":
+			pod.UID = v
 		}
+	}
+	if pod.Namespace != "" && pod.Name != "" {
+		conf.pod = &pod // checked by ADD (podOf): DEL never fails on it
 	}
 	for _, m := range []string{conf.Args.CNI.MAC, conf.RuntimeConfig.MAC} {
 		if m != "" {
@@ -205,4 +222,17 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 func HostName(containerID, ifname string) string {
 	h := sha256.Sum256([]byte(containerID + "\x00" + ifname))
 	return hostPrefix + hex.EncodeToString(h[:])[:15-len(hostPrefix)]
+}
+
+// podOf is the pod ADD names to the daemon: conf.pod, checked. A runtime
+// that names a pod the daemon would refuse fails the ADD, saying which
+// argument (DEL and CHECK never read it so).
+func (conf *NetConf) podOf() (*linkop.Pod, error) {
+	if conf.pod == nil {
+		return nil, nil
+	}
+	if err := conf.pod.Check(); err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_ARGS K8S_POD_*", err.Error())
+	}
+	return conf.pod, nil
 }

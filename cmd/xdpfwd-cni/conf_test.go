@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -276,6 +277,43 @@ func TestDaemonErrCodes(t *testing.T) {
 	} {
 		if got := daemonErr(conf, "add x", fmt.Errorf("link add x: %w", c.err)); got.Code != c.code {
 			t.Errorf("%v: code %d, want %d", c.err, got.Code, c.code)
+		}
+	}
+}
+
+// TestConfPod: CNI_ARGS' K8S_POD_* name the pod ADD gives the daemon; a
+// namespace without a name (or none) is no pod; a pod the daemon would
+// refuse fails ADD with code 4 (podOf), never DEL (parseConf takes it).
+func TestConfPod(t *testing.T) {
+	const conf = `{"name":"n","control":"/s","ipam":{"type":"host-local"}}`
+	for _, tc := range []struct {
+		name, args string
+		want       *linkop.Pod
+		code       uint // podOf's; 0: none
+	}{
+		{name: "kubelet's", args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u-1",
+			want: &linkop.Pod{Namespace: "shop", Name: "web-0", UID: "u-1"}},
+		{name: "no UID", args: "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-0", want: &linkop.Pod{Namespace: "shop", Name: "web-0"}},
+		{name: "namespace alone", args: "K8S_POD_NAMESPACE=shop"},
+		{name: "none", args: "IgnoreUnknown=1;MAC=02:00:00:00:00:02"},
+		{name: "bad name", args: "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web 0", want: &linkop.Pod{Namespace: "shop", Name: "web 0"}, code: types.ErrInvalidEnvironmentVariables},
+		{name: "name too long", args: "K8S_POD_NAMESPACE=shop;K8S_POD_NAME=" + strings.Repeat("a", 254), want: &linkop.Pod{Namespace: "shop", Name: strings.Repeat("a", 254)}, code: types.ErrInvalidEnvironmentVariables},
+	} {
+		c, err := parseConf([]byte(conf), tc.args)
+		if err != nil {
+			t.Errorf("%s: parseConf: %v", tc.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(c.pod, tc.want) {
+			t.Errorf("%s: pod %+v, want %+v", tc.name, c.pod, tc.want)
+		}
+		p, err := c.podOf()
+		var te *types.Error
+		switch {
+		case tc.code == 0 && (err != nil || !reflect.DeepEqual(p, tc.want)):
+			t.Errorf("%s: podOf %+v, %v; want %+v", tc.name, p, err, tc.want)
+		case tc.code != 0 && (!errors.As(err, &te) || te.Code != tc.code || p != nil):
+			t.Errorf("%s: podOf %+v, %v; want CNI code %d", tc.name, p, err, tc.code)
 		}
 	}
 }

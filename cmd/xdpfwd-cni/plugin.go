@@ -285,6 +285,10 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
+	pod, err := conf.podOf()
+	if err != nil {
+		return err
+	}
 	host := HostName(args.ContainerID, args.IfName)
 	// The daemon first: with none to hand the link to, build nothing;
 	// and it says how many queues the veth needs (its workers). (Asked
@@ -439,6 +443,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// And its bandwidth limits: the daemon polices them.
 	opts := linkop.PodOptions(contIf.HardwareAddr, podIPs)
 	opts.Bandwidth = conf.bandwidth
+	opts.Pod = pod // shown wherever the link is
 	if err = d.AddLinkWith(host, opts); err != nil && !errors.Is(err, linkop.ErrExists) {
 		return daemonErr(conf, "add "+host, err)
 	}
@@ -592,6 +597,9 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	if err := checkPolicy(k, podMAC, conf.bandwidth); err != nil {
 		return types.NewError(types.ErrIOFailure, "xdpfwd's link "+host, err.Error())
+	}
+	if p := conf.pod; p != nil && k.Pod != nil && *k.Pod != *p {
+		return types.NewError(types.ErrIOFailure, "xdpfwd's link "+host, fmt.Sprintf("serves pod %s (uid %q), not %s (uid %q)", k.Pod, k.Pod.UID, p, p.UID))
 	}
 	return nil
 }

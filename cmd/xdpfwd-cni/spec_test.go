@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -428,7 +429,9 @@ func TestCNICapabilities(t *testing.T) {
 		conf["capabilities"] = caps
 		r.writeConflist(tc.v, conf)
 		capArgs := fmt.Sprintf(`CAP_ARGS={"mac":%q,"ips":[%q]}`, tc.mac, tc.ip)
-		out, err := r.cnitoolEnv("add", p, capArgs, "CNI_ARGS=IgnoreUnknown=1;MAC=02:c2:80:00:00:ff")
+		// The pod's identity, as kubelet's runtimes pass it.
+		pod := linkop.Pod{Namespace: "caps", Name: fmt.Sprintf("web-%d", i), UID: fmt.Sprintf("6b1f0c2e-0000-4000-8000-00000000000%d", i)}
+		out, err := r.cnitoolEnv("add", p, capArgs, fmt.Sprintf("CNI_ARGS=IgnoreUnknown=1;MAC=02:c2:80:00:00:ff;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_INFRA_CONTAINER_ID=0123;K8S_POD_UID=%s", pod.Namespace, pod.Name, pod.UID))
 		if err != nil {
 			t.Errorf("%s: cnitool add with %s: %v\n%s", name, capArgs, err, out)
 			continue
@@ -458,8 +461,10 @@ func TestCNICapabilities(t *testing.T) {
 		}); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if !d.forwards(r.hostName(p)) {
+		if k, ok := d.list().Link(r.hostName(p)); !ok {
 			t.Errorf("%s: xdpfwd does not forward %s", name, r.hostName(p))
+		} else if k.Pod == nil || *k.Pod != pod {
+			t.Errorf("%s: xdpfwd's %s serves pod %+v, want CNI_ARGS' %+v", name, r.hostName(p), k.Pod, pod)
 		}
 		if pr, err := topo.Ping(p, gatewayAddr, 1, 3*time.Second); err != nil || pr.Received != 1 {
 			t.Errorf("%s: %s pings the node (%s) through xdpfwd: %+v, %v", name, p.Name, gatewayAddr, pr, err)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -19,11 +20,12 @@ import (
 	"github.com/xdpfwd/xdpfwd/capture"
 	"github.com/xdpfwd/xdpfwd/cbpf"
 	"github.com/xdpfwd/xdpfwd/control"
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/pcapng"
 )
 
-const captureUsage = `usage: xdpfwd capture -w FILE|- [--control PATH] [--link NAME]... [--direction rx|tx|drop|all]
-                      [--count N] [--snaplen N] [--buffer BYTES] [FILTER EXPRESSION...]
+const captureUsage = `usage: xdpfwd capture -w FILE|- [--control PATH] [--link NAME]... [--pod NAMESPACE/NAME]...
+                      [--direction rx|tx|drop|all] [--count N] [--snaplen N] [--buffer BYTES] [FILTER EXPRESSION...]
 
 Writes what a running xdpfwd receives, sends and drops as pcapng: each packet
 on its link's interface, inbound or outbound, its queue (and for a drop the
@@ -44,6 +46,11 @@ interface disappears: what was captured until then is written, and it exits
 link (xdpfwd follows it by its ifindex): the capture goes on recording it
 under the name it had when the capture started, as tcpdump does.
 
+--pod captures on the links of a pod (those the CNI plugin added for it,
+or a link add --pod), as --link does: the pod's deletion ends it. Each
+interface of a link that serves a pod is described "pod NAMESPACE/NAME"
+in the file (pcapng if_description; tshark's frame.interface_description).
+
 Exit status: 0 at --count, a signal, or the daemon stopping; 1 when a link
 asked for was removed, or on another failure; 2 for bad input.
 
@@ -56,8 +63,9 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	path := fs.String("control", "", "the daemon's control socket (default: "+control.Dir+"/LINK.sock for a --link, else the only socket there)")
 	out := fs.String("w", "", "write pcapng to this file, or - for standard output (required)")
-	var links listFlag
+	var links, pods listFlag
 	fs.Var(&links, "link", "capture on this link only (repeat; default: every link)")
+	fs.Var(&pods, "pod", "capture on the links of this pod only, NAMESPACE/NAME (repeat; as --link)")
 	dir := fs.String("direction", "all", "rx|tx|drop|all")
 	count := fs.Uint64("count", 0, "stop after this many packets (0: until interrupted)")
 	snaplen := fs.Int("snaplen", capture.DefaultSnaplen, "bytes kept of each packet")
@@ -83,6 +91,14 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	if _, err := capture.ParseDir(*dir); err != nil || *dir == "" {
 		return usageError{fmt.Sprintf("capture: --direction %q: want rx, tx, drop or all", *dir)}
 	}
+	var refs []linkop.Pod
+	for _, ref := range pods {
+		p, err := linkop.ParsePod(ref)
+		if err != nil {
+			return usageError{"capture: --pod: " + err.Error()}
+		}
+		refs = append(refs, p)
+	}
 	req := capture.Request{Links: links, Direction: *dir, Snaplen: *snaplen, Count: *count, Buffer: *buffer}
 	if expr != "" {
 		prog, err := cbpf.Compile(expr, *snaplen)
@@ -100,6 +116,15 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		*path = p
+	}
+	names := &podNames{path: *path}
+	if len(refs) > 0 {
+		of, err := names.linksOf(refs)
+		if err != nil {
+			return err
+		}
+		links = append(links, of...)
+		req.Links = links
 	}
 
 	// Signals before the capture starts, so that none ends it uncleanly.
@@ -166,7 +191,7 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "listening on %s (%s), pcapng, snapshot length %d bytes\n",
 		strings.Join(on, ", "), *path, c.Hello.Snaplen)
-	n, err := writeCapture(c, w, fmt.Sprintf("xdpfwd %s capture", version))
+	n, err := writeCapture(c, w, fmt.Sprintf("xdpfwd %s capture", version), names.describe)
 	if interrupted.Load() {
 		fmt.Fprintf(stderr, "%d packets captured\n", n)
 		return fmt.Errorf("capture: interrupted again: ended without the daemon's totals (packets lost unknown)")
@@ -185,11 +210,15 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 }
 
 // writeCapture writes the records of c as pcapng to w until the daemon
-// ends the stream, and returns how many it wrote.
-func writeCapture(c *capture.Client, w io.Writer, app string) (uint64, error) {
+// ends the stream, and returns how many it wrote; describe gives each
+// interface's description (nil: none).
+func writeCapture(c *capture.Client, w io.Writer, app string, describe func(link string) string) (uint64, error) {
+	if describe == nil {
+		describe = func(string) string { return "" }
+	}
 	ifs := make([]pcapng.Interface, len(c.Links()))
 	for i, l := range c.Links() {
-		ifs[i] = pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen)}
+		ifs[i] = pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen), Description: describe(l)}
 	}
 	pw, err := pcapng.NewWriter(w, app, ifs)
 	if err != nil {
@@ -215,7 +244,7 @@ func writeCapture(c *capture.Client, w io.Writer, app string) (uint64, error) {
 		// Links added while capturing: described before their first
 		// packet, in the order the daemon numbered them.
 		for _, l := range c.Links()[pw.Interfaces():] {
-			if _, err := pw.AddInterface(pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen)}); err != nil {
+			if _, err := pw.AddInterface(pcapng.Interface{Name: l, SnapLen: uint32(c.Hello.Snaplen), Description: describe(l)}); err != nil {
 				return n, err
 			}
 		}
@@ -258,4 +287,70 @@ func direction(rec capture.Record, reasons []string) pcapng.Direction {
 		return pcapng.DirInbound
 	}
 	return pcapng.DirOutbound
+}
+
+// podNames are the pods of the daemon's links, from its link list: read
+// for --pod, and again when the capture meets a link it has not seen
+// (added while capturing), for the interfaces' descriptions.
+type podNames struct {
+	path string
+	pods map[string]linkop.Pod
+	seen map[string]bool // the links the last list had
+}
+
+// list reads the daemon's links and their pods.
+func (p *podNames) list() error {
+	c, err := linkop.Dial(p.path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	l, err := c.ListLinks()
+	if err != nil {
+		return err
+	}
+	p.pods, p.seen = map[string]linkop.Pod{}, map[string]bool{}
+	for _, k := range l.Links {
+		p.seen[k.Name] = true
+		if k.Pod != nil {
+			p.pods[k.Name] = *k.Pod
+		}
+	}
+	return nil
+}
+
+// linksOf are the links of the pods refs; a pod the daemon serves no link
+// of is the request's fault.
+func (p *podNames) linksOf(refs []linkop.Pod) ([]string, error) {
+	if err := p.list(); err != nil {
+		return nil, fmt.Errorf("capture: --pod: %w", err)
+	}
+	var links []string
+	for _, ref := range refs {
+		n := len(links)
+		for _, name := range slices.Sorted(maps.Keys(p.pods)) {
+			if p.pods[name].Is(ref) {
+				links = append(links, name)
+			}
+		}
+		if len(links) == n {
+			return nil, usageError{fmt.Sprintf("capture: --pod %s: %s serves no link of that pod (xdpfwd link list shows the pods)", ref, p.path)}
+		}
+	}
+	return links, nil
+}
+
+// describe is link's interface description: "pod NAMESPACE/NAME", or ""
+// for a link that serves none (or when the daemon cannot say).
+func (p *podNames) describe(link string) string {
+	if !p.seen[link] && p.list() != nil { // a link added since
+		if p.seen == nil {
+			p.seen = map[string]bool{}
+		}
+		p.seen[link] = true // undescribed: not asked again
+	}
+	if pod, ok := p.pods[link]; ok {
+		return "pod " + pod.String()
+	}
+	return ""
 }

@@ -39,6 +39,8 @@ type controlSocket struct {
 	// --port-security on: secure them unless the add says otherwise.
 	sw           *modes.Switch
 	portSecurity bool
+	// pods are the pods the links added over the socket serve (pods.go).
+	pods podTable
 
 	// linkOps is held by each link change made over the socket and by a
 	// reload's read and change of the links (reloader.lockLinks), and
@@ -303,6 +305,9 @@ func (d daemonLinks) List() (linkop.List, error) {
 		if b, ok := limits[name]; ok {
 			k.Bandwidth = &linkop.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
 		}
+		if p, ok := d.cs.pods.of(name); ok {
+			k.Pod = &p
+		}
 		l.Links = append(l.Links, k)
 	}
 	return l, nil
@@ -370,6 +375,7 @@ func (d daemonLinks) change(op, name string, do func(linkop.LinkManager, string)
 				return fmt.Errorf("link %s %s: %w", op, name, errHandedOver)
 			}
 			err = do(lm, name)
+			d.cs.pods.keep(f.Links())
 			if err == nil {
 				if serr := d.cs.saveLinks(f, d.cs.given); serr != nil && d.cs.log != nil {
 					d.cs.log.Error("link state not written: this link is not added back if the daemon restarts", "link", name, "err", serr)

@@ -22,7 +22,7 @@ import (
 const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
        xdpfwd link add NAME [--mac MAC [--ip IP]...] [--port-security on|off]
                        [--ingress-rate RATE [--ingress-burst SIZE]] [--egress-rate RATE [--egress-burst SIZE]]
-                       [--control PATH]
+                       [--pod NAMESPACE/NAME [--pod-uid UID]] [--control PATH]
        xdpfwd link del NAME [--control PATH]
 
 Lists a running xdpfwd's links (with their packet counters), or asks it to
@@ -46,6 +46,11 @@ units (8M, 8Mbit, 1G), 1k..1000T; a burst is bytes (64KiB), 1518 (a full
 frame) .. 4294967294, by default 10 ms at the rate, at least 64 KiB. A
 policer drops, it does not queue: TCP slows down to the rate.
 
+A link added with --pod (xdpfwd-cni names each pod's link so) is shown as
+the pod's: link list's POD column and JSON, the metrics' namespace and pod
+labels, the summary and xdpfwd capture --pod. A link added without serves
+no pod.
+
 `
 
 // cmdLink is `xdpfwd link`: a client of a running daemon's control socket.
@@ -64,6 +69,8 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&bw.ingressBurst, "ingress-burst", "add: the ingress policer's burst in bytes (64KiB), 1518..4294967294; default 10 ms at the rate, at least 64KiB")
 	fs.Var(&bw.egressRate, "egress-rate", "add: police what the link's pod sends to this rate, bits/s with SI units; switch mode")
 	fs.Var(&bw.egressBurst, "egress-burst", "add: the egress policer's burst in bytes, 1518..4294967294; default 10 ms at the rate, at least 64KiB")
+	pod := fs.String("pod", "", "add: the pod the link serves, NAMESPACE/NAME, shown wherever the link is")
+	podUID := fs.String("pod-uid", "", "add: the pod's UID (with --pod)")
 	help := func() error {
 		fmt.Fprint(stderr, linkUsage)
 		fs.SetOutput(stderr)
@@ -103,8 +110,8 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		if err := linkop.CheckName(name); err != nil {
 			return usageError{fmt.Sprintf("link %s: %v", op, err)}
 		}
-		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "" || bw != (bandwidthFlags{})) {
-			return usageError{"link del: --mac, --ip, --port-security and the rates and bursts are for add"}
+		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "" || bw != (bandwidthFlags{}) || *pod != "" || *podUID != "") {
+			return usageError{"link del: --mac, --ip, --port-security, the rates and bursts and --pod are for add"}
 		}
 	case "help":
 		return help()
@@ -117,6 +124,9 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		}
 		var err error
 		if opts.Bandwidth, err = bw.options(); err != nil {
+			return usageError{"link add: " + err.Error()}
+		}
+		if opts.Pod, err = podOption(*pod, *podUID); err != nil {
 			return usageError{"link add: " + err.Error()}
 		}
 	}
@@ -152,6 +162,25 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		return usageError{msg}
 	}
 	return err
+}
+
+// podOption is link add's --pod and --pod-uid: nil for none.
+func podOption(ref, uid string) (*linkop.Pod, error) {
+	if ref == "" {
+		if uid != "" {
+			return nil, errors.New("--pod-uid needs --pod")
+		}
+		return nil, nil
+	}
+	p, err := linkop.ParsePod(ref)
+	if err != nil {
+		return nil, fmt.Errorf("--pod: %w", err)
+	}
+	p.UID = uid
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("--pod-uid: %w", err)
+	}
+	return &p, nil
 }
 
 // addOptions checks link add's port security flags into o: the daemon
@@ -199,9 +228,13 @@ func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
 		}{l.Mode, l.Queues, l.CPUs, l.Links})
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "LINK\tMODE\tBIND\tUMEM\tRX PACKETS\tTX PACKETS\tPOLICY\t\n")
+	fmt.Fprintf(tw, "LINK\tMODE\tBIND\tUMEM\tRX PACKETS\tTX PACKETS\tPOD\tPOLICY\t\n")
 	for _, k := range l.Links {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", k.Name, l.Mode, cmp.Or(k.Bind, "-"), cmp.Or(k.Domain, "-"), k.RXPackets, k.TXPackets, linkPolicy(k))
+		pod := "-"
+		if k.Pod != nil {
+			pod = k.Pod.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t\n", k.Name, l.Mode, cmp.Or(k.Bind, "-"), cmp.Or(k.Domain, "-"), k.RXPackets, k.TXPackets, pod, linkPolicy(k))
 	}
 	return tw.Flush()
 }

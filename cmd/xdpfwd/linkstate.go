@@ -136,6 +136,9 @@ type linkStateDoc struct {
 	// (the add's own wire form): a link added back is policed as it
 	// was. An older file has none.
 	Limits map[string]linkop.Bandwidth `json:"limits,omitempty"`
+	// Pods are the pods those that serve one serve, by name. An older
+	// file has none.
+	Pods map[string]linkop.Pod `json:"pods,omitempty"`
 }
 
 // portState is a modes.Port as the file keeps it, and whether its port
@@ -159,9 +162,16 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 	if cs.sw != nil {
 		ports, limits = cs.sw.Ports(), cs.sw.PortLimits()
 	}
+	pods := cs.pods.all(false)
 	for _, n := range f.Links() {
 		if n != "" && !slices.Contains(given, n) {
 			doc.Added = append(doc.Added, n)
+			if p, ok := pods[n]; ok {
+				if doc.Pods == nil {
+					doc.Pods = map[string]linkop.Pod{}
+				}
+				doc.Pods[n] = p
+			}
 			if p, ok := ports[n]; ok {
 				if doc.Ports == nil {
 					doc.Ports = map[string]portState{}
@@ -281,7 +291,16 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 			logger.Error("link added before the restart: not added back", "link", name, "err", err)
 			continue
 		}
-		logger.Info("link added before the restart: added back", "link", name, "file", cs.state)
+		var pod *linkop.Pod
+		if p, ok := doc.Pods[name]; ok {
+			if err := p.Check(); err != nil {
+				logger.Error("link added before the restart: its pod is not restored", "link", name, "err", err)
+			} else {
+				pod = &p
+			}
+		}
+		cs.pods.set(name, pod)
+		logger.Info("link added before the restart: added back", "link", name, "file", cs.state, "pod", podAttr(pod))
 	}
 	if err := cs.saveLinks(f, given); err != nil {
 		logger.Error("link state not written", "err", err)

@@ -145,17 +145,28 @@ func listensOn(addr string, at *net.TCPAddr) bool {
 	return ip.Equal(at.IP)
 }
 
+// daemonMetrics are what a daemon's control socket exports beside the
+// forwarder's: its handovers and its links' pods (nil: none).
+type daemonMetrics struct {
+	handovers func() metrics.Handovers
+	pods      func(link string) (metrics.Pod, bool)
+}
+
 // serveMetricsOn is serveMetricsWith on the listener ln, with the
-// daemon's handovers (nil: none exported).
-func serveMetricsOn(ln *net.TCPListener, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, mm *modeMetrics, handovers func() metrics.Handovers) (stop func(), err error) {
+// daemon's handovers and pods (nil dm: none exported).
+func serveMetricsOn(ln *net.TCPListener, f *fwd.Forwarder, logger *slog.Logger, lim httpLimits, mm *modeMetrics, dm *daemonMetrics) (stop func(), err error) {
 	if mm == nil {
 		mm = &modeMetrics{}
+	}
+	if dm == nil {
+		dm = &daemonMetrics{}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	srv, err := metrics.NewServer(f, metrics.Options{
-		Handovers: handovers,
+		Handovers: dm.handovers,
+		Pods:      dm.pods,
 		Version:   version,
 		Logger:    logger,
 		FDB:       mm.fdb,

@@ -205,8 +205,8 @@ func TestRunMetricsAndStats(t *testing.T) {
 		t.Fatalf("/metrics: %d", code)
 	}
 	for _, w := range []string{
-		fmt.Sprintf(`xdpfwd_rx_packets_total{link=%q,queue="0"}`, p.LinkA),
-		fmt.Sprintf(`xdpfwd_tx_packets_total{link=%q,queue="0"}`, p.LinkB),
+		fmt.Sprintf(`xdpfwd_rx_packets_total{link=%q,namespace="",pod="",queue="0"}`, p.LinkA),
+		fmt.Sprintf(`xdpfwd_tx_packets_total{link=%q,namespace="",pod="",queue="0"}`, p.LinkB),
 		`xdpfwd_info{`, `version="`, `xdpfwd_umem_zone_free_units{zone="frames"}`, "go_goroutines",
 	} {
 		if !strings.Contains(body, w) {

@@ -67,31 +67,55 @@ func (cs *controlSocket) portFor(o linkop.AddOptions) (p modes.Port, secure bool
 //
 // Its bandwidth limits (bandwidth.go) are given to the switch the same
 // way, before the link is added.
+//
+// The pod it names (pods.go) is recorded once the link is added.
 func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
-	p, secure, err := d.cs.portFor(o)
+	var err error
+	if o.Pod != nil {
+		err = o.Pod.Check()
+	}
 	if err == nil {
-		var lim modes.Limits
-		if lim, err = d.cs.limitsFor(o); err == nil {
-			return d.addPort(name, p, secure, lim)
+		var p modes.Port
+		var secure bool
+		if p, secure, err = d.cs.portFor(o); err == nil {
+			var lim modes.Limits
+			if lim, err = d.cs.limitsFor(o); err == nil {
+				return d.addPort(name, p, secure, lim, o.Pod)
+			}
 		}
 	}
 	return linkop.Refused(fmt.Errorf("link add %s: %w", name, err))
 }
 
-// addPort adds link name with port security p if secure and limits
-// lim, if any. A refusal changes nothing: a link forwarded already is
-// refused before anything is touched (ErrExists for an add retried as it
-// was made, ErrExistsOther for one that asks for other port security or
-// limits), and an add that fails after the switch was told its port and
+// addPort adds link name, serving pod, with port security p if secure
+// and limits lim, if any. A refusal changes nothing: a link forwarded
+// already is refused before anything is touched (ErrExists for an add
+// retried as it was made, ErrExistsOther for one that asks for other
+// port security or limits, or names another pod than the one it
+// serves), and an add that fails after the switch was told its port and
 // limits puts them back as they were.
-func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.Limits) error {
-	if (!secure && lim.IsZero()) || d.cs.isGiven(name) {
-		return d.Add(name) // a --link link is forwarded already, never secured
+func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.Limits, pod *linkop.Pod) error {
+	if d.cs.isGiven(name) {
+		return d.Add(name) // a --link link is forwarded already, never secured, no pod's
 	}
 	sw := d.cs.sw
+	plain := !secure && lim.IsZero()
 	return d.change("add", name, func(lm linkop.LinkManager, name string) error {
 		if f := d.cs.fw.Load(); f != nil && slices.Contains(f.Links(), name) {
+			if err := d.cs.servesOther(name, pod); err != nil {
+				return err
+			}
+			if plain {
+				return lm.AddLink(name) // the forwarder's "exists"
+			}
 			return forwardedAs(sw, name, p, secure, lim)
+		}
+		if plain {
+			err := lm.AddLink(name)
+			if err == nil {
+				d.cs.pods.set(name, pod)
+			}
+			return err
 		}
 		restore := sw.Checkpoint()
 		err := givePort(sw, name, p, secure, lim)
@@ -102,6 +126,7 @@ func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.L
 			restore()
 			return err
 		}
+		d.cs.pods.set(name, pod)
 		if d.cs.log != nil && secure {
 			d.cs.log.Info("port security", "link", name, "mac", p.MAC.String(), "ips", fmt.Sprint(p.IPs))
 		}
@@ -157,6 +182,19 @@ func forwardedAs(sw *modes.Switch, name string, p modes.Port, secure bool, lim m
 	}
 	return linkop.Refused(fmt.Errorf("link add %s: forwarded with %s; the add asks for %s (link del it first): %w",
 		name, port(hasPort, has, hasLim), port(secure, p, lim), linkop.ErrExistsOther))
+}
+
+// servesOther is the refusal of an add naming pod for link name, which
+// is forwarded already serving another pod (ErrExistsOther); nil when
+// the add names none, or the link serves none (added before pods were
+// named: the retry of an add an older plugin made).
+func (cs *controlSocket) servesOther(name string, pod *linkop.Pod) error {
+	has, ok := cs.pods.of(name)
+	if pod == nil || !ok || has == *pod {
+		return nil
+	}
+	return linkop.Refused(fmt.Errorf("link add %s: serves pod %s (uid %q); the add names pod %s (uid %q) (link del it first): %w",
+		name, has, has.UID, *pod, pod.UID, linkop.ErrExistsOther))
 }
 
 // releasePort ends the port security of link name once it is removed, or

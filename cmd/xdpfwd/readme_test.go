@@ -473,7 +473,7 @@ func TestDocsSummaryFields(t *testing.T) {
 		Domains:      []fwd.DomainSummary{{}},
 		Workers:      []fwd.WorkerStats{{}},
 	}
-	b, err := json.Marshal(sinkSummary{Summary: sum, Sink: &modes.SinkReport{}})
+	b, err := json.Marshal(daemonSummary{Summary: sum, Sink: &modes.SinkReport{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ func TestLinkOpRefusalsChangeNothing(t *testing.T) {
 
 	mac := func(i byte) string { return net.HardwareAddr{0x02, 0x39, 0, 0, 0, i}.String() }
 	bw := &linkop.Bandwidth{IngressRate: 1e6, IngressBurst: 1e6, EgressRate: 1e6, EgressBurst: 1e6}
+	web0 := &linkop.Pod{Namespace: "shop", Name: "web-0", UID: "u-1"}
 	add := func(name string, o linkop.AddOptions) error {
 		c, err := linkop.Dial(path)
 		if err != nil {
@@ -69,7 +70,7 @@ func TestLinkOpRefusalsChangeNothing(t *testing.T) {
 		name string
 		o    linkop.AddOptions
 	}{
-		{"pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}}},
+		{"pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}, Pod: web0}},
 		{"pod2", linkop.AddOptions{MAC: mac(2), Bandwidth: bw}},
 		{"pod3", linkop.AddOptions{}},
 	} {
@@ -127,7 +128,20 @@ func TestLinkOpRefusalsChangeNothing(t *testing.T) {
 		op   func() error
 		is   error // errors.Is; nil: any refusal (a *linkop.RequestError)
 	}{
-		{"add retried as made", func() error { return add("pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}}) }, linkop.ErrExists},
+		{"add retried as made", func() error {
+			return add("pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}, Pod: web0})
+		}, linkop.ErrExists},
+		{"add retried without its pod", func() error { return add("pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}}) }, linkop.ErrExists},
+		{"add naming another pod", func() error {
+			return add("pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}, Pod: &linkop.Pod{Namespace: "shop", Name: "web-1"}})
+		}, linkop.ErrExistsOther},
+		{"add naming the pod with another UID", func() error {
+			return add("pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.1"}, Pod: &linkop.Pod{Namespace: "shop", Name: "web-0", UID: "u-2"}})
+		}, linkop.ErrExistsOther},
+		{"plain add naming a pod", func() error { return add("pod3", linkop.AddOptions{Pod: web0}) }, linkop.ErrExists},
+		{"add with a bad pod", func() error {
+			return add("spare", linkop.AddOptions{Pod: &linkop.Pod{Namespace: "shop", Name: "web 0"}})
+		}, nil},
 		{"add of a secured link with another MAC", func() error { return add("pod1", linkop.AddOptions{MAC: mac(9), IPs: []string{"10.39.0.1"}}) }, linkop.ErrExistsOther},
 		{"add of a secured link with another IP", func() error { return add("pod1", linkop.AddOptions{MAC: mac(1), IPs: []string{"10.39.0.9"}}) }, linkop.ErrExistsOther},
 		{"add of a secured link without port security", func() error { return add("pod1", linkop.AddOptions{MAC: mac(1), PortSecurity: &off, Bandwidth: bw}) }, linkop.ErrExistsOther},

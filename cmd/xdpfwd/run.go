@@ -265,7 +265,7 @@ func (d *daemon) stop(fw *forwarding, sum fwd.Summary, err error) error {
 	logSink(d.logger, d.ff.sink)
 	d.ff.logSwapStats(d.logger)
 	if d.st.summary != "" {
-		if werr := writeSummary(d.st.summary, withSink(sum, d.ff.sink)); werr != nil {
+		if werr := writeSummary(d.st.summary, summaryOf(sum, d.ff.sink, d.ctl.pods.all(true))); werr != nil {
 			err = errors.Join(err, werr)
 		}
 	}

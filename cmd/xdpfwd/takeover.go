@@ -99,6 +99,8 @@ type frozenState struct {
 	Error       string             `json:"error,omitempty"`
 	Inheritance fwd.Inheritance    `json:"inheritance"`
 	Switch      *modes.SwitchState `json:"switch,omitempty"`
+	// Pods are the links' pods (pods.go), the last removed ones' too.
+	Pods map[string]linkop.Pod `json:"pods,omitempty"`
 }
 
 // goAhead is step 6's.
@@ -190,7 +192,7 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	}
 	logger.Debug("handover: frozen", "took", time.Since(begin))
 	killPoint("predecessor-frozen")
-	st := frozenState{Inheritance: in}
+	st := frozenState{Inheritance: in, Pods: cs.pods.all(true)}
 	if cs.sw != nil {
 		sw := cs.sw.Export()
 		st.Switch = &sw
@@ -272,6 +274,7 @@ type takeover struct {
 	metrics   *os.File
 	socket    string
 	sentReady bool
+	pods      map[string]linkop.Pod // the frozen state's
 }
 
 // beginTakeover asks the daemon at socket to hand over and receives its
@@ -358,6 +361,7 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 		return frozen, fmt.Errorf("--takeover %s: the running daemon could not freeze: %s", t.socket, st.Error)
 	}
 	err = f.Inherit(st.Inheritance)
+	t.pods = st.Pods
 	if err == nil && st.Switch != nil {
 		if sw == nil {
 			err = errors.New("a switch's state, and this daemon has no switch")
@@ -431,6 +435,8 @@ func (d *daemon) runTakeover(ctx context.Context, cfg fwd.Config) (*fwd.Forwarde
 	}
 	// From here on the datapath is ours: the sockets are served at once.
 	d.ctl.inherit(socket, t.of.ControlIno, t.control, t.of.Given, t.of.Handovers+1)
+	d.ctl.pods.load(t.pods)
+	d.ctl.pods.keep(f.Links())
 	if d.st.metrics != "" {
 		d.metricsLn = t.metrics
 		t.metrics = nil
@@ -455,7 +461,7 @@ func (d *daemon) serveMetrics(f *fwd.Forwarder) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	stop, err = serveMetricsOn(ln, f, d.logger, defaultHTTPLimits, d.ff.metricsOf(), d.ctl.handoverStats)
+	stop, err = serveMetricsOn(ln, f, d.logger, defaultHTTPLimits, d.ff.metricsOf(), &daemonMetrics{d.ctl.handoverStats, d.ctl.pods.metric})
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/gen"
 	"github.com/xdpfwd/xdpfwd/modes"
@@ -195,19 +196,30 @@ func txStatsLine(prev, cur gen.Summary, dt time.Duration) string {
 	return b.String()
 }
 
-// sinkSummary is a sink's summary: the forwarder's, with what the
-// counting sink saw of the generator's frames.
-type sinkSummary struct {
+// daemonSummary is a daemon's summary: the forwarder's, with what a
+// counting sink saw of the generator's frames and the pods its links
+// serve (those removed while it ran among them).
+type daemonSummary struct {
 	fwd.Summary
-	Sink *modes.SinkReport `json:"sink,omitempty"`
+	Sink *modes.SinkReport     `json:"sink,omitempty"`
+	Pods map[string]linkop.Pod `json:"pods,omitempty"`
 }
 
-func withSink(s fwd.Summary, sink *modes.CountingSink) any {
-	if sink == nil {
-		return s
+func summaryOf(s fwd.Summary, sink *modes.CountingSink, pods map[string]linkop.Pod) daemonSummary {
+	d := daemonSummary{Summary: s}
+	if sink != nil {
+		r := sink.Report()
+		d.Sink = &r
 	}
-	r := sink.Report()
-	return sinkSummary{Summary: s, Sink: &r}
+	for link, p := range pods {
+		if _, ok := s.Links[link]; ok {
+			if d.Pods == nil {
+				d.Pods = map[string]linkop.Pod{}
+			}
+			d.Pods[link] = p
+		}
+	}
+	return d
 }
 
 // logSink logs a counting sink's totals and latency.

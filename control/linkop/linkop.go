@@ -59,6 +59,10 @@ type AddOptions struct {
 	// Bandwidth polices the link (a switch's: modes.Switch.LimitPort);
 	// nil: no limit. An older daemon ignores it.
 	Bandwidth *Bandwidth `json:"bandwidth,omitempty"`
+	// Pod is the pod the link serves (the CNI plugin's K8S_POD_* args),
+	// shown wherever the link is; nil: none (a link added by hand). An
+	// older daemon ignores it.
+	Pod *Pod `json:"pod,omitempty"`
 }
 
 // Bandwidth is a pod's bandwidth limits as CNI's "bandwidth" capability
@@ -75,7 +79,7 @@ type Bandwidth struct {
 
 // Empty reports whether o says nothing: an add as older clients make it.
 func (o AddOptions) Empty() bool {
-	return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil && o.Bandwidth == nil
+	return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil && o.Bandwidth == nil && o.Pod == nil
 }
 
 // Reply is the daemon's answer to one Request.
@@ -151,6 +155,8 @@ type Link struct {
 	// where it was learned: lost if heard there again) or "revoked"
 	// (heard there again: every frame from the link is dropped).
 	PortState string `json:"port_state,omitempty"`
+	// Pod is the pod the link serves, if its add named one.
+	Pod *Pod `json:"pod,omitempty"`
 }
 
 // List is what ListLinks returns.

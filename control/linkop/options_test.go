@@ -69,6 +69,7 @@ func TestAddOptions(t *testing.T) {
 	}
 	raw(`{"op":"link.add","name":"s28c"}`)
 	raw(`{"op":"link.add","name":"s28d","mac":"02:28:00:00:00:0d"}`)
+	raw(`{"op":"link.add","name":"s28f","pod":{"namespace":"ns","name":"web-0","uid":"u1"}}`)
 	for _, tc := range []struct {
 		name string
 		want *linkop.AddOptions
@@ -77,6 +78,7 @@ func TestAddOptions(t *testing.T) {
 		{"s28b", nil},
 		{"s28c", nil},
 		{"s28d", &linkop.AddOptions{MAC: "02:28:00:00:00:0d"}},
+		{"s28f", &linkop.AddOptions{Pod: &linkop.Pod{Namespace: "ns", Name: "web-0", UID: "u1"}}}, // a pod alone is an option
 	} {
 		if got := m.opts[tc.name]; !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: options %+v, want %+v", tc.name, got, tc.want)
