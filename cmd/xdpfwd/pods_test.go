@@ -15,11 +15,8 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
-	"github.com/xdpfwd/xdpfwd/fwd"
 	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 	"github.com/xdpfwd/xdpfwd/metrics"
-	"github.com/xdpfwd/xdpfwd/modes"
-	"github.com/xdpfwd/xdpfwd/umem"
 )
 
 // TestPodsNamedAndForgotten: a switch daemon's control socket (forwarders
@@ -35,17 +32,7 @@ func TestPodsNamedAndForgotten(t *testing.T) {
 	for _, n := range []string{"up0", "pod0", "pod1"} {
 		env.AddLink(n, fwdtest.LinkOptions{})
 	}
-	sw := modes.NewSwitch(1, 1024, time.Minute)
-	f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: sw, MaxLinks: 3, Queues: 1, Env: env,
-		HugePages: umem.HugePagesOff, MultiBufferMode: fwd.MultiBufferOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	state := filepath.Join(t.TempDir(), "ctl.sock.links")
-	cs := &controlSocket{mode: "switch", sw: sw, portSecurity: true, state: state, given: []string{"up0"}}
-	cs.setForwarder(f)
-	path := serveLinkOps(t, cs)
+	_, f, cs, state, path := fakeSwitchDaemon(t, env, 3)
 	srv, err := metrics.NewServer(f, metrics.Options{Pods: cs.pods.metric})
 	if err != nil {
 		t.Fatal(err)

@@ -113,7 +113,7 @@ func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.L
 		if plain {
 			err := lm.AddLink(name)
 			if err == nil {
-				d.cs.pods.set(name, pod)
+				d.cs.serves(name, pod)
 			}
 			return err
 		}
@@ -126,7 +126,7 @@ func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.L
 			restore()
 			return err
 		}
-		d.cs.pods.set(name, pod)
+		d.cs.serves(name, pod)
 		if d.cs.log != nil && secure {
 			d.cs.log.Info("port security", "link", name, "mac", p.MAC.String(), "ips", fmt.Sprint(p.IPs))
 		}
@@ -182,6 +182,15 @@ func forwardedAs(sw *modes.Switch, name string, p modes.Port, secure bool, lim m
 	}
 	return linkop.Refused(fmt.Errorf("link add %s: forwarded with %s; the add asks for %s (link del it first): %w",
 		name, port(hasPort, has, hasLim), port(secure, p, lim), linkop.ErrExistsOther))
+}
+
+// serves records that link name, just added, serves pod (nil: none), and
+// logs it.
+func (cs *controlSocket) serves(name string, pod *linkop.Pod) {
+	cs.pods.set(name, pod)
+	if cs.log != nil && pod != nil {
+		cs.log.Info("link serves pod", "link", name, "pod", pod.String(), "uid", pod.UID)
+	}
 }
 
 // servesOther is the refusal of an add naming pod for link name, which

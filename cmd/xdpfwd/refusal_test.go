@@ -32,17 +32,7 @@ func TestLinkOpRefusalsChangeNothing(t *testing.T) {
 	}
 	env.AddLink("jumbo", fwdtest.LinkOptions{MTU: 9000})
 	env.AddLink("twoq", fwdtest.LinkOptions{Queues: 1, RXQueues: 1, TXQueues: 1})
-	sw := modes.NewSwitch(1, 1024, time.Minute)
-	f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: sw, MaxLinks: 6, Queues: 1, Env: env,
-		HugePages: umem.HugePagesOff, MultiBufferMode: fwd.MultiBufferOff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	state := filepath.Join(t.TempDir(), "ctl.sock.links")
-	cs := &controlSocket{mode: "switch", sw: sw, portSecurity: true, state: state, given: []string{"up0"}}
-	cs.setForwarder(f)
-	path := serveLinkOps(t, cs)
+	sw, _, cs, state, path := fakeSwitchDaemon(t, env, 6)
 
 	mac := func(i byte) string { return net.HardwareAddr{0x02, 0x39, 0, 0, 0, i}.String() }
 	bw := &linkop.Bandwidth{IngressRate: 1e6, IngressBurst: 1e6, EgressRate: 1e6, EgressBurst: 1e6}
@@ -203,4 +193,22 @@ func sameBucket(t *fdb.Table, like net.HardwareAddr, n int) []net.HardwareAddr {
 		}
 	}
 	return out
+}
+
+// fakeSwitchDaemon is a switch daemon's control socket over env's links
+// (fwdtest: no root), on the uplink up0, taking up to maxLinks links
+// with port security on; its state file, and the socket's path.
+func fakeSwitchDaemon(t *testing.T, env *fwdtest.Env, maxLinks int) (sw *modes.Switch, f *fwd.Forwarder, cs *controlSocket, state, path string) {
+	t.Helper()
+	sw = modes.NewSwitch(1, 1024, time.Minute)
+	f, err := fwd.New(fwd.Config{Links: []string{"up0"}, Handler: sw, MaxLinks: maxLinks, Queues: 1, Env: env,
+		HugePages: umem.HugePagesOff, MultiBufferMode: fwd.MultiBufferOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	state = filepath.Join(t.TempDir(), "ctl.sock.links")
+	cs = &controlSocket{mode: "switch", sw: sw, portSecurity: true, state: state, given: []string{"up0"}}
+	cs.setForwarder(f)
+	return sw, f, cs, state, serveLinkOps(t, cs)
 }

@@ -487,7 +487,7 @@ func testFlowsSticky(t *testing.T, vm *VM) {
 	queues := vm.RXQueues(t, NIC0)
 	served := 0
 	for q := range queues {
-		if m[fmt.Sprintf(`xdpfwd_rx_packets_total{link="%s",queue="%d"}`, NIC0, q)] > 0 {
+		if m[fmt.Sprintf(`xdpfwd_rx_packets_total{link="%s",namespace="",pod="",queue="%d"}`, NIC0, q)] > 0 {
 			served++
 		}
 	}
