@@ -88,7 +88,11 @@ func inheritAndFail(t *testing.T, r *running, cfg fwd.Config) {
 // none lost, duplicated or reordered, the counters carried over, no UMEM
 // address leaked at the end; the longest silence at the receiver is
 // logged beside each pause. With one worker, and with two on two queues
-// (a flow's packets handed between them, ordered by arrival).
+// (a flow's packets handed between them, ordered by arrival). On rings
+// of 4096 (41 ms at this rate): the default 2048 holds 20 ms, and this
+// 2-core machine stalls a worker that long now and then, handover or not
+// (345 of 161,452 lost once in CI, its longest silence 19 ms, pauses
+// under 2 ms); a loss says what the counters saw.
 func TestHandoverStream(t *testing.T) {
 	for _, q := range []int{1, 2} {
 		t.Run(fmt.Sprintf("queues=%d", q), func(t *testing.T) { testHandoverStream(t, q) })
@@ -97,7 +101,7 @@ func TestHandoverStream(t *testing.T) {
 
 func testHandoverStream(t *testing.T, queues int) {
 	p := newPair(t, topo.Options{Queues: queues})
-	cfg := fwd.Config{HugePages: umem.HugePagesAuto, Queues: queues}
+	cfg := fwd.Config{HugePages: umem.HugePagesAuto, Queues: queues, RingSize: 4096}
 	r := start(t, p, cfg)
 	if res, err := topo.Ping(p.A, p.V4B, 1, 3*time.Second); err != nil || res.Received != 1 {
 		t.Fatalf("ping before: %+v %v", res, err)
@@ -119,10 +123,11 @@ func testHandoverStream(t *testing.T, queues int) {
 		t.Error(err)
 	}
 	t.Logf("stream: %d sent, %d received, longest silence %v (%d over 1 ms); pauses %v", res.Sent, res.Received, res.MaxGap, len(res.Gaps), pauses)
-	if res.Lost != 0 || res.Duplicates != 0 || res.Reordered != 0 || res.Received == 0 {
-		t.Errorf("across 5 handovers: %d sent, %d received, %d lost, %d duplicated, %d reordered; want none lost", res.Sent, res.Received, res.Lost, res.Duplicates, res.Reordered)
-	}
 	sum := r.stop(t)
+	if res.Lost != 0 || res.Duplicates != 0 || res.Reordered != 0 || res.Received == 0 {
+		t.Errorf("across 5 handovers: %d sent, %d received, %d lost, %d duplicated, %d reordered; want none lost (drops on A: %v; on B: %v)",
+			res.Sent, res.Received, res.Lost, res.Duplicates, res.Reordered, nonZero(sum.Links[p.LinkA].Drops), nonZero(sum.Links[p.LinkB].Drops))
+	}
 	if sum.Links[p.LinkB].TXPackets < res.Received {
 		t.Errorf("the last forwarder's counters: %d sent on B, fewer than the %d the stream received: the predecessors' were not carried over", sum.Links[p.LinkB].TXPackets, res.Received)
 	}
