@@ -48,6 +48,8 @@ type Packet struct {
 	total   int32
 	verdict Verdict
 	cause   DropCause // FloodDropOut's
+	// vid is the VLAN SetVLAN put the packet in, 0 for none.
+	vid uint16
 	// out is the output link for a forward, the set of links for a flood.
 	out LinkSet
 	// dropped is the links a flood counts a drop on (FloodDropOut);
@@ -180,6 +182,30 @@ func (p *Packet) Flood(s LinkSet) { p.verdict, p.out, p.dropped = VerdictFlood, 
 // of dropped alone. The verdict's LinkSet (Verdict) is s without dropped.
 func (p *Packet) FloodDropOut(s LinkSet, c DropCause, dropped LinkSet) {
 	p.verdict, p.out, p.cause, p.dropped = VerdictFlood, s&^dropped, c, dropped
+}
+
+// SetVLAN puts the packet in VLAN vid (1..4094): it leaves the links of
+// its verdict that take the VLAN untagged (VLANHandler.Untagged) without
+// an 802.1Q tag, and every other one with an outer 802.1Q tag of vid.
+// The forwarder makes it so per link, as it sends it (a handler may not
+// change Len): it pops the frame's outer 802.1Q tag, rewrites its VID
+// (keeping its priority) or pushes one into the headroom. A frame whose
+// outer tag is another TPID's (802.1ad) is untagged here: a tag is
+// pushed in front of it. vid 0 (the zero value), or a verdict other than
+// forward or flood: the frame leaves as it is.
+func (p *Packet) SetVLAN(vid uint16) { p.vid = vid & 0xfff }
+
+// VLAN is the VLAN SetVLAN put the packet in: for tests of a Handler.
+func (p *Packet) VLAN() uint16 { return p.vid }
+
+// A VLANHandler is a Handler whose links have VLANs (modes.Switch's
+// access ports and trunks): it says which links take a VLAN's frames
+// untagged, for the packets it puts in one (SetVLAN). Without it, every
+// link takes them tagged. Called by several workers at once, once per
+// packet in a VLAN: it must be cheap and safe for concurrent use.
+type VLANHandler interface {
+	Handler
+	Untagged(vid uint16) LinkSet
 }
 
 // Reflect sends the packet back out of the link and the queue it arrived

@@ -25,6 +25,9 @@ type rxPkt struct {
 	in    *port
 	descs []xsk.Desc
 	total int
+	// prio is the priority (PCP, DEI) of the 802.1Q tag retag popped,
+	// for the tag it may push for the next link of a flood.
+	prio uint16
 }
 
 // verdict is what becomes of a packet: a Handler's, or cross-connect's
@@ -34,6 +37,10 @@ type verdict struct {
 	cause   DropCause // of the links dropped
 	out     LinkSet   // the link of a forward, the links of a flood
 	dropped LinkSet   // the links a flood counts a drop on (FloodDropOut)
+	// vid is SetVLAN's, and untagged the links that take its VLAN
+	// untagged (VLANHandler): the tag each link gets.
+	vid      uint16
+	untagged LinkSet
 }
 
 // txChoice is the flow choice for a packet: its TX queue, its flow's slot
@@ -89,7 +96,7 @@ func (w *worker) forward(in *port) int {
 		w.decide(in, &b)
 		for j := range w.verdicts.pkts {
 			p := w.collected(in, j)
-			w.carryOut(&p, w.verdicts.pkts[j].verdictOf(), &b)
+			w.carryOut(&p, w.verdicts.verdictOf(j), &b)
 		}
 	}
 	w.finish(in, &b)
@@ -226,7 +233,9 @@ func (w *worker) carryOut(p *rxPkt, v verdict, b *rxBatch) {
 	switch v.v {
 	case VerdictForward:
 		if o := int(v.out); w.chg.live.Has(o) { // in range, and not removed (links.go)
-			w.send(p, o, b)
+			if w.retag(p, v, o, true) {
+				w.send(p, o, b)
+			}
 			return
 		}
 	case VerdictReflect:

@@ -15,6 +15,7 @@ import (
 // packets and where their descriptors are. The worker's alone.
 type verdicts struct {
 	handler Handler
+	vlans   VLANHandler // the handler, if it is one
 	pkts    []Packet
 	spans   []span
 	descs   []xsk.Desc
@@ -24,7 +25,8 @@ func newVerdicts(h Handler, ringSize int) verdicts {
 	if h == nil {
 		return verdicts{}
 	}
-	return verdicts{handler: h, pkts: make([]Packet, 0, ringSize), spans: make([]span, 0, ringSize), descs: make([]xsk.Desc, 0, ringSize)}
+	vlans, _ := h.(VLANHandler)
+	return verdicts{handler: h, vlans: vlans, pkts: make([]Packet, 0, ringSize), spans: make([]span, 0, ringSize), descs: make([]xsk.Desc, 0, ringSize)}
 }
 
 // span locates one packet's descriptors in verdicts.descs.
@@ -65,17 +67,26 @@ func (w *worker) collected(in *port, j int) rxPkt {
 	return rxPkt{in: in, descs: v.descs[s.start:s.end:s.end], total: int(v.pkts[j].total)}
 }
 
-// verdictOf is the verdict the handler gave p. A packet whose Len the
-// handler changed is dropped: laid out by it, it would send stale bytes
-// past its end, be cut, or make a descriptor the kernel refuses.
-func (p *Packet) verdictOf() verdict {
+// verdictOf is the verdict the handler gave packet j of the batch. A
+// packet whose Len the handler changed is dropped: laid out by it, it
+// would send stale bytes past its end, be cut, or make a descriptor the
+// kernel refuses.
+func (vs *verdicts) verdictOf(j int) verdict {
+	p := &vs.pkts[j]
 	if p.Len != int(p.total) {
 		return verdict{}
 	}
+	v := verdict{v: p.verdict, out: p.out}
 	if p.verdict == VerdictFlood && p.dropped != 0 {
-		return verdict{v: p.verdict, out: p.out, dropped: p.dropped, cause: p.cause}
+		v.dropped, v.cause = p.dropped, p.cause
 	}
-	return verdict{v: p.verdict, out: p.out}
+	if p.vid != 0 {
+		v.vid = p.vid
+		if vs.vlans != nil {
+			v.untagged = vs.vlans.Untagged(p.vid)
+		}
+	}
+	return v
 }
 
 // reflect sends p back out of the socket it came in on: the same link and
@@ -121,11 +132,13 @@ func (w *worker) flood(p *rxPkt, v verdict, b *rxBatch) {
 		last--
 	}
 	for o := 0; o < last; o++ {
-		if set.Has(o) {
+		if set.Has(o) && w.retag(p, v, o, false) {
 			w.sendCopy(p, o, b)
 		}
 	}
-	w.send(p, last, b)
+	if w.retag(p, v, last, true) {
+		w.send(p, last, b)
+	}
 }
 
 // floodDrops counts p as dropped for cause c on each link of dropped, as
@@ -147,7 +160,8 @@ func (w *worker) floodDrops(p *rxPkt, c DropCause, dropped LinkSet, last bool) {
 	}
 }
 
-// sendCopy sends a copy of p to link o, leaving p itself in place.
+// sendCopy sends a copy of p to link o, leaving p itself in place (a
+// copy is made of the frame as it is now: retag may change it after).
 func (w *worker) sendCopy(p *rxPkt, o int, b *rxBatch) {
 	l := w.lanes.tx[o]
 	tx := w.layOutCopy(p, l)

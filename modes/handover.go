@@ -12,8 +12,8 @@ import (
 )
 
 // A switch's state, for a successor that takes the datapath over
-// (fwd.Forwarder's handover): its ports' security and what became of
-// their addresses, its limits and how full their buckets are, and the
+// (fwd.Forwarder's handover): its ports' VLANs, their security and what
+// became of their addresses, its limits and how full their buckets are, and the
 // addresses it learned with their age. Times go across as durations from
 // now: the two processes' clocks start apart. Static entries do not go:
 // ports' pins are made again from their ports, and --fdb-static is the
@@ -23,6 +23,8 @@ import (
 type SwitchState struct {
 	Ports  []PortState  `json:"ports,omitempty"`
 	Limits []LimitState `json:"limits,omitempty"`
+	// VLANs are the ports' VLANs (vlan.go), by link name.
+	VLANs map[string]VLANs `json:"vlans,omitempty"`
 	// Learned are the addresses learned, with how long ago each was
 	// last seen (Age).
 	Learned []fdb.Entry `json:"learned,omitempty"`
@@ -55,6 +57,9 @@ func (s *Switch) Export() SwitchState {
 	defer s.mu.Unlock()
 	now := s.now()
 	var st SwitchState
+	if len(s.vlans) > 0 {
+		st.VLANs = maps.Clone(s.vlans)
+	}
 	for _, name := range slices.Sorted(maps.Keys(s.ports)) {
 		p := s.ports[name]
 		ps := PortState{Name: name, MAC: p.MAC.String()}
@@ -98,6 +103,12 @@ func (s *Switch) Export() SwitchState {
 // buckets' debts, and the learned addresses. Call it before the workers
 // run.
 func (s *Switch) Import(st SwitchState) error {
+	// VLANs first: a secured port's address is pinned in its VLAN.
+	for _, name := range slices.Sorted(maps.Keys(st.VLANs)) {
+		if err := s.SetVLANs(name, st.VLANs[name]); err != nil {
+			return fmt.Errorf("switch state: %w", err)
+		}
+	}
 	for _, ps := range st.Ports {
 		p, err := parsePort(ps)
 		if err != nil {
@@ -158,7 +169,7 @@ func (s *Switch) setStatus(ps PortState) error {
 		s.holds[ps.Name] = hold{status: PortRevoked}
 		if i >= 0 {
 			s.revoke(i, ps.Name, s.ports[ps.Name].MAC, -1)
-			s.Table.Unpin(s.ports[ps.Name].MAC, 0, i)
+			s.Table.Unpin(s.ports[ps.Name].MAC, s.accessVLAN(ps.Name), i)
 		}
 	case PortProvisional.String():
 		h := hold{status: PortProvisional}

@@ -13,7 +13,6 @@
 package modes
 
 import (
-	"encoding/binary"
 	"fmt"
 	"iter"
 	"math/bits"
@@ -97,6 +96,18 @@ type Switch struct {
 	provisional [fwd.MaxLinks]atomic.Int64
 	age         int64
 	events      chan PortEvent
+
+	// VLAN networks (vlan.go): vports are the links' VLANs, nil for a
+	// port of every VLAN, read per frame; vlanned is the set of links
+	// with VLANs, read per batch; vmembers, per VLAN, the set of them in
+	// it, and vuntagged those that receive it untagged (its access
+	// ports), read per flood and per forward. All written under mu, as
+	// vlans, the VLANs given by link name.
+	vports    [fwd.MaxLinks]atomic.Pointer[vlanPort]
+	vlanned   atomic.Uint64
+	vmembers  [vlanIDs]atomic.Uint64
+	vuntagged [vlanIDs]atomic.Uint64
+	vlans     map[string]VLANs
 }
 
 // NewSwitch returns a switch over links links whose table holds size
@@ -110,7 +121,7 @@ func NewSwitch(links, size int, age time.Duration) *Switch {
 		age = 300 * time.Second
 	}
 	s := &Switch{Table: fdb.New(size, age), now: monotonic, age: int64(age), events: make(chan PortEvent, 64),
-		ports: map[string]Port{}, holds: map[string]hold{}}
+		ports: map[string]Port{}, holds: map[string]hold{}, vlans: map[string]VLANs{}}
 	s.links.Store(int32(links))
 	return s
 }
@@ -138,6 +149,7 @@ func (s *Switch) LinkRemoved(i int) {
 	s.provisional[i].Store(0)
 	s.setLimiter(i, nil)
 	s.names[i] = ""
+	s.applyVLANs(i, "")
 	s.mu.Unlock()
 	s.Table.Forget(i)
 }
@@ -174,6 +186,7 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 	if policed {
 		limited = fwd.LinkSet(s.ingress.Load())
 	}
+	vlanned := fwd.LinkSet(s.vlanned.Load()) // the links with VLANs (vlan.go)
 	for i := range pkts {
 		p := &pkts[i]
 		f := p.Data
@@ -182,8 +195,17 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			continue
 		}
 		vlan := vlanOf(f)
-		src := fdb.Key(f[6:12], vlan)
 		in := uint(p.Link) % fwd.MaxLinks
+		if vlanned != 0 {
+			if vp := s.vports[in].Load(); vp != nil {
+				var c fwd.DropCause
+				if vlan, c = vp.classify(f); c != 0 {
+					p.DropFor(c)
+					continue
+				}
+			}
+		}
+		src := fdb.Key(f[6:12], vlan)
 		if g := s.guards[in].Load(); g != nil {
 			// A secured port: its own address, pinned, and nothing
 			// else (portsec.go).
@@ -202,18 +224,22 @@ func (s *Switch) Handle(pkts []fwd.Packet) {
 			p.DropFor(fwd.CauseRateLimited)
 			continue
 		}
+		out := all // the links of its VLAN
+		if vlanned != 0 {
+			out = s.inVLAN(p, vlan, all, vlanned)
+		}
 		if f[0]&1 != 0 { // broadcast and multicast
 			if limited == 0 {
-				p.Flood(all)
+				p.Flood(out)
 			} else {
-				s.flood(p, all, limited, now)
+				s.flood(p, out, limited, now)
 			}
 			continue
 		}
 		link, ok := s.Table.Lookup(fdb.Key(f[0:6], vlan), now)
 		switch {
-		case !ok:
-			s.flood(p, all, limited, now) // unknown unicast
+		case !ok, vlanned != 0 && !out.Has(link): // (a static entry outside its VLAN: unknown there)
+			s.flood(p, out, limited, now) // unknown unicast
 		case link == p.Link:
 			p.Drop() // for the segment it came from: a bridge filters it
 		default:
@@ -245,15 +271,13 @@ func (s *Switch) flood(p *fwd.Packet, all, limited fwd.LinkSet, now int64) {
 	p.Flood(all)
 }
 
-// vlanOf is the VLAN ID of an 802.1Q or 802.1ad tagged frame, else 0.
-func vlanOf(f []byte) uint16 {
-	switch binary.BigEndian.Uint16(f[12:]) {
-	case 0x8100, 0x88a8:
-		if len(f) >= 16 {
-			return binary.BigEndian.Uint16(f[14:]) & 0xfff
-		}
-	}
-	return 0
+// inVLAN is the links of all in VLAN vlan, with VLANs given to some
+// (vlanned): those without, and those with that VLAN; and p is put in it
+// (fwd.Packet.SetVLAN), for the forwarder to tag it per link. A unicast frame's link, learned in
+// its VLAN, is one of them.
+func (s *Switch) inVLAN(p *fwd.Packet, vlan uint16, all, vlanned fwd.LinkSet) fwd.LinkSet {
+	p.SetVLAN(vlan) // (0: none)
+	return all&^vlanned | all&fwd.LinkSet(s.vmembers[vlan].Load())
 }
 
 // Mode names a built-in mode.

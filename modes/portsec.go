@@ -94,6 +94,9 @@ func (s *Switch) SecurePort(name string, p Port) error {
 	p = Port{MAC: slices.Clone(p.MAC), IPs: slices.Clone(p.IPs)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if t := s.vlans[name].Trunk; len(t) > 0 {
+		return fmt.Errorf("port security for %s: a trunk (VLANs %s) cannot be secured: port security is an access port's", name, FormatTrunk(t))
+	}
 	if q, ok := s.ports[name]; ok && q.Equal(p) {
 		return nil
 	}
@@ -110,7 +113,7 @@ func (s *Switch) SecurePort(name string, p Port) error {
 		stale = append(stale, n)
 	}
 	i := slices.Index(s.names[:], name)
-	if err := s.Table.CanPin(p.MAC, 0, i); err != nil {
+	if err := s.Table.CanPin(p.MAC, s.accessVLAN(name), i); err != nil {
 		if errors.Is(err, fdb.ErrFull) {
 			return fmt.Errorf("port security for %s: MAC %s cannot be pinned: its table bucket holds four other static addresses: %w", name, p.MAC, err)
 		}
@@ -180,7 +183,7 @@ func (s *Switch) Ports() map[string]Port {
 func (s *Switch) Checkpoint() (restore func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ports, holds, limits := maps.Clone(s.ports), maps.Clone(s.holds), maps.Clone(s.limits)
+	ports, holds, limits, vlans := maps.Clone(s.ports), maps.Clone(s.holds), maps.Clone(s.limits), maps.Clone(s.vlans)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -196,6 +199,9 @@ func (s *Switch) Checkpoint() (restore func()) {
 		}
 		for n := range joinKeys(limits, s.limits) {
 			putBack(s.limits, limits, n)
+		}
+		for n := range joinKeys(vlans, s.vlans) {
+			putBack(s.vlans, vlans, n)
 		}
 	}
 }
@@ -313,6 +319,7 @@ var revoked = &guard{}
 func (s *Switch) LinkAddedAs(i int, name string) {
 	s.mu.Lock()
 	s.names[i] = name
+	s.applyVLANs(i, name) // before apply: a secured port's pin is in its VLAN
 	s.apply(i, name)
 	s.applyLimits(i, name)
 	s.mu.Unlock()
@@ -337,8 +344,9 @@ func (s *Switch) apply(i int, name string) {
 		return
 	}
 	now := s.now()
-	from, learned := s.Table.Lookup(fdb.Key(p.MAC, 0), now)
-	if err := s.Table.Pin(p.MAC, 0, i); err != nil {
+	vlan := s.accessVLAN(name)
+	from, learned := s.Table.Lookup(fdb.Key(p.MAC, vlan), now)
+	if err := s.Table.Pin(p.MAC, vlan, i); err != nil {
 		// SecurePort found room; a pin since took it. Unpinned, the
 		// pod's frames would be flooded to every link: it sends
 		// nothing instead, and is told.
@@ -389,6 +397,6 @@ func (s *Switch) heardElsewhere(key uint64, in int, now int64) {
 	}
 	mac := net.HardwareAddr{byte(key >> 40), byte(key >> 32), byte(key >> 24), byte(key >> 16), byte(key >> 8), byte(key)}
 	s.revoke(l, s.names[l], mac, in)
-	s.Table.Unpin(mac, 0, l)
+	s.Table.Unpin(mac, uint16(key>>48)&0xfff, l)
 	s.Table.Learn(key, in, now)
 }

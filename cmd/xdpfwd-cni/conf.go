@@ -4,11 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -36,6 +38,13 @@ type NetConf struct {
 	// "" or "off", as the kernel has it; "auto", the online CPUs but the
 	// daemon's workers'; or a CPU list, "0-3,8".
 	RPSCPUs string `json:"rpsCPUs,omitempty"`
+	// VLAN and Trunk are the network's VLANs, as ovs-cni's configuration
+	// gives them: "vlan": N makes each pod's port an access port of VLAN
+	// N (1..4094); "trunk": [{"id": 42}, {"minID": 100, "maxID": 199}] a
+	// trunk of those VLANs (0: the untagged network). Neither: a port of
+	// every VLAN.
+	VLAN  *int         `json:"vlan,omitempty"`
+	Trunk []TrunkEntry `json:"trunk,omitempty"`
 	// Args is the configuration's "args": args.cni.mac, as the
 	// reference bridge plugin reads it.
 	Args struct {
@@ -68,6 +77,52 @@ type NetConf struct {
 	// without both a namespace and a name. Unchecked: see podOf.
 	pod *linkop.Pod
 	rps rpsPolicy
+	// vlan is VLAN's or Trunk's, nil for neither.
+	vlan *linkop.VLAN
+}
+
+// TrunkEntry is one entry of "trunk", ovs-cni's: a VLAN (id) or a range
+// of them (minID to maxID).
+type TrunkEntry struct {
+	ID    *int `json:"id,omitempty"`
+	MinID *int `json:"minID,omitempty"`
+	MaxID *int `json:"maxID,omitempty"`
+}
+
+// vlanOf is the network's "vlan" or "trunk" as the daemon takes it.
+func vlanOf(vlan *int, trunk []TrunkEntry) (*linkop.VLAN, error) {
+	switch {
+	case vlan != nil && trunk != nil:
+		return nil, errors.New(`"vlan" and "trunk": a pod's port is an access port of one VLAN or a trunk, not both`)
+	case vlan != nil:
+		if *vlan < 1 || *vlan > linkop.MaxVID {
+			return nil, fmt.Errorf(`"vlan" %d: want 1..%d`, *vlan, linkop.MaxVID)
+		}
+		return &linkop.VLAN{Access: uint16(*vlan)}, nil
+	case trunk == nil:
+		return nil, nil
+	case len(trunk) == 0:
+		return nil, errors.New(`"trunk": empty; list the VLANs (omit it for a port of every VLAN)`)
+	}
+	var ids []uint16
+	for _, e := range trunk {
+		lo, hi := -1, -1
+		switch {
+		case e.ID != nil && e.MinID == nil && e.MaxID == nil:
+			lo, hi = *e.ID, *e.ID
+		case e.ID == nil && e.MinID != nil && e.MaxID != nil:
+			lo, hi = *e.MinID, *e.MaxID
+		}
+		if lo < 0 || hi > linkop.MaxVID || hi < lo {
+			b, _ := json.Marshal(e)
+			return nil, fmt.Errorf(`"trunk" entry %s: want {"id": N} or {"minID": N, "maxID": M}, 0 <= N <= M <= %d`, b, linkop.MaxVID)
+		}
+		for id := lo; id <= hi; id++ {
+			ids = append(ids, uint16(id))
+		}
+	}
+	slices.Sort(ids)
+	return &linkop.VLAN{Trunk: slices.Compact(ids)}, nil
 }
 
 // BandwidthEntry is CNI's "bandwidth" capability, in the reference
@@ -146,6 +201,9 @@ func parseConf(stdin []byte, args string) (*NetConf, error) {
 	}
 	var err error
 	if conf.rps, err = parseRPS(conf.RPSCPUs); err != nil {
+		return nil, bad("%v", err)
+	}
+	if conf.vlan, err = vlanOf(conf.VLAN, conf.Trunk); err != nil {
 		return nil, bad("%v", err)
 	}
 	mac := conf.MAC

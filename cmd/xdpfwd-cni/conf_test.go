@@ -171,11 +171,79 @@ func TestCheckPolicy(t *testing.T) {
 		{"policed to other limits", linkop.Link{Bandwidth: &other}, bw, "the network gives"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkPolicy(tt.k, pod, tt.want)
+			err := checkPolicy(tt.k, pod, tt.want, nil)
 			if tt.err == "" && err != nil || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 				t.Errorf("checkPolicy(%+v): %v; want %q", tt.k, err, tt.err)
 			}
 		})
+	}
+}
+
+// TestCheckVLAN: CHECK fails a link in other VLANs than the network's
+// (or in some, when the network has none), and passes the same.
+func TestCheckVLAN(t *testing.T) {
+	pod := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	a100, a200 := &linkop.VLAN{Access: 100}, &linkop.VLAN{Access: 200}
+	trunk := &linkop.VLAN{Trunk: []uint16{0, 100}}
+	for _, tt := range []struct {
+		name string
+		has  *linkop.VLAN
+		want *linkop.VLAN
+		ok   bool
+	}{
+		{"neither", nil, nil, true},
+		{"the same access", a100, &linkop.VLAN{Access: 100}, true},
+		{"the same trunk", trunk, &linkop.VLAN{Trunk: []uint16{0, 100}}, true},
+		{"another access", a200, a100, false},
+		{"a trunk for an access", trunk, a100, false},
+		{"none for an access", nil, a100, false},
+		{"an access for none", a100, nil, false},
+	} {
+		err := checkPolicy(linkop.Link{VLAN: tt.has}, pod, nil, tt.want)
+		if (err == nil) != tt.ok || err != nil && !strings.Contains(err.Error(), "VLANs") {
+			t.Errorf("%s: checkPolicy: %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// TestConfVLAN: "vlan" and "trunk", ovs-cni's keys, as the daemon takes
+// them; what is malformed is error 7 naming the key.
+func TestConfVLAN(t *testing.T) {
+	for _, tt := range []struct {
+		keys string
+		want *linkop.VLAN
+		err  string
+	}{
+		{``, nil, ""},
+		{`"vlan": 100`, &linkop.VLAN{Access: 100}, ""},
+		{`"vlan": 4094`, &linkop.VLAN{Access: 4094}, ""},
+		{`"trunk": [{"id": 42}, {"minID": 100, "maxID": 102}, {"id": 0}, {"id": 101}]`, &linkop.VLAN{Trunk: []uint16{0, 42, 100, 101, 102}}, ""},
+		{`"vlan": 0`, nil, `"vlan" 0`},
+		{`"vlan": 4095`, nil, `"vlan" 4095`},
+		{`"vlan": 100, "trunk": [{"id": 1}]`, nil, "not both"},
+		{`"trunk": []`, nil, "empty"},
+		{`"trunk": [{"id": 5000}]`, nil, `"trunk" entry`},
+		{`"trunk": [{"minID": 10}]`, nil, `"trunk" entry`},
+		{`"trunk": [{"minID": 10, "maxID": 5}]`, nil, `"trunk" entry`},
+		{`"trunk": [{"id": 1, "minID": 1, "maxID": 2}]`, nil, `"trunk" entry`},
+		{`"trunk": [{"id": -1}]`, nil, `"trunk" entry`},
+	} {
+		stdin := `{"cniVersion": "1.0.0", "name": "n", "type": "xdpfwd-cni", "control": "/run/x.sock", "ipam": {"type": "host-local"}`
+		if tt.keys != "" {
+			stdin += ", " + tt.keys
+		}
+		conf, err := parseConf([]byte(stdin+"}"), "")
+		switch {
+		case tt.err != "":
+			var e *types.Error
+			if err == nil || !errors.As(err, &e) || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: %v, want error 7 saying %q", tt.keys, err, tt.err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.keys, err)
+		case (conf.vlan == nil) != (tt.want == nil) || tt.want != nil && (conf.vlan.Access != tt.want.Access || !slices.Equal(conf.vlan.Trunk, tt.want.Trunk)):
+			t.Errorf("%s: VLAN %+v, want %+v", tt.keys, conf.vlan, tt.want)
+		}
 	}
 }
 

@@ -194,6 +194,11 @@ func daemonForAdd(conf *NetConf) (linkop.List, error) {
 	if l.Queues > maxQueues {
 		return l, fmt.Errorf("control socket %s: the daemon asks for %d queues per link, more than a device has (%d)", conf.Control, l.Queues, maxQueues)
 	}
+	if conf.vlan != nil && !slices.Contains(l.Features, linkop.FeatureVLAN) {
+		// An older daemon would take the add and ignore its VLAN: the
+		// pod would be in every network.
+		return l, fmt.Errorf("control socket %s: %w: the network has VLANs, and this daemon has none (not a switch, or an older xdpfwd)", conf.Control, errRefusesLinks)
+	}
 	return l, nil
 }
 
@@ -444,6 +449,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	opts := linkop.PodOptions(contIf.HardwareAddr, podIPs)
 	opts.Bandwidth = conf.bandwidth
 	opts.Pod = pod // shown wherever the link is
+	opts.VLAN = conf.vlan
 	if err = d.AddLinkWith(host, opts); err != nil && !errors.Is(err, linkop.ErrExists) {
 		return daemonErr(conf, "add "+host, err)
 	}
@@ -595,7 +601,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if !ok {
 		return types.NewError(types.ErrIOFailure, "xdpfwd does not forward "+host, "")
 	}
-	if err := checkPolicy(k, podMAC, conf.bandwidth); err != nil {
+	if err := checkPolicy(k, podMAC, conf.bandwidth, conf.vlan); err != nil {
 		return types.NewError(types.ErrIOFailure, "xdpfwd's link "+host, err.Error())
 	}
 	if p := conf.pod; p != nil && k.Pod != nil && *k.Pod != *p {
@@ -607,8 +613,12 @@ func cmdCheck(args *skel.CmdArgs) error {
 // checkPolicy says how the daemon's link k fails the pod: secured for
 // another MAC than the pod's (a chained plugin, tuning say, changed it
 // after ADD: its frames are dropped as spoofed_source), or policed to
-// other limits than the network's (none: not policed).
-func checkPolicy(k linkop.Link, podMAC net.HardwareAddr, want *linkop.Bandwidth) error {
+// other limits than the network's (none: not policed), or in other VLANs
+// than the network's.
+func checkPolicy(k linkop.Link, podMAC net.HardwareAddr, want *linkop.Bandwidth, vlan *linkop.VLAN) error {
+	if (k.VLAN == nil) != (vlan == nil) || vlan != nil && (k.VLAN.Access != vlan.Access || !slices.Equal(k.VLAN.Trunk, vlan.Trunk)) {
+		return fmt.Errorf("in VLANs %s, the network's are %s", vlanString(k.VLAN), vlanString(vlan))
+	}
 	if k.MAC != "" && k.MAC != podMAC.String() {
 		return fmt.Errorf("port security for MAC %s, but the pod's is %s: its frames are dropped (spoofed_source)", k.MAC, podMAC)
 	}
@@ -624,6 +634,17 @@ func checkPolicy(k linkop.Link, podMAC net.HardwareAddr, want *linkop.Bandwidth)
 		return fmt.Errorf("policed to %+v, the network gives %+v", *k.Bandwidth, *want)
 	}
 	return nil
+}
+
+// vlanString is v for a message.
+func vlanString(v *linkop.VLAN) string {
+	switch {
+	case v == nil:
+		return "all"
+	case v.Access != 0:
+		return fmt.Sprintf("access %d", v.Access)
+	}
+	return fmt.Sprintf("trunk %v", v.Trunk)
 }
 
 // cmdStatus: the daemon answers, forwards and takes links

@@ -4,6 +4,7 @@ import (
 	"crypto/sha512"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -47,6 +48,7 @@ type wirePod struct {
 	ns   *topo.NS
 	mac  net.HardwareAddr
 	addr netip.Addr
+	host string // its link's name, the veth's host end
 }
 
 // twoNodes is what the test runs: the binaries and the two nodes.
@@ -60,20 +62,70 @@ type twoNodes struct {
 	cached []string
 }
 
+// newTwoNodes builds the plugin and the daemon, and makes the two nodes
+// (namespaces tag+"node1" and tag+"node2"), the wire between them (each
+// node's end named uplink) and each node's switch on it, run with args
+// beyond the mode, the uplink, one queue and 8 links.
+func newTwoNodes(t *testing.T, tag, uplink string, args ...string) *twoNodes {
+	topo.RequireRoot(t)
+	r := &twoNodes{t: t, dir: t.TempDir()}
+	r.cnitool = need(t, "cnitool", "/root/go/bin/cnitool", filepath.Join(os.Getenv("HOME"), "go/bin/cnitool"))
+	hostLocal := need(t, "host-local", "/usr/lib/cni/host-local", "/opt/cni/bin/host-local")
+	static := need(t, "static", "/usr/lib/cni/static", "/opt/cni/bin/static")
+	need(t, "ip")
+	r.cniPath = filepath.Join(r.dir, "bin")
+	os.MkdirAll(r.cniPath, 0o755)
+	buildPlugin(t, r.cniPath)
+	for _, p := range []string{hostLocal, static} {
+		if err := os.Symlink(p, filepath.Join(r.cniPath, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	xdpfwd := buildXdpfwd(t, r.dir)
+	t.Cleanup(func() {
+		for _, f := range r.cached {
+			os.Remove(f)
+		}
+	})
+	for i := range r.nodes {
+		n := &wireNode{name: "node" + strconv.Itoa(i+1), netDir: filepath.Join(r.dir, fmt.Sprintf("node%d-net.d", i+1))}
+		var err error
+		if n.ns, err = topo.NewNS(tag + "node" + strconv.Itoa(i+1)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.ns.Close() })
+		ipIn(t, n.ns, []string{"link", "set", "lo", "up"}) // the daemon's --metrics, if any
+		os.MkdirAll(n.netDir, 0o755)
+		r.nodes[i] = n
+	}
+	// The wire: node1's uplink, its peer node2's.
+	ipIn(t, r.nodes[0].ns,
+		[]string{"link", "add", uplink, "type", "veth", "peer", "name", uplink, "netns", r.nodes[1].ns.Name},
+		[]string{"link", "set", uplink, "up"})
+	ipIn(t, r.nodes[1].ns, []string{"link", "set", uplink, "up"})
+	for _, n := range r.nodes {
+		n.d = startXdpfwd(t, xdpfwd, n.ns, filepath.Join(r.dir, n.name+".sock"),
+			append([]string{"--mode", "switch", "--link", uplink, "--queues", "1", "--max-links", "8"}, args...)...)
+	}
+	return r
+}
+
 // conflist writes a node's network configuration: the xdpfwd-cni plugin
-// on the node's socket, and ipam.
-func (r *twoNodes) conflist(n *wireNode, name string, ipam map[string]any) {
+// on the node's socket, ipam, and the keys of extra.
+func (r *twoNodes) conflist(n *wireNode, name string, ipam map[string]any, extra map[string]any) {
 	r.t.Helper()
+	plugin := map[string]any{
+		"type":     "xdpfwd-cni",
+		"control":  n.d.ctl,
+		"mtu":      testMTU,
+		"stateDir": filepath.Join(r.dir, n.name+"-state"),
+		"ipam":     ipam,
+	}
+	maps.Copy(plugin, extra)
 	b, _ := json.Marshal(map[string]any{
 		"cniVersion": "1.1.0",
 		"name":       name,
-		"plugins": []any{map[string]any{
-			"type":     "xdpfwd-cni",
-			"control":  n.d.ctl,
-			"mtu":      testMTU,
-			"stateDir": filepath.Join(r.dir, n.name+"-state"),
-			"ipam":     ipam,
-		}},
+		"plugins":    []any{plugin},
 	})
 	if err := os.WriteFile(filepath.Join(n.netDir, name+".conflist"), b, 0o644); err != nil {
 		r.t.Fatal(err)
@@ -107,7 +159,8 @@ func (r *twoNodes) add(n *wireNode, netName string, p *wirePod) {
 		r.t.Errorf("%s: %s's eth0 has MAC %s, want %s (CNI_ARGS MAC=)", n.name, p.ns.Name, got, p.mac)
 	}
 	p.addr, _ = netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
-	if !n.d.forwards(HostName(fmt.Sprintf("cnitool-%x", s[:10]), "eth0")) {
+	p.host = HostName(fmt.Sprintf("cnitool-%x", s[:10]), "eth0")
+	if !n.d.forwards(p.host) {
 		r.t.Errorf("%s: xdpfwd does not forward %s's host end after ADD: %q", n.name, p.ns.Name, n.d.links())
 	}
 }
@@ -169,53 +222,16 @@ func reachable(from *wirePod, to netip.Addr, within time.Duration) (time.Duratio
 // is pinned on its link at ADD and the wait is none. All pods DELed at
 // the end leave each switch its uplink alone.
 func TestCNITwoNodes(t *testing.T) {
-	topo.RequireRoot(t)
 	begin := time.Now()
-	r := &twoNodes{t: t, dir: t.TempDir()}
-	r.cnitool = need(t, "cnitool", "/root/go/bin/cnitool", filepath.Join(os.Getenv("HOME"), "go/bin/cnitool"))
-	hostLocal := need(t, "host-local", "/usr/lib/cni/host-local", "/opt/cni/bin/host-local")
-	static := need(t, "static", "/usr/lib/cni/static", "/opt/cni/bin/static")
-	need(t, "ip")
-	r.cniPath = filepath.Join(r.dir, "bin")
-	os.MkdirAll(r.cniPath, 0o755)
-	buildPlugin(t, r.cniPath)
-	for _, p := range []string{hostLocal, static} {
-		if err := os.Symlink(p, filepath.Join(r.cniPath, filepath.Base(p))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	xdpfwd := buildXdpfwd(t, r.dir)
-	t.Cleanup(func() {
-		for _, f := range r.cached {
-			os.Remove(f)
-		}
-	})
-
-	for i := range r.nodes {
-		n := &wireNode{name: "node" + strconv.Itoa(i+1), netDir: filepath.Join(r.dir, fmt.Sprintf("node%d-net.d", i+1))}
-		var err error
-		if n.ns, err = topo.NewNS("n28node" + strconv.Itoa(i+1)); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.ns.Close() })
-		os.MkdirAll(n.netDir, 0o755)
-		r.nodes[i] = n
-	}
-	// The wire: node1's uplink, its peer node2's.
-	ipIn(t, r.nodes[0].ns,
-		[]string{"link", "add", wireUplink, "type", "veth", "peer", "name", wireUplink, "netns", r.nodes[1].ns.Name},
-		[]string{"link", "set", wireUplink, "up"})
-	ipIn(t, r.nodes[1].ns, []string{"link", "set", wireUplink, "up"})
+	r := newTwoNodes(t, "n28", wireUplink, "--fdb-age", wireFDBAge.String())
 	for i, n := range r.nodes {
-		n.d = startXdpfwd(t, xdpfwd, n.ns, filepath.Join(r.dir, n.name+".sock"), "--mode", "switch", "--link", wireUplink,
-			"--queues", "1", "--max-links", "8", "--fdb-age", wireFDBAge.String())
 		// One subnet, a range per node: 10.28.1.x on node1, 10.28.2.x on node2.
 		r.conflist(n, wireNet, map[string]any{
 			"type":    "host-local",
 			"dataDir": filepath.Join(r.dir, n.name+"-ipam"),
 			"ranges": []any{[]any{map[string]any{"subnet": wireSubnet,
 				"rangeStart": fmt.Sprintf("10.28.%d.2", i+1), "rangeEnd": fmt.Sprintf("10.28.%d.254", i+1)}}},
-		})
+		}, nil)
 		for k := range podsPerNode {
 			p := newPod(t, fmt.Sprintf("n28n%dp%d", i+1, k), net.HardwareAddr{0x02, 0x28, 0, 0, byte(i + 1), byte(k + 1)})
 			r.add(n, wireNet, p)
@@ -270,7 +286,7 @@ func TestCNITwoNodes(t *testing.T) {
 	r.conflist(n2, wireNet+"-static", map[string]any{
 		"type":      "static",
 		"addresses": []any{map[string]any{"address": old.addr.String() + "/16"}},
-	})
+	}, nil)
 	moveStart := time.Now()
 	r.del(n1, wireNet, old)
 	r.add(n2, wireNet+"-static", moved)

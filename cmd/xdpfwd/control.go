@@ -284,8 +284,10 @@ func (d daemonLinks) List() (linkop.List, error) {
 	l.Health, l.HealthDetail = health(f, d.cs.stopping.Load())
 	var ports map[string]modes.Port
 	var limits map[string]modes.Limits
+	var vlans map[string]modes.VLANs
 	if sw := d.cs.sw; sw != nil {
-		ports, limits = sw.Ports(), sw.PortLimits()
+		ports, limits, vlans = sw.Ports(), sw.PortLimits(), sw.PortVLANs()
+		l.Features = []string{linkop.FeatureVLAN}
 	}
 	for i, name := range f.Links() {
 		if name == "" {
@@ -307,6 +309,9 @@ func (d daemonLinks) List() (linkop.List, error) {
 		}
 		if p, ok := d.cs.pods.of(name); ok {
 			k.Pod = &p
+		}
+		if v, ok := vlans[name]; ok {
+			k.VLAN = &linkop.VLAN{Access: v.Access, Trunk: v.Trunk}
 		}
 		l.Links = append(l.Links, k)
 	}

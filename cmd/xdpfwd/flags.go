@@ -69,6 +69,9 @@ type fwdFlags struct {
 	fdbAge    time.Duration
 	fdbSize   int
 	fdbStatic listFlag
+	// vlans and trunks are --access-vlan and --trunk: the --link links'
+	// VLANs.
+	vlans, trunks listFlag
 	// portSecurity is --port-security: on (the default) secures the links
 	// added over the control socket with their pod's MAC.
 	portSecurity string
@@ -288,6 +291,9 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 	if m != modes.SwitchMode && len(ff.fdbStatic) > 0 {
 		return fmt.Errorf("--fdb-static is for --mode switch")
 	}
+	if m != modes.SwitchMode && len(ff.vlans)+len(ff.trunks) > 0 {
+		return fmt.Errorf("--access-vlan and --trunk are for --mode switch")
+	}
 	if ff.portSecurity != "on" && ff.portSecurity != "off" {
 		return fmt.Errorf("--port-security %q: want on or off", ff.portSecurity)
 	}
@@ -323,6 +329,15 @@ func (ff *fwdFlags) handler(cfg *fwd.Config) error {
 				return err
 			}
 		}
+		vlans, err := parseLinkVLANs(ff.vlans, ff.trunks, cfg.Links)
+		if err != nil {
+			return err
+		}
+		for name, v := range vlans {
+			if err := ff.sw.SetVLANs(name, v); err != nil {
+				return fmt.Errorf("link %s: %w", name, err)
+			}
+		}
 		cfg.Handler = ff.sw
 	}
 	return nil
@@ -349,6 +364,50 @@ func (ff *fwdFlags) checkLinks(n, maxLinks int) error {
 		return usageError{msg}
 	}
 	return nil
+}
+
+// parseLinkVLANs parses --vlan LINK=VID and --trunk LINK=VLANS, each
+// naming one of links, once.
+func parseLinkVLANs(access, trunks []string, links []string) (map[string]modes.VLANs, error) {
+	out := map[string]modes.VLANs{}
+	parse := func(flag, s string, value func(string) (modes.VLANs, error)) error {
+		name, spec, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("--%s %q: want LINK=%s", flag, s, map[string]string{"access-vlan": "VID", "trunk": "VLANS"}[flag])
+		}
+		if !slices.Contains(links, name) {
+			return fmt.Errorf("--%s %q: %q is not one of the links %v", flag, s, name, links)
+		}
+		if _, dup := out[name]; dup {
+			return fmt.Errorf("--%s %q: link %s is given VLANs twice", flag, s, name)
+		}
+		v, err := value(spec)
+		if err != nil {
+			return fmt.Errorf("--%s %q: %w", flag, s, err)
+		}
+		out[name] = v
+		return nil
+	}
+	for _, s := range access {
+		if err := parse("access-vlan", s, func(spec string) (modes.VLANs, error) {
+			n, err := strconv.ParseUint(spec, 10, 16)
+			if err != nil || n == 0 || n > modes.MaxVID {
+				return modes.VLANs{}, fmt.Errorf("VLAN %q: want 1..%d", spec, modes.MaxVID)
+			}
+			return modes.VLANs{Access: uint16(n)}, nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range trunks {
+		if err := parse("trunk", s, func(spec string) (modes.VLANs, error) {
+			ids, err := modes.ParseTrunk(spec)
+			return modes.VLANs{Trunk: ids}, err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // parseStatic parses a static FDB entry, MAC[/VLAN]=LINK.

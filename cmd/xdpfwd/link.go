@@ -17,12 +17,14 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/control"
 	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 const linkUsage = `usage: xdpfwd link list [--json] [--control PATH]
        xdpfwd link add NAME [--mac MAC [--ip IP]...] [--port-security on|off]
                        [--ingress-rate RATE [--ingress-burst SIZE]] [--egress-rate RATE [--egress-burst SIZE]]
-                       [--pod NAMESPACE/NAME [--pod-uid UID]] [--control PATH]
+                       [--pod NAMESPACE/NAME [--pod-uid UID]] [--vlan VID | --trunk VLANS]
+                       [--control PATH]
        xdpfwd link del NAME [--control PATH]
 
 Lists a running xdpfwd's links (with their packet counters), or asks it to
@@ -51,6 +53,15 @@ the pod's: link list's POD column and JSON, the metrics' namespace and pod
 labels, the summary and xdpfwd capture --pod. A link added without serves
 no pod.
 
+A switch's link added with --vlan VID is an access port of that VLAN
+(1..4094): its untagged frames are in the VLAN, it receives the VLAN's
+frames untagged and no other's, and a frame it sends tagged is dropped
+(spoofed_vlan). With --trunk VLANS (0,100,200-209; 0 is the untagged
+network) it is a trunk of those VLANs: its frames carry their VLAN's tag
+both ways, and another VLAN's are spoofed_vlan; a trunk is never secured
+(--port-security on with it is refused). Without either it is a port of
+every VLAN, as an uplink (docs/vlans.md).
+
 `
 
 // cmdLink is `xdpfwd link`: a client of a running daemon's control socket.
@@ -71,6 +82,8 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 	fs.Var(&bw.egressBurst, "egress-burst", "add: the egress policer's burst in bytes, 1518..4294967294; default 10 ms at the rate, at least 64KiB")
 	pod := fs.String("pod", "", "add: the pod the link serves, NAMESPACE/NAME, shown wherever the link is")
 	podUID := fs.String("pod-uid", "", "add: the pod's UID (with --pod)")
+	vlan := fs.Uint("vlan", 0, "add: make the link an access port of this VLAN, 1..4094; switch mode")
+	trunk := fs.String("trunk", "", "add: make the link a trunk of these VLANs (0,100,200-209; 0: untagged); switch mode")
 	help := func() error {
 		fmt.Fprint(stderr, linkUsage)
 		fs.SetOutput(stderr)
@@ -110,8 +123,8 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		if err := linkop.CheckName(name); err != nil {
 			return usageError{fmt.Sprintf("link %s: %v", op, err)}
 		}
-		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "" || bw != (bandwidthFlags{}) || *pod != "" || *podUID != "") {
-			return usageError{"link del: --mac, --ip, --port-security, the rates and bursts and --pod are for add"}
+		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "" || bw != (bandwidthFlags{}) || *pod != "" || *podUID != "" || *vlan != 0 || *trunk != "") {
+			return usageError{"link del: --mac, --ip, --port-security, the rates and bursts, --pod, --vlan and --trunk are for add"}
 		}
 	case "help":
 		return help()
@@ -127,6 +140,9 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 			return usageError{"link add: " + err.Error()}
 		}
 		if opts.Pod, err = podOption(*pod, *podUID); err != nil {
+			return usageError{"link add: " + err.Error()}
+		}
+		if opts.VLAN, err = vlanOption(*vlan, *trunk); err != nil {
 			return usageError{"link add: " + err.Error()}
 		}
 	}
@@ -162,6 +178,25 @@ func cmdLink(args []string, stdout, stderr io.Writer) error {
 		return usageError{msg}
 	}
 	return err
+}
+
+// vlanOption is link add's --vlan and --trunk: nil for neither.
+func vlanOption(vid uint, trunk string) (*linkop.VLAN, error) {
+	switch {
+	case vid != 0 && trunk != "":
+		return nil, errors.New("--vlan and --trunk: a port is an access port of one VLAN or a trunk, not both")
+	case vid > modes.MaxVID:
+		return nil, fmt.Errorf("--vlan %d: want 1..%d", vid, modes.MaxVID)
+	case vid != 0:
+		return &linkop.VLAN{Access: uint16(vid)}, nil
+	case trunk != "":
+		ids, err := modes.ParseTrunk(trunk)
+		if err != nil {
+			return nil, fmt.Errorf("--%w", err)
+		}
+		return &linkop.VLAN{Trunk: ids}, nil
+	}
+	return nil, nil
 }
 
 // podOption is link add's --pod and --pod-uid: nil for none.
@@ -239,8 +274,8 @@ func printLinks(w io.Writer, l linkop.List, asJSON bool) error {
 	return tw.Flush()
 }
 
-// linkPolicy is link list's POLICY column: the link's port security and
-// bandwidth limits, "-" for none.
+// linkPolicy is link list's POLICY column: the link's port security,
+// bandwidth limits and VLANs, "-" for none.
 func linkPolicy(k linkop.Link) string {
 	var s []string
 	if k.MAC != "" {
@@ -259,6 +294,9 @@ func linkPolicy(k linkop.Link) string {
 		if b.EgressRate != 0 {
 			s = append(s, "out "+formatBitRate(b.EgressRate))
 		}
+	}
+	if v := k.VLAN; v != nil {
+		s = append(s, modes.VLANs{Access: v.Access, Trunk: v.Trunk}.String())
 	}
 	if len(s) == 0 {
 		return "-"

@@ -139,6 +139,9 @@ type linkStateDoc struct {
 	// Pods are the pods those that serve one serve, by name. An older
 	// file has none.
 	Pods map[string]linkop.Pod `json:"pods,omitempty"`
+	// VLANs are the VLANs of those that have them, by name: a link added
+	// back is in the networks it was in. An older file has none.
+	VLANs map[string]linkop.VLAN `json:"vlans,omitempty"`
 }
 
 // portState is a modes.Port as the file keeps it, and whether its port
@@ -159,8 +162,9 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 	doc := linkStateDoc{Added: []string{}}
 	var ports map[string]modes.Port
 	var limits map[string]modes.Limits
+	var vlans map[string]modes.VLANs
 	if cs.sw != nil {
-		ports, limits = cs.sw.Ports(), cs.sw.PortLimits()
+		ports, limits, vlans = cs.sw.Ports(), cs.sw.PortLimits(), cs.sw.PortVLANs()
 	}
 	pods := cs.pods.all(false)
 	for _, n := range f.Links() {
@@ -171,6 +175,12 @@ func (cs *controlSocket) saveLinks(f *fwd.Forwarder, given []string) error {
 					doc.Pods = map[string]linkop.Pod{}
 				}
 				doc.Pods[n] = p
+			}
+			if v, ok := vlans[n]; ok {
+				if doc.VLANs == nil {
+					doc.VLANs = map[string]linkop.VLAN{}
+				}
+				doc.VLANs[n] = linkop.VLAN{Access: v.Access, Trunk: v.Trunk}
 			}
 			if p, ok := ports[n]; ok {
 				if doc.Ports == nil {
@@ -258,6 +268,21 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 			logger.Info("link added before the restart is gone: not added back", "link", name)
 			continue
 		}
+		if lv, ok := doc.VLANs[name]; ok {
+			// In its VLANs before it is added (and before its port
+			// security: a pod's address is pinned in its VLAN); a link
+			// that cannot be is not added in every network.
+			_, secure := doc.Ports[name]
+			on := secure // as it was: a secured trunk is refused
+			v, _, err := cs.vlansFor(linkop.AddOptions{VLAN: &lv, PortSecurity: &on}, secure)
+			if err == nil {
+				err = cs.sw.SetVLANs(name, v)
+			}
+			if err != nil {
+				logger.Error("link added before the restart: not added back, its VLANs cannot be restored", "link", name, "err", err)
+				continue
+			}
+		}
 		if ps, ok := doc.Ports[name]; ok {
 			// Secured before it is added, as it was: a link that cannot
 			// be is not added unsecured. Its pin is provisional: the
@@ -268,6 +293,7 @@ func (cs *controlSocket) restoreLinks(f *fwd.Forwarder, given []string, logger *
 				err = cs.sw.RestorePort(name, p, ps.Revoked)
 			}
 			if err != nil {
+				cs.releasePort(name, nil)
 				logger.Error("link added before the restart: not added back, its port security cannot be restored", "link", name, "err", err)
 				continue
 			}

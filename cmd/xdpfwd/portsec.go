@@ -68,6 +68,9 @@ func (cs *controlSocket) portFor(o linkop.AddOptions) (p modes.Port, secure bool
 // Its bandwidth limits (bandwidth.go) are given to the switch the same
 // way, before the link is added.
 //
+// Its VLANs (vlansFor) too, first: a secured access port's address is
+// pinned in its VLAN.
+//
 // The pod it names (pods.go) is recorded once the link is added.
 func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 	var err error
@@ -75,42 +78,96 @@ func (d daemonLinks) AddWith(name string, o linkop.AddOptions) error {
 		err = o.Pod.Check()
 	}
 	if err == nil {
-		var p modes.Port
-		var secure bool
-		if p, secure, err = d.cs.portFor(o); err == nil {
-			var lim modes.Limits
-			if lim, err = d.cs.limitsFor(o); err == nil {
-				return d.addPort(name, p, secure, lim, o.Pod)
+		var pp portPolicy
+		if pp.port, pp.secure, err = d.cs.portFor(o); err == nil {
+			if pp.limits, err = d.cs.limitsFor(o); err == nil {
+				if pp.vlans, pp.secure, err = d.cs.vlansFor(o, pp.secure); err == nil {
+					return d.addPort(name, pp, o.Pod)
+				}
 			}
 		}
 	}
 	return linkop.Refused(fmt.Errorf("link add %s: %w", name, err))
 }
 
-// addPort adds link name, serving pod, with port security p if secure
-// and limits lim, if any. A refusal changes nothing: a link forwarded
-// already is refused before anything is touched (ErrExists for an add
-// retried as it was made, ErrExistsOther for one that asks for other
-// port security or limits, or names another pod than the one it
-// serves), and an add that fails after the switch was told its port and
-// limits puts them back as they were.
-func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.Limits, pod *linkop.Pod) error {
+// portPolicy is what an add asks of the switch for its link: port
+// security (port, if secure), bandwidth limits and VLANs.
+type portPolicy struct {
+	port   modes.Port
+	secure bool
+	limits modes.Limits
+	vlans  modes.VLANs
+}
+
+// plain reports whether pp asks for nothing: a link like the --link ones.
+func (pp portPolicy) plain() bool { return !pp.secure && pp.limits.IsZero() && pp.vlans.IsZero() }
+
+// equal reports whether pp and q ask for the same.
+func (pp portPolicy) equal(q portPolicy) bool {
+	return pp.secure == q.secure && (!pp.secure || pp.port.Equal(q.port)) && pp.limits == q.limits && pp.vlans.Equal(q.vlans)
+}
+
+func (pp portPolicy) String() string {
+	s := "no port security"
+	if pp.secure {
+		s = fmt.Sprintf("port security for MAC %s, IPs %v", pp.port.MAC, pp.port.IPs)
+	}
+	if !pp.limits.IsZero() {
+		s += ", limits " + limitsString(pp.limits)
+	} else {
+		s += ", no limits"
+	}
+	if !pp.vlans.IsZero() {
+		s += ", VLANs " + pp.vlans.String()
+	}
+	return s
+}
+
+// vlansFor is the VLANs an add's options ask for (the zero VLANs for
+// none), and whether the port is secured: VLANs are a switch's, and port
+// security an access port's, so a trunk is secured only if the add asks
+// for it, which is refused; the daemon's default (--port-security on)
+// leaves a trunk unsecured, as a router's or a bridge's port.
+func (cs *controlSocket) vlansFor(o linkop.AddOptions, secure bool) (modes.VLANs, bool, error) {
+	if o.VLAN == nil {
+		return modes.VLANs{}, secure, nil
+	}
+	v := modes.VLANs{Access: o.VLAN.Access, Trunk: o.VLAN.Trunk}
+	switch err := v.Check(); {
+	case err != nil:
+		return v, false, err
+	case cs.sw == nil:
+		return v, false, fmt.Errorf("VLANs are a switch's: this daemon runs in %s mode", cs.mode)
+	case secure && len(v.Trunk) > 0 && o.PortSecurity != nil:
+		return v, false, errors.New("trunk: port security is an access port's (give vlan, or port security off)")
+	case len(v.Trunk) > 0:
+		secure = false
+	}
+	return v, secure, nil
+}
+
+// addPort adds link name, serving pod, with policy pp. A refusal changes
+// nothing: a link forwarded already is refused before anything is
+// touched (ErrExists for an add retried as it was made, ErrExistsOther
+// for one that asks for another policy, or names another pod than the
+// one it serves), and an add that fails after the switch was told its
+// policy puts it back as it was.
+func (d daemonLinks) addPort(name string, pp portPolicy, pod *linkop.Pod) error {
 	if d.cs.isGiven(name) {
 		return d.Add(name) // a --link link is forwarded already, never secured, no pod's
 	}
 	sw := d.cs.sw
-	plain := !secure && lim.IsZero()
 	return d.change("add", name, func(lm linkop.LinkManager, name string) error {
 		if f := d.cs.fw.Load(); f != nil && slices.Contains(f.Links(), name) {
 			if err := d.cs.servesOther(name, pod); err != nil {
 				return err
 			}
-			if plain {
+			if pp.plain() {
 				return lm.AddLink(name) // the forwarder's "exists"
 			}
-			return forwardedAs(sw, name, p, secure, lim)
+			return forwardedAs(sw, name, pp)
 		}
-		if plain {
+		if pp.plain() {
 			err := lm.AddLink(name)
 			if err == nil {
 				d.cs.serves(name, pod)
@@ -118,7 +175,7 @@ func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.L
 			return err
 		}
 		restore := sw.Checkpoint()
-		err := givePort(sw, name, p, secure, lim)
+		err := givePort(sw, name, pp)
 		if err == nil {
 			err = lm.AddLink(name)
 		}
@@ -127,22 +184,31 @@ func (d daemonLinks) addPort(name string, p modes.Port, secure bool, lim modes.L
 			return err
 		}
 		d.cs.serves(name, pod)
-		if d.cs.log != nil && secure {
-			d.cs.log.Info("port security", "link", name, "mac", p.MAC.String(), "ips", fmt.Sprint(p.IPs))
+		if d.cs.log != nil && pp.secure {
+			d.cs.log.Info("port security", "link", name, "mac", pp.port.MAC.String(), "ips", fmt.Sprint(pp.port.IPs))
 		}
-		if d.cs.log != nil && !lim.IsZero() {
-			d.cs.log.Info("bandwidth limits", "link", name, "limits", limitsString(lim))
+		if d.cs.log != nil && !pp.limits.IsZero() {
+			d.cs.log.Info("bandwidth limits", "link", name, "limits", limitsString(pp.limits))
+		}
+		if d.cs.log != nil && !pp.vlans.IsZero() {
+			d.cs.log.Info("vlans", "link", name, "vlans", pp.vlans.String())
 		}
 		return nil
 	})
 }
 
-// givePort tells sw link name's port security p (if secure) and limits
-// lim before it is added; an address the switch cannot pin is the add's
-// fault, with the code that names why.
-func givePort(sw *modes.Switch, name string, p modes.Port, secure bool, lim modes.Limits) error {
-	if secure {
-		if err := sw.SecurePort(name, p); err != nil {
+// givePort tells sw link name's policy pp before it is added: its VLANs
+// first (a secured access port's address is pinned in its VLAN), its
+// port security, its limits. An address the switch cannot pin is the
+// add's fault, with the code that names why.
+func givePort(sw *modes.Switch, name string, pp portPolicy) error {
+	if !pp.vlans.IsZero() {
+		if err := sw.SetVLANs(name, pp.vlans); err != nil {
+			return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
+		}
+	}
+	if pp.secure {
+		if err := sw.SecurePort(name, pp.port); err != nil {
 			err = fmt.Errorf("link add %s: %w", name, err)
 			switch {
 			case errors.Is(err, modes.ErrPortInUse):
@@ -153,8 +219,8 @@ func givePort(sw *modes.Switch, name string, p modes.Port, secure bool, lim mode
 			return &fwd.InputError{Err: err}
 		}
 	}
-	if !lim.IsZero() {
-		if err := sw.LimitPort(name, lim); err != nil {
+	if !pp.limits.IsZero() {
+		if err := sw.LimitPort(name, pp.limits); err != nil {
 			return &fwd.InputError{Err: fmt.Errorf("link add %s: %w", name, err)}
 		}
 	}
@@ -162,26 +228,16 @@ func givePort(sw *modes.Switch, name string, p modes.Port, secure bool, lim mode
 }
 
 // forwardedAs is the refusal of an add of link name, which the switch
-// forwards already: ErrExists if it has the port security and limits the
-// add asks for (a retried add), else ErrExistsOther, naming both.
-func forwardedAs(sw *modes.Switch, name string, p modes.Port, secure bool, lim modes.Limits) error {
+// forwards already: ErrExists if it has the policy the add asks for (a
+// retried add), else ErrExistsOther, naming both.
+func forwardedAs(sw *modes.Switch, name string, pp portPolicy) error {
 	has, hasPort := sw.Ports()[name]
-	hasLim := sw.PortLimits()[name]
-	if hasPort == secure && (!secure || has.Equal(p)) && hasLim == lim {
+	now := portPolicy{port: has, secure: hasPort, limits: sw.PortLimits()[name], vlans: sw.PortVLANs()[name]}
+	if now.equal(pp) {
 		return fmt.Errorf("link add %s: %w", name, linkop.ErrExists)
 	}
-	port := func(secure bool, p modes.Port, l modes.Limits) string {
-		s := "no port security"
-		if secure {
-			s = fmt.Sprintf("port security for MAC %s, IPs %v", p.MAC, p.IPs)
-		}
-		if !l.IsZero() {
-			return s + ", limits " + limitsString(l)
-		}
-		return s + ", no limits"
-	}
 	return linkop.Refused(fmt.Errorf("link add %s: forwarded with %s; the add asks for %s (link del it first): %w",
-		name, port(hasPort, has, hasLim), port(secure, p, lim), linkop.ErrExistsOther))
+		name, now, pp, linkop.ErrExistsOther))
 }
 
 // serves records that link name, just added, serves pod (nil: none), and
@@ -213,6 +269,7 @@ func (cs *controlSocket) releasePort(name string, err error) {
 	if cs.sw != nil && (err == nil || errors.Is(err, linkop.ErrUnknownLink)) {
 		cs.sw.ReleasePort(name)
 		cs.sw.ReleaseLimits(name)
+		cs.sw.ReleaseVLANs(name)
 	}
 }
 

@@ -160,6 +160,7 @@ func TestSettingsConfigFields(t *testing.T) {
 var reloadChange = map[string][]string{
 	"link": {"s0", "s2"}, "mode": {"reflect"}, "eth-peer": {"02:00:00:00:00:02"},
 	"fdb-size": {"1024"}, "fdb-age": {"60s"}, "fdb-static": {"02:00:00:00:00:01=s0"},
+	"access-vlan": {"s0=100"}, "trunk": {"s1=0,100"},
 	"max-links": {"8"}, "port-security": {"off"}, "xdp-mode": {"generic"}, "zerocopy": {"on"},
 	"promisc": {"off"}, "hugepages": {"on"},
 	"queues": {"1"}, "frame-size": {"4096"}, "multi-buffer": {"on"}, "ring-size": {"128"},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -92,11 +93,33 @@ type offer struct {
 // verdict is the successor's answer at steps 3 and 5: "" to go on.
 type verdict struct {
 	Error string `json:"error,omitempty"`
+	// Knows (step 3) are the parts of the state the successor takes that
+	// an older one, of the same handoverVersion, would drop without a
+	// word (handoverKnows): a predecessor whose state has one the
+	// successor does not know refuses, and goes on.
+	Knows []string `json:"knows,omitempty"`
+}
+
+// handoverKnows is what this daemon's verdict says it knows: "vlans",
+// the switch's VLANs (modes.SwitchState.VLANs), without which the
+// successor would make every port a port of every network.
+var handoverKnows = []string{"vlans"}
+
+// unknownTo is the part of cs's state a successor that knows only knows
+// would drop, or "".
+func (cs *controlSocket) unknownTo(knows []string) string {
+	if cs.sw != nil && len(cs.sw.PortVLANs()) > 0 && !slices.Contains(knows, "vlans") {
+		return "vlans"
+	}
+	return ""
 }
 
 // frozenState is step 4's message.
 type frozenState struct {
-	Error       string             `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Refused: Error is a refusal of this successor (exit 2), not a
+	// failure to freeze.
+	Refused     bool               `json:"refused,omitempty"`
 	Inheritance fwd.Inheritance    `json:"inheritance"`
 	Switch      *modes.SwitchState `json:"switch,omitempty"`
 	// Pods are the links' pods (pods.go), the last removed ones' too.
@@ -181,6 +204,12 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	var v verdict
 	if err := h.Recv(&v, handoverBuildWait); err != nil || v.Error != "" {
 		logger.Error("handover: the successor did not take over; going on", "why", cmpErr(v.Error, err))
+		return
+	}
+	if part := cs.unknownTo(v.Knows); part != "" {
+		why := fmt.Sprintf("the successor does not know the switch's %s (an older xdpfwd): it would put every port in every network; restart it instead", part)
+		h.Send(frozenState{Error: why, Refused: true})
+		logger.Error("handover refused; going on", "why", why)
 		return
 	}
 	begin := time.Now()
@@ -338,7 +367,7 @@ func (t *takeover) adopt(cfg fwd.Config, mode string) (*fwd.Forwarder, error) {
 	t.sentReady = true
 	killPoint("adopted")
 	t.log.Debug("takeover: adopted")
-	if err := t.h.Send(verdict{}); err != nil {
+	if err := t.h.Send(verdict{Knows: handoverKnows}); err != nil {
 		f.Close()
 		t.close()
 		return nil, fmt.Errorf("--takeover %s: the running daemon went away: %w", t.socket, err)
@@ -357,6 +386,9 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 	frozen = time.Now()
 	killPoint("frozen")
 	t.log.Debug("takeover: frozen state received")
+	if st.Refused {
+		return frozen, usageError{fmt.Sprintf("--takeover %s: the running daemon refused: %s", t.socket, st.Error)}
+	}
 	if st.Error != "" {
 		return frozen, fmt.Errorf("--takeover %s: the running daemon could not freeze: %s", t.socket, st.Error)
 	}

@@ -453,30 +453,33 @@ const preHandoverCommit = "5bafb0b"
 
 // oldBinary builds the daemon of preHandoverCommit from this repository's
 // history.
-func oldBinary(t *testing.T) string {
+func oldBinary(t *testing.T) string { return binaryAt(t, preHandoverCommit) }
+
+// binaryAt builds the daemon of commit from this repository's history.
+func binaryAt(t *testing.T, commit string) string {
 	t.Helper()
 	dir := t.TempDir()
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		t.Fatalf("git: %v (the old binary is built from the repository's history)", err)
 	}
-	archive := exec.Command("git", "-C", strings.TrimSpace(string(top)), "archive", preHandoverCommit)
+	archive := exec.Command("git", "-C", strings.TrimSpace(string(top)), "archive", commit)
 	untar := exec.Command("tar", "-x", "-C", dir)
 	untar.Stdin, _ = archive.StdoutPipe()
 	if err := untar.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s: %v", preHandoverCommit, err)
+		t.Fatalf("git archive %s: %v", commit, err)
 	}
 	if err := untar.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(dir, "xdpfwd-old")
+	path := filepath.Join(dir, "xdpfwd-"+commit)
 	build := exec.Command("go", "build", "-o", path, "./cmd/xdpfwd")
 	build.Dir = dir
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", preHandoverCommit, err, out)
+		t.Fatalf("build %s: %v\n%s", commit, err, out)
 	}
 	return path
 }

@@ -41,7 +41,7 @@ func (c *Client) ListLinks() (List, error) {
 		return List{}, err
 	}
 	return List{Mode: rep.Mode, Links: rep.Links, Queues: rep.Queues, AddRefused: rep.AddRefused,
-		Health: rep.Health, HealthDetail: rep.HealthDetail, CPUs: rep.CPUs}, nil
+		Health: rep.Health, HealthDetail: rep.HealthDetail, CPUs: rep.CPUs, Features: rep.Features}, nil
 }
 
 // AddLink asks the daemon to forward the link name too. An error wraps

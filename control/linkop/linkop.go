@@ -63,7 +63,31 @@ type AddOptions struct {
 	// shown wherever the link is; nil: none (a link added by hand). An
 	// older daemon ignores it.
 	Pod *Pod `json:"pod,omitempty"`
+	// VLAN makes the link an access port of a VLAN or a trunk of several
+	// (a switch's: modes.VLANs); nil: a port of every VLAN. An older
+	// daemon would ignore it, and the link would be in every network: a
+	// client asks only a daemon whose list has FeatureVLAN.
+	VLAN *VLAN `json:"vlan,omitempty"`
 }
+
+// VLAN is a switch port's VLAN membership, as ovs-cni's "vlan" and
+// "trunk" give it: Access (1..4094) makes it an access port of that VLAN
+// (its frames untagged, in that VLAN alone); Trunk a trunk of the VLANs
+// listed (0..4094, 0 the untagged network; its frames tagged).
+type VLAN struct {
+	Access uint16   `json:"access,omitempty"`
+	Trunk  []uint16 `json:"trunk,omitempty"`
+}
+
+// MaxVID is the highest VLAN ID (4095 is reserved).
+const MaxVID = 4094
+
+// Features a daemon's list says it has (Reply.Features), for what an
+// older daemon would ignore rather than refuse.
+const (
+	// FeatureVLAN: adds with a VLAN (AddOptions.VLAN) are ports of it.
+	FeatureVLAN = "vlan"
+)
 
 // Bandwidth is a pod's bandwidth limits as CNI's "bandwidth" capability
 // gives them (the reference bandwidth plugin's units and meanings): rates
@@ -79,7 +103,7 @@ type Bandwidth struct {
 
 // Empty reports whether o says nothing: an add as older clients make it.
 func (o AddOptions) Empty() bool {
-	return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil && o.Bandwidth == nil && o.Pod == nil
+	return o.MAC == "" && len(o.IPs) == 0 && o.PortSecurity == nil && o.Bandwidth == nil && o.Pod == nil && o.VLAN == nil
 }
 
 // Reply is the daemon's answer to one Request.
@@ -113,6 +137,8 @@ type Reply struct {
 	// CPUs (list) are the CPUs the daemon's workers are pinned to;
 	// none: not pinned, or a daemon that does not say.
 	CPUs []int `json:"cpus,omitempty"`
+	// Features (list) are the Feature constants the daemon has.
+	Features []string `json:"features,omitempty"`
 }
 
 // The daemon's forwarding states (Reply.Health), as its /healthz judges
@@ -157,6 +183,8 @@ type Link struct {
 	PortState string `json:"port_state,omitempty"`
 	// Pod is the pod the link serves, if its add named one.
 	Pod *Pod `json:"pod,omitempty"`
+	// VLAN is the link's VLANs, if it is not a port of every VLAN.
+	VLAN *VLAN `json:"vlan,omitempty"`
 }
 
 // List is what ListLinks returns.
@@ -179,6 +207,8 @@ type List struct {
 	// steers its pods' receive processing (RPS) to the others: a veth
 	// runs its peer's receive path on the sending CPU, a worker's.
 	CPUs []int
+	// Features are the Feature constants the daemon has.
+	Features []string
 }
 
 // Available says why the daemon listed cannot serve a CNI plugin's
@@ -393,7 +423,7 @@ func answer(req Request, m Manager) Reply {
 			l.Links = []Link{}
 		}
 		return Reply{OK: true, Mode: l.Mode, Links: l.Links, Queues: l.Queues, AddRefused: l.AddRefused,
-			Health: l.Health, HealthDetail: l.HealthDetail, CPUs: l.CPUs}
+			Health: l.Health, HealthDetail: l.HealthDetail, CPUs: l.CPUs, Features: l.Features}
 	case OpAdd, OpDel:
 		if cerr := CheckName(req.Name); cerr != nil {
 			return Reply{Error: req.Op + ": " + cerr.Error(), BadRequest: true}
