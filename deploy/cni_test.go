@@ -264,7 +264,7 @@ func TestCNIDaemonSet(t *testing.T) {
 	}
 }
 
-// buildCNIPlugin builds cmd/xdpfwd-cni into dir, as the Dockerfile does.
+// buildCNIPlugin builds cmd/xdpfwd-cni into dir, as deploy/image does.
 func buildCNIPlugin(t *testing.T, dir string) string {
 	t.Helper()
 	plugin := filepath.Join(dir, "xdpfwd-cni")

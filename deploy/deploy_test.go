@@ -32,7 +32,6 @@ const (
 	exampleConfig = "systemd/example.yaml"
 	sysusersFile  = "systemd/xdpfwd.sysusers"
 	manifestFile  = "kubernetes/daemonset.yaml"
-	dockerfile    = "Dockerfile"
 
 	unitBinary = "/usr/local/bin/xdpfwd"
 )
@@ -68,7 +67,7 @@ func xdpfwd(t *testing.T) string {
 		binPath = filepath.Join(buildDir, "xdpfwd")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/xdpfwd")
 		cmd.Dir = ".."                                  // the module root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as deploy/Dockerfile builds it
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as deploy/image builds it
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/xdpfwd: %v\n%s", err, out)
 		}
@@ -876,30 +875,6 @@ func parseQuantity(t *testing.T, s string) int64 {
 		t.Fatalf("quantity %q: want N, NKi, NMi or NGi", s)
 	}
 	return n
-}
-
-// ---- Dockerfile ----
-
-func TestDockerfile(t *testing.T) {
-	df := string(readFile(t, dockerfile))
-	gomod := string(readFile(t, "../go.mod"))
-	goVer := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(gomod)
-	if goVer == nil {
-		t.Fatal("go.mod: no go directive")
-	}
-	if !strings.Contains(df, "FROM golang:"+goVer[1]+" ") {
-		t.Errorf("%s: build stage is not golang:%s (go.mod's go %s)", dockerfile, goVer[1], goVer[1])
-	}
-	if !strings.Contains(df, "CGO_ENABLED=0") {
-		t.Errorf("%s: the binary must be static (CGO_ENABLED=0) for the runtime image", dockerfile)
-	}
-	m := loadManifest(t)
-	if !strings.Contains(df, `ENTRYPOINT ["`+unitBinary+`"]`) {
-		t.Errorf("%s: ENTRYPOINT is not %s (the DaemonSet gives only args)", dockerfile, unitBinary)
-	}
-	if len(m.container().Command) != 0 {
-		t.Errorf("the DaemonSet overrides the image's command: %v", m.container().Command)
-	}
 }
 
 // TestControlSocket: the unit gives each instance a control socket in its

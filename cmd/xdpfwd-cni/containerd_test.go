@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/xdpfwd/xdpfwd/internal/image"
 )
 
 // containerd is a containerd the test runs with directories of its own.
@@ -164,56 +165,37 @@ func testData() []byte {
 // /www/data.
 func busyboxImage(t *testing.T, busybox, path, tag string) {
 	t.Helper()
+	files := busyboxFiles(t, busybox, "sh", "ping", "httpd", "wget", "sha256sum", "ip", "sleep")
+	files = append(files, image.File{Path: "www/data", Mode: 0o644, Data: testData()})
+	writeImage(t, path, image.Image{Tag: tag, Files: files, Config: image.Config{Cmd: []string{"/bin/sh"}}})
+}
+
+// busyboxFiles are an image's files for the static busybox: the
+// directories a container needs, and a link per applet.
+func busyboxFiles(t *testing.T, busybox string, applets ...string) []image.File {
+	t.Helper()
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	for _, d := range []string{"bin/", "www/", "proc/", "sys/", "dev/", "tmp/", "etc/"} {
-		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
+	files := []image.File{{Path: "bin/busybox", Mode: 0o755, Data: bb}}
+	for _, d := range []string{"proc", "sys", "dev", "tmp", "etc"} {
+		files = append(files, image.File{Path: d, Dir: true, Mode: 0o755})
 	}
-	file := func(name string, mode int64, b []byte) {
-		tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: mode, Size: int64(len(b))})
-		tw.Write(b)
+	for _, a := range applets {
+		files = append(files, image.File{Path: "bin/" + a, Link: "busybox", Mode: 0o777})
 	}
-	file("bin/busybox", 0o755, bb)
-	for _, a := range []string{"sh", "ping", "httpd", "wget", "sha256sum", "ip", "sleep"} {
-		tw.WriteHeader(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
-	}
-	file("www/data", 0o644, testData())
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dockerArchive(t, path, tag, layer.Bytes(), []string{"/bin/sh"})
+	return files
 }
 
-// dockerArchive writes a docker-archive of an image of one layer (a tar)
-// whose command is cmd.
-func dockerArchive(t *testing.T, path, tag string, layer []byte, cmd []string) {
+// writeImage writes img to path as a docker-archive.
+func writeImage(t *testing.T, path string, img image.Image) {
 	t.Helper()
-	diff := sha256.Sum256(layer)
-	config, _ := json.Marshal(map[string]any{
-		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Cmd": cmd},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diff[:])}},
-	})
-	cs := sha256.Sum256(config)
-	configName := hex.EncodeToString(cs[:]) + ".json"
-	manifest, _ := json.Marshal([]map[string]any{{"Config": configName, "RepoTags": []string{tag}, "Layers": []string{"layer.tar"}}})
-	var out bytes.Buffer
-	aw := tar.NewWriter(&out)
-	for _, f := range []struct {
-		name string
-		b    []byte
-	}{{"layer.tar", layer}, {configName, config}, {"manifest.json", manifest}} {
-		aw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f.b))})
-		aw.Write(f.b)
-	}
-	if err := aw.Close(); err != nil {
+	var b bytes.Buffer
+	if _, err := image.Write(&b, img); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

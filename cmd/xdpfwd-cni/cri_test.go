@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"debug/elf"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/xdpfwd/xdpfwd/internal/image"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -38,22 +38,7 @@ func (p pathNS) Do(fn func() error) error {
 // SIGKILL, so sleep as PID 1 (deaf to SIGTERM) stops at once.
 func pauseImage(t *testing.T, busybox, path, tag string) {
 	t.Helper()
-	bb, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	for _, d := range []string{"bin/", "proc/", "sys/", "dev/", "etc/"} {
-		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
-	}
-	tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
-	tw.Write(bb)
-	tw.WriteHeader(&tar.Header{Name: "bin/sleep", Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dockerArchive(t, path, tag, layer.Bytes(), []string{"/bin/sleep", "3600"})
+	writeImage(t, path, image.Image{Tag: tag, Files: busyboxFiles(t, busybox, "sleep"), Config: image.Config{Cmd: []string{"/bin/sleep", "3600"}}})
 }
 
 // crictl runs crictl against a containerd's CRI, with a configuration
