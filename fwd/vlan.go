@@ -68,11 +68,11 @@ func (w *worker) popTag(d *xsk.Desc) bool {
 
 // retag makes p's frame leave link o as v's SetVLAN says: with an outer
 // 802.1Q tag of v.vid, or without one; a tag popped for one link of a
-// flood and pushed for the next keeps its priority. The flood's copies are made of
-// the frame as it is when each is sent, so each link gets its own. A
-// frame it cannot retag (no headroom for the tag, a tag cut short) is
-// abandoned for link o, counted (tx_no_layout): false. last says it is the
-// packet's last send, which releases it.
+// flood and pushed for the next keeps its priority. A flood's copies are
+// made of the frame as it is when each is sent, so each link gets its
+// own. A frame it cannot retag (no headroom for the tag, a tag cut
+// short) is abandoned for link o, counted (tx_no_layout): false. last
+// says it is the packet's last send, which releases it.
 func (w *worker) retag(p *rxPkt, v verdict, o int, last bool) bool {
 	if v.vid == 0 {
 		return true

@@ -13,11 +13,11 @@ import (
 
 // A switch's state, for a successor that takes the datapath over
 // (fwd.Forwarder's handover): its ports' VLANs, their security and what
-// became of their addresses, its limits and how full their buckets are, and the
-// addresses it learned with their age. Times go across as durations from
-// now: the two processes' clocks start apart. Static entries do not go:
-// ports' pins are made again from their ports, and --fdb-static is the
-// successor's own flag.
+// became of their addresses, its limits and how full their buckets are,
+// and the addresses it learned with their age. Times go across as
+// durations from now: the two processes' clocks start apart. Static
+// entries do not go: ports' pins are made again from their ports, and
+// --fdb-static is the successor's own flag.
 
 // SwitchState is a switch's state as Export gives it.
 type SwitchState struct {

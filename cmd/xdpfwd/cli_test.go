@@ -483,6 +483,17 @@ func TestBadInput(t *testing.T) {
 			want: []string{"--fdb-static", "not one of the links"}},
 		{name: "static fdb entry without switch", args: func(p *topo.Pair) []string { return links(p, "--fdb-static", "02:00:00:00:00:01="+p.LinkA) },
 			want: []string{"--fdb-static is for --mode switch"}},
+		{name: "access VLAN of no link", args: func(p *topo.Pair) []string { return links(p, "--mode", "switch", "--access-vlan", "nolink=100") },
+			want: []string{"--access-vlan", "not one of the links"}},
+		{name: "access VLAN 4095", args: func(p *topo.Pair) []string { return links(p, "--mode", "switch", "--access-vlan", p.LinkA+"=4095") },
+			want: []string{"--access-vlan", "1..4094"}},
+		{name: "trunk range backwards", args: func(p *topo.Pair) []string { return links(p, "--mode", "switch", "--trunk", p.LinkA+"=200-100") },
+			want: []string{"--trunk", "200-100"}},
+		{name: "access VLAN and trunk on one link", args: func(p *topo.Pair) []string {
+			return links(p, "--mode", "switch", "--access-vlan", p.LinkA+"=5", "--trunk", p.LinkA+"=6")
+		}, want: []string{"given VLANs twice"}},
+		{name: "trunk without switch", args: func(p *topo.Pair) []string { return links(p, "--trunk", p.LinkA+"=6") },
+			want: []string{"--access-vlan and --trunk are for --mode switch"}},
 		{name: "same link twice",
 			args: func(p *topo.Pair) []string { return []string{"run", "--link", p.LinkA, "--link", p.LinkA} },
 			want: []string{"given twice"}},

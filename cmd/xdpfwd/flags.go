@@ -366,7 +366,7 @@ func (ff *fwdFlags) checkLinks(n, maxLinks int) error {
 	return nil
 }
 
-// parseLinkVLANs parses --vlan LINK=VID and --trunk LINK=VLANS, each
+// parseLinkVLANs parses --access-vlan LINK=VID and --trunk LINK=VLANS, each
 // naming one of links, once.
 func parseLinkVLANs(access, trunks []string, links []string) (map[string]modes.VLANs, error) {
 	out := map[string]modes.VLANs{}
