@@ -41,6 +41,27 @@ func pauseImage(t *testing.T, busybox, path, tag string) {
 	writeImage(t, path, image.Image{Tag: tag, Files: busyboxFiles(t, busybox, "sleep"), Config: image.Config{Cmd: []string{"/bin/sleep", "3600"}}})
 }
 
+// criConfig is the CRI plugin's part of containerd's configuration: the
+// sandbox image (imported, never pulled), runc, and CNI's directories as
+// containerd (in its mount namespace) sees them.
+func criConfig(sandboxImage, binDir, confDir string) string {
+	return fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  snapshotter = "overlayfs"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".cni]
+  bin_dir = %q
+  conf_dir = %q
+  max_conf_num = 1
+`, sandboxImage, binDir, confDir)
+}
+
 // crictl runs crictl against a containerd's CRI, with a configuration
 // of its own.
 type crictl struct {
@@ -68,6 +89,19 @@ func (c *crictl) run(args ...string) (string, error) {
 		return string(out), fmt.Errorf("crictl %s: %w: %s%s", strings.Join(args, " "), err, out, stderr.Bytes())
 	}
 	return string(out), nil
+}
+
+// removeAtEnd stops and removes, at the test's end, the sandboxes of
+// pods that were made and not removed.
+func (c *crictl) removeAtEnd(t *testing.T, pods []*sandbox) {
+	t.Cleanup(func() {
+		for _, p := range pods {
+			if p.id != "" && !p.removed {
+				c.run("stopp", p.id)
+				c.run("rmp", "-f", p.id)
+			}
+		}
+	})
 }
 
 // networkReady reports whether crictl info's output says the runtime's
@@ -230,21 +264,7 @@ func TestCNIContainerdCRI(t *testing.T) {
 	// processes of sandboxes the CRI did not remove (the test's own, by
 	// the PIDs in containerd's state directory).
 	t.Cleanup(func() { killLeftShims(t, filepath.Join(cdDir, "state", "io.containerd.runtime.v2.task", "k8s.io")) })
-	criConf := fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = %q
-  conf_dir = %q
-  max_conf_num = 1
-`, pauseRef, r.cniPath, r.netDir)
+	criConf := criConfig(pauseRef, r.cniPath, r.netDir)
 	start := time.Now()
 	cd, _ := runContainerd(t, cdDir, "", criConf, func(cfg string) *exec.Cmd {
 		return exec.Command("nsenter", "--net="+nsPath(r.node), "unshare", "--mount", "--propagation", "private",
@@ -274,14 +294,7 @@ func TestCNIContainerdCRI(t *testing.T) {
 	const hostPort, podPort = 30280, 8080
 	const rate, rateBits = "8M", 8_000_000
 	pods := []*sandbox{{name: "r28-pod0"}, {name: "r28-pod1"}}
-	t.Cleanup(func() {
-		for _, p := range pods {
-			if p.id != "" && !p.removed {
-				cri.run("stopp", p.id)
-				cri.run("rmp", "-f", p.id)
-			}
-		}
-	})
+	cri.removeAtEnd(t, pods)
 	for i, p := range pods {
 		cfg := map[string]any{
 			"metadata": map[string]any{"name": p.name, "namespace": "r28", "uid": fmt.Sprintf("r28-uid-%d", i), "attempt": 0},

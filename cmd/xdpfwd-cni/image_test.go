@@ -349,9 +349,21 @@ func TestImageUnderCRI(t *testing.T) {
 		[]string{"link", "set", "eth0", "up"}, []string{"link", "set", "lo", "up"})
 	const podIP = "127.0.0.1" // the node's address a host-network pod has (status.podIP)
 
-	// The node's directories the pod spec names, and libcni's cache:
-	// the test's, bound over them in containerd's mount namespace.
-	nodeDirs := []string{"/run/xdpfwd", "/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni"}
+	// The node's directories the pod spec names (its hostPath volumes),
+	// and libcni's cache: the test's, bound over them in containerd's
+	// mount namespace.
+	nodeDirs := []string{"/var/lib/cni"}
+	for _, v := range m.volumes {
+		if v.HostPath != nil {
+			nodeDirs = append(nodeDirs, v.HostPath.Path)
+		}
+	}
+	slices.Sort(nodeDirs)
+	for _, d := range []string{"/run/xdpfwd", "/opt/cni/bin", "/etc/cni/net.d"} {
+		if !slices.Contains(nodeDirs, d) {
+			t.Fatalf("%s: no hostPath volume %s (the control socket's, the plugins', the conflists' directory)", cniManifest, d)
+		}
+	}
 	var binds []string
 	bound := map[string]string{}
 	for i, d := range nodeDirs {
@@ -361,7 +373,7 @@ func TestImageUnderCRI(t *testing.T) {
 		bound[d] = src
 		binds = append(binds, fmt.Sprintf(`mount --bind %q %q`, src, d))
 	}
-	// The runtime's own plugin, on the node before any network.
+	// The runtime's own plugins, on the node before any network.
 	for _, p := range []string{"loopback", "host-local"} {
 		if err := os.Symlink(need(t, p, "/usr/lib/cni/"+p), filepath.Join(bound["/opt/cni/bin"], p)); err != nil {
 			t.Fatal(err)
@@ -377,21 +389,7 @@ func TestImageUnderCRI(t *testing.T) {
 
 	cdDir := filepath.Join(dir, "containerd")
 	t.Cleanup(func() { killLeftShims(t, filepath.Join(cdDir, "state", "io.containerd.runtime.v2.task", "k8s.io")) })
-	criConf := fmt.Sprintf(`[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-[plugins."io.containerd.grpc.v1.cri".containerd]
-  snapshotter = "overlayfs"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-  runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".cni]
-  bin_dir = "/opt/cni/bin"
-  conf_dir = "/etc/cni/net.d"
-  max_conf_num = 1
-`, pauseRef)
+	criConf := criConfig(pauseRef, "/opt/cni/bin", "/etc/cni/net.d") // the node's, as bound
 	cd, _ := runContainerd(t, cdDir, "", criConf, func(cfgPath string) *exec.Cmd {
 		return exec.Command("nsenter", "--net="+nsPath(node), "unshare", "--mount", "--propagation", "private",
 			"sh", "-c", strings.Join(binds, " && ")+` && exec "$0" --config "$1"`, bin, cfgPath)
@@ -534,14 +532,7 @@ func TestImageUnderCRI(t *testing.T) {
 	// Two pods, attached through the installed conflist.
 	ctl := filepath.Join(bound["/run/xdpfwd"], filepath.Base(cfg.Control))
 	pods := []*sandbox{{name: "web-0"}, {name: "web-1"}}
-	t.Cleanup(func() {
-		for _, p := range pods {
-			if p.id != "" && !p.removed {
-				cri.run("stopp", p.id)
-				cri.run("rmp", "-f", p.id)
-			}
-		}
-	})
+	cri.removeAtEnd(t, pods)
 	for i, p := range pods {
 		f := writeJSON(t, filepath.Join(dir, p.name+".json"), map[string]any{
 			"metadata": map[string]any{"name": p.name, "namespace": "i41", "uid": fmt.Sprintf("i41-uid-%d", i), "attempt": 0},
