@@ -152,7 +152,7 @@ type Config struct {
 	// Coalesce is how long a worker keeps polling its rings after they
 	// ran dry, past its Spin rounds, before it sleeps: packets that come
 	// within it join the next batch without a wake-up, at the price of
-	// the polling. It adds no latency. Measured on veth (issue 11) it
+	// the polling. It adds no latency. Measured on veth it
 	// trades the CPU of the wake-ups it saves for as much polling, or
 	// more at 20k packets/s, so it is off by default. 0 or negative: off.
 	// No effect when Spin is negative.
@@ -163,7 +163,7 @@ type Config struct {
 	// polling round call recvfrom(2), which runs the NAPI context feeding
 	// the socket's queue if the kernel knows it. On veth in copy mode
 	// (Linux 6.18) it does not: no busy poll runs, and the recvfrom per
-	// round only costs CPU (issue 11). 0: off.
+	// round only costs CPU. 0: off.
 	BusyPoll time.Duration
 
 	// Promisc: whether to hold the links in promiscuous mode while the

@@ -1,8 +1,9 @@
 // Package fwd is xdpfwd's forwarding engine: it joins links through AF_XDP
-// sockets on one shared UMEM and sends the frames it receives on, choosing
-// per packet the TX layout with the fewest descriptors and pages (package
-// linearize): small packets are copied into an inline slot, larger ones
-// leave from the frame they arrived in. Without a Handler it cross-connects
+// sockets on its UMEM (one premapped region, a domain per kind of bind:
+// zero-copy NICs, copy-mode links) and sends the frames it receives on,
+// choosing per packet the TX layout with the fewest descriptors and pages
+// (package linearize): small packets are copied into an inline slot,
+// larger ones leave from the frame they arrived in. Without a Handler it cross-connects
 // two links, each frame out of the other; with one (Config.Handler, 1 to 64
 // links) the handler decides each packet of a batch — forward to a link,
 // flood to several, reflect, or drop — and the engine does the rest.

@@ -911,7 +911,7 @@ func warnBusyShare(p *Plan) {
 // other goroutine waits for sysmon to retake a sleeping worker's P — from
 // 20 µs to 10 ms, as sysmon backs off — and a worker's P is retaken and
 // handed to a thread that wakes for nothing at every longer sleep, two
-// context switches each (issue 11). An idle P avoids both.
+// context switches each. An idle P avoids both.
 func spareProc(workers int) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return

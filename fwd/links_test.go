@@ -469,7 +469,7 @@ func testFakeLinkRemoveFirst(t *testing.T, workers int) {
 // uplink, whose socket registered the UMEM) and the last included, by
 // RemoveLink or by the kernel deleting it, and the forwarder runs on with
 // none, saying so (LiveLinks 0), until links are added again: their
-// sockets register the UMEM anew (issue 27: after the uplink's removal,
+// sockets register the UMEM anew (after the uplink's removal,
 // the next pod's deletion ended the daemon, or left it refusing every add
 // with "the forwarder has no sockets").
 func TestFakeLinkEveryOneLeaves(t *testing.T) { forWorkers(t, testFakeLinkEveryOneLeaves) }
@@ -666,7 +666,7 @@ func TestFakeReconfigureLinks(t *testing.T) {
 }
 
 // TestMaxLinksMemory: a switch of 2 links able to take 64 maps within
-// 10 % of the UMEM of one started with 64 (issue 21): each link to come
+// 10 % of the UMEM of one started with 64: each link to come
 // gets what it would have in a switch started with 64 (that ring size, its
 // frames, its lanes' frag blocks), and the 2 links' rings grow above that
 // only while the UMEM stays within a sixteenth of it (givenRingSize). A ring size
@@ -712,7 +712,7 @@ func TestMaxLinksMemory(t *testing.T) {
 }
 
 // TestUMEMPlanBounded: the memory a forwarder pins is proportional to
-// what it serves (issue 27). A ring size set by hand is the links given's:
+// what it serves. A ring size set by hand is the links given's:
 // the MaxLinks-1 links that may come keep the rings MaxLinks links would
 // have, so a sink of one link at --ring-size 4096 pins tens of MiB (it
 // pinned 1.7 GB: 63 links to come × 3 × 4096 frames of 2 KiB). A plan
@@ -772,7 +772,7 @@ func TestUMEMPlanBounded(t *testing.T) {
 }
 
 // TestFakeReconfigureAfterRemoval: a reload with the queues auto while a
-// removed link has left a hole in the link table (issue 27: "queues 0:
+// removed link has left a hole in the link table ("queues 0:
 // want 1..1", the hole's 0 queues taken for a link's), and DefaultQueues
 // read while links come and go (a data race on the link table; run with
 // -race).
@@ -821,7 +821,7 @@ func TestFakeReconfigureAfterRemoval(t *testing.T) {
 
 // TestFakeRemovedLinksBounded: the totals of links removed while running
 // are kept by name for the last 64 only, the older summed into one
-// (issue 27, item 10: they were kept per name until exit, ~1.7 KB per pod
+// (item 10: they were kept per name until exit, ~1.7 KB per pod
 // ever attached, and listed one by one in the stop log and the summary),
 // and every packet is still counted once.
 func TestFakeRemovedLinksBounded(t *testing.T) {

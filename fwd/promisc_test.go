@@ -18,7 +18,7 @@ func (counter) Promiscuous() bool        { return false }
 // from New to Close when its mode carries frames for other MACs (the
 // default cross-connect, a Handler that does not say otherwise), and not
 // when told off or when its Handler needs none; after Close the count is
-// back to 0. Before issue 17 no forwarder set it: a NIC dropped every
+// back to 0. Before it did, no forwarder set it: a NIC dropped every
 // unicast frame not addressed to its own MAC.
 func TestPromiscHeldWhileRunning(t *testing.T) {
 	t.Parallel()

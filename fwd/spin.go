@@ -36,7 +36,7 @@ func (s *spinner) adapts() bool { return !s.fixed && s.rounds > 0 }
 
 const (
 	// defaultSpinRounds is a spin's length unless --spin says (about
-	// 5 µs of empty rounds on the machine of issue 11).
+	// 5 µs of empty rounds on the machine perf/README.md measures on).
 	defaultSpinRounds = 64
 	// spinGiveUp is how many spins in a row must catch nothing before
 	// the worker sleeps at once.
@@ -106,7 +106,7 @@ func (s *spinner) missed() { s.misses = min(s.misses+1, spinGiveUp) }
 // dry when what it forwards is answered: a request goes out on link B and
 // its reply comes back on B some tens of microseconds later. A worker
 // asleep by then pays a wake-up on the reply's way (about 40 µs on a
-// virtual CPU woken from halt: the trace of issue 30), one a busy-polling
+// virtual CPU woken from halt: as a trace showed), one a busy-polling
 // forwarder never pays. So the default spinner watches how each dry spell
 // ended: with a packet from a link the worker had just sent on (a turn),
 // after how long. When a third of the recent spells were turns shorter

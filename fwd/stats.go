@@ -64,7 +64,7 @@ type LinkStats struct {
 	LinkDowns   uint64  `json:"link_downs"`
 	DownSeconds float64 `json:"down_seconds"`
 
-	// What the packets cost in system calls and batches (issue 11).
+	// What the packets cost in system calls and batches.
 	// TXKicks counts the sendto calls that woke the kernel to transmit
 	// on this link (failed ones included: KickErrors).
 	TXKicks uint64 `json:"tx_kicks"`

@@ -12,7 +12,7 @@ import (
 // what igb delivers in zero-copy mode when its buffer is shorter than the
 // frame — is dropped and counted (rx_truncated) on the receiving link, by
 // the cross-connect and with a Handler; a whole frame of the same flow
-// crosses. Before issue 17 the cut frame was forwarded as it came and
+// crosses. Before, the cut frame was forwarded as it came and
 // counted nowhere. On the fake environment: no root.
 func TestTruncatedDropped(t *testing.T) {
 	across := fwd.HandlerFunc(func(pkts []fwd.Packet) {

@@ -6,7 +6,7 @@ import (
 )
 
 // TestPlanSpellsConfig: InlineMax, FragOrder and MaxLinks mean the same
-// number the same way in Config and Plan (issue 31): a Plan never holds
+// number the same way in Config and Plan: a Plan never holds
 // the zero that is Config's default, spells off as Config does (InlineOff,
 // FragOff), and its value, given back as the Config's, resolves to the
 // same Plan.

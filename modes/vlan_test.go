@@ -2,9 +2,13 @@ package modes_test
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,5 +311,131 @@ func TestVLANExportImport(t *testing.T) {
 	}
 	if v, out := pkts[2].Verdict(); v != fwd.VerdictFlood || out != links(0, 1, 2, 4) {
 		t.Errorf("the trunk's VLAN 100 broadcast after the import: verdict %d to %b", v, out)
+	}
+}
+
+// TestVLANRace: workers switch frames of every kind (each port's, tagged
+// and not, broadcast and unicast) while links with VLANs are removed and
+// added again with other VLANs, over and over. Throughout, the access
+// ports of VLANs 100 and 200 that stay never get a frame of each
+// other's, nor the trunk of 100 one of 200's, and each access port's
+// frames are in its VLAN. Run with -race.
+func TestVLANRace(t *testing.T) {
+	const workers, rounds = 3, 300
+	sw := modes.NewSwitch(0, 1024, time.Hour)
+	stable := []struct {
+		name string
+		v    modes.VLANs
+	}{{"a100", modes.VLANs{Access: 100}}, {"a200", modes.VLANs{Access: 200}}, {"t100", modes.VLANs{Trunk: []uint16{100}}}}
+	for i, p := range stable {
+		if err := sw.SetVLANs(p.name, p.v); err != nil {
+			t.Fatal(err)
+		}
+		sw.LinkAddedAs(i, p.name)
+	}
+	churn := []string{"c3", "c4", "c5"}
+	for i, n := range churn {
+		sw.LinkAddedAs(3+i, n)
+	}
+	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0x41, 0, 0, 0, byte(i)} }
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var bad, batches atomic.Int64
+	var first atomic.Pointer[string]
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 41))
+			pkts := make([]fwd.Packet, 32)
+			for !stop.Load() {
+				for i := range pkts {
+					dst := bcast()
+					if rng.IntN(2) == 0 {
+						dst = mac(rng.IntN(8))
+					}
+					var tags []uint16
+					switch rng.IntN(3) {
+					case 1:
+						tags = []uint16{0x8100, uint16([]int{100, 200, 300}[rng.IntN(3)])}
+					case 2:
+						tags = []uint16{0x8100, 0}
+					}
+					f := tagged(dst, mac(rng.IntN(8)), tags...)
+					f[12+2*len(tags)], f[13+2*len(tags)] = 0x88, 0xb5
+					pkts[i] = fwd.Packet{Data: f, Len: len(f), Link: rng.IntN(6)}
+				}
+				sw.Handle(pkts)
+				batches.Add(1)
+				for i := range pkts {
+					p := &pkts[i]
+					v, out := p.Verdict()
+					if v == fwd.VerdictForward {
+						out = fwd.LinkSet(0).Add(int(out))
+					} else if v != fwd.VerdictFlood {
+						continue
+					}
+					var wrong string
+					switch {
+					case p.Link == 0 && (out.Has(1) || p.VLAN() != 100):
+						wrong = "a100's frame to a200, or out of VLAN 100"
+					case p.Link == 1 && (out.Has(0) || out.Has(2) || p.VLAN() != 200):
+						wrong = "a200's frame to a100 or t100, or out of VLAN 200"
+					case p.Link == 2 && out.Has(1):
+						wrong = "t100's frame to a200"
+					}
+					if wrong != "" && bad.Add(1) == 1 {
+						first.Store(&wrong)
+					}
+				}
+			}
+		})
+	}
+	rng := rand.New(rand.NewPCG(41, 41))
+	choices := []modes.VLANs{{}, {Access: 100}, {Access: 200}, {Access: 300}, {Trunk: []uint16{0, 200}}, {Trunk: []uint16{100, 300}}}
+	for range rounds {
+		i := rng.IntN(len(churn))
+		sw.LinkRemoved(3 + i)
+		sw.ReleaseVLANs(churn[i])
+		if err := sw.SetVLANs(churn[i], choices[rng.IntN(len(choices))]); err != nil {
+			t.Fatal(err)
+		}
+		sw.LinkAddedAs(3+i, churn[i])
+		// A few batches switched on each layout before the next.
+		for at, deadline := batches.Load(), time.Now().Add(time.Second); batches.Load() < at+workers && time.Now().Before(deadline); {
+			runtime.Gosched()
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d batches of 32 frames across %d changes of VLANs", batches.Load(), rounds)
+	if n := bad.Load(); n != 0 {
+		t.Errorf("%d frames crossed VLANs while links came and went; the first: %s", n, *first.Load())
+	}
+}
+
+// BenchmarkSwitchVLAN is BenchmarkSwitch with every port in a VLAN: four
+// access ports of VLAN 100, frames untagged, each classified and put in
+// its VLAN; no allocation.
+func BenchmarkSwitchVLAN(b *testing.B) {
+	sw := modes.NewSwitch(0, 0, 0)
+	for i := range 4 {
+		name := "p" + string(rune('0'+i))
+		if err := sw.SetVLANs(name, modes.VLANs{Access: 100}); err != nil {
+			b.Fatal(err)
+		}
+		sw.LinkAddedAs(i, name)
+	}
+	pkts := make([]fwd.Packet, 64)
+	frames := make([][]byte, 64)
+	for i := range frames {
+		frames[i] = make([]byte, 64)
+		copy(frames[i], []byte{0x02, 0, 0, 0, 1, byte(i % 8)})
+		copy(frames[i][6:], []byte{0x02, 0, 0, 0, 1, byte((i + 1) % 8)})
+	}
+	b.ReportAllocs()
+	for range b.N {
+		for i := range pkts {
+			pkts[i] = fwd.Packet{Data: frames[i], Len: 64, Link: i % 4}
+		}
+		sw.Handle(pkts)
 	}
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // The capture contenders: what a running `xdpfwd capture` costs
-// forwarding (issue 12). The same xdpfwd as the reference row, with a
+// forwarding. The same xdpfwd as the reference row, with a
 // capture client attached through its control socket for the whole
 // sample, writing pcapng to /dev/null; the
 // client runs on the forwarder's CPU, so the capture's whole cost (the

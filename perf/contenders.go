@@ -108,7 +108,7 @@ func contenderTable() []*contender {
 		bridgeContender("bridge-offload", "Linux bridge (default offloads)", true),
 		redirectContender(),
 		asavieContender(),
-		// Other AF_XDP forwarders (peers.go, issue 30), not run where
+		// Other AF_XDP forwarders (peers.go), not run where
 		// not installed.
 		testpmdContender(),
 		ovsAfxdpContender(),

@@ -22,7 +22,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/perf/internal/traffic"
 )
 
-// The generator-cost workloads (issue 22): what a traffic source costs per
+// The generator-cost workloads: what a traffic source costs per
 // packet, at one offered rate, with nothing else on the path. Each sends
 // the same 60-byte UDP frame (64 with FCS) from A's eth0, dropped by XDP
 // on the root end (the baseline contender): perf's sendmmsg sender, Debian

@@ -129,7 +129,7 @@ func (e *env) buildXdpfwd(ctx context.Context) (string, error) {
 
 // The quick run's settings: one round of short windows, so that all of
 // its 130-odd samples (every contender on every workload it runs) take a
-// minute and a half, not five (issue 19: 4 min 51 s with two rounds of
+// minute and a half, not five (4 min 51 s with two rounds of
 // 0.5 s after 0.2 s). Every workload keeps its traffic's shape; only
 // the windows are shorter and fewer.
 const (

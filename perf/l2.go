@@ -1,6 +1,6 @@
 package main
 
-// The L2 workloads (issue 10): switch and reflect. Both run on topo.Hosts
+// The L2 workloads: switch and reflect. Both run on topo.Hosts
 // rather than a Pair: the switch on three hosts (host 0 sends, host 1
 // receives, host 2 is learned and flooded to), the reflector on one. A
 // Pair stands for each in the harness (A is host 0, B host 1 or nil,

@@ -1,6 +1,6 @@
 package main
 
-// Peers (issue 30): AF_XDP forwarders built by others, run between the same
+// Peers: AF_XDP forwarders built by others, run between the same
 // two root ends as every contender: DPDK's testpmd on its net_af_xdp PMD
 // (testpmd.go) and Open vSwitch's userspace datapath with afxdp ports
 // (ovsafxdp.go). Both forward port to port at L2, like the bridge rows.

@@ -21,7 +21,7 @@ import (
 	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
-// TestPeersForward starts each peer (issue 30) as perf does, on a pair of
+// TestPeersForward starts each peer as perf does, on a pair of
 // perf's topology, sends a bounded UDP burst through it, and checks that the
 // datagrams arrived and the peer counted them, then that stopping it left
 // nothing behind: no XDP program on the root ends, their promiscuity as

@@ -231,7 +231,7 @@ func TestQuickRun(t *testing.T) {
 	t.Logf("tables:\n%s", md)
 }
 
-// TestQuickRunL2 runs the switch and reflect workloads (issue 10) once
+// TestQuickRunL2 runs the switch and reflect workloads once
 // with tiny windows, and checks the structure of what they produce: every
 // contender ran, figures are non-negative and consistent with each other,
 // the tables, charts and bench lines exist, and nothing is left behind.

@@ -85,7 +85,7 @@ func workloadTable() []*workload {
 		{Name: "udp-64", Group: "udp", Title: "UDP 64 B", Metric: "pps", Unit: "packets/s", Size: 64, run: runUDP},
 		{Name: "udp-256", Group: "udp", Title: "UDP 256 B", Metric: "pps", Unit: "packets/s", Size: 256, run: runUDP},
 		{Name: "udp-1500", Group: "udp", Title: "UDP 1500 B", Metric: "pps", Unit: "packets/s", Size: 1500, run: runUDP},
-		// The CPU cost at three offered rates (issue 11): a low rate,
+		// The CPU cost at three offered rates: a low rate,
 		// where a forwarder sleeps and wakes for a few packets, --cost-rate
 		// (100k by default), and a high one, where batches grow.
 		{Name: "cost-64-20k", Group: "cost", Title: "CPU per packet, UDP 64 B at a fixed load", Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Rate: 20000, run: runUDP},
@@ -139,7 +139,7 @@ func workloadTable() []*workload {
 		{Name: "delivery-4q", Group: "delivery", Title: "64 UDP flows at 20k packets/s over 4-queue links, forwarders with their defaults", Metric: "delivered_pct", Unit: "% delivered",
 			Size: 64, Queues: 4, Flows: 64, Rate: 20000, FwdDefaults: true,
 			Contenders: []string{"xdpfwd", "bridge"}, run: runDelivery},
-		// The switch: three hosts on one L2 segment (issue 10),
+		// The switch: three hosts on one L2 segment,
 		// switched by xdpfwd --mode switch or a Linux bridge; traffic
 		// from host 0 to host 1, host 2 learned and flooded to.
 		{Name: "switch-udp-64", Group: "switch", Title: "UDP 64 B, packets/s at maximum offered load", Metric: "pps", Unit: "packets/s",
@@ -149,7 +149,7 @@ func workloadTable() []*workload {
 		{Name: "switch-tcp-1", Group: "switch", Title: "TCP bulk, 1 stream", Metric: "gbps", Unit: "Gbit/s",
 			Streams: 1, Hosts: 3, Contenders: switchContenders, run: runSwitch(runTCP)},
 		// Generator cost: what a traffic source costs per packet at one
-		// rate (gencost.go, issue 22), run by the baseline alone (nothing
+		// rate (gencost.go), run by the baseline alone (nothing
 		// forwards).
 		{Name: "gen-sendmmsg", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
 			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("sendmmsg")},
@@ -157,7 +157,7 @@ func workloadTable() []*workload {
 			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("trafgen")},
 		{Name: "gen-txonly", Group: "gencost", Title: "Generator CPU per packet, 64 B frames at 100k packets/s", Metric: "own_cpu_ns_per_pkt", Unit: "ns/packet",
 			Size: genIPLen, Paced: true, Rate: 100000, Contenders: []string{"baseline-drop"}, run: runGen("txonly")},
-		// The reflector (issue 10): 64-byte frames back to their sender, MACs
+		// The reflector: 64-byte frames back to their sender, MACs
 		// swapped, by xdpfwd --mode reflect or an XDP_TX program.
 		{Name: "reflect-64", Group: "reflect", Title: "64-byte frames reflected, MACs swapped", Metric: "pps", Unit: "packets/s",
 			Size: 64, Hosts: 1, Contenders: reflectContenders, run: runReflect},

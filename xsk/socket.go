@@ -321,7 +321,7 @@ func busyPoll(fd int, cfg Config) error {
 // budget and returns), so it is made raw, without telling the Go
 // scheduler: a scheduler-aware call on a worker's locked thread lets
 // sysmon retake the thread's P while the kernel transmits and wake another
-// thread to run it, a context switch each way for nothing (issue 11).
+// thread to run it, a context switch each way for nothing.
 func (s *Socket) Kick() error {
 	_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	switch e {

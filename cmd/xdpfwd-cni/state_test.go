@@ -261,8 +261,8 @@ func TestCNIKillAtEachStep(t *testing.T) {
 
 // TestCNIStatusRefusingDaemon: STATUS is "not available" (50) while the
 // daemon answers but would refuse any link (its link list's AddRefused:
-// a daemon left without sockets, issue 27's zombie), and ready again
-// once it takes links.
+// a daemon left without sockets, a zombie), and ready again once it
+// takes links.
 func TestCNIStatusRefusingDaemon(t *testing.T) {
 	r := newRig(t, 1)
 	status := func() error {

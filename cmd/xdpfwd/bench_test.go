@@ -44,7 +44,7 @@ func TestBenchBridge(t *testing.T) {
 	if !strings.Contains(r.stdout, "latency at 10/50/90 % of NDR") {
 		t.Fatalf("no latency table:\n%s", r.stdout)
 	}
-	// The latency trials are paced finely (issue 27): no burst beyond
+	// The latency trials are paced finely: no burst beyond
 	// what is due in latencyWindow, one packet at 10 % of a ≤ 50 kpps NDR.
 	_, table, _ := strings.Cut(r.stdout, "latency at 10/50/90 % of NDR")
 	rows := 0

@@ -258,7 +258,7 @@ func (cs *controlSocket) handle(c net.Conn) {
 
 // daemonLinks is the daemon's linkop.Manager: the current forwarder's
 // links. Adding and removing need the forwarder to be a
-// linkop.LinkManager (issue 21's Forwarder.AddLink and RemoveLink); until
+// linkop.LinkManager (Forwarder.AddLink and RemoveLink); until
 // it is, they are refused, never pretended.
 type daemonLinks struct{ cs *controlSocket }
 
@@ -420,5 +420,5 @@ func linkManager(f *fwd.Forwarder, op, name string) (linkop.LinkManager, error) 
 	if lm, ok := any(f).(linkop.LinkManager); ok {
 		return lm, nil
 	}
-	return nil, fmt.Errorf("link %s %s: this xdpfwd's forwarder has no AddLink/RemoveLink (links fixed at start, issue 21): restart it with the link in --link: %w", op, name, linkop.ErrUnsupported)
+	return nil, fmt.Errorf("link %s %s: this xdpfwd's forwarder has no AddLink/RemoveLink (links fixed at start): restart it with the link in --link: %w", op, name, linkop.ErrUnsupported)
 }

@@ -22,10 +22,10 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
-// TestControlSocketLimits (issue 27 item 9): clients of the control
-// socket cannot make the daemon hold memory or refuse service. 64
-// clients each sending a partial request line of 4 MiB took the
-// daemon's VmRSS from 61 to 607 MB, kept after they closed; now the
+// TestControlSocketLimits: clients of the control socket cannot make the
+// daemon hold memory or refuse service. 64 clients each sending a
+// partial request line of 4 MiB took the daemon's VmRSS from 61 to
+// 607 MB, kept after they closed; now the
 // daemon's peak and its VmRSS after they closed stay within a bound, and
 // 64 clients holding partial lines get a one-line refusal beyond the
 // connection limit while link list and capture still work, during and

@@ -231,8 +231,8 @@ func TestReloadLinks(t *testing.T) {
 	}
 	// A file that drops the first link and names one the host lacks: the
 	// first goes, the other link comes, the missing one is said to have
-	// failed, and nothing says the reload was not applied (issue 27, item
-	// 11: both were logged for one reload).
+	// failed, and nothing says the reload was not applied (both
+	// were logged for one reload).
 	reload(4, []string{p.LinkB, "xnope0"}, []string{p.LinkB, extra})
 	log = d.stderr.String()[len(log):]
 	if !strings.Contains(log, "config reload: some changes failed") || !strings.Contains(log, "xnope0") || strings.Contains(log, "not applied") {
@@ -274,7 +274,7 @@ func TestSwitchOneUplink(t *testing.T) {
 }
 
 // TestEveryLinkLeavesDaemon: a node's switch outlives its uplink and its
-// pods (issue 27, items 1 and 2). The uplink is removed with link del,
+// pods (a pod's link and the uplink). The uplink is removed with link del,
 // the last pod's namespace is deleted, and the daemon runs on with no
 // link: /healthz says so (503, "no links"), link list is empty, and the
 // pods added next reach each other; it ends with exit 0 and nothing
@@ -424,7 +424,7 @@ func TestLinkAddRefused(t *testing.T) {
 // TestLinkRenamedDaemon: a link renamed while a switch forwards it (ip
 // link set name: the same ifindex, its sockets bound) is forwarded on
 // under its new name; the next link change, which has the monitor watch
-// the links again, took it for deleted and removed it (issue 27: a link
+// the links again, took it for deleted and removed it (a link
 // renamed is a lifecycle event too).
 func TestLinkRenamedDaemon(t *testing.T) {
 	h := newHosts(t, 3)
@@ -469,7 +469,7 @@ func TestLinkRenamedDaemon(t *testing.T) {
 // kill, a crash) and started again forwards the links added over its
 // control socket before (a node's pods: their veths outlive it, and
 // nothing else adds them back), but one deleted while it was down
-// (issue 27: kill -9 of the daemon; its pods were cut off for good).
+// (kill -9 of the daemon; its pods were cut off for good).
 func TestDaemonRestartAddsLinksBack(t *testing.T) {
 	h := newHosts(t, 3)
 	ctl := filepath.Join(t.TempDir(), "ctl.sock")

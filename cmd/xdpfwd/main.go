@@ -1,9 +1,14 @@
-// Command xdpfwd forwards packets between two Linux links from user space
-// through AF_XDP sockets on one premapped UMEM.
+// Command xdpfwd forwards packets between Linux links from user space
+// through AF_XDP sockets: a cross-connect, a learning switch, a reflector,
+// a sink or a generator (run --mode), and the tools around a running
+// daemon. Its commands, as usage lists them:
 //
 //	xdpfwd run --link A --link B [flags]   forward until SIGINT/SIGTERM
-//	xdpfwd capture -w FILE|- [FILTER]      write what a running xdpfwd receives, sends, drops as pcapng
+//	xdpfwd link list|add|del               a running daemon's links (its control socket)
+//	xdpfwd capture -w FILE|- [FILTER]      what a running daemon receives, sends, drops, as pcapng
+//	xdpfwd stats, xdpfwd fdb               a running daemon's counters per second, its FDB (--metrics)
 //	xdpfwd demo [--duration 5s]            build two namespaces, forward, prove it
+//	xdpfwd bench                           NDR/PDR and latency between namespaces
 //	xdpfwd version
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage or bad input.

@@ -18,7 +18,7 @@ import (
 // TestRuntimeLinksRSS: a switch daemon given 2 links that then takes 62
 // more with `link add` (the UMEM reserved for --max-links 64 at start)
 // resides in at most 10 % more memory (VmRSS) than one given all 64 at
-// start (issue 21).
+// start.
 func TestRuntimeLinksRSS(t *testing.T) {
 	topo.RequireRoot(t)
 	const n = 64
@@ -101,8 +101,8 @@ func procRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// TestMemoryPlan: what the daemon pins is proportional to what it serves
-// (issue 27). For sink (1 link), switch (2 links) and xconnect (2 links)
+// TestMemoryPlan: what the daemon pins is proportional to what it serves.
+// For sink (1 link), switch (2 links) and xconnect (2 links)
 // at ring sizes 256, 1024 and 4096, the ready line's UMEM and the
 // process's VmRSS: a sink or switch at --ring-size 4096 pins tens of MiB,
 // not the 1.7 GB of every link to come at 4096 entries; the ready line

@@ -574,3 +574,44 @@ func TestHealthzBehindIdleConns(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsXdpfwdFirst: /metrics serves every xdpfwd_* family before the
+// Go runtime's and the process's, so `curl | head` shows xdpfwd's, and
+// still serves those.
+func TestMetricsXdpfwdFirst(t *testing.T) {
+	t.Parallel()
+	p := newPair(t, topo.Options{})
+	pr := startBin(t, "run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--metrics", "127.0.0.1:0")
+	waitAttached(t, pr, p, 10*time.Second)
+	addr := waitMetricsAddr(t, pr, 5*time.Second)
+	code, body := httpGet(t, "http://"+addr+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	var fams []string
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) `).FindAllStringSubmatch(body, -1) {
+		fams = append(fams, m[1])
+	}
+	lastXdpfwd, firstOther, others := -1, -1, 0
+	for i, f := range fams {
+		if strings.HasPrefix(f, "xdpfwd_") {
+			lastXdpfwd = i
+		} else {
+			others++
+			if firstOther < 0 {
+				firstOther = i
+			}
+		}
+	}
+	t.Logf("%d families, the first %d xdpfwd_*: %v", len(fams), firstOther, fams[:min(len(fams), 5)])
+	switch {
+	case lastXdpfwd < 0 || others == 0:
+		t.Errorf("want xdpfwd_* and Go runtime families, got %v", fams)
+	case firstOther < lastXdpfwd:
+		t.Errorf("%s (family %d) before %s (family %d): want every xdpfwd_* family first", fams[firstOther], firstOther, fams[lastXdpfwd], lastXdpfwd)
+	}
+	if !strings.Contains(body, "\ngo_goroutines ") {
+		t.Errorf("/metrics lacks go_goroutines")
+	}
+	pr.interrupt()
+}

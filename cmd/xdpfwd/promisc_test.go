@@ -17,7 +17,7 @@ import (
 // not --promisc off, from the flag or the config file), says so in the
 // ready line, and after kill -9 the links' promiscuity is back to 0: the
 // kernel dropped the membership with the dead process's socket. Before
-// issue 17 the default run left it at 0, and a NIC dropped unicast
+// the fix, the default run left it at 0, and a NIC dropped unicast
 // frames for the other side's MACs.
 func TestPromiscReleasedOnKill9(t *testing.T) {
 	t.Parallel()

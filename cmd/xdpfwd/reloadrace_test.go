@@ -22,7 +22,7 @@ import (
 // control socket (a pod's, by the CNI plugin) at once. The reload reads
 // the links, then asks for them less the file's removed ones: a link
 // added in between was not in what it read, and was removed as if the
-// file had dropped it (issue 27, reasoned). Each add must find its link
+// file had dropped it (reasoned). Each add must find its link
 // still there once it returned, whatever the reloads do; run with -race.
 func TestReloadRacesLinkAdd(t *testing.T) {
 	env := fwdtest.New()

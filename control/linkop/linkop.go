@@ -321,7 +321,7 @@ func (e *markedError) Error() string   { return e.err.Error() }
 func (e *markedError) Unwrap() []error { return []error{e.err, e.code} }
 
 // LinkManager is what a forwarder provides to change its links while it
-// runs (issue 21: fwd.Forwarder.AddLink and RemoveLink).
+// runs (fwd.Forwarder.AddLink and RemoveLink).
 type LinkManager interface {
 	AddLink(name string) error
 	RemoveLink(name string) error

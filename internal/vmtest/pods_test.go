@@ -27,7 +27,7 @@ var pods = []pod{
 	{"pod2", "pv2", netip.MustParseAddr("198.18.7.12")},
 }
 
-// testPods: the node the CNI DaemonSet runs (issue 29). The NICs switch
+// testPods: the node the CNI DaemonSet runs. The NICs switch
 // in zero-copy (--zerocopy auto) and two pods' veths join at runtime with
 // `xdpfwd link add`, in a copy-mode UMEM of their own: ping and 2 MiB of
 // TCP, byte-exact, between the hosts behind the NICs and the pods both

@@ -1,6 +1,6 @@
 // Command wakecost measures what one sleep in ppoll(2) and its wake-up
 // from another CPU cost in CPU time on this machine, the price a
-// user-space forwarder pays per wake-up (perf/README.md, issue 11): two
+// user-space forwarder pays per wake-up (perf/README.md): two
 // threads pinned to CPUs 0 and 1 ping-pong through eventfds, each sleeping
 // in ppoll between turns, 50,000 round trips.
 //
