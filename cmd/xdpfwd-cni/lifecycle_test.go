@@ -323,7 +323,9 @@ func TestCNIAddFailsFastWhileDaemonDrains(t *testing.T) {
 // 11 (try again later) while it stops or a worker is stalled, 100
 // (refused) while it would refuse every link; the CNI error says why.
 // It used to build the veth and the lease and then learn it from the
-// link add (a stand-in whose add is refused: 100 for all three).
+// link add (a stand-in whose add is refused: 100 for all three). Before:
+// the IPAM plugin is never called by the ADD (its calls are logged), no
+// link add reaches the daemon, and nothing is left.
 func TestCNIAddUnavailableDaemon(t *testing.T) {
 	r := newRig(t, 1)
 	r.daemon.srv.Close(time.Second)
@@ -335,6 +337,11 @@ func TestCNIAddUnavailableDaemon(t *testing.T) {
 		"ranges": []any{[]any{map[string]any{"subnet": podSubnet}}},
 	}), nil)
 	p := r.pods[0]
+	calls := filepath.Join(r.dir, "ipam-calls.log")
+	if err := os.WriteFile(calls, nil, 0o644); err != nil { // none yet
+		t.Fatal(err)
+	}
+	loggingPlugin(t, r.cniPath, "host-local", calls)
 	for _, tc := range []struct {
 		health, detail, addRefused string
 		code                       uint
@@ -352,9 +359,27 @@ func TestCNIAddUnavailableDaemon(t *testing.T) {
 		if left := r.leftovers(p); len(left) > 0 {
 			t.Errorf("ADD, daemon %q %q: %q left; want nothing built", tc.health, why, left)
 		}
+		for _, c := range pluginCalls(t, calls) {
+			if c.command == "ADD" {
+				t.Errorf("ADD, daemon %q %q: the IPAM plugin was called (ADD); want the ADD to stop at the daemon's list", tc.health, why)
+			}
+		}
+		if n := m.added(); n != 0 {
+			t.Errorf("ADD, daemon %q %q: %d link adds reached the daemon; want none", tc.health, why, n)
+		}
 		t.Logf("ADD, daemon %q: %v in %v", tc.health, te, took.Round(time.Millisecond))
 		if out, te, _ := r.pluginRun("DEL", p, stdin, time.Minute); te != nil {
 			t.Errorf("DEL after it, daemon %q: %s %v", tc.health, out, te)
 		}
+	}
+	// The log hears the IPAM plugin: each DEL called it.
+	dels := 0
+	for _, c := range pluginCalls(t, calls) {
+		if c.command == "DEL" {
+			dels++
+		}
+	}
+	if dels != 3 {
+		t.Errorf("the IPAM plugin's log has %d DELs, want 3 (one per DEL): it does not hear the plugin", dels)
 	}
 }

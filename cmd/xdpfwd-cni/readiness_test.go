@@ -29,6 +29,7 @@ type standIn struct {
 	mu    sync.Mutex
 	l     linkop.List
 	lists int
+	adds  int // link adds asked
 }
 
 func (s *standIn) set(health, detail, addRefused string) {
@@ -50,7 +51,19 @@ func (s *standIn) List() (linkop.List, error) {
 	return s.l, nil
 }
 
-func (s *standIn) Add(name string) error { return linkop.ErrUnsupported }
+func (s *standIn) Add(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.adds++
+	return linkop.ErrUnsupported
+}
+
+// added is how many link adds the stand-in was asked.
+func (s *standIn) added() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.adds
+}
 func (s *standIn) Del(name string) error { return linkop.ErrUnknownLink }
 
 // serveStandIn serves m's link ops on a control socket at path until the

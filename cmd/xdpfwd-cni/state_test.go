@@ -155,10 +155,13 @@ func TestCNIGCPlantedRecord(t *testing.T) {
 // TestCNIStateDirTrust: the plugin keeps its records, which GC acts on,
 // only in a state directory that root (the plugin's user) owns and that
 // neither group nor others can write: otherwise ADD and GC fail with an
-// error naming the directory and build or delete nothing.
+// error naming the directory and build or delete nothing. GC is refused
+// with a record there that it would act on: a pod attached while the
+// directory was trusted, not among GC's valid attachments, stays
+// attached.
 func TestCNIStateDirTrust(t *testing.T) {
-	r := newRig(t, 1)
-	p := r.pods[0]
+	r := newRig(t, 2)
+	held, p := r.pods[0], r.pods[1]
 	netDir := filepath.Join(r.stateDir, r.netName)
 	tests := []struct {
 		name  string
@@ -172,9 +175,7 @@ func TestCNIStateDirTrust(t *testing.T) {
 	}
 	for _, tt := range tests {
 		os.RemoveAll(r.stateDir)
-		if err := os.MkdirAll(netDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		a := r.add(held) // its record in the directory, trusted so far
 		if err := tt.setup(); err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +190,10 @@ func TestCNIStateDirTrust(t *testing.T) {
 		if err := r.gc(); !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig || !strings.Contains(te.Msg, r.stateDir) {
 			t.Errorf("%s: GC: %v; want CNI error 7 naming %s", tt.name, err, r.stateDir)
 		}
+		r.attached(held, a) // GC, refused, did not act on its record
 		// DEL only removes: it goes on (a runtime's cleanup must not stick).
+		r.del(held)
+		r.gone(held, a)
 		r.del(p)
 	}
 	os.RemoveAll(r.stateDir)

@@ -102,12 +102,15 @@ func procRSS(t *testing.T, pid int) int64 {
 }
 
 // TestMemoryPlan: what the daemon pins is proportional to what it serves.
-// For sink (1 link), switch (2 links) and xconnect (2 links)
-// at ring sizes 256, 1024 and 4096, the ready line's UMEM and the
-// process's VmRSS: a sink or switch at --ring-size 4096 pins tens of MiB,
-// not the 1.7 GB of every link to come at 4096 entries; the ready line
-// states the plan (max_links, added_ring_size, umem_reserved_bytes); a
-// plan above --max-umem is refused at start, exit 2, naming it.
+// For sink (1 link), switch (2 links) and xconnect (2 links) at ring
+// sizes 256, 1024 and 4096, the ready line states the plan (max_links,
+// added_ring_size, umem_bytes, umem_reserved_bytes) and the process's
+// VmRSS holds to it: the UMEM and some 32 MiB (the runtime, the rings),
+// no more. The links given take UMEM by their ring size; the links to
+// come (64 in switch and sink, none in xconnect) a reserve that is the
+// same at --ring-size 1024 and 4096 (their own, smaller rings: not the
+// 1.7 GB of 64 links at 4096 entries). A plan above --max-umem is
+// refused at start, exit 2, naming it.
 func TestMemoryPlan(t *testing.T) {
 	h := newHosts(t, 2)
 	field := func(d *proc, k string) int64 {
@@ -121,6 +124,8 @@ func TestMemoryPlan(t *testing.T) {
 	}
 	var table []string
 	for _, mode := range []string{"sink", "switch", "xconnect"} {
+		served := map[string]int64{}   // the links given's UMEM, by ring size
+		reserved := map[string]int64{} // the links to come's
 		for _, ring := range []string{"256", "1024", "4096"} {
 			args := []string{"run", "--mode", mode, "--queues", "1", "--ring-size", ring, "--stats-interval", "0", "--control", "off", "--link", h.Links[0]}
 			if mode != "sink" {
@@ -129,15 +134,31 @@ func TestMemoryPlan(t *testing.T) {
 			d := startBin(t, args...)
 			waitLog(t, d, readyMsg, 30*time.Second)
 			rss, umem := procRSS(t, d.cmd.Process.Pid), field(d, "umem_bytes")
-			reserved := field(d, "umem_reserved_bytes")
+			res, maxLinks, added := field(d, "umem_reserved_bytes"), field(d, "max_links"), field(d, "added_ring_size")
 			d.interrupt()
-			table = append(table, fmt.Sprintf("| %s | %s | %d | %d | %d |", mode, ring, umem>>20, reserved>>20, rss>>20))
-			if rss > 160<<20 || umem > 128<<20 {
-				t.Errorf("%s at --ring-size %s: UMEM %d MiB, VmRSS %d MiB; want at most 128 and 160", mode, ring, umem>>20, rss>>20)
+			served[ring], reserved[ring] = umem-res, res
+			table = append(table, fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d |", mode, ring, maxLinks, added, umem>>20, res>>20, rss>>20))
+			wantLinks := int64(defaultMaxLinks)
+			if mode == "xconnect" {
+				wantLinks = 2
+			}
+			switch {
+			case maxLinks != wantLinks:
+				t.Errorf("%s: max_links %d, want %d", mode, maxLinks, wantLinks)
+			case mode == "xconnect" && res != 0:
+				t.Errorf("xconnect: %d bytes reserved for links to come, want none", res)
+			case mode != "xconnect" && (res <= 0 || res >= umem || added >= 4096 && ring == "4096"):
+				t.Errorf("%s at --ring-size %s: reserve %d of UMEM %d, added links' ring %d; want a reserve within the UMEM, on rings smaller than 4096", mode, ring, res, umem, added)
+			}
+			if rss > umem+32<<20 {
+				t.Errorf("%s at --ring-size %s: VmRSS %d MiB, UMEM %d MiB; want at most the UMEM and 32 MiB", mode, ring, rss>>20, umem>>20)
 			}
 		}
+		if !(served["256"] < served["1024"] && served["1024"] < served["4096"]) || reserved["1024"] != reserved["4096"] {
+			t.Errorf("%s: the links given's UMEM by ring size %v (want growing), the reserve %v (want the same at 1024 and 4096)", mode, served, reserved)
+		}
 	}
-	t.Logf("memory plan, --queues 1, veths:\n| mode | --ring-size | UMEM MiB | of it for links to come | VmRSS MiB |\n|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
+	t.Logf("memory plan, --queues 1, veths:\n| mode | --ring-size | max_links | added_ring_size | UMEM MiB | of it for links to come | VmRSS MiB |\n|---|---|---|---|---|---|---|\n%s", strings.Join(table, "\n"))
 	r := runBin(t, 30*time.Second, nil, "run", "--mode", "switch", "--queues", "1", "--ring-size", "4096", "--max-umem", "32MiB", "--control", "off", "--link", h.Links[0], "--link", h.Links[1])
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--max-umem 32 MiB") {
 		t.Errorf("--max-umem 32MiB at --ring-size 4096: exit %d, stderr %q; want 2 naming --max-umem", r.code, r.stderr)
