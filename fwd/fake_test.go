@@ -1,8 +1,12 @@
 package fwd_test
 
 // Whole forwarders on the fake environment (package fwdtest): no root, no
-// kernel, milliseconds each. The veth tests keep what only the kernel
-// shows (its drivers, XDP, checksums offloaded by a real stack).
+// kernel, milliseconds each. Here the harness (startFake and its helpers)
+// and the tests of the engine's frame: cross-connect, the modes, drop
+// reasons, link events, set-up, wake-ups. A subject's fake tests sit in
+// its file (VLAN, checksums, promiscuity, stamps and ordering, jumbo),
+// beside its veth tests, which keep what only the kernel shows (its
+// drivers, XDP, checksums offloaded by a real stack).
 
 import (
 	"bytes"
@@ -14,7 +18,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +27,6 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/modes"
 	"github.com/xdpfwd/xdpfwd/umem"
-	"github.com/xdpfwd/xdpfwd/xps"
 )
 
 // fakeRun is a forwarder running on a fake environment.
@@ -312,54 +314,6 @@ func TestFakeModes(t *testing.T) {
 	})
 }
 
-// TestFakeMergeOrder: with two RX and two TX queues a flow whose packets
-// arrive on both RX queues is handed off to its TX queue's owner and
-// leaves in arrival (stamp) order, however the workers read them, once the
-// fake clock passes the watermark slack; nothing before.
-func TestFakeMergeOrder(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opt  fwdtest.LinkOptions
-	}{
-		{"native", fwdtest.LinkOptions{Queues: 2}},                 // last stamps: caught up
-		{"generic", fwdtest.LinkOptions{Queues: 2, Generic: true}}, // slack only
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := fwd.Config{Queues: 2, XPS: xps.ModeSticky}
-			r := startFake(t, cfg, tc.opt, tc.opt)
-			if r.f.Queues() != 2 {
-				t.Fatalf("%d queues, want 2", r.f.Queues())
-			}
-			const n = 64
-			start := r.env.Now()
-			// The odd packets on queue 1 first: read first, sent last.
-			for _, q := range []int{1, 0} {
-				for i := q; i < n; i += 2 {
-					r.inject(0, q, seqFrame(macB, macA, 7, uint32(i), 100), fwdtest.RX{Stamp: start + int64(i)*1000})
-				}
-			}
-			soon(t, "all received", func() bool { return r.f.LinkStats(0).RXPackets == n })
-			time.Sleep(5 * time.Millisecond) // the clock stands: nothing may go
-			if got := r.links[1].Collect(); len(got) != 0 {
-				t.Fatalf("%d packets sent before the clock passed their turn", len(got))
-			}
-			r.env.Advance(time.Millisecond)
-			got := r.links[1].CollectN(n, 5*time.Second)
-			if len(got) != n {
-				t.Fatalf("%d packets out, want %d", len(got), n)
-			}
-			for i, g := range got {
-				if s := seqOf(g.Data); s != uint32(i) || g.Queue != got[0].Queue {
-					t.Fatalf("packet %d out: seq %d on TX queue %d, want seq %d on %d (one flow, one queue, arrival order)", i, s, g.Queue, i, got[0].Queue)
-				}
-			}
-			if s := r.f.LinkStats(0); s.OrderHoldTimeouts != 0 || s.TotalDrops() != 0 {
-				t.Errorf("hold timeouts %d drops %v, want none", s.OrderHoldTimeouts, s.Drops)
-			}
-		})
-	}
-}
-
 // TestFakeDropReasons: each drop is counted under its reason, and a
 // capture sees it with that reason.
 func TestFakeDropReasons(t *testing.T) {
@@ -454,158 +408,6 @@ func TestFakeTXFull(t *testing.T) {
 			t.Fatalf("frame %d out is seq %d: the ring's frames leave first, in order", i, seqOf(g.Data))
 		}
 	}
-}
-
-// TestFakeVLANRestore: a tag the program recovered from the receive
-// metadata is put back into the frame, counted, both on the cross-connect
-// and on a Handler's path, and from a zero-copy NIC to a veth (copied
-// across UMEM domains, domain.go).
-func TestFakeVLANRestore(t *testing.T) {
-	for _, h := range []struct {
-		name    string
-		handler fwd.Handler
-		out     int
-		links   [2]fwdtest.LinkOptions
-	}{
-		{"xconnect", nil, 1, [2]fwdtest.LinkOptions{}},
-		{"reflect", modes.Reflect, 0, [2]fwdtest.LinkOptions{}},
-		{"xconnect-across-domains", nil, 1, [2]fwdtest.LinkOptions{zcNIC(1, 0), fakeVeth(1, 0)}},
-	} {
-		t.Run(h.name, func(t *testing.T) {
-			r := startFake(t, fwd.Config{Handler: h.handler}, h.links[0], h.links[1])
-			f := seqFrame(macB, macA, 1, 0, 300)
-			r.inject(0, 0, f, fwdtest.RX{VLAN: true, TPID: 0x8100, TCI: 0x2064})
-			got := r.links[h.out].CollectN(1, 5*time.Second)
-			if len(got) != 1 {
-				t.Fatalf("%d frames out, want 1", len(got))
-			}
-			want := slices.Concat(f[:12], []byte{0x81, 0x00, 0x20, 0x64}, f[12:])
-			if h.handler != nil {
-				copy(want[0:6], macA)
-				copy(want[6:12], macB)
-			}
-			if !bytes.Equal(got[0].Data, want) {
-				t.Errorf("out %x…, want the tag back after the MACs: %x…", got[0].Data[:18], want[:18])
-			}
-			// The batch's counts are added after its frames are on the TX
-			// ring, where Collect finds them.
-			soon(t, "vlan_restored 1", func() bool { return r.f.LinkStats(0).VLANRestored == 1 })
-			if across := len(r.f.Plan().Domains) > 1; across {
-				soon(t, "bytes copied across domains", func() bool { return r.f.LinkStats(1).DomainCopyBytes > 0 })
-			} else if n := r.f.LinkStats(1).DomainCopyBytes; n != 0 {
-				t.Errorf("%d bytes copied across domains, with one domain", n)
-			}
-			if n := r.f.LinkStats(0).VLANRestored; n != 1 {
-				t.Errorf("vlan_restored %d, want 1", n)
-			}
-		})
-	}
-}
-
-// TestFakeChecksumCompletion: on a veth (ChecksumsAuto) a TCP or UDP
-// checksum left partial by the sender leaves complete; a complete one
-// untouched; each completion counted. From a veth to a zero-copy NIC too,
-// where the copy across UMEM domains is what is completed.
-func TestFakeChecksumCompletion(t *testing.T) {
-	for _, links := range []struct {
-		name string
-		out  fwdtest.LinkOptions
-	}{{"veth-veth", fwdtest.LinkOptions{Veth: true}}, {"veth-zerocopy-nic", zcNIC(1, 0)}} {
-		for _, tc := range []struct {
-			name  string
-			proto uint8
-			size  int
-		}{{"udp-small", 17, 100}, {"udp", 17, 1400}, {"tcp-small", 6, 80}, {"tcp", 6, 1514}} {
-			t.Run(links.name+"/"+tc.name, func(t *testing.T) { testChecksumCompletion(t, links.out, tc.proto, tc.size) })
-		}
-	}
-}
-
-func testChecksumCompletion(t *testing.T, out fwdtest.LinkOptions, proto uint8, size int) {
-	r := startFake(t, fwd.Config{}, fwdtest.LinkOptions{Veth: true}, out)
-	correct, partial := l4v4(proto, size)
-	r.inject(0, 0, partial, fwdtest.RX{})
-	r.inject(0, 0, correct, fwdtest.RX{})
-	got := r.links[1].CollectN(2, 5*time.Second)
-	if len(got) != 2 {
-		t.Fatalf("%d frames out, want 2", len(got))
-	}
-	for i, g := range got {
-		if !bytes.Equal(g.Data, correct) {
-			t.Errorf("frame %d out: checksum %x, want %x", i, g.Data[len(g.Data)-len(correct):][l4Field(proto):][:2], correct[l4Field(proto):][:2])
-		}
-	}
-	if n := r.f.LinkStats(0).ChecksumsCompleted; n != 1 {
-		t.Errorf("checksums completed %d, want 1", n)
-	}
-	if across := len(r.f.Plan().Domains) > 1; across != (r.f.LinkStats(1).DomainCopyBytes == uint64(2*size)) {
-		t.Errorf("%d bytes copied across domains, with %d domains", r.f.LinkStats(1).DomainCopyBytes, len(r.f.Plan().Domains))
-	}
-}
-
-// l4Field is where the checksum of an IPv4 TCP or UDP frame is.
-func l4Field(proto uint8) int {
-	if proto == 6 {
-		return 34 + 16
-	}
-	return 34 + 6
-}
-
-// l4v4 is an Ethernet/IPv4 TCP or UDP frame of size bytes with its
-// checksum correct, and as an offloading sender leaves it (the folded
-// pseudo-header sum in the field).
-func l4v4(proto uint8, size int) (correct, partial []byte) {
-	f := make([]byte, size)
-	copy(f, macB)
-	copy(f[6:], macA)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
-	ip := f[14:34]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(size-14))
-	ip[8], ip[9] = 64, proto
-	copy(ip[12:], []byte{198, 18, 0, 1, 198, 18, 0, 2})
-	binary.BigEndian.PutUint16(ip[10:], ^fold(sum(ip)))
-	l4 := f[34:]
-	for i := range l4 {
-		l4[i] = byte(i*131 + i>>8)
-	}
-	binary.BigEndian.PutUint16(l4, 40000)
-	binary.BigEndian.PutUint16(l4[2:], 5201)
-	if proto == 6 {
-		l4[12] = 5 << 4
-	} else {
-		binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
-	}
-	field := l4Field(proto)
-	pseudo := sum(ip[12:20]) + uint32(proto) + uint32(len(l4))
-	binary.BigEndian.PutUint16(f[field:], 0)
-	c := ^fold(pseudo + sum(l4))
-	if c == 0 && proto == 17 {
-		c = 0xffff
-	}
-	partial = bytes.Clone(f)
-	binary.BigEndian.PutUint16(partial[field:], fold(pseudo))
-	binary.BigEndian.PutUint16(f[field:], c)
-	return f, partial
-}
-
-func sum(b []byte) uint32 {
-	var s uint32
-	for i := 0; i < len(b); i += 2 {
-		w := uint32(b[i]) << 8
-		if i+1 < len(b) {
-			w |= uint32(b[i+1])
-		}
-		s += w
-	}
-	return s
-}
-
-func fold(s uint32) uint16 {
-	for s>>16 != 0 {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }
 
 // TestFakeLinkEvents: the link monitor on the fake's events: a link down
@@ -758,153 +560,6 @@ func TestFakeWakesSleepingWorker(t *testing.T) {
 		if w := r.f.WorkerStats()[0].EventfdWrites; w != before+1 {
 			t.Fatalf("frame %d injected while the worker slept: %d eventfd writes, want 1", i, w-before)
 		}
-	}
-}
-
-// TestTooManyFrags: a packet that arrives as more descriptors than any TX
-// ring takes (18) is dropped whole and counted (rx_too_many_frags). On the
-// code this test was written against, the chain was cut at 18: the head
-// left as a truncated packet and the remaining descriptors were read as a
-// packet of their own, whose "Ethernet header" was payload chosen by the
-// sender. Here the tail, from the 19th descriptor on, is a well-formed UDP
-// frame: what would leave on its own if the chain were cut. A frame of 18
-// descriptors crosses. On the fake environment: no root.
-func TestTooManyFrags(t *testing.T) {
-	r := startFake(t, fwd.Config{FrameSize: 2048}, fwdtest.LinkOptions{MTU: 9000}, fwdtest.LinkOptions{MTU: 9000})
-	r.links[0].SetMTU(40000)            // raised under the running forwarder, as New refuses it
-	const per = 2048 - fwdtest.Headroom // a frame's bytes after the headroom
-	big := make([]byte, 23*per)
-	copy(big, macB)
-	copy(big[6:], macA)
-	big[12], big[13] = 0x88, 0xb5 // local experimental
-	inner := seqFrame(macB, macA, 5556, 99, 100)
-	for off := 18 * per; off+len(inner) <= len(big); off += per {
-		copy(big[off:], inner)
-	}
-	most := seqFrame(macB, macA, 5556, 1, 18*per)
-	r.inject(0, 0, big, fwdtest.RX{})
-	r.inject(0, 0, most, fwdtest.RX{})
-	r.received(0, 2)
-	out := r.links[1].Collect()
-	if len(out) != 1 || !bytes.Equal(out[0].Data, most) {
-		t.Fatalf("%d frames out, want the one of 18 descriptors only", len(out))
-	}
-	a := r.f.LinkStats(0)
-	if a.Drops[fwd.DropRXTooLong] != 1 || a.TotalDrops() != 1 {
-		t.Errorf("drops %v, want rx_too_many_frags 1 and nothing else", a.Drops)
-	}
-}
-
-// TestFakePromiscuous: the forwarder holds a promiscuous membership on each
-// link from New to Close when its mode carries frames for other MACs (the
-// cross-connect, a Handler that does not say otherwise), none when told
-// off or when its Handler needs none (fwd.PromiscHandler). The veth twin,
-// TestPromiscHeldWhileRunning, reads the kernel's count.
-func TestFakePromiscuous(t *testing.T) {
-	drop := fwd.HandlerFunc(func([]fwd.Packet) {})
-	for _, tc := range []struct {
-		name    string
-		promisc fwd.PromiscMode
-		handler fwd.Handler
-		want    int
-	}{
-		{"xconnect auto", fwd.PromiscAuto, nil, 1},
-		{"xconnect off", fwd.PromiscOff, nil, 0},
-		{"handler auto", fwd.PromiscAuto, drop, 1},
-		{"sink auto", fwd.PromiscAuto, modes.Sink, 0},
-		{"sink on", fwd.PromiscOn, modes.Sink, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := startFake(t, fwd.Config{Promisc: tc.promisc, Handler: tc.handler}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
-			for i, l := range r.links {
-				if n := l.Promiscuous(); n != tc.want {
-					t.Errorf("link %d while forwarding: %d memberships, want %d", i, n, tc.want)
-				}
-			}
-			r.close()
-			for i, l := range r.links {
-				if n := l.Promiscuous(); n != 0 {
-					t.Errorf("link %d after Close: %d memberships, want 0", i, n)
-				}
-			}
-		})
-	}
-}
-
-// TestFakeHandlerArrival: a Handler sees in Packet.Arrival the stamp the
-// program wrote in front of each frame, with one queue (where the batch
-// reads no clock) and with several (where the ordering takes the stamp).
-func TestFakeHandlerArrival(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		queues int
-	}{{"one-queue", 1}, {"two-queues", 2}} {
-		t.Run(tc.name, func(t *testing.T) {
-			var mu sync.Mutex
-			got := map[uint32]int64{}
-			h := fwd.HandlerFunc(func(pkts []fwd.Packet) {
-				mu.Lock()
-				defer mu.Unlock()
-				for i := range pkts {
-					got[seqOf(pkts[i].Data)] = pkts[i].Arrival
-					pkts[i].Drop()
-				}
-			})
-			r := startFake(t, fwd.Config{Handler: h, Queues: tc.queues}, fwdtest.LinkOptions{Queues: tc.queues})
-			start := r.env.Now()
-			const n = 40
-			for i := range n {
-				r.inject(0, i%tc.queues, seqFrame(macB, macA, uint16(i%tc.queues), uint32(i), 100), fwdtest.RX{Stamp: start + int64(i)*1000 + 7})
-			}
-			r.received(0, n)
-			mu.Lock()
-			defer mu.Unlock()
-			for i := range n {
-				if want := start + int64(i)*1000 + 7; got[uint32(i)] != want {
-					t.Errorf("packet %d: Arrival %d, want the program's stamp %d", i, got[uint32(i)], want)
-				}
-			}
-		})
-	}
-}
-
-// TestFakeStampsWhereRead: the program stamps arrivals only where they are
-// read: with several workers (the merge orders by them) or a Handler
-// (Packet.Arrival); a cross-connect with one worker forwards unstamped
-// packets, which the merge never sees.
-func TestFakeStampsWhereRead(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		cfg   fwd.Config
-		links int
-		want  bool
-	}{
-		{"cross-connect, one worker", fwd.Config{Queues: 1}, 1, false},
-		{"cross-connect, two workers", fwd.Config{Queues: 2}, 2, true},
-		{"handler, one worker", fwd.Config{Handler: modes.Reflect, Queues: 1}, 1, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			opts := []fwdtest.LinkOptions{{Queues: tc.links}, {Queues: tc.links}}
-			if tc.cfg.Handler != nil {
-				opts = opts[:1]
-			}
-			r := startFake(t, tc.cfg, opts...)
-			for i, l := range r.links {
-				if got := l.Program().Stamps(); got != tc.want {
-					t.Errorf("link %d: program stamps %v, want %v", i, got, tc.want)
-				}
-			}
-			const n = 20
-			for i := range n {
-				r.inject(0, i%tc.links, seqFrame(macB, macA, uint16(i%tc.links), uint32(i), 100), fwdtest.RX{})
-			}
-			soon(t, "all received", func() bool { return r.f.LinkStats(0).RXPackets == n })
-			r.env.Advance(time.Millisecond) // past the merge's watermark slack
-			out := r.links[len(r.links)-1]  // the other link; the one a reflector sends back on
-			if got := out.CollectN(n, 5*time.Second); len(got) != n {
-				t.Fatalf("%d of %d frames out", len(got), n)
-			}
-		})
 	}
 }
 

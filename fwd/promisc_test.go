@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/modes"
 )
 
 // counter is a Handler that drops everything and says it needs no
@@ -48,6 +50,42 @@ func TestPromiscHeldWhileRunning(t *testing.T) {
 			for _, l := range []string{p.LinkA, p.LinkB} {
 				if n := topo.Promiscuity(t, l); n != 0 {
 					t.Errorf("%s after Close: promiscuity %d, want 0", l, n)
+				}
+			}
+		})
+	}
+}
+
+// TestFakePromiscuous: the forwarder holds a promiscuous membership on each
+// link from New to Close when its mode carries frames for other MACs (the
+// cross-connect, a Handler that does not say otherwise), none when told
+// off or when its Handler needs none (fwd.PromiscHandler). The veth twin,
+// TestPromiscHeldWhileRunning, reads the kernel's count.
+func TestFakePromiscuous(t *testing.T) {
+	drop := fwd.HandlerFunc(func([]fwd.Packet) {})
+	for _, tc := range []struct {
+		name    string
+		promisc fwd.PromiscMode
+		handler fwd.Handler
+		want    int
+	}{
+		{"xconnect auto", fwd.PromiscAuto, nil, 1},
+		{"xconnect off", fwd.PromiscOff, nil, 0},
+		{"handler auto", fwd.PromiscAuto, drop, 1},
+		{"sink auto", fwd.PromiscAuto, modes.Sink, 0},
+		{"sink on", fwd.PromiscOn, modes.Sink, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startFake(t, fwd.Config{Promisc: tc.promisc, Handler: tc.handler}, fwdtest.LinkOptions{}, fwdtest.LinkOptions{})
+			for i, l := range r.links {
+				if n := l.Promiscuous(); n != tc.want {
+					t.Errorf("link %d while forwarding: %d memberships, want %d", i, n, tc.want)
+				}
+			}
+			r.close()
+			for i, l := range r.links {
+				if n := l.Promiscuous(); n != 0 {
+					t.Errorf("link %d after Close: %d memberships, want 0", i, n)
 				}
 			}
 		})

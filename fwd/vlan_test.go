@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/fwd/fwdtest"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/modes"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
@@ -107,5 +110,51 @@ func TestVLANLossWarning(t *testing.T) {
 				t.Errorf("mode %v, link %s: warned about lost VLAN tags: %v, want %v; log:\n%s", c.mode, l, warned, c.warn, out)
 			}
 		}
+	}
+}
+
+// TestFakeVLANRestore: a tag the program recovered from the receive
+// metadata is put back into the frame, counted, both on the cross-connect
+// and on a Handler's path, and from a zero-copy NIC to a veth (copied
+// across UMEM domains, domain.go).
+func TestFakeVLANRestore(t *testing.T) {
+	for _, h := range []struct {
+		name    string
+		handler fwd.Handler
+		out     int
+		links   [2]fwdtest.LinkOptions
+	}{
+		{"xconnect", nil, 1, [2]fwdtest.LinkOptions{}},
+		{"reflect", modes.Reflect, 0, [2]fwdtest.LinkOptions{}},
+		{"xconnect-across-domains", nil, 1, [2]fwdtest.LinkOptions{zcNIC(1, 0), fakeVeth(1, 0)}},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			r := startFake(t, fwd.Config{Handler: h.handler}, h.links[0], h.links[1])
+			f := seqFrame(macB, macA, 1, 0, 300)
+			r.inject(0, 0, f, fwdtest.RX{VLAN: true, TPID: 0x8100, TCI: 0x2064})
+			got := r.links[h.out].CollectN(1, 5*time.Second)
+			if len(got) != 1 {
+				t.Fatalf("%d frames out, want 1", len(got))
+			}
+			want := slices.Concat(f[:12], []byte{0x81, 0x00, 0x20, 0x64}, f[12:])
+			if h.handler != nil {
+				copy(want[0:6], macA)
+				copy(want[6:12], macB)
+			}
+			if !bytes.Equal(got[0].Data, want) {
+				t.Errorf("out %x…, want the tag back after the MACs: %x…", got[0].Data[:18], want[:18])
+			}
+			// The batch's counts are added after its frames are on the TX
+			// ring, where Collect finds them.
+			soon(t, "vlan_restored 1", func() bool { return r.f.LinkStats(0).VLANRestored == 1 })
+			if across := len(r.f.Plan().Domains) > 1; across {
+				soon(t, "bytes copied across domains", func() bool { return r.f.LinkStats(1).DomainCopyBytes > 0 })
+			} else if n := r.f.LinkStats(1).DomainCopyBytes; n != 0 {
+				t.Errorf("%d bytes copied across domains, with one domain", n)
+			}
+			if n := r.f.LinkStats(0).VLANRestored; n != 1 {
+				t.Errorf("vlan_restored %d, want 1", n)
+			}
+		})
 	}
 }

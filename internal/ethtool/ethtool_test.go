@@ -143,6 +143,29 @@ func TestGetChannels(t *testing.T) {
 	}
 }
 
+// TestStats: a veth's driver statistics, as `ethtool -S` prints them:
+// its peer's ifindex and, per RX queue, its XDP counters (0 with no
+// program).
+func TestStats(t *testing.T) {
+	topo.RequireRoot(t)
+	a, _ := newVeth(t, 2)
+	st, err := ethtool.Stats(a)
+	if err != nil {
+		t.Fatalf("Stats(%s): %v", a, err)
+	}
+	for _, k := range []string{"peer_ifindex", "rx_queue_0_xdp_packets", "rx_queue_1_xdp_redirect"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("Stats(%s) has no %s: %v", a, k, st)
+		}
+	}
+	if st["peer_ifindex"] == 0 || st["rx_queue_0_xdp_packets"] != 0 {
+		t.Errorf("Stats(%s): peer_ifindex %d, rx_queue_0_xdp_packets %d; want a peer, no XDP packets", a, st["peer_ifindex"], st["rx_queue_0_xdp_packets"])
+	}
+	if _, err := ethtool.Stats(randName(t, 9)); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("Stats of a missing link: %v, want ENODEV", err)
+	}
+}
+
 // TestGetRings: a veth has no descriptor ring to report (no
 // get_ringparam): the error says so, which callers take as "no hardware
 // ring". NICs report theirs in internal/vmtest (igb, virtio-net).
