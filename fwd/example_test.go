@@ -55,7 +55,12 @@ func Example() {
 				return
 			case now := <-t.C:
 				cur := []fwd.LinkStats{f.LinkStats(0), f.LinkStats(1)}
-				fmt.Fprintln(os.Stderr, fwd.StatsLine(names, prev, cur, now.Sub(last)))
+				sec := now.Sub(last).Seconds()
+				for i, n := range names {
+					fmt.Fprintf(os.Stderr, "%s: %.0f pps in, %.0f out, %d dropped\n", n,
+						float64(cur[i].RXPackets-prev[i].RXPackets)/sec, float64(cur[i].TXPackets-prev[i].TXPackets)/sec,
+						cur[i].TotalDrops()-prev[i].TotalDrops())
+				}
 				prev, last = cur, now
 			}
 		}

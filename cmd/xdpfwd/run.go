@@ -399,7 +399,7 @@ func (d *daemon) report(ctx context.Context, fw *forwarding) {
 			}
 			cur := allStats(f)
 			curW := f.WorkerStats()
-			line := fwd.StatsLine(names, prev, cur, now.Sub(last)) + fwd.EfficiencyTail(prev, cur, prevW, curW)
+			line := statsLine(names, prev, cur, now.Sub(last)) + efficiencyTail(prev, cur, prevW, curW)
 			if f.Queues() > 1 {
 				x := f.XPS()
 				line += fmt.Sprintf(" | xps %s over %d queues: %d flows, %d moves (%d deferred), %d evictions",

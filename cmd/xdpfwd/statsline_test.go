@@ -1,4 +1,4 @@
-package fwd_test
+package main
 
 import (
 	"strings"
@@ -21,7 +21,7 @@ func TestStatsLine(t *testing.T) {
 		{[]string{"a"}, []fwd.LinkStats{ls(0)}, []fwd.LinkStats{ls(5)}, []string{"a rx", "5 pps"}},
 		{[]string{"a", "b", "c"}, []fwd.LinkStats{ls(0), ls(0), ls(0)}, []fwd.LinkStats{ls(1), ls(2), ls(3)}, []string{"a rx", "b rx", "c rx", "3 pps"}},
 	} {
-		line := fwd.StatsLine(c.names, c.prev, c.cur, time.Second)
+		line := statsLine(c.names, c.prev, c.cur, time.Second)
 		for _, w := range c.want {
 			if !strings.Contains(line, w) {
 				t.Errorf("%d links: %q lacks %q", len(c.names), line, w)
@@ -57,7 +57,7 @@ func TestStatsLineDropsByDirection(t *testing.T) {
 	} {
 		cur := zero()
 		cur[c.on].Drops[c.reason] = 7
-		line := fwd.StatsLine([]string{"a", "b"}, zero(), cur, time.Second)
+		line := statsLine([]string{"a", "b"}, zero(), cur, time.Second)
 		dirs := strings.Split(line, " | ")
 		got := ""
 		for _, d := range dirs[:2] {
