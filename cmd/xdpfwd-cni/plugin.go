@@ -300,13 +300,8 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// again at the end: the IPAM plugin, a DHCP client say, may take
 	// longer than the daemon waits on an idle connection.)
 	daemon, err := daemonForAdd(conf)
-	switch {
-	case errors.Is(err, errRefusesLinks):
-		return types.NewError(ErrDaemonRefused, "xdpfwd refused to add "+host, err.Error())
-	case errors.Is(err, errUnavailable):
-		return types.NewError(types.ErrTryAgainLater, "xdpfwd cannot add "+host+" now", err.Error())
-	case err != nil:
-		return daemonErr(conf, "add "+host, err)
+	if err != nil {
+		return addErr(conf, host, err)
 	}
 	// Where the pod's receive work goes (RPS: off the daemon's workers'
 	// CPUs), settled before anything is built: a CPU the configuration
@@ -406,28 +401,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err = step("ipam"); err != nil {
 		return err
 	}
-	res, err := current.NewResultFromResult(r)
+	res, err := conf.ipamResult(r, hostIf, contIf, args)
 	if err != nil {
-		return cniErr(types.ErrDecodingFailure, "IPAM "+conf.IPAM.Type+" result", err)
-	}
-	if len(res.IPs) == 0 {
-		return types.NewError(types.ErrInvalidNetworkConfig, "IPAM "+conf.IPAM.Type+" gave no address", "")
-	}
-	for _, want := range conf.ips {
-		if !slices.ContainsFunc(res.IPs, func(ipc *current.IPConfig) bool {
-			a, _ := netip.AddrFromSlice(ipc.Address.IP)
-			return a.Unmap() == want
-		}) {
-			return types.NewError(types.ErrInvalidNetworkConfig,
-				fmt.Sprintf("IPAM %s did not give %s, asked for in runtimeConfig ips (does it take them?)", conf.IPAM.Type, want), "")
-		}
-	}
-	res.Interfaces = []*current.Interface{
-		{Name: host, Mac: hostIf.HardwareAddr.String(), Mtu: conf.MTU},
-		{Name: args.IfName, Mac: contIf.HardwareAddr.String(), Mtu: conf.MTU, Sandbox: args.Netns},
-	}
-	for _, ipc := range res.IPs {
-		ipc.Interface = current.Int(1)
+		return err
 	}
 	if err = netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, res) }); err != nil {
 		return types.NewError(types.ErrIOFailure, "addresses and routes on "+args.IfName, err.Error())
@@ -435,23 +411,8 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err = step("addresses"); err != nil {
 		return err
 	}
-	d, err := linkop.Dial(conf.Control)
-	if err != nil {
-		return daemonErr(conf, "add "+host, err)
-	}
-	defer d.Close()
-	// The pod's MAC and IPs: the daemon's switch secures its port.
-	podIPs := make([]net.IP, 0, len(res.IPs))
-	for _, ipc := range res.IPs {
-		podIPs = append(podIPs, ipc.Address.IP)
-	}
-	// And its bandwidth limits: the daemon polices them.
-	opts := linkop.PodOptions(contIf.HardwareAddr, podIPs)
-	opts.Bandwidth = conf.bandwidth
-	opts.Pod = pod // shown wherever the link is
-	opts.VLAN = conf.vlan
-	if err = d.AddLinkWith(host, opts); err != nil && !errors.Is(err, linkop.ErrExists) {
-		return daemonErr(conf, "add "+host, err)
+	if err = conf.handOver(host, contIf.HardwareAddr, res, pod); err != nil {
+		return err
 	}
 	if err = step("daemon"); err != nil {
 		return err
@@ -461,6 +422,73 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrIOFailure, "state record", err.Error())
 	}
 	return types.PrintResult(res, conf.CNIVersion)
+}
+
+// addErr is the error of an ADD whose daemon, asked first (daemonForAdd),
+// cannot take link host: a refusal (100), a daemon that cannot now (11,
+// try again later), or one that does not answer.
+func addErr(conf *NetConf, host string, err error) error {
+	switch {
+	case errors.Is(err, errRefusesLinks):
+		return types.NewError(ErrDaemonRefused, "xdpfwd refused to add "+host, err.Error())
+	case errors.Is(err, errUnavailable):
+		return types.NewError(types.ErrTryAgainLater, "xdpfwd cannot add "+host+" now", err.Error())
+	}
+	return daemonErr(conf, "add "+host, err)
+}
+
+// ipamResult is the IPAM plugin's result r as ADD returns it, checked:
+// at least one address, and every address runtimeConfig's ips asked for;
+// the host end and the container end as its interfaces, the addresses
+// the container end's.
+func (conf *NetConf) ipamResult(r types.Result, hostIf, contIf net.Interface, args *skel.CmdArgs) (*current.Result, error) {
+	res, err := current.NewResultFromResult(r)
+	if err != nil {
+		return nil, cniErr(types.ErrDecodingFailure, "IPAM "+conf.IPAM.Type+" result", err)
+	}
+	if len(res.IPs) == 0 {
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, "IPAM "+conf.IPAM.Type+" gave no address", "")
+	}
+	for _, want := range conf.ips {
+		if !slices.ContainsFunc(res.IPs, func(ipc *current.IPConfig) bool {
+			a, _ := netip.AddrFromSlice(ipc.Address.IP)
+			return a.Unmap() == want
+		}) {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("IPAM %s did not give %s, asked for in runtimeConfig ips (does it take them?)", conf.IPAM.Type, want), "")
+		}
+	}
+	res.Interfaces = []*current.Interface{
+		{Name: hostIf.Name, Mac: hostIf.HardwareAddr.String(), Mtu: conf.MTU},
+		{Name: args.IfName, Mac: contIf.HardwareAddr.String(), Mtu: conf.MTU, Sandbox: args.Netns},
+	}
+	for _, ipc := range res.IPs {
+		ipc.Interface = current.Int(1)
+	}
+	return res, nil
+}
+
+// handOver asks the daemon to forward link host, the pod's: with the
+// pod's MAC and addresses (its switch secures the port), the network's
+// bandwidth limits (it polices them) and VLANs, and the pod's name (shown
+// wherever the link is). A link it forwards already is fine (a retried
+// ADD's).
+func (conf *NetConf) handOver(host string, podMAC net.HardwareAddr, res *current.Result, pod *linkop.Pod) error {
+	d, err := linkop.Dial(conf.Control)
+	if err != nil {
+		return daemonErr(conf, "add "+host, err)
+	}
+	defer d.Close()
+	podIPs := make([]net.IP, 0, len(res.IPs))
+	for _, ipc := range res.IPs {
+		podIPs = append(podIPs, ipc.Address.IP)
+	}
+	opts := linkop.PodOptions(podMAC, podIPs)
+	opts.Bandwidth, opts.Pod, opts.VLAN = conf.bandwidth, pod, conf.vlan
+	if err := d.AddLinkWith(host, opts); err != nil && !errors.Is(err, linkop.ErrExists) {
+		return daemonErr(conf, "add "+host, err)
+	}
+	return nil
 }
 
 func cmdDel(args *skel.CmdArgs) error {
