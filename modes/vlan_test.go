@@ -424,18 +424,5 @@ func BenchmarkSwitchVLAN(b *testing.B) {
 		}
 		sw.LinkAddedAs(i, name)
 	}
-	pkts := make([]fwd.Packet, 64)
-	frames := make([][]byte, 64)
-	for i := range frames {
-		frames[i] = make([]byte, 64)
-		copy(frames[i], []byte{0x02, 0, 0, 0, 1, byte(i % 8)})
-		copy(frames[i][6:], []byte{0x02, 0, 0, 0, 1, byte((i + 1) % 8)})
-	}
-	b.ReportAllocs()
-	for range b.N {
-		for i := range pkts {
-			pkts[i] = fwd.Packet{Data: frames[i], Len: 64, Link: i % 4}
-		}
-		sw.Handle(pkts)
-	}
+	benchSwitch(b, sw)
 }
