@@ -290,15 +290,21 @@ func (s *Switch) applyVLANs(i int, name string) {
 	if !ok && old == nil {
 		return
 	}
+	// In an order that never leaves the link, for a frame switched
+	// meanwhile, in a VLAN neither config gives it: restricted to its
+	// VLANs (vlanned) before its memberships change, a port of every VLAN
+	// only once it is in none.
 	bit := uint64(1) << uint(i)
+	if ok {
+		s.vlanned.Or(bit)
+	}
 	if old != nil {
 		s.setMember(old, bit, false)
 	}
 	if ok {
 		vp := newVLANPort(v)
-		s.setMember(vp, bit, true)
 		s.vports[i].Store(vp)
-		s.vlanned.Or(bit)
+		s.setMember(vp, bit, true)
 	} else {
 		s.vports[i].Store(nil)
 		s.vlanned.And(^bit)
