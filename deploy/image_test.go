@@ -6,13 +6,14 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/xdpfwd/xdpfwd/internal/image"
 )
 
 // imageRef is the image the manifests name: deploy/image's repository,
@@ -54,43 +55,21 @@ func buildImage(t *testing.T) *builtImage {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	img := &builtImage{files: map[string]*tar.Header{}, data: map[string][]byte{}}
-	archive := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		archive[h.Name], _ = io.ReadAll(tr)
+	ar, err := image.Read(f)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var manifest []struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}
-	if err := json.Unmarshal(archive["manifest.json"], &manifest); err != nil || len(manifest) != 1 || len(manifest[0].Layers) != 1 {
-		t.Fatalf("the archive's manifest.json: %v, %+v; want one image of one layer", err, manifest)
-	}
-	img.tags = manifest[0].RepoTags
-	if err := json.Unmarshal(archive[manifest[0].Config], &img.config); err != nil {
+	img := &builtImage{tags: ar.Tags, files: map[string]*tar.Header{}, data: map[string][]byte{}, size: int64(len(ar.Layer))}
+	if err := json.Unmarshal(ar.Config, &img.config); err != nil {
 		t.Fatalf("the image's config: %v", err)
 	}
-	layer := archive[manifest[0].Layers[0]]
-	img.size = int64(len(layer))
-	lr := tar.NewReader(bytes.NewReader(layer))
-	for {
-		h, err := lr.Next()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		name := "/" + strings.TrimSuffix(h.Name, "/")
-		img.files[name] = h
-		img.data[name], _ = io.ReadAll(lr)
+	entries, err := ar.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := "/" + strings.TrimSuffix(e.Header.Name, "/")
+		img.files[name], img.data[name] = e.Header, e.Data
 	}
 	return img
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
@@ -136,11 +137,7 @@ func TestDashboardQueries(t *testing.T) {
 	if res, err := topo.Ping(h.NS[1], h.V4[0], 1, 3*time.Second); err != nil || res.Received != 1 {
 		t.Fatalf("ping: %+v %v", res, err)
 	}
-	code, body := httpGet(t, "http://"+waitMetricsAddr(t, d, 5*time.Second)+"/metrics")
-	if code != 200 {
-		t.Fatalf("/metrics: %d", code)
-	}
-	labels := exported(body)
+	labels := exported(scrapeFamilies(t, "http://"+waitMetricsAddr(t, d, 5*time.Second)+"/metrics"))
 
 	metric := regexp.MustCompile(`\b((?:xdpfwd|process)_[a-z0-9_]+)\b(\s*\{([^}]*)\})?`)
 	matcher := regexp.MustCompile(`(\w+)\s*(?:=~|!~|!=|=)`)
@@ -195,23 +192,15 @@ func TestDashboardQueries(t *testing.T) {
 	}
 }
 
-// exported is the label names of each metric name in a text exposition.
-func exported(body string) map[string][]string {
+// exported is the label names of each family's samples, by family name.
+func exported(fams map[string]*dto.MetricFamily) map[string][]string {
 	out := map[string][]string{}
-	pair := regexp.MustCompile(`(\w+)="(?:[^"\\]|\\.)*"`)
-	for _, line := range strings.Split(body, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		end := strings.IndexAny(line, "{ ")
-		if end < 0 {
-			continue
-		}
-		name, ls := line[:end], out[line[:end]]
-		if line[end] == '{' {
-			for _, m := range pair.FindAllStringSubmatch(line[end:], -1) {
-				if !slices.Contains(ls, m[1]) {
-					ls = append(ls, m[1])
+	for name, f := range fams {
+		ls := []string{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !slices.Contains(ls, l.GetName()) {
+					ls = append(ls, l.GetName())
 				}
 			}
 		}

@@ -177,3 +177,65 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// Archive is a docker-archive of one image of one layer, read back
+// (Read): for a test, or a look at what was built.
+type Archive struct {
+	Tags   []string
+	Config []byte // the configuration's JSON
+	Layer  []byte // the layer's tar
+}
+
+// Read reads a docker-archive of one image of one layer, as Write writes
+// it.
+func Read(r io.Reader) (Archive, error) {
+	files := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return Archive{}, fmt.Errorf("image archive: %w", err)
+		}
+		if files[h.Name], err = io.ReadAll(tr); err != nil {
+			return Archive{}, fmt.Errorf("image archive: %s: %w", h.Name, err)
+		}
+	}
+	var manifest []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 || len(manifest[0].Layers) != 1 {
+		return Archive{}, fmt.Errorf("image archive: manifest.json %q: want one image of one layer (%v)", files["manifest.json"], err)
+	}
+	m := manifest[0]
+	return Archive{Tags: m.RepoTags, Config: files[m.Config], Layer: files[m.Layers[0]]}, nil
+}
+
+// Entries are the layer's entries, in its order: each header and its
+// data.
+func (a Archive) Entries() ([]Entry, error) {
+	var out []Entry
+	tr := tar.NewReader(bytes.NewReader(a.Layer))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("image layer: %w", err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("image layer: %s: %w", h.Name, err)
+		}
+		out = append(out, Entry{Header: h, Data: data})
+	}
+}
+
+// Entry is one entry of a layer.
+type Entry struct {
+	Header *tar.Header
+	Data   []byte
+}

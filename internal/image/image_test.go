@@ -14,24 +14,8 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/image"
 )
 
-// read returns an archive's files by name.
-func read(t *testing.T, b []byte) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		out[h.Name], _ = io.ReadAll(tr)
-	}
-}
-
-// TestWrite: the archive is docker save's format: a manifest naming the
-// tag, the config and the layer; the config's diff_id is the layer's
+// TestWrite: the archive is docker save's format (read back by Read): a
+// manifest naming the tag, the config and the layer; the config's diff_id is the layer's
 // digest; the layer holds the files, a link, and the directories above
 // them, in path order; the same image writes the same bytes.
 func TestWrite(t *testing.T) {
@@ -53,14 +37,9 @@ func TestWrite(t *testing.T) {
 	if _, err := image.Write(&b, img); err != nil || !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Errorf("two writes of one image differ (%v): not reproducible", err)
 	}
-	files := read(t, a.Bytes())
-	var manifest []struct {
-		Config   string
-		RepoTags []string
-		Layers   []string
-	}
-	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil || len(manifest) != 1 || !slices.Equal(manifest[0].RepoTags, []string{img.Tag}) {
-		t.Fatalf("manifest.json: %v %+v", err, manifest)
+	ar, err := image.Read(bytes.NewReader(a.Bytes()))
+	if err != nil || !slices.Equal(ar.Tags, []string{img.Tag}) {
+		t.Fatalf("Read: %v, tags %q", err, ar.Tags)
 	}
 	var config struct {
 		Architecture, OS string
@@ -69,24 +48,21 @@ func TestWrite(t *testing.T) {
 			DiffIDs []string `json:"diff_ids"`
 		} `json:"rootfs"`
 	}
-	if err := json.Unmarshal(files[manifest[0].Config], &config); err != nil {
+	if err := json.Unmarshal(ar.Config, &config); err != nil {
 		t.Fatal(err)
 	}
-	layer := files[manifest[0].Layers[0]]
-	sum := sha256.Sum256(layer)
+	sum := sha256.Sum256(ar.Layer)
 	if config.Architecture != "arm64" || config.OS != "linux" || !slices.Equal(config.RootFS.DiffIDs, []string{"sha256:" + hex.EncodeToString(sum[:])}) ||
-		!slices.Equal(config.Config.Entrypoint, img.Config.Entrypoint) || sizes.Layer != int64(len(layer)) || sizes.Archive != int64(a.Len()) {
+		!slices.Equal(config.Config.Entrypoint, img.Config.Entrypoint) || sizes.Layer != int64(len(ar.Layer)) || sizes.Archive != int64(a.Len()) {
 		t.Errorf("config %+v, sizes %+v; want arm64/linux, the layer's digest, the entrypoint, the sizes written", config, sizes)
 	}
+	entries, err := ar.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names []string
-	tr := tar.NewReader(bytes.NewReader(layer))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range entries {
+		h := e.Header
 		names = append(names, h.Name)
 		if h.Name == "bin/y" && (h.Typeflag != tar.TypeSymlink || h.Linkname != "../usr/local/bin/x") {
 			t.Errorf("bin/y: %+v, want a link", h)
