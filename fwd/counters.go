@@ -154,5 +154,10 @@ type loopStats struct {
 	// wake-up saved); replyWindow is the window now (ns, spin.go).
 	replyCaught atomic.Uint64
 	replyWindow atomic.Int64
-	progress    workerProgress
+	// stoodIn counts the merges another worker ran in this one's place
+	// while it slept (standin.go); written by that worker, under the
+	// lease.
+	stoodIn atomic.Uint64
+
+	progress workerProgress
 }

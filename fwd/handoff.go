@@ -30,8 +30,11 @@ type handoff struct {
 	cachedTail uint32 // consumer's view of tail
 	ents       []handoffEntry
 	mask       uint32
-	// to is the consumer's waker: publish rouses it if it sleeps.
-	to *waker
+	// to is the consumer's waker: publish rouses it if it sleeps; owner
+	// the consumer, in whose place the producer may send what it
+	// published instead (deliver).
+	to    *waker
+	owner *worker
 	// from is the RX port whose packets the ring carries; read by the
 	// consumer when a link is removed (links.go).
 	from *port
@@ -52,6 +55,23 @@ func newHandoff(size int, to *waker) *handoff {
 		panic(fmt.Sprintf("handoff ring of %d entries: not a power of two", size))
 	}
 	return &handoff{ents: make([]handoffEntry, size), mask: uint32(size - 1), to: to}
+}
+
+// newHandoffTo makes a handoff ring to worker w.
+func newHandoffTo(size int, w *worker) *handoff {
+	h := newHandoff(size, w.wake)
+	h.owner = w
+	return h
+}
+
+// deliver sees to what the producer published: sent by the producer in
+// the owner's place when the owner sleeps (standin.go), else, or when
+// some of it must wait for its turn, by the owner, woken if it sleeps.
+func (h *handoff) deliver() {
+	if h.owner != nil && h.owner.standIn() {
+		return
+	}
+	h.to.wake()
 }
 
 // room is how many entries the producer may still write. It refreshes its

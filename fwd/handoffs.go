@@ -46,7 +46,7 @@ func setupOrdering(f *Forwarder, ringSize int) {
 func (f *Forwarder) handoffsTo(size int) []*handoff {
 	hs := make([]*handoff, len(f.workers))
 	for tq, w := range f.workers {
-		hs[tq] = newHandoff(size, w.wake)
+		hs[tq] = newHandoffTo(size, w)
 		f.handoffBytes += size * int(unsafe.Sizeof(handoffEntry{}))
 	}
 	return hs

@@ -20,7 +20,7 @@ import (
 // TestLatencyAcrossQueues sends UDP requests at a low rate through links
 // of two and of four queues, from several flows and from each CPU in turn,
 // so that packets reach xdpfwd on every RX queue and are handed between
-// workers. A worker handed a packet while it sleeps must wake at once: on
+// workers. A packet handed to a worker that sleeps must leave at once: on
 // the code this test was written against it slept out its 20 ms poll
 // timeout (RTT median 28 ms in hash mode against 0.15 ms with one queue).
 // Each mode's median and 99th percentile are compared with one worker's on
@@ -31,14 +31,23 @@ func TestLatencyAcrossQueues(t *testing.T) {
 	// this would compare nothing.
 	topo.RequireRoot(t)
 	const requests, interval = 300, 2 * time.Millisecond
-	type result struct{ p50, p99 time.Duration }
+	type result struct {
+		p50, p99       time.Duration
+		stoodIn, wakes uint64 // every worker's StoodIn and EventfdWrites
+	}
 	run := func(t *testing.T, linkQueues, workers int, mode xps.Mode) result {
 		p := newPair(t, topo.Options{Queues: linkQueues, TxChecksum: true})
 		r := start(t, p, fwd.Config{Queues: workers, XPS: mode})
 		rtts := pingPong(t, p, requests, interval)
+		var res result
+		for _, w := range r.f.WorkerStats() {
+			res.stoodIn += w.StoodIn
+			res.wakes += w.EventfdWrites
+		}
 		r.stop(t)
 		slices.Sort(rtts)
-		return result{rtts[len(rtts)/2], rtts[len(rtts)*99/100]}
+		res.p50, res.p99 = rtts[len(rtts)/2], rtts[len(rtts)*99/100]
+		return res
 	}
 	// The defect is a 20 ms poll timeout: every handed-off packet waited
 	// for it, so even the median showed it. The tail on a loaded 2-CPU
@@ -54,8 +63,17 @@ func TestLatencyAcrossQueues(t *testing.T) {
 		for _, mode := range []xps.Mode{xps.ModeCPU, xps.ModeHash, xps.ModeSticky} {
 			t.Run(fmt.Sprintf("%dq-%s", lq, mode), func(t *testing.T) {
 				got := run(t, lq, 2, mode)
-				t.Logf("%d-queue links, two workers, %s: p50 %v (×%.2f) p99 %v (×%.2f)", lq, mode,
-					got.p50, float64(got.p50)/float64(base.p50), got.p99, float64(got.p99)/float64(base.p99))
+				t.Logf("%d-queue links, two workers, %s: p50 %v (×%.2f) p99 %v (×%.2f); stood in %d times, %d eventfd writes", lq, mode,
+					got.p50, float64(got.p50)/float64(base.p50), got.p99, float64(got.p99)/float64(base.p99), got.stoodIn, got.wakes)
+				// A packet handed to a worker that sleeps is sent by the
+				// worker that handed it (standin.go), which wakes the
+				// owner only for what must wait for its turn.
+				if mode != xps.ModeCPU && got.stoodIn == 0 {
+					t.Errorf("no worker stood in for a sleeping one in %d requests", requests)
+				}
+				if mode != xps.ModeCPU && got.wakes > got.stoodIn {
+					t.Errorf("%d eventfd writes against %d stand-ins: handed packets still wake their owners", got.wakes, got.stoodIn)
+				}
 				if got.p50 > base.p50+margin {
 					t.Errorf("median RTT %v with two workers, %v with one: a handed-off packet waits for a sleeping worker", got.p50, base.p50)
 				}

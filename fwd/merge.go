@@ -32,7 +32,8 @@ import (
 //
 // The parts: this file is a worker's side (push what it hands off,
 // merge what it was handed); stamps.go the stamps and watermarks the
-// merge orders by; handoff.go the ring and the waker; handoffs.go their
+// merge orders by; handoff.go the ring and the waker; standin.go a
+// producer merging in a sleeping owner's place; handoffs.go their
 // wiring (New, AddLink, RemoveLink, Close) and sizing.
 //
 // # Memory ordering
@@ -55,7 +56,11 @@ import (
 //     One of the two sees the other, so no handoff waits out a poll
 //     timeout (worker.sleep);
 //   - idle: stored only by its owner around ppoll, so while it holds the
-//     owner has no packet in its hands and its watermark is "now".
+//     owner has no packet in its hands and its watermark is "now";
+//   - lease: the owner frees it before ppoll and takes it back after; a
+//     producer that finds its owner asleep may take it and run the
+//     owner's merge in its place, then frees it (standin.go), so each TX
+//     ring and everything the merge writes keep one writer at a time.
 
 // watermarkSlack covers the time between the XDP program stamping a packet
 // and the packet becoming visible in the RX ring: the rest of the driver's
@@ -66,9 +71,13 @@ const watermarkSlack = 50 * time.Microsecond
 
 // exactSlack bounds an empty ring's watermark when its owner has taken the
 // packet carrying the program's newest stamp for the queue (caughtUp):
-// only a packet between the program's clock read and its store of the
-// stamp, a few instructions (and an interrupt taken there), is unseen.
-const exactSlack = 10 * time.Microsecond
+// the program marks the queue busy before its clock read
+// (xsk.StampBusy), so a packet stamped before the reader's clock and not
+// yet seen is one whose mark was still draining from the stamping CPU's
+// store buffer when the reader looked. Every round trip through a
+// forwarder with several queues waits this long once per direction, so
+// it is the smallest bound that holds, not a comfortable one.
+const exactSlack = 1 * time.Microsecond
 
 // Two bounds keep a held packet from waiting forever, each counted
 // (order_hold_timeouts) when it sends a packet before its turn:
@@ -120,8 +129,8 @@ func (ord *ordering) push(p *port, tq, o int, descs []xsk.Desc, stamp, now int64
 	return true
 }
 
-// publish makes what was pushed from p visible to the owners, and wakes an
-// owner that sleeps.
+// publish makes what was pushed from p visible to the owners, and sees
+// that an owner that sleeps sends it (handoff.deliver).
 func (ord *ordering) publish(p *port) {
 	ord.publishTails(p)
 	ord.wakeOwners(p)
@@ -140,7 +149,7 @@ func (ord *ordering) wakeOwners(p *port) {
 		for _, h := range hs {
 			if h.announce {
 				h.announce = false
-				h.to.wake()
+				h.deliver()
 			}
 		}
 	}

@@ -275,7 +275,7 @@ func TestMergeOrder(t *testing.T) {
 			st := g.stamps()
 			g.publish(1) // worker 1 stays awake: its own watermark goes stale
 			g.now += usec(5000)
-			s := g.now - usec(2)
+			s := g.now - int64(exactSlack)/2
 			st.Store(1, s-usec(300)) // worker 1 took and handed off queue 1's newest
 			g.port(0, 1).seen.Store(s - usec(300))
 			st.Store(0, s)
@@ -293,6 +293,26 @@ func TestMergeOrder(t *testing.T) {
 			}
 			if n := g.timeouts(1, 0); n != 0 {
 				t.Errorf("order_hold_timeouts %d, want 0", n)
+			}
+		}},
+		{"a queue the program is stamping a packet of (StampBusy) is not caught up", 2, 64, func(t *testing.T, g *mergeRig) {
+			st := g.stamps()
+			g.now += usec(5000)
+			s := g.now - usec(2)
+			g.port(0, 1).seen.Store(s - usec(300))
+			st.Store(1, xsk.StampBusy) // its clock read may be older than x
+			st.Store(0, s)
+			g.hand(0, 0, 0, "x", s, 1)
+			g.port(0, 0).seen.Store(s)
+			g.publish(1)
+			g.now = s + int64(exactSlack)
+			if sent, held := g.merge(0); sent != 0 || held != 1 {
+				t.Fatalf("past exactSlack with queue 1 busy: sent %d, held %d; want 0, 1", sent, held)
+			}
+			g.now = s + slackNS
+			g.publish(1)
+			if sent, held := g.merge(0); sent != 1 || held != 0 {
+				t.Fatalf("past the slack: sent %d, held %d; want 1, 0", sent, held)
 			}
 		}},
 		{"a packet in flight on another queue (its newest stamp unseen) holds to the full slack", 2, 64, func(t *testing.T, g *mergeRig) {

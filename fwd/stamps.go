@@ -95,8 +95,11 @@ func (w *worker) watermarkOf(p *port, now int64) int64 {
 // caughtUp reports whether p's owner has taken, and handed off, the
 // packet carrying the program's newest stamp for p's queue: then every
 // older packet of the queue is handed off too (a queue's stamps only grow,
-// and its ring is FIFO), and nothing older than exactSlack is in flight.
-// Any worker may ask: seen is published after the handoffs.
+// and its ring is FIFO), and nothing stamped more than exactSlack before
+// the caller's clock is in flight, if the caller read its clock first
+// (the program marks the queue busy while it stamps: xsk.StampBusy, which
+// no seen equals). Any worker may ask: seen is published after the
+// handoffs.
 func (p *port) caughtUp() bool {
 	return p.stamps != nil && p.seen.Load() == p.stamps.Load(p.queue)
 }

@@ -468,7 +468,8 @@ type Summary struct {
 }
 
 // WorkerStats are one worker's loop counters: what its thread did besides
-// moving packets. Only the worker writes them, once per round or sleep.
+// moving packets. Only the worker writes them, once per round or sleep,
+// but StoodIn, which the worker standing in for it writes.
 type WorkerStats struct {
 	Worker int `json:"worker"`
 	// Rounds counts passes over its rings (refill, forward, merge, reap),
@@ -491,6 +492,9 @@ type WorkerStats struct {
 	// the packets that came within it, each a wake-up saved (Config.Spin).
 	ReplyWindow time.Duration `json:"reply_window_ns"`
 	ReplyCaught uint64        `json:"reply_caught"`
+	// StoodIn counts the times another worker, having handed it packets
+	// while it slept, sent them in its place instead of waking it.
+	StoodIn uint64 `json:"stood_in"`
 }
 
 // Efficiency is the cost side of a span of forwarding, per 1,000 packets
@@ -579,6 +583,7 @@ func (f *Forwarder) workerStats() []WorkerStats {
 			EventfdWrites: w.wake.wakes.Load(),
 			ReplyWindow:   time.Duration(w.replyWindow.Load()),
 			ReplyCaught:   w.replyCaught.Load(),
+			StoodIn:       w.stoodIn.Load(),
 		}
 	}
 	return out

@@ -62,6 +62,9 @@ type worker struct {
 	// wake lets other workers rouse this one from poll(2) when they hand
 	// it packets (handoff.go); written only while it sleeps.
 	wake *waker
+	// lease says who runs its rounds: itself, or while it sleeps in
+	// poll(2) another worker standing in for it (standin.go).
+	lease lease
 	// memRX: some RX socket has no file descriptor for poll(2) to wait
 	// on (an Env's in memory, which rouses the worker through wake).
 	memRX bool
@@ -314,7 +317,9 @@ func (w *worker) sleep(timeout time.Duration) {
 	if blocked {
 		time.Sleep(timeout)
 	} else {
+		w.lease.free() // another worker may stand in meanwhile (standin.go)
 		n, err := unix.Ppoll(w.pfds, &ts, nil)
+		w.lease.reclaim()
 		// The poll passed over every socket (even one a signal ended):
 		// what was owed left.
 		if err == nil || err == unix.EINTR {

@@ -251,6 +251,8 @@ func newPassedMap() (*ebpf.Map, error) {
 // loadRedirect assembles, without a C compiler:
 //
 //	meta = ctx->data - MetaLen (bpf_xdp_adjust_meta), if there is room:
+//		if (stamps && ctx->rx_queue_index < nstamps)
+//			stamps[ctx->rx_queue_index] = StampBusy;
 //		meta->stamp = stamps ? bpf_ktime_get_ns() : 0;
 //		if (stamps && ctx->rx_queue_index < nstamps)
 //			stamps[ctx->rx_queue_index] = meta->stamp;
@@ -327,10 +329,24 @@ func redirectSpec(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 		asm.JNE.Imm(asm.R0, 0, "redirect"),
 	}
 	if stamps != nil {
+		// The queue's newest stamp is StampBusy from before the clock
+		// read until the stamp is stored (LastStamps): a reader never
+		// takes the queue for caught up while a packet it has not seen
+		// holds an older stamp than the reader's clock.
+		insns = append(insns,
+			asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word).
+				WithSource(asm.Comment("if (ctx->rx_queue_index < nstamps) stamps[ctx->rx_queue_index] = StampBusy;")),
+			asm.JGE.Imm(asm.R3, int32(stamps.n), "busy"),
+			asm.LSh.Imm(asm.R3, 3),
+			asm.LoadMapValue(asm.R1, stamps.m.FD(), 0),
+			asm.Add.Reg(asm.R1, asm.R3),
+			asm.Mov.Imm(asm.R4, StampBusy), // 64 bits, sign-extended
+			asm.StoreMem(asm.R1, 0, asm.R4, asm.DWord),
+		)
 		// The arrival time: user space orders a flow that arrives on
 		// several RX queues by it, and hands it to a Handler.
 		insns = append(insns,
-			asm.FnKtimeGetNs.Call().
+			asm.FnKtimeGetNs.Call().WithSymbol("busy").
 				WithSource(asm.Comment("meta->stamp = bpf_ktime_get_ns(); meta->vlan = 0;")),
 			asm.Mov.Reg(asm.R7, asm.R0),
 		)

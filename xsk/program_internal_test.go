@@ -4,6 +4,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -93,6 +94,57 @@ func TestLastStampFollowsRuns(t *testing.T) {
 		if v := p.stamps.Load(q); v != 0 {
 			t.Errorf("queue %d, which no run came in on, reads %d, want 0", q, v)
 		}
+	}
+}
+
+// TestLastStampBusyWhileStamping: while runs stamp packets on one CPU, a
+// reader on another sees the queue's newest stamp as StampBusy at times
+// (the program marks the queue before its clock read), and otherwise only
+// stamps that grow; once the runs are over it reads a stamp again.
+func TestLastStampBusyWhileStamping(t *testing.T) {
+	p := loadUnattached(t)
+	frame := make([]byte, 64)
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		var err error
+		for err == nil {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			_, err = p.prog.Run(&ebpf.RunOptions{Data: frame, Repeat: 100_000})
+		}
+		done <- err
+	}()
+	busy, stamps, prev := 0, 0, int64(0)
+	deadline := time.Now().Add(20 * time.Second)
+	for busy == 0 || stamps == 0 {
+		if time.Now().After(deadline) {
+			close(stop)
+			<-done
+			t.Fatalf("in 20 s of runs, %d reads found the queue busy and %d a stamp; want both", busy, stamps)
+		}
+		switch v := p.stamps.Load(0); {
+		case v == StampBusy:
+			busy++
+		case v < prev:
+			close(stop)
+			<-done
+			t.Fatalf("newest stamp went back from %d to %d", prev, v)
+		case v > 0:
+			stamps++
+			prev = v
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v := p.stamps.Load(0); v == StampBusy || v < prev {
+		t.Fatalf("after the runs, the newest stamp reads %d; want a stamp at least %d", v, prev)
 	}
 }
 

@@ -16,9 +16,14 @@ import (
 // into the packet's metadata, and the packet becomes visible in the
 // socket's RX ring later (when the driver flushes its redirects). A reader
 // that has already taken from the ring the packet carrying the stamp it
-// reads here knows that every older packet of the queue is in its hands:
-// nothing of that queue is in flight between the program and the ring
-// except a packet whose stamp is younger than a few instructions.
+// reads here knows that every older packet of the queue is in its hands.
+//
+// The program stores StampBusy there before it reads the clock for a
+// packet, and the stamp after: a reader that reads its own clock first,
+// then loads the queue's stamp and finds the one it has already taken,
+// knows that no packet of the queue it has not seen was stamped before
+// its clock read, but for a store still draining from the CPU that
+// stamps (well under a microsecond).
 //
 // Only the kernel writes the values; readers load them atomically.
 type LastStamps struct {
@@ -57,8 +62,12 @@ func mapLastStamps(m *ebpf.Map, n int) (*LastStamps, error) {
 	return &LastStamps{m: m, mem: mem, n: n}, nil
 }
 
+// StampBusy is a queue's newest stamp while the program stamps a packet
+// of it: never a stamp a reader has taken.
+const StampBusy = -1
+
 // Load returns the newest stamp the program wrote for RX queue q, 0 if
-// none (or q out of range).
+// none (or q out of range), StampBusy while it stamps a packet.
 func (s *LastStamps) Load(q int) int64 {
 	if s == nil || q < 0 || q >= s.n {
 		return 0

@@ -85,7 +85,7 @@ func (r *Results) latencySection(b *strings.Builder) {
 			"XPS on its veth maps CPU *i* to TX queue *i*, and a veth delivers TX queue *i* into its peer's RX queue *i*, so the one flow reaches the contender on two RX queues. "+
 			"A userspace echo in the destination namespace sends each request back; the client timestamps both ends. "+
 			"%s, and with `--queues 1` (one worker: nothing is handed between workers), the reference of the ratios (×, lower is better). "+
-			"A packet that reaches a worker which does not own its flow's TX queue is handed over, and waits until the owner wakes up.\n\n",
+			"A packet that reaches a worker which does not own its flow's TX queue is handed over; when the owner sleeps, the worker that handed it sends it in the owner's place (xdpfwd's `stood_in`) rather than wait for the owner's wake-up.\n\n",
 			w.Size, w.Count, QuickLatencyCount(w.Count), w.Rate, shape)
 		t := mdTable{head: []string{"contender", "p50 µs", "p99 µs", "max µs", "p99 µs, from CPU 0", "p99 µs, from CPU 1", "lost", "lost, from CPU 0", "lost, from CPU 1"}}
 		for _, c := range cs {
