@@ -121,7 +121,7 @@ func lastLines(s string, n int) string {
 }
 
 // requireTool returns the path of a command the test needs: a missing one
-// skips the test, or fails it under XDPFWD_REQUIRE_INTEGRATION=1 (.ci/run
+// skips the test, or fails it under XDPFWD_REQUIRE_INTEGRATION=1 (.ci/install
 // installs it from the Debian package pkg).
 func requireTool(t *testing.T, name, pkg string) string {
 	t.Helper()

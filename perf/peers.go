@@ -24,7 +24,7 @@ import (
 )
 
 // requirePeersEnv, set to 1, makes a missing peer a test failure instead of
-// a skip (.ci/run installs both).
+// a skip (.ci/install installs both).
 const requirePeersEnv = "XDPFWD_REQUIRE_PEERS"
 
 // peerNames are the peers' contender names.

@@ -68,8 +68,8 @@ func TestQuickRun(t *testing.T) {
 				t.Logf("%s could not be built here: %s", c.Name, c.Skipped)
 				continue
 			}
-			// The peers come from packages (.ci/run installs them and
-			// sets XDPFWD_REQUIRE_PEERS=1).
+			// The peers come from packages (.ci/install installs them;
+			// README's test command sets XDPFWD_REQUIRE_PEERS=1).
 			if slices.Contains(peerNames, c.Name) && strings.HasPrefix(c.Skipped, "not run: ") && os.Getenv(requirePeersEnv) != "1" {
 				t.Logf("%s is not installed here: %s", c.Name, c.Skipped)
 				continue

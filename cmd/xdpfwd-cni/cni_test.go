@@ -31,7 +31,7 @@ import (
 )
 
 // need finds a tool the test drives, or skips (fails under
-// XDPFWD_REQUIRE_INTEGRATION=1: .ci/run installs them).
+// XDPFWD_REQUIRE_INTEGRATION=1: .ci/install installs them).
 func need(t *testing.T, name string, more ...string) string {
 	t.Helper()
 	if p, err := exec.LookPath(name); err == nil {
@@ -42,7 +42,7 @@ func need(t *testing.T, name string, more ...string) string {
 			return p
 		}
 	}
-	msg := fmt.Sprintf("%s not found (PATH, %s): .ci/run installs it", name, strings.Join(more, ", "))
+	msg := fmt.Sprintf("%s not found (PATH, %s): .ci/install installs it", name, strings.Join(more, ", "))
 	if os.Getenv("XDPFWD_REQUIRE_INTEGRATION") == "1" {
 		t.Fatal(msg + "; XDPFWD_REQUIRE_INTEGRATION=1 forbids skipping")
 	}

@@ -32,7 +32,7 @@ type capPacket struct {
 }
 
 // requireTool fails (never skips) when a tool the capture tests read
-// their files with is missing: .ci/run installs them.
+// their files with is missing: .ci/install installs them.
 func requireTool(t *testing.T, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {

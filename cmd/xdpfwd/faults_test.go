@@ -271,7 +271,7 @@ func TestLinkDeleted(t *testing.T) {
 		}
 		t.Errorf("BUG: summary reports %d leaked UMEM addresses after %s was deleted. Frames that were on the deleted link's TX ring "+
 			"(or completed but not reaped) are ours again once the sockets are closed, but Forwarder.Close reclaims only KernelRX frames and counts every KernelTX one as leaked "+
-			"(fwd/forwarder.go Close); docs/operating.md says leaked_addresses is 0 unless there is a bug", n, p.LinkB)
+			"(fwd/forwarder.go Close); docs/reference.md says leaked_addresses is 0 unless there is a bug", n, p.LinkB)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // TestRunHelpGrouped: `run --help` lists every flag of run once, with two
-// dashes, under the groups of docs/operating.md's table in its order, and
+// dashes, under the groups of docs/reference.md's table in its order, and
 // --queues says what 0 picks.
 func TestRunHelpGrouped(t *testing.T) {
 	t.Parallel()

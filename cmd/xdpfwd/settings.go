@@ -7,7 +7,7 @@
 // through it, what a reload compares. settings_test.go
 // holds the table to the flags registered, to fwd's reload (which
 // settings it applies live, which need a restart) and to
-// docs/operating.md's flag table.
+// docs/reference.md's flag table.
 
 package main
 
@@ -30,7 +30,7 @@ type setting struct {
 	// name is the flag's name and the --config file's key.
 	name string
 	// group is the --help heading it is listed under, and the bold row
-	// above it in docs/operating.md's table; "" for txonly's, listed last
+	// above it in docs/reference.md's table; "" for txonly's, listed last
 	// under the command's name.
 	group string
 	// scope says which commands take it and where its value goes.
@@ -40,7 +40,7 @@ type setting struct {
 	// the default (a duration as time.ParseDuration reads it).
 	def string
 	// zero is what the zero value (0, "") means where it is not itself:
-	// an automatic choice, a default of fwd's, off. docs/operating.md
+	// an automatic choice, a default of fwd's, off. docs/reference.md
 	// gives it (TestSettingsDocs).
 	zero string
 	// fields are the fwd.Config fields it sets, which the forwarder
@@ -94,7 +94,7 @@ type flagVars struct {
 	run *runSettings // nil for the demo
 }
 
-// The --help groups, in the order of docs/operating.md's table.
+// The --help groups, in the order of docs/reference.md's table.
 const (
 	linksAndMode   = "links and mode"
 	queuesAndRings = "queues and rings"
@@ -103,7 +103,7 @@ const (
 )
 
 // settings are the settings of `xdpfwd run`, in the order of its --help
-// and of docs/operating.md's table: each group's together.
+// and of docs/reference.md's table: each group's together.
 var settings = []setting{
 	// links and mode
 	{name: "link", group: linksAndMode, scope: runLinkFlag, fields: []string{"Links"}, reload: liveLinks,

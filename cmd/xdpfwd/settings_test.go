@@ -2,7 +2,7 @@ package main
 
 // Tests that hold the settings table (settings.go) to what it describes:
 // the flags run and demo register, fwd.Config's fields, what a reload does
-// with each setting, and docs/operating.md's flag table.
+// with each setting, and docs/reference.md's flag table.
 
 import (
 	"bytes"
@@ -322,14 +322,13 @@ func (rt *reloadable) reload(t *testing.T, file map[string][]string) (applied, r
 	return nil, nil
 }
 
-// TestSettingsDocs: docs/operating.md's table of `xdpfwd run` names every
+// TestSettingsDocs: docs/reference.md's table of `xdpfwd run` names every
 // setting, in the table's order and group, with its default (a zero value
 // with what it means, "0 (auto)", or that alone); every flag it names is a
 // setting; the settings its reload paragraph says change while running
 // are those the table says.
 func TestSettingsDocs(t *testing.T) {
-	text := readDoc(t, "docs/operating.md")
-	sec := docSection(t, "docs/operating.md", text, "### `xdpfwd run`")
+	sec := docSection(t, "docs/reference.md", readDoc(t, "docs/reference.md"), "### `xdpfwd run`")
 	plain := func(s string) string { return strings.ReplaceAll(s, "`", "") }
 	group := ""
 	var order []string
@@ -356,11 +355,11 @@ func TestSettingsDocs(t *testing.T) {
 			order = append(order, name)
 			s := settingNamed(name)
 			if s == nil {
-				t.Errorf("--%s: in docs/operating.md's table of run, not a setting", name)
+				t.Errorf("--%s: in docs/reference.md's table of run, not a setting", name)
 				continue
 			}
 			if want := cmp.Or(s.group, "run"); group != want {
-				t.Errorf("--%s: under %q in docs/operating.md, in group %q in the table", name, group, want)
+				t.Errorf("--%s: under %q in docs/reference.md, in group %q in the table", name, group, want)
 			}
 			d := plain(defs[i])
 			head, _, _ := strings.Cut(d, " (")
@@ -383,12 +382,12 @@ func TestSettingsDocs(t *testing.T) {
 		names = append(names, s.name)
 	}
 	if !slices.Equal(order, names) {
-		t.Errorf("docs/operating.md's table of run lists\n%q\nthe settings table\n%q", order, names)
+		t.Errorf("docs/reference.md's table of run lists\n%q\nthe settings table\n%q", order, names)
 	}
 
 	// The whole text: docSection would end the section at the "# " of
 	// its YAML example's comment.
-	m := regexp.MustCompile(`(?s)what can change while running:(.*?); it logs`).FindStringSubmatch(text)
+	m := regexp.MustCompile(`(?s)what can change while running:(.*?); it logs`).FindStringSubmatch(readDoc(t, "docs/operating.md"))
 	if m == nil {
 		t.Fatal("docs/operating.md's reload section does not say what can change while running")
 	}

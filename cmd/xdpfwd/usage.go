@@ -11,7 +11,7 @@ import (
 )
 
 // flagGroups are the headings of a command's --help, in the order of
-// docs/operating.md's table of `xdpfwd run` flags: the settings table's
+// docs/reference.md's table of `xdpfwd run` flags: the settings table's
 // groups. A flag in none of them (txonly's, the demo's own) is listed
 // last, under its command's name.
 var flagGroups = groupsOf(settings)

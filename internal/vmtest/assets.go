@@ -95,7 +95,7 @@ func findAssets() (*Assets, error) {
 		a.Release = strings.TrimSpace(string(b))
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing %s: run internal/vmtest/fetch-assets.sh (as root; .ci/run does)", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("missing %s: run internal/vmtest/fetch-assets.sh (as root; .ci/install does)", strings.Join(missing, ", "))
 	}
 	var err error
 	if a.Xdpfwd, err = buildStatic("./cmd/xdpfwd"); err != nil {
