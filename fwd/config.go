@@ -90,8 +90,8 @@ type Config struct {
 	// InlineMax is the largest packet, in bytes, copied whole into a
 	// 256-byte inline slot: 1..256; 0: the default, 256; InlineOff: the
 	// inline path is off, and the UMEM has no inline zone. SetInlineMax,
-	// Plan.InlineMax (resolved: never 0) and xdpfwd's --inline-max
-	// (ParseInlineMax) take the same values.
+	// Plan.InlineMax and Forwarder.InlineMax (resolved: never 0) and
+	// xdpfwd's --inline-max (ParseInlineMax) take the same values.
 	InlineMax int
 	// FragOrder sizes frag blocks, which take repacked multi-buffer
 	// packets and a Handler's flood copies: 3 (32 KiB) or 4 (64 KiB).

@@ -767,9 +767,21 @@ func (f *Forwarder) SetInlineMax(setting int) error {
 	return nil
 }
 
-// InlineMax returns the inline limit in force, in bytes: the largest
-// packet copied whole into an inline slot, 0 while the inline path is off.
-func (f *Forwarder) InlineMax() int { return int(f.inlineMax.Load()) }
+// InlineMax returns the inline limit in force, spelled as SetInlineMax
+// and Config.InlineMax take it (never 0, the default): the largest packet
+// copied whole into an inline slot, 1..256 bytes, or InlineOff, so that
+// SetInlineMax(InlineMax()) changes nothing.
+func (f *Forwarder) InlineMax() int {
+	if n := f.InlineBytes(); n > 0 {
+		return n
+	}
+	return InlineOff
+}
+
+// InlineBytes returns the inline limit in force as a byte count, 0 while
+// the inline path is off: what the workers' layouts and the
+// xdpfwd_inline_max_bytes gauge use.
+func (f *Forwarder) InlineBytes() int { return int(f.inlineMax.Load()) }
 
 // ActiveQueues is the number of TX queues flows are spread over now:
 // Queues, or fewer after SetQueues.
@@ -842,7 +854,7 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 	}
 	if n, err := inline.ResolveMax(next.InlineMax); err != nil {
 		errs = append(errs, &InputError{err})
-	} else if cur := f.InlineMax(); n != cur {
+	} else if cur := f.InlineBytes(); n != cur {
 		if err := f.SetInlineMax(next.InlineMax); err != nil {
 			errs = append(errs, err)
 		} else {

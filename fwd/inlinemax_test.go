@@ -36,7 +36,7 @@ func TestParseInlineMax(t *testing.T) {
 
 // TestInlineMaxSettings: Config.InlineMax and SetInlineMax read each value
 // the same way — 0 is the default, 256; InlineOff is off; 1..256 are
-// bytes — and the limit in force (InlineMax) and the inline zone follow.
+// bytes — and the limit in force (InlineBytes) and the inline zone follow.
 //
 // On the fake environment (fwdtest): no root.
 func TestInlineMaxSettings(t *testing.T) {
@@ -72,8 +72,8 @@ func TestInlineMaxSettings(t *testing.T) {
 			}
 			defer f.Close()
 			zone := f.Region().Inline.Len() > 0
-			if f.InlineMax() != tc.want || zone != (tc.setting != fwd.InlineOff) {
-				t.Errorf("InlineMax %d: %d bytes in force, inline zone %v; want %d, zone %v", tc.setting, f.InlineMax(), zone, tc.want, tc.setting != fwd.InlineOff)
+			if f.InlineBytes() != tc.want || zone != (tc.setting != fwd.InlineOff) {
+				t.Errorf("InlineMax %d: %d bytes in force, inline zone %v; want %d, zone %v", tc.setting, f.InlineBytes(), zone, tc.want, tc.setting != fwd.InlineOff)
 			}
 		})
 	}
@@ -94,13 +94,13 @@ func TestInlineMaxSettings(t *testing.T) {
 			{-2, -1},
 			{256, 256},
 		} {
-			before := f.InlineMax()
+			before := f.InlineBytes()
 			err := f.SetInlineMax(tc.setting)
 			switch {
-			case tc.want < 0 && (err == nil || !fwd.IsInputError(err) || f.InlineMax() != before):
-				t.Errorf("SetInlineMax(%d): %v, %d bytes in force; want an input error and %d unchanged", tc.setting, err, f.InlineMax(), before)
-			case tc.want >= 0 && (err != nil || f.InlineMax() != tc.want):
-				t.Errorf("SetInlineMax(%d): %v, %d bytes in force; want %d", tc.setting, err, f.InlineMax(), tc.want)
+			case tc.want < 0 && (err == nil || !fwd.IsInputError(err) || f.InlineBytes() != before):
+				t.Errorf("SetInlineMax(%d): %v, %d bytes in force; want an input error and %d unchanged", tc.setting, err, f.InlineBytes(), before)
+			case tc.want >= 0 && (err != nil || f.InlineBytes() != tc.want):
+				t.Errorf("SetInlineMax(%d): %v, %d bytes in force; want %d", tc.setting, err, f.InlineBytes(), tc.want)
 			}
 		}
 	})
@@ -114,12 +114,50 @@ func TestInlineMaxSettings(t *testing.T) {
 		}
 		defer f.Close()
 		for _, n := range []int{0, 64} {
-			if err := f.SetInlineMax(n); err == nil || f.InlineMax() != 0 {
-				t.Errorf("SetInlineMax(%d) with no inline zone: %v, %d bytes in force", n, err, f.InlineMax())
+			if err := f.SetInlineMax(n); err == nil || f.InlineBytes() != 0 {
+				t.Errorf("SetInlineMax(%d) with no inline zone: %v, %d bytes in force", n, err, f.InlineBytes())
 			}
 		}
-		if err := f.SetInlineMax(fwd.InlineOff); err != nil || f.InlineMax() != 0 {
-			t.Errorf("SetInlineMax(InlineOff): %v, %d bytes in force", err, f.InlineMax())
+		if err := f.SetInlineMax(fwd.InlineOff); err != nil || f.InlineBytes() != 0 {
+			t.Errorf("SetInlineMax(InlineOff): %v, %d bytes in force", err, f.InlineBytes())
 		}
 	})
+}
+
+// TestInlineMaxRoundTrips: InlineMax spells the limit in force as
+// SetInlineMax takes it, so that setting what it returns changes nothing:
+// an inline path turned off stays off (InlineMax returned 0 for off, and
+// 0 set is the default, 256), and a limit stays the limit.
+func TestInlineMaxRoundTrips(t *testing.T) {
+	env := fwdtest.New()
+	env.AddLink("a", fwdtest.LinkOptions{})
+	env.AddLink("b", fwdtest.LinkOptions{})
+	f, err := fwd.New(fwd.Config{Links: []string{"a", "b"}, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, tc := range []struct {
+		setting, max, bytes int // max: InlineMax after; bytes: InlineBytes
+	}{
+		{fwd.InlineOff, fwd.InlineOff, 0},
+		{0, 256, 256},
+		{100, 100, 100},
+		{1, 1, 1},
+		{256, 256, 256},
+	} {
+		if err := f.SetInlineMax(tc.setting); err != nil {
+			t.Fatalf("SetInlineMax(%d): %v", tc.setting, err)
+		}
+		if got := f.InlineMax(); got != tc.max {
+			t.Errorf("SetInlineMax(%d): InlineMax %d, want %d", tc.setting, got, tc.max)
+		}
+		if err := f.SetInlineMax(f.InlineMax()); err != nil {
+			t.Fatalf("SetInlineMax(InlineMax()) after %d: %v", tc.setting, err)
+		}
+		if got, gotBytes := f.InlineMax(), f.InlineBytes(); got != tc.max || gotBytes != tc.bytes {
+			t.Errorf("SetInlineMax(InlineMax()) after SetInlineMax(%d): InlineMax %d, %d bytes; want %d, %d",
+				tc.setting, got, gotBytes, tc.max, tc.bytes)
+		}
+	}
 }

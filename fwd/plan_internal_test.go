@@ -324,8 +324,8 @@ func TestReconfigure(t *testing.T) {
 			if tc.failed == "" && rc.Failed != nil || tc.failed != "" && (rc.Failed == nil || !strings.Contains(rc.Failed.Error(), tc.failed)) {
 				t.Errorf("failed %v, want %q", rc.Failed, tc.failed)
 			}
-			if f.InlineMax() != tc.inline {
-				t.Errorf("inline limit %d after, want %d", f.InlineMax(), tc.inline)
+			if f.InlineBytes() != tc.inline {
+				t.Errorf("inline limit %d after, want %d", f.InlineBytes(), tc.inline)
 			}
 		})
 	}

@@ -17,9 +17,10 @@ import (
 //     if set at start, are off.
 //
 // Once resolved (ResolveMax, linearize.Policy.InlineMax, a forwarder's
-// InlineMax, the xdpfwd_inline_max_bytes gauge) it is a plain byte count,
-// 0 when nothing is inlined. fwd.Plan.InlineMax, a setting resolved,
-// keeps the setting's values: 1..umem.InlineSlotSize or Off, never 0.
+// InlineBytes, the xdpfwd_inline_max_bytes gauge) it is a plain byte
+// count, 0 when nothing is inlined. fwd.Plan.InlineMax and a forwarder's
+// InlineMax, a setting resolved, keep the setting's values:
+// 1..umem.InlineSlotSize or Off, never 0.
 const Off = -1
 
 // ResolveMax returns the byte limit an inline limit setting stands for.

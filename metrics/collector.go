@@ -51,7 +51,7 @@ type source interface {
 	OwnershipViolations() uint64
 	XDPPassed(link int) uint64
 	WorkerStats() []fwd.WorkerStats
-	InlineMax() int
+	InlineBytes() int
 }
 
 // Info is what xdpfwd_info and xdpfwd_link_info report. It does not change
@@ -313,7 +313,7 @@ func (c *Collector) safeRead() (s *snapshot) {
 }
 
 func (c *Collector) read() *snapshot {
-	s := &snapshot{queuesN: c.queues, inlineMax: c.src.InlineMax()}
+	s := &snapshot{queuesN: c.queues, inlineMax: c.src.InlineBytes()}
 	// The links as they are now: links added while running are
 	// exported from their first scrape on, a removed one no more.
 	s.links = c.src.Links()

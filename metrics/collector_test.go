@@ -57,7 +57,7 @@ func (f *fake) Links() []string {
 	return l
 }
 func (f *fake) Queues() int                 { return f.queues }
-func (f *fake) InlineMax() int              { return 128 }
+func (f *fake) InlineBytes() int            { return 128 }
 func (f *fake) LinkQueues(int) int          { return f.queues }
 func (f *fake) OwnershipViolations() uint64 { return 0 }
 func (f *fake) XDPPassed(int) uint64        { return 0 }

@@ -132,11 +132,11 @@ func TestInlineMaxReload(t *testing.T) {
 	}
 	defer f.Close()
 	r := &reloader{args: args, start: st, f: f, logger: slog.New(slog.DiscardHandler)}
-	if f.InlineMax() != 128 {
-		t.Fatalf("started with %d bytes, want 128", f.InlineMax())
+	if f.InlineBytes() != 128 {
+		t.Fatalf("started with %d bytes, want 128", f.InlineBytes())
 	}
 	for _, tc := range inlineCases {
-		before := f.InlineMax()
+		before := f.InlineBytes()
 		write(links + "inline-max: " + tc.value + "\n")
 		_, err := r.reload(time.Second)
 		want := tc.want
@@ -148,16 +148,16 @@ func TestInlineMaxReload(t *testing.T) {
 		} else if err != nil {
 			t.Errorf("reload of inline-max: %s: %v", tc.value, err)
 		}
-		if f.InlineMax() != want {
-			t.Errorf("after reloading inline-max: %s: %d bytes in force, want %d", tc.value, f.InlineMax(), want)
+		if f.InlineBytes() != want {
+			t.Errorf("after reloading inline-max: %s: %d bytes in force, want %d", tc.value, f.InlineBytes(), want)
 		}
 	}
 	write(links + "inline-max: off\n")
-	if _, err := r.reload(time.Second); err != nil || f.InlineMax() != 0 {
-		t.Fatalf("reload of off: %v, %d bytes", err, f.InlineMax())
+	if _, err := r.reload(time.Second); err != nil || f.InlineBytes() != 0 {
+		t.Fatalf("reload of off: %v, %d bytes", err, f.InlineBytes())
 	}
 	write(links)
-	if _, err := r.reload(time.Second); err != nil || f.InlineMax() != 256 {
-		t.Errorf("inline-max removed from the file: %v, %d bytes in force, want the default 256", err, f.InlineMax())
+	if _, err := r.reload(time.Second); err != nil || f.InlineBytes() != 256 {
+		t.Errorf("inline-max removed from the file: %v, %d bytes in force, want the default 256", err, f.InlineBytes())
 	}
 }

@@ -165,8 +165,8 @@ func TestReloadDiff(t *testing.T) {
 			t.Errorf("reload log lacks %q", want)
 		}
 	}
-	if f.InlineMax() != 100 || iv != 5*time.Second {
-		t.Errorf("after reload: inline limit %d, stats interval %v; want 100, 5s", f.InlineMax(), iv)
+	if f.InlineBytes() != 100 || iv != 5*time.Second {
+		t.Errorf("after reload: inline limit %d, stats interval %v; want 100, 5s", f.InlineBytes(), iv)
 	}
 	if pl := f.Plan(); pl.Spin != 0 || pl.FragOrder != fwd.FragOff {
 		t.Errorf("after reload the plan has spin %d, frag order %d; want 0, FragOff (unchanged)", pl.Spin, pl.FragOrder)
