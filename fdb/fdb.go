@@ -265,13 +265,19 @@ retry:
 			}
 			return Known
 		}
-		// Not there: an empty or expired slot, else the stalest learned one.
+		// Not there: an empty or expired slot, else the stalest learned
+		// one of the same link, else the stalest learned one. A link
+		// that brings more addresses than the table holds (a ToR's
+		// worth behind an uplink, or a MAC flood) then churns its own
+		// entries, not the other links' hosts, whose loss would turn
+		// their traffic into floods to every link.
 		victim, vw, stalest, live := -1, uint64(0), int64(1<<63-1), false
+		same, sw, sameStalest := -1, uint64(0), int64(1<<63-1)
 		for i := range b {
 			s := &b[i]
 			w := s.w.Load()
 			if w == 0 {
-				victim, vw, live = i, 0, false
+				victim, vw, live, same = i, 0, false, -1
 				break
 			}
 			if w&staticBit != 0 {
@@ -279,12 +285,18 @@ retry:
 			}
 			seen := s.seen.Load()
 			if now-seen > t.age {
-				victim, vw, live = i, w, false
+				victim, vw, live, same = i, w, false, -1
 				break
 			}
 			if seen < stalest {
 				victim, vw, stalest, live = i, w, seen, true
 			}
+			if int(w&linkMask) == link && seen < sameStalest {
+				same, sw, sameStalest = i, w, seen
+			}
+		}
+		if same >= 0 {
+			victim, vw = same, sw
 		}
 		if victim < 0 {
 			t.full.Add(1) // a bucket of static entries

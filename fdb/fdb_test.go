@@ -81,6 +81,41 @@ func TestBounded(t *testing.T) {
 	}
 }
 
+// TestFloodKeepsOtherLinks: one link bringing eight times as many
+// addresses as the table holds (a ToR's worth behind an uplink, or a MAC
+// flood) churns its own entries: the hosts learned on the other links
+// stay, so their traffic is still switched, not flooded to every link,
+// though none of them has sent since; and a host that comes later, on
+// another link, is still learned.
+func TestFloodKeepsOtherLinks(t *testing.T) {
+	tb := New(MinSize, time.Hour)
+	const pods = 64
+	podMAC := func(i int) []byte { return []byte{0x02, 0xaa, 0, 0, 0, byte(i)} }
+	for i := 1; i < pods; i++ {
+		tb.Learn(Key(podMAC(i), 0), i, 1)
+	}
+	flood := 8 * tb.Stats().Size
+	for i := range flood {
+		tb.Learn(Key(mac(i), 0), 0, int64(2+i))
+	}
+	now := int64(2 + flood)
+	for i := 1; i < pods; i++ {
+		if link, ok := tb.Lookup(Key(podMAC(i), 0), now); !ok || link != i {
+			t.Errorf("pod %d after %d addresses learned on link 0: link %d, %v; want %d", i, flood, link, ok, i)
+		}
+	}
+	if st := tb.Stats(); st.Evictions == 0 {
+		t.Errorf("no eviction in %d addresses on a table of %d: %+v", flood, st.Size, st)
+	}
+	late := podMAC(200)
+	if got := tb.Learn(Key(late, 0), 5, now); got != Learned {
+		t.Errorf("a host on link 5 after the flood: %v, want Learned", got)
+	}
+	if link, ok := tb.Lookup(Key(late, 0), now); !ok || link != 5 {
+		t.Errorf("a host on link 5 after the flood: link %d, %v", link, ok)
+	}
+}
+
 // TestStaticFull: a bucket of static entries refuses more and says so.
 func TestStaticFull(t *testing.T) {
 	tb := New(64, time.Hour)

@@ -70,6 +70,16 @@ type rxBatch struct {
 // whole, decided at once, then carried out packet by packet: the same
 // stages from the verdict on.
 func (w *worker) forward(in *port) int {
+	if !in.rx.Ready() {
+		// Nothing to read, so nothing is held back by a full handoff
+		// ring either; and no lane's room is worth asking: a switch of
+		// 64 links would ask each of them, for each of its ports,
+		// every round.
+		if in.blockedAt.Load() != 0 {
+			in.blockedAt.Store(0)
+		}
+		return 0
+	}
 	merging := w.flows.order.merging() // one mode read per batch
 	v, whole := w.batchVerdict(in)
 	room, ok := w.room(in, merging, v, whole)

@@ -369,6 +369,9 @@ func (w *worker) reapAll() {
 // reap returns what the kernel finished transmitting on l: frames to the
 // worker's cache, inline slots and frag references to the builder.
 func (w *worker) reap(l *lane) {
+	if l.inFlight() == 0 {
+		return // nothing to complete: no look at the kernel's index
+	}
 	for {
 		n := l.reap(w.lanes.reaped)
 		if w.flows.table != nil {

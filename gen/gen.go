@@ -138,6 +138,10 @@ type queue struct {
 	bytes     atomic.Uint64
 	completed atomic.Uint64
 	stalls    atomic.Uint64 // rounds with packets due and no free buffer
+
+	// macs: with Template.SrcMACs above 1, the source MACs taken in
+	// turn, from macBase (SrcMAC's low 24 bits); mac counts packets.
+	macs, macBase, mac uint32
 }
 
 // InputError is a configuration the generator refuses: the command's
@@ -238,6 +242,9 @@ func New(cfg Config) (_ *Generator, err error) {
 				rate: cfg.Rate / float64(sockets),
 			}
 			q.burst = Burst(q.rate, cfg.Window, cfg.Batch)
+			if t.SrcMACs > 1 {
+				q.macs, q.macBase = uint32(t.SrcMACs), uint32(t.SrcMAC[3])<<16|uint32(t.SrcMAC[4])<<8|uint32(t.SrcMAC[5])
+			}
 			if cfg.Count > 0 {
 				q.quota = cfg.Count / uint64(sockets)
 				if uint64(k) < cfg.Count%uint64(sockets) {
@@ -473,8 +480,15 @@ func (q *queue) run(start, end int64, stop *atomic.Bool) error {
 			j := q.free[q.head]
 			q.head = (q.head + 1) % len(q.free)
 			b := &q.bufs[j]
-			Stamp(mem[b.addr:b.addr+uint64(b.len)], b.lay, q.seq[b.flow], now)
+			f := mem[b.addr : b.addr+uint64(b.len)]
+			Stamp(f, b.lay, q.seq[b.flow], now)
 			q.seq[b.flow]++
+			if q.macs > 1 {
+				// Outside every checksum: three bytes, no sum to mend.
+				m := q.macBase + q.mac%q.macs
+				f[9], f[10], f[11] = byte(m>>16), byte(m>>8), byte(m)
+				q.mac++
+			}
 			q.tx.Set(idx+i, b.addr, b.len, 0)
 			bytes += uint64(b.len)
 		}

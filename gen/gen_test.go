@@ -155,8 +155,8 @@ func TestTxOnlyToSink(t *testing.T) {
 }
 
 // TestTxOnlyCapture: a capture of what the generator sends (tcpdump on
-// the far end, no XDP there) shows the configured size, the flows, the VLAN
-// and valid IPv4 and UDP checksums (tshark).
+// the far end, no XDP there) shows the configured size, the flows, the VLAN,
+// the source MACs taken in turn, and valid IPv4 and UDP checksums (tshark).
 func TestTxOnlyCapture(t *testing.T) {
 	for _, tool := range []string{"tcpdump", "tshark"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -172,9 +172,11 @@ func TestTxOnlyCapture(t *testing.T) {
 		vlan  int
 		byIP  bool
 		flows int
+		macs  int // distinct source MACs (Template.SrcMACs; 0 counts as 1)
 	}{
-		{"64B", 64, 0, false, 5},
-		{"vlan-1518-byip", 1518, 42, true, 3},
+		{"64B", 64, 0, false, 5, 0},
+		{"vlan-1518-byip", 1518, 42, true, 3, 0},
+		{"64B-12-macs", 64, 0, false, 5, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pair(t)
@@ -197,7 +199,7 @@ func TestTxOnlyCapture(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 			}
 			sum := generate(t, p, gen.Config{Sizes: []int{tc.size}, Count: count, Rate: 10e3, Flows: tc.flows,
-				Template: gen.Template{VLAN: tc.vlan, ByIP: tc.byIP, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}})
+				Template: gen.Template{VLAN: tc.vlan, ByIP: tc.byIP, SrcMACs: tc.macs, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}})
 			select {
 			case err := <-waited:
 				if err != nil {
@@ -208,7 +210,7 @@ func TestTxOnlyCapture(t *testing.T) {
 			}
 			out, err := exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
 				"-T", "fields", "-E", "separator=,", "-e", "frame.len", "-e", "vlan.id", "-e", "ip.src", "-e", "udp.srcport",
-				"-e", "ip.checksum.status", "-e", "udp.checksum.status").Output()
+				"-e", "ip.checksum.status", "-e", "udp.checksum.status", "-e", "eth.src").Output()
 			if err != nil {
 				t.Fatalf("tshark: %v", err)
 			}
@@ -216,9 +218,10 @@ func TestTxOnlyCapture(t *testing.T) {
 			if len(lines) != count {
 				t.Fatalf("tshark read %d frames, want %d", len(lines), count)
 			}
-			flows := map[string]int{}
+			flows, macs := map[string]int{}, map[string]int{}
 			for _, ln := range lines {
 				f := strings.Split(ln, ",")
+				macs[f[6]]++
 				if f[0] != strconv.Itoa(tc.size-gen.FCS) {
 					t.Fatalf("frame %q: length %s, want %d (size %d less the FCS)", ln, f[0], tc.size-gen.FCS, tc.size)
 				}
@@ -243,6 +246,14 @@ func TestTxOnlyCapture(t *testing.T) {
 			for k, n := range flows {
 				if n != count/tc.flows {
 					t.Errorf("flow %s: %d frames, want %d (round robin)", k, n, count/tc.flows)
+				}
+			}
+			if want := max(tc.macs, 1); len(macs) != want {
+				t.Fatalf("%d source MACs in the capture (%v), want %d", len(macs), macs, want)
+			}
+			for m, n := range macs {
+				if n != count/max(tc.macs, 1) {
+					t.Errorf("source MAC %s: %d frames, want %d (in turn)", m, n, count/max(tc.macs, 1))
 				}
 			}
 		})

@@ -104,6 +104,11 @@ type Template struct {
 	// ByIP varies the source address by flow (SrcIP+f) instead of the
 	// source port.
 	ByIP bool
+	// SrcMACs, if above 1, varies the source MAC by packet: a socket's
+	// k-th packet comes from SrcMAC plus k mod SrcMACs in its low 24
+	// bits, as from that many hosts behind the link, for a switch to
+	// learn. 0 or 1: SrcMAC alone.
+	SrcMACs int
 	// Run is the run id every frame carries (Payload.Run).
 	Run uint32
 }
@@ -123,6 +128,8 @@ func (t Template) Check() error {
 		return fmt.Errorf("source and destination addresses must be IPv4")
 	case t.VLAN < 0 || t.VLAN > 4094:
 		return fmt.Errorf("VLAN %d: want 1..4094 (0: untagged)", t.VLAN)
+	case t.SrcMACs < 0 || t.SrcMACs > 1<<24:
+		return fmt.Errorf("source MACs %d: want 0..%d", t.SrcMACs, 1<<24)
 	}
 	return nil
 }

@@ -25,6 +25,10 @@ type child struct {
 	// metricsAddr is where an xdpfwd started by startXdpfwd serves its
 	// --metrics; "": nowhere.
 	metricsAddr string
+	// started is when startForwarder started it; ready how long it then
+	// took until the first traffic crossed it (waitPath).
+	started time.Time
+	ready   time.Duration
 }
 
 // startChild starts bin with args pinned to cpus (the child and every

@@ -114,7 +114,7 @@ func contenderTable() []*contender {
 		ovsAfxdpContender(),
 		dropBaseline(),
 		// The switch and reflect workloads' contenders (l2.go).
-		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch"),
+		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch", "scale"),
 		switchBridgeContender(),
 		xdpfwdModeContender("xdpfwd-reflect", "xdpfwd --mode reflect", "reflect", "reflect"),
 		xdpTxReflectContender(),
@@ -327,13 +327,16 @@ func asavieContender() *contender {
 // CPU, or all of them for a forwarder run with its defaults) and waits
 // until traffic crosses it.
 func (e *env) startForwarder(ctx context.Context, p *topo.Pair, name, bin string, args []string, cpus []int) (*child, error) {
+	begin := time.Now()
 	c, err := startChild(name, bin, args, cpus, filepath.Join(e.tmp, name+".log"))
 	if err != nil {
 		return nil, err
 	}
+	c.started = begin
 	if err := e.waitPath(ctx, p, c); err != nil {
 		return nil, errors.Join(err, c.stop(5*time.Second))
 	}
+
 	e.child.Store(c)
 	return c, nil
 }
@@ -514,6 +517,9 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 			return err
 		}
 		if _, err := topo.Ping(p.A, p.V4B, 1, 250*time.Millisecond); err == nil {
+			if c != nil {
+				c.ready = time.Since(c.started)
+			}
 			return e.learnHosts(p)
 		} else {
 			last = err

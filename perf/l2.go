@@ -140,11 +140,11 @@ func (e *env) learnHosts(p *topo.Pair) error {
 // ---- contenders ----
 
 // xdpfwdModeContender is xdpfwd run with --mode mode on every root-side
-// link of the hosts topology; it runs only workload group group.
-func xdpfwdModeContender(name, label, mode, group string) *contender {
+// link of the hosts topology; it runs only the workload groups groups.
+func xdpfwdModeContender(name, label, mode string, groups ...string) *contender {
 	c := xdpfwdContender(name, label, []string{"--mode", mode})
 	c.Desc = "xdpfwd run as a child process with --mode " + mode + " on every root-side link of the hosts"
-	c.Groups = []string{group}
+	c.Groups = groups
 	c.start = func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
 		h := e.hosts[p]
 		if h == nil {
@@ -183,7 +183,7 @@ func switchBridgeContender() *contender {
 		Name:   "bridge-switch",
 		Label:  "Linux bridge (tx-csum off, as the XDP rows)",
 		Desc:   "a Linux bridge in the root namespace enslaving the three hosts' veth ends; namespace ends with TX checksum offload off, as for xdpfwd",
-		Groups: []string{"switch"},
+		Groups: []string{"switch", "scale"},
 		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
 			h := e.hosts[p]
 			if h == nil {

@@ -231,6 +231,53 @@ func TestQuickRun(t *testing.T) {
 	t.Logf("tables:\n%s", md)
 }
 
+// TestQuickRunScale runs the scale workloads at 8 pods (9 hosts) through
+// the harness: both switches deliver, and xdpfwd's window reports what it
+// holds (resident memory, UMEM, every host in its forwarding database)
+// and its ready time, which the report's scale section renders.
+func TestQuickRunScale(t *testing.T) {
+	topo.RequireRoot(t)
+	if testing.Short() {
+		t.Skip("end-to-end harness run skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := Run(ctx, Options{
+		Workloads: []string{"scale-cost-8", "scale-udp-8"},
+		Quick:     true,
+		Rounds:    1,
+		Duration:  200 * time.Millisecond,
+		Warmup:    100 * time.Millisecond,
+		CostRate:  20000,
+		Out:       t.TempDir(),
+		Command:   "go test ./perf",
+		Progress:  &progress,
+	})
+	t.Logf("progress:\n%s", progress.String())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, c := range switchContenders {
+		for _, w := range []string{"scale-cost-8", "scale-udp-8"} {
+			if st, ok := res.Stat(c, w, "pps"); !ok || !(st.Median > 0) {
+				t.Errorf("%s/%s: pps %+v (%v), want > 0", c, w, st, ok)
+			}
+		}
+	}
+	for metric, least := range map[string]float64{"rss_mib": 1, "umem_mib": 1, "ready_ms": 1, "fdb_entries": 9} {
+		if st, ok := res.Stat("xdpfwd-switch", "scale-udp-8", metric); !ok || st.Median < least {
+			t.Errorf("xdpfwd-switch/scale-udp-8: %s %+v (%v), want at least %v", metric, st, ok, least)
+		}
+	}
+	if _, ok := res.Stat("bridge-switch", "scale-udp-8", "rss_mib"); ok {
+		t.Error("bridge-switch reports a resident memory: it has no process")
+	}
+	if md := res.Markdown(); !strings.Contains(md, "### Scale: one switch, more pods") || !strings.Contains(md, "| 8 pods |") {
+		t.Errorf("the report has no scale section with an 8-pod column:\n%s", md)
+	}
+}
+
 // TestQuickRunL2 runs the switch and reflect workloads once
 // with tiny windows, and checks the structure of what they produce: every
 // contender ran, figures are non-negative and consistent with each other,

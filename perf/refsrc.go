@@ -58,10 +58,13 @@ func refNames() string {
 // refModes are the xdpfwd contenders --ref-src measures a second time, built
 // from the other checkout: the default cross-connect and the switch and
 // reflect modes, the rows a change to the engine's pipeline moves.
-var refModes = []struct{ name, mode, group string }{
-	{"xdpfwd", "", ""},
-	{"xdpfwd-switch", "switch", "switch"},
-	{"xdpfwd-reflect", "reflect", "reflect"},
+var refModes = []struct {
+	name, mode string
+	groups     []string
+}{
+	{"xdpfwd", "", nil},
+	{"xdpfwd-switch", "switch", []string{"switch", "scale"}},
+	{"xdpfwd-reflect", "reflect", []string{"reflect"}},
 }
 
 // refSrcContenders are the contenders of refModes among cs, each again as
@@ -92,7 +95,7 @@ func refSrcContenders(src string, cs []*contender) []*contender {
 			c = xdpfwdContender(m.name+"-ref", "xdpfwd (default), built from "+src, nil)
 			c.Desc = "xdpfwd (default) built from " + src + ", to compare the code before a change in the same run"
 		} else {
-			c = xdpfwdModeContender(m.name+"-ref", "xdpfwd --mode "+m.mode+", built from "+src, m.mode, m.group)
+			c = xdpfwdModeContender(m.name+"-ref", "xdpfwd --mode "+m.mode+", built from "+src, m.mode, m.groups...)
 			c.Desc = "xdpfwd --mode " + m.mode + " built from " + src + ", to compare the code before a change in the same run"
 		}
 		c.bin = "xdpfwd-ref"

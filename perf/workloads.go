@@ -58,6 +58,12 @@ type workload struct {
 	// Contenders, if set, are the only contenders that run this workload,
 	// besides those whose Groups name its group.
 	Contenders []string
+	// OnRequest: it runs only when --workload names it or its group, not
+	// in a run of all.
+	OnRequest bool
+	// MACs, if above 1: UDP from that many source MACs in turn (txonly
+	// only), hosts behind the uplink for a switch to learn.
+	MACs int
 
 	run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)
 }
@@ -81,7 +87,7 @@ var peerContenders = []string{"xdpfwd", "xdpfwd-busy", "bridge", "xdp-redirect",
 
 // workloadTable lists every workload in table order. Adding one is a line.
 func workloadTable() []*workload {
-	return []*workload{
+	return append([]*workload{
 		{Name: "udp-64", Group: "udp", Title: "UDP 64 B", Metric: "pps", Unit: "packets/s", Size: 64, run: runUDP},
 		{Name: "udp-256", Group: "udp", Title: "UDP 256 B", Metric: "pps", Unit: "packets/s", Size: 256, run: runUDP},
 		{Name: "udp-1500", Group: "udp", Title: "UDP 1500 B", Metric: "pps", Unit: "packets/s", Size: 1500, run: runUDP},
@@ -161,15 +167,15 @@ func workloadTable() []*workload {
 		// swapped, by xdpfwd --mode reflect or an XDP_TX program.
 		{Name: "reflect-64", Group: "reflect", Title: "64-byte frames reflected, MACs swapped", Metric: "pps", Unit: "packets/s",
 			Size: 64, Hosts: 1, Contenders: reflectContenders, run: runReflect},
-	}
+	}, scaleWorkloads()...)
 }
 
-var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery", "switch", "reflect", "gencost"}
+var workloadGroups = []string{"udp", "cost", "tcp", "rr", "reorder", "latency", "delivery", "switch", "reflect", "gencost", "scale"}
 
 func selectWorkloads(names []string) ([]*workload, error) {
 	all := workloadTable()
 	if len(names) == 0 {
-		return all, nil
+		return slices.DeleteFunc(all, func(w *workload) bool { return w.OnRequest }), nil
 	}
 	var out []*workload
 	for _, w := range all {
@@ -282,7 +288,7 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		}
 		dst = netip.AddrPortFrom(p.V4B, uint16(rx.Port))
 	}
-	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline)
+	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline, w.MACs)
 	if err != nil {
 		if rx != nil {
 			rx.Close()
@@ -402,7 +408,7 @@ func workloadInfo(w *workload, o *Options) report.WorkloadInfo {
 		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
 	}
 	if w.Hosts > 0 {
-		wi.Size, wi.Hosts = w.Size, w.Hosts
+		wi.Size, wi.Hosts, wi.MACs = w.Size, w.Hosts, w.MACs
 	}
 	if w.Rate > 0 {
 		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults

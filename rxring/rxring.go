@@ -289,6 +289,11 @@ func (r *Ring) Head() (d xsk.Desc, ok bool) {
 // the owner has not released.
 func (r *Ring) Empty() bool { return r.rx.Empty() }
 
+// Ready reports, to the ring's owner, whether a descriptor waits to be
+// read: its cached view first, the kernel's producer index only when that
+// shows none.
+func (r *Ring) Ready() bool { return r.rx.Avail(1) > 0 }
+
 // Lent appends to buf the frames the kernel still holds on the ring's
 // socket: on the fill ring, not taken yet, and on the RX ring, not read
 // yet (state umem.KernelRX). Call it once the socket is out of service

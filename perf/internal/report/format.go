@@ -52,7 +52,7 @@ func FmtMetric(v float64, metric string) string {
 		return fmt.Sprintf("%.0f", v)
 	case "loss_pct", "delivered_pct", "other_cpu_pct", "fwd_counted_loss_pct", "uncounted_loss_pct", "cpu0_loss_pct", "cpu1_loss_pct":
 		return fmt.Sprintf("%.1f %%", v)
-	case "ooo_per_million", "out_of_order", "flooded_pkts":
+	case "ooo_per_million", "out_of_order", "flooded_pkts", "fdb_entries", "fdb_evictions", "ready_ms":
 		return fmt.Sprintf("%.0f", v)
 	}
 	return sig3(v)

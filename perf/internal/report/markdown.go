@@ -27,6 +27,7 @@ func (r *Results) Markdown() string {
 		r.deliverySection,
 		r.switchSection,
 		r.reflectSection,
+		r.scaleSection,
 		r.notesSection,
 	} {
 		section(&b)
@@ -245,7 +246,7 @@ func (r *Results) notesSection(b *strings.Builder) {
 		notes = append(notes, "Not run, as no selected workload applies to them: "+strings.Join(noWorkload, ", ")+".")
 	}
 	if !r.HasRef() && len(r.Samples) > 0 {
-		notes = append(notes, "a workload has no sample of its reference contender ("+RefContender+", or xdpfwd in the switch or reflect mode): no ratios there")
+		notes = append(notes, "a workload has no sample of its reference contender ("+RefContender+", or xdpfwd in the switch, scale or reflect mode): no ratios there")
 	}
 	if r.Machine.BridgeNF == "1" {
 		notes = append(notes, "br_netfilter is loaded (bridge-nf-call-iptables = 1), as on most Docker hosts: bridged frames also traverse iptables.")

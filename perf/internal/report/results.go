@@ -93,8 +93,10 @@ type WorkloadInfo struct {
 	Rate        int  `json:"rate,omitempty"`
 	Count       int  `json:"count,omitempty"`
 	FwdDefaults bool `json:"fwd_defaults,omitempty"`
-	// The switch and reflect workloads: hosts of their topology.
+	// The switch, scale and reflect workloads: hosts of their topology;
+	// source MACs behind host 0 (scale), when more than one.
 	Hosts int `json:"hosts,omitempty"`
+	MACs  int `json:"macs,omitempty"`
 }
 
 // Sample is one measured window: one contender, one workload, one round.
@@ -380,7 +382,7 @@ func (r *Results) HasRef() bool {
 // groupRefs are the reference contenders of the workload groups whose
 // contenders are not the two-link ones: the ratios there are to the same
 // xdpfwd mode.
-var groupRefs = map[string]string{"switch": "xdpfwd-switch", "reflect": "xdpfwd-reflect"}
+var groupRefs = map[string]string{"switch": "xdpfwd-switch", "scale": "xdpfwd-switch", "reflect": "xdpfwd-reflect"}
 
 // refFor is the contender the ratios of workload are given to.
 func (r *Results) RefFor(workload string) string {

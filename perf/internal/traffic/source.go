@@ -45,9 +45,13 @@ func (s *txSource) Close() error {
 }
 
 // NewSource starts kind ("txonly" or "sendmmsg") on p's A end towards dst
-// until deadline.
-func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time) (Source, error) {
+// until deadline; with macs above 1, txonly sends from that many source
+// MACs in turn (gen.Template.SrcMACs), which sendmmsg cannot.
+func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time, macs int) (Source, error) {
 	if kind == "sendmmsg" {
+		if macs > 1 {
+			return nil, fmt.Errorf("sendmmsg sends from its socket's MAC only, not %d: use txonly", macs)
+		}
 		return NewUDPSender(p.A, p.V4A, dst, size, rate, deadline)
 	}
 	macB, err := p.B.HardwareAddr(p.PeerB)
@@ -55,7 +59,7 @@ func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate flo
 		return nil, fmt.Errorf("txonly: %w", err)
 	}
 	cfg := gen.Config{Links: []string{p.PeerA}, Sizes: []int{size + 14 + gen.FCS}, Rate: rate, Duration: time.Until(deadline),
-		Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B, DstPort: dst.Port()}}
+		Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B, DstPort: dst.Port(), SrcMACs: macs}}
 	var g *gen.Generator
 	if err := p.A.Do(func() (err error) { g, err = gen.New(cfg); return err }); err != nil {
 		return nil, fmt.Errorf("txonly: %w", err)

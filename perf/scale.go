@@ -1,0 +1,113 @@
+package main
+
+// The scale workloads: the switch topology (l2.go) with N pods, and M
+// source MACs behind its uplink, to chart what a packet costs, and what
+// the forwarder holds, as what a node serves grows. Host 0 is the uplink,
+// hosts 1..N the pods; traffic goes from host 0 to host 1, from M MACs in
+// turn, and every other pod is learned and idle, as most of a node's pods
+// are at any moment: what grows is what the forwarder walks, holds and
+// polls per link and per MAC, not the traffic.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/xdpfwd/xdpfwd/internal/topo"
+	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+)
+
+// scalePoints are the scale workloads' sizes: pods, then source MACs
+// behind the uplink at the most pods. With the uplink, 64 links at most,
+// xdpfwd's --max-links default in switch mode; 16,384 MACs are twice its
+// --fdb-size default.
+var scalePoints = []struct{ pods, macs int }{{2, 1}, {8, 1}, {32, 1}, {63, 1}, {63, 1024}, {63, 16384}}
+
+// scaleWorkloads are the scale group's workloads, two per point: the CPU
+// per packet at --cost-rate, and packets/s at the maximum offered load.
+// They run only when --workload names them or their group: a 64-namespace
+// topology takes seconds to build.
+func scaleWorkloads() []*workload {
+	var ws []*workload
+	for _, pt := range scalePoints {
+		name, title := strconv.Itoa(pt.pods), fmt.Sprintf("%d pods", pt.pods)
+		if pt.macs > 1 {
+			name += fmt.Sprintf("-%dk", pt.macs/1024)
+			title += fmt.Sprintf(", %d source MACs", pt.macs)
+		}
+		ws = append(ws,
+			&workload{Name: "scale-cost-" + name, Group: "scale", Title: "CPU per packet, UDP 64 B at a fixed load, " + title,
+				Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Hosts: pt.pods + 1, MACs: pt.macs, OnRequest: true,
+				Contenders: switchContenders, run: runScale},
+			&workload{Name: "scale-udp-" + name, Group: "scale", Title: "UDP 64 B, packets/s at maximum offered load, " + title,
+				Metric: "pps", Unit: "packets/s", Size: 64, Hosts: pt.pods + 1, MACs: pt.macs, OnRequest: true,
+				Contenders: switchContenders, run: runScale})
+	}
+	return ws
+}
+
+// runScale is the switch's UDP run, with what xdpfwd holds at the end of
+// the window: its resident memory, its UMEM, its forwarding database,
+// and how long it took from exec to forwarding (child.ready).
+func runScale(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error) {
+	m, err := runSwitch(runUDP)(ctx, e, c, p, w)
+	if err != nil || m == nil {
+		return m, err
+	}
+	ch := e.child.Load()
+	if ch == nil {
+		return m, nil // a kernel contender
+	}
+	m["ready_ms"] = float64(ch.ready.Milliseconds())
+	if kib, ok := rssKiB(ch.p.Pid()); ok {
+		m["rss_mib"] = kib / 1024
+	}
+	if addr := ch.metrics(); addr != "" {
+		ss, err := measure.Scrape(ctx, addr, "xdpfwd_umem_zone_units", "xdpfwd_umem_zone_unit_bytes",
+			"xdpfwd_fdb_entries", "xdpfwd_fdb_learned_total", "xdpfwd_fdb_evictions_total")
+		if err != nil {
+			return m, fmt.Errorf("%s metrics: %w", c.Name, err)
+		}
+		units, unit := map[string]float64{}, map[string]float64{}
+		for _, s := range ss {
+			switch s.Name {
+			case "xdpfwd_umem_zone_units":
+				units[s.Labels["zone"]] += s.Value
+			case "xdpfwd_umem_zone_unit_bytes":
+				unit[s.Labels["zone"]] = s.Value
+			case "xdpfwd_fdb_entries":
+				m["fdb_entries"] += s.Value
+			case "xdpfwd_fdb_learned_total":
+				m["fdb_learned"] += s.Value
+			case "xdpfwd_fdb_evictions_total":
+				m["fdb_evictions"] += s.Value
+			}
+		}
+		var bytes float64
+		for z, n := range units {
+			bytes += n * unit[z]
+		}
+		m["umem_mib"] = bytes / (1 << 20)
+	}
+	return m, nil
+}
+
+// rssKiB is the resident memory of process pid, from /proc/PID/status.
+func rssKiB(pid int) (float64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, err := strconv.ParseFloat(f[0], 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
+}
