@@ -408,7 +408,10 @@ func workloadInfo(w *workload, o *Options) report.WorkloadInfo {
 		wi.Size, wi.Flows, wi.Burst, wi.GapUS = w.Size, w.Flows, w.Burst, float64(w.Gap)/float64(time.Microsecond)
 	}
 	if w.Hosts > 0 {
-		wi.Size, wi.Hosts, wi.MACs = w.Size, w.Hosts, w.MACs
+		wi.Size, wi.Hosts = w.Size, w.Hosts
+	}
+	if w.MACs > 1 {
+		wi.MACs = w.MACs
 	}
 	if w.Rate > 0 {
 		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults

@@ -287,6 +287,23 @@ func loadRedirect(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 	return prog, err
 }
 
+// storeQueueStamp stores src as the newest stamp of the packet's RX
+// queue, what names it in the listing, and goes on at label next; a queue
+// beyond the stamps' goes on at once. R1 and R3 are clobbered; R6 is the
+// context.
+func storeQueueStamp(stamps *LastStamps, src asm.Register, next, what string) asm.Instructions {
+	const rxQueueIndexOff = 16 // struct xdp_md
+	return asm.Instructions{
+		asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word).
+			WithSource(asm.Comment("if (ctx->rx_queue_index < nstamps) stamps[ctx->rx_queue_index] = " + what + ";")),
+		asm.JGE.Imm(asm.R3, int32(stamps.n), next),
+		asm.LSh.Imm(asm.R3, 3),
+		asm.LoadMapValue(asm.R1, stamps.m.FD(), 0),
+		asm.Add.Reg(asm.R1, asm.R3),
+		asm.StoreMem(asm.R1, 0, src, asm.DWord),
+	}
+}
+
 // redirectSpec assembles the program loadRedirect loads.
 func redirectSpec(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (*ebpf.ProgramSpec, error) {
 	// struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index
@@ -333,16 +350,8 @@ func redirectSpec(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 		// read until the stamp is stored (LastStamps): a reader never
 		// takes the queue for caught up while a packet it has not seen
 		// holds an older stamp than the reader's clock.
-		insns = append(insns,
-			asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word).
-				WithSource(asm.Comment("if (ctx->rx_queue_index < nstamps) stamps[ctx->rx_queue_index] = StampBusy;")),
-			asm.JGE.Imm(asm.R3, int32(stamps.n), "busy"),
-			asm.LSh.Imm(asm.R3, 3),
-			asm.LoadMapValue(asm.R1, stamps.m.FD(), 0),
-			asm.Add.Reg(asm.R1, asm.R3),
-			asm.Mov.Imm(asm.R4, StampBusy), // 64 bits, sign-extended
-			asm.StoreMem(asm.R1, 0, asm.R4, asm.DWord),
-		)
+		insns = append(insns, asm.Mov.Imm(asm.R4, StampBusy)) // 64 bits, sign-extended
+		insns = append(insns, storeQueueStamp(stamps, asm.R4, "busy", "StampBusy")...)
 		// The arrival time: user space orders a flow that arrives on
 		// several RX queues by it, and hands it to a Handler.
 		insns = append(insns,
@@ -357,16 +366,8 @@ func redirectSpec(xsks, passed *ebpf.Map, stamps *LastStamps, vlanIfindex int) (
 	insns = append(insns, loadMeta()...)
 	insns = append(insns, asm.StoreMem(asm.R2, stamp, asm.R7, asm.DWord))
 	if stamps != nil {
-		insns = append(insns,
-			// Then, not before, the queue's newest stamp (LastStamps).
-			asm.LoadMem(asm.R3, asm.R6, rxQueueIndexOff, asm.Word).
-				WithSource(asm.Comment("if (ctx->rx_queue_index < nstamps) stamps[ctx->rx_queue_index] = meta->stamp;")),
-			asm.JGE.Imm(asm.R3, int32(stamps.n), "stamped"),
-			asm.LSh.Imm(asm.R3, 3),
-			asm.LoadMapValue(asm.R1, stamps.m.FD(), 0),
-			asm.Add.Reg(asm.R1, asm.R3),
-			asm.StoreMem(asm.R1, 0, asm.R7, asm.DWord),
-		)
+		// Then, not before, the queue's newest stamp (LastStamps).
+		insns = append(insns, storeQueueStamp(stamps, asm.R7, "stamped", "meta->stamp")...)
 	}
 	insns = append(insns,
 		// (Two words: cilium/ebpf's asm has no 64-bit store of an immediate.)

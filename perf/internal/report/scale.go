@@ -52,7 +52,7 @@ func (r *Results) scaleTable(b *strings.Builder, cs []ContenderResult, ws []Work
 	for _, c := range cs {
 		for _, m := range rows {
 			row := []string{c.Label, m.label}
-			any := false
+			measured := false
 			for _, w := range ws {
 				cell := "—"
 				if m.metric == "delivered_pct" {
@@ -60,10 +60,10 @@ func (r *Results) scaleTable(b *strings.Builder, cs []ContenderResult, ws []Work
 				} else {
 					cell = r.cell(c.Name, w.Name, m.metric, false)
 				}
-				any = any || cell != "—"
+				measured = measured || cell != "—"
 				row = append(row, cell)
 			}
-			if !any {
+			if !measured {
 				continue // a kernel contender has no process to measure
 			}
 			ratio := "—"
