@@ -189,6 +189,34 @@ func (g *mergeRig) read(i, q int) {
 // merge runs worker q's merge at the current time.
 func (g *mergeRig) merge(q int) (sent, held int) { return g.w[q].merge() }
 
+// holdsToSlack is a TestMergeOrder case: worker 1 has handed off queue
+// 1's packets up to 300 µs ago, and the program's newest for queue 1 reads
+// newest(s), s being the stamp of packet x on queue 0. Queue 1 is not
+// caught up, so x is held past exactSlack (why says what holds it) and
+// sent once the full slack has passed.
+func holdsToSlack(why string, newest func(s int64) int64) func(*testing.T, *mergeRig) {
+	return func(t *testing.T, g *mergeRig) {
+		st := g.stamps()
+		g.now += usec(5000)
+		s := g.now - usec(2)
+		g.port(0, 1).seen.Store(s - usec(300))
+		st.Store(1, newest(s))
+		st.Store(0, s)
+		g.hand(0, 0, 0, "x", s, 1)
+		g.port(0, 0).seen.Store(s)
+		g.publish(1)
+		g.now = s + int64(exactSlack)
+		if sent, held := g.merge(0); sent != 0 || held != 1 {
+			t.Fatalf("past exactSlack with %s: sent %d, held %d; want 0, 1", why, sent, held)
+		}
+		g.now = s + slackNS
+		g.publish(1)
+		if sent, held := g.merge(0); sent != 1 || held != 0 {
+			t.Fatalf("past the slack: sent %d, held %d; want 1, 0", sent, held)
+		}
+	}
+}
+
 // TestMergeOrder drives the merge of worker 0 (TX queue 0 of link 1) over
 // packets handed from the RX rings of link 0 under a fake clock.
 func TestMergeOrder(t *testing.T) {
@@ -295,46 +323,10 @@ func TestMergeOrder(t *testing.T) {
 				t.Errorf("order_hold_timeouts %d, want 0", n)
 			}
 		}},
-		{"a queue the program is stamping a packet of (StampBusy) is not caught up", 2, 64, func(t *testing.T, g *mergeRig) {
-			st := g.stamps()
-			g.now += usec(5000)
-			s := g.now - usec(2)
-			g.port(0, 1).seen.Store(s - usec(300))
-			st.Store(1, xsk.StampBusy) // its clock read may be older than x
-			st.Store(0, s)
-			g.hand(0, 0, 0, "x", s, 1)
-			g.port(0, 0).seen.Store(s)
-			g.publish(1)
-			g.now = s + int64(exactSlack)
-			if sent, held := g.merge(0); sent != 0 || held != 1 {
-				t.Fatalf("past exactSlack with queue 1 busy: sent %d, held %d; want 0, 1", sent, held)
-			}
-			g.now = s + slackNS
-			g.publish(1)
-			if sent, held := g.merge(0); sent != 1 || held != 0 {
-				t.Fatalf("past the slack: sent %d, held %d; want 1, 0", sent, held)
-			}
-		}},
-		{"a packet in flight on another queue (its newest stamp unseen) holds to the full slack", 2, 64, func(t *testing.T, g *mergeRig) {
-			st := g.stamps()
-			g.now += usec(5000)
-			s := g.now - usec(2)
-			g.port(0, 1).seen.Store(s - usec(300))
-			st.Store(1, s-usec(1)) // stamped, not yet in the ring: older than x
-			st.Store(0, s)
-			g.hand(0, 0, 0, "x", s, 1)
-			g.port(0, 0).seen.Store(s)
-			g.publish(1)
-			g.now = s + int64(exactSlack)
-			if sent, held := g.merge(0); sent != 0 || held != 1 {
-				t.Fatalf("past exactSlack with an older packet in flight: sent %d, held %d; want 0, 1", sent, held)
-			}
-			g.now = s + slackNS
-			g.publish(1)
-			if sent, held := g.merge(0); sent != 1 || held != 0 {
-				t.Fatalf("past the slack: sent %d, held %d; want 1, 0", sent, held)
-			}
-		}},
+		{"a queue the program is stamping a packet of (StampBusy) is not caught up", 2, 64,
+			holdsToSlack("queue 1 busy", func(int64) int64 { return xsk.StampBusy })}, // its clock read may be older than x
+		{"a packet in flight on another queue (its newest stamp unseen) holds to the full slack", 2, 64,
+			holdsToSlack("an older packet in flight", func(s int64) int64 { return s - usec(1) })}, // stamped, not yet in the ring
 		{"a sleeping owner with an unread packet still holds", 2, 64, func(t *testing.T, g *mergeRig) {
 			s := g.now - usec(100)
 			g.arrive(0, 1, s-usec(1))
