@@ -116,6 +116,7 @@ func contenderTable() []*contender {
 		// The switch and reflect workloads' contenders (l2.go).
 		xdpfwdModeContender("xdpfwd-switch", "xdpfwd --mode switch", "switch", "switch", "scale"),
 		switchBridgeContender(),
+		ovsAfxdpSwitchContender(),
 		xdpfwdModeContender("xdpfwd-reflect", "xdpfwd --mode reflect", "reflect", "reflect"),
 		xdpTxReflectContender(),
 	)

@@ -50,8 +50,28 @@ func ovsAfxdpContender() *contender {
 			}
 			return nil
 		},
-		start: startOVS,
+		start: func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+			return startOVS(ctx, e, p, []string{p.LinkA, p.LinkB}, false)
+		},
 	}
+}
+
+// ovsAfxdpSwitchContender is Open vSwitch as a learning switch (its
+// NORMAL action) with an afxdp port on every root-side link of the hosts
+// topology: the peer of xdpfwd --mode switch on the scale workloads.
+func ovsAfxdpSwitchContender() *contender {
+	c := ovsAfxdpContender()
+	c.Name, c.Label = "ovs-afxdp-switch", "Open vSwitch userspace datapath, NORMAL (afxdp ports)"
+	c.Desc = "ovs-vswitchd 3.1 --disable-system, a datapath_type=netdev bridge with an afxdp port (xdp-mode=native) on every root-side link of the hosts, one PMD thread, its NORMAL rule (MAC learning)"
+	c.Groups = []string{"scale"}
+	c.start = func(ctx context.Context, e *env, p *topo.Pair) (stopFunc, error) {
+		h := e.hosts[p]
+		if h == nil {
+			return nil, fmt.Errorf("%s runs only on a hosts topology", c.Name)
+		}
+		return startOVS(ctx, e, p, h.Links, true)
+	}
+	return c
 }
 
 // ovsInstance is one private Open vSwitch: its directory, environment and
@@ -62,6 +82,12 @@ type ovsInstance struct {
 	envv         []string
 	br           string
 	db, vswitchd *child
+	// links are its afxdp ports; a and b name p.LinkA's and p.LinkB's
+	// counters in its details.
+	links []string
+	// timeout bounds each ovs-vsctl call: adding a port attaches an XDP
+	// program and maps a UMEM, so it grows with the ports.
+	timeout time.Duration
 	// ownsDPTap: the datapath's tap device (ovsDatapathTap) was not there
 	// before this instance started, so it is this instance's to remove.
 	ownsDPTap bool
@@ -77,7 +103,7 @@ func (o *ovsInstance) tool(ctx context.Context, name string, args ...string) (st
 }
 
 func (o *ovsInstance) vsctl(ctx context.Context, args ...string) (string, error) {
-	return o.tool(ctx, "ovs-vsctl", append([]string{"--db=unix:" + filepath.Join(o.dir, "db.sock"), "--timeout=15"}, args...)...)
+	return o.tool(ctx, "ovs-vsctl", append([]string{"--db=unix:" + filepath.Join(o.dir, "db.sock"), fmt.Sprintf("--timeout=%d", int(o.timeout.Seconds()))}, args...)...)
 }
 
 func (o *ovsInstance) appctl(ctx context.Context, target string, args ...string) (string, error) {
@@ -88,17 +114,20 @@ func (o *ovsInstance) ofctl(ctx context.Context, args ...string) (string, error)
 	return o.tool(ctx, "ovs-ofctl", append(args[:1:1], append([]string{"unix:" + filepath.Join(o.dir, o.br+".mgmt")}, args[1:]...)...)...)
 }
 
-// startOVS starts a private Open vSwitch joining p's root ends and waits
-// until a ping crosses it.
-func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error) {
+// startOVS starts a private Open vSwitch with an afxdp port on each of
+// links and waits until a ping crosses it from p's A to B: a learning
+// switch (its NORMAL rule) if normal, otherwise two port-to-port rules
+// joining links, which are then p's root ends.
+func startOVS(ctx context.Context, e *env, p *topo.Pair, links []string, normal bool) (_ stopFunc, err error) {
 	cpu, q := e.o.FwdCPU, e.queuesOf(p)
-	o := &ovsInstance{e: e, dir: filepath.Join(e.tmp, "ovs-"+pairID(p)), br: "xf" + pairID(p) + "ovs"}
+	o := &ovsInstance{e: e, dir: filepath.Join(e.tmp, "ovs-"+pairID(p)), br: "xf" + pairID(p) + "ovs",
+		links: links, timeout: 15*time.Second + time.Duration(len(links))*time.Second}
 	// Every path a daemon or tool would default to (/var/run/openvswitch,
 	// /etc/openvswitch, /var/log/openvswitch) points into the private
 	// directory instead.
 	o.envv = append(os.Environ(), "OVS_RUNDIR="+o.dir, "OVS_DBDIR="+o.dir, "OVS_LOGDIR="+o.dir,
 		"OVS_SYSCONFDIR="+o.dir, "OVS_PKGDATADIR="+filepath.Dir(ovsSchema))
-	ends, err := snapshotEnds(p.LinkA, p.LinkB)
+	ends, err := snapshotEnds(links...)
 	if err != nil {
 		return nil, err
 	}
@@ -166,11 +195,13 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 	// the change (or the timeout expires).
 	args := []string{"--", "set", "Open_vSwitch", ".", "other_config:pmd-cpu-mask=" + cpuMask(cpu),
 		"--", "add-br", o.br, "--", "set", "bridge", o.br, "datapath_type=netdev"}
-	args = append(append(args, port(p.LinkA)...), port(p.LinkB)...)
+	for _, l := range links {
+		args = append(args, port(l)...)
+	}
 	if _, err := o.vsctl(ctx, args...); err != nil {
 		return nil, fmt.Errorf("configure bridge %s: %w%s", o.br, err, o.vswitchd.logTail())
 	}
-	for _, l := range []string{p.LinkA, p.LinkB} {
+	for _, l := range links {
 		if ofport, _ := o.vsctl(ctx, "get", "Interface", l, "ofport"); strings.TrimSpace(ofport) == "-1" || strings.TrimSpace(ofport) == "[]" {
 			why, _ := o.vsctl(ctx, "get", "Interface", l, "error")
 			types, _ := o.vsctl(ctx, "get", "Open_vSwitch", ".", "iface_types")
@@ -180,13 +211,8 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 			return nil, fmt.Errorf("ovs-vswitchd could not add %s: %s%s", l, strings.TrimSpace(why), o.vswitchd.logTail())
 		}
 	}
-	// Replace the bridge's NORMAL rule (a learning switch that floods to
-	// the bridge's own internal port too) by the two port-to-port rules.
-	if _, err := o.ofctl(ctx, "del-flows"); err != nil {
-		return nil, err
-	}
-	for _, f := range []string{"in_port=" + p.LinkA + ",actions=output:" + p.LinkB, "in_port=" + p.LinkB + ",actions=output:" + p.LinkA} {
-		if _, err := o.ofctl(ctx, "add-flow", f); err != nil {
+	if !normal {
+		if err := o.joinPorts(ctx, links[0], links[1]); err != nil {
 			return nil, err
 		}
 	}
@@ -195,6 +221,21 @@ func startOVS(ctx context.Context, e *env, p *topo.Pair) (_ stopFunc, err error)
 	}
 	e.child.Store(o.vswitchd) // its threads' CPU time is the contender's
 	return stop, nil
+}
+
+// joinPorts replaces the bridge's NORMAL rule (a learning switch that
+// floods to the bridge's own internal port too) by two port-to-port rules,
+// a to b and back.
+func (o *ovsInstance) joinPorts(ctx context.Context, a, b string) error {
+	if _, err := o.ofctl(ctx, "del-flows"); err != nil {
+		return err
+	}
+	for _, f := range []string{"in_port=" + a + ",actions=output:" + b, "in_port=" + b + ",actions=output:" + a} {
+		if _, err := o.ofctl(ctx, "add-flow", f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stop shuts ovs-vswitchd down with `exit --cleanup` (it removes its ports,
@@ -266,8 +307,9 @@ var (
 	ovsPMDRE  = regexp.MustCompile(`^\s*(packets received|miss with failed upcall):\s*(\d+)`)
 )
 
-// stats reads, before the daemons stop, what ovs-vswitchd counts: per
-// afxdp port (a_*: on A's root end, b_*: on B's) the packets received and sent and the drops it knows of
+// stats reads, before the daemons stop, what ovs-vswitchd counts: over
+// its afxdp ports, and for A's root end (a_*) and B's (b_*), the packets
+// received and sent and the drops it knows of
 // (`ovs-appctl dpctl/show -s`, read live; "?" where the afxdp netdev has no
 // such counter), and its PMD threads' packets and failed upcalls
 // (`dpif-netdev/pmd-stats-show`). Nothing is returned if it is not running.
@@ -279,20 +321,17 @@ func (o *ovsInstance) stats(p *topo.Pair) map[string]any {
 	ctx := context.Background()
 	var rx, tx, drops uint64
 	if out, err := o.appctl(ctx, "ovs-vswitchd", "dpctl/show", "-s"); err == nil {
-		port := ""
+		afxdp, port := false, ""
 		for sc := bufio.NewScanner(strings.NewReader(out)); sc.Scan(); {
 			line := sc.Text()
 			if m := ovsPortRE.FindStringSubmatch(line); m != nil {
-				port = ""
-				if strings.HasPrefix(m[2], "afxdp") {
-					port = map[string]string{p.LinkA: "a", p.LinkB: "b"}[m[1]]
-					if _, mode, ok := strings.Cut(m[2], "xdp-mode-in-use="); ok {
-						d["xdp_mode"] = strings.TrimRight(mode, ",)")
-					}
+				afxdp, port = strings.HasPrefix(m[2], "afxdp"), map[string]string{p.LinkA: "a", p.LinkB: "b"}[m[1]]
+				if _, mode, ok := strings.Cut(m[2], "xdp-mode-in-use="); ok && afxdp {
+					d["xdp_mode"] = strings.TrimRight(mode, ",)")
 				}
 				continue
 			}
-			if port == "" {
+			if !afxdp {
 				continue
 			}
 			for _, r := range []struct {
@@ -302,11 +341,17 @@ func (o *ovsInstance) stats(p *topo.Pair) map[string]any {
 			}{{ovsRXRE, "rx", &rx}, {ovsTXRE, "tx", &tx}} {
 				if m := r.re.FindStringSubmatch(line); m != nil {
 					n, _ := strconv.ParseUint(m[1], 10, 64)
-					d[port+"_"+r.dir+"_packets"] = n
 					*r.sum += n
-					if dr, err := strconv.ParseUint(m[3], 10, 64); err == nil {
-						d[port+"_"+r.dir+"_dropped"] = dr
+					dr, derr := strconv.ParseUint(m[3], 10, 64)
+					if derr == nil {
 						drops += dr
+					}
+					if port == "" {
+						continue
+					}
+					d[port+"_"+r.dir+"_packets"] = n
+					if derr == nil {
+						d[port+"_"+r.dir+"_dropped"] = dr
 					}
 				}
 			}

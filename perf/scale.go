@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,6 +25,10 @@ import (
 // xdpfwd's --max-links default in switch mode; 16,384 MACs are twice its
 // --fdb-size default.
 var scalePoints = []struct{ pods, macs int }{{2, 1}, {8, 1}, {32, 1}, {63, 1}, {63, 1024}, {63, 16384}}
+
+// scaleContenders run the scale workloads: the switch's, and Open
+// vSwitch's learning switch on afxdp ports, where it is installed.
+var scaleContenders = append(slices.Clip(switchContenders), "ovs-afxdp-switch")
 
 // scaleWorkloads are the scale group's workloads, two per point: the CPU
 // per packet at --cost-rate, and packets/s at the maximum offered load.
@@ -40,10 +45,10 @@ func scaleWorkloads() []*workload {
 		ws = append(ws,
 			&workload{Name: "scale-cost-" + name, Group: "scale", Title: "CPU per packet, UDP 64 B at a fixed load, " + title,
 				Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Hosts: pt.pods + 1, MACs: pt.macs, OnRequest: true,
-				Contenders: switchContenders, run: runScale},
+				Contenders: scaleContenders, run: runScale},
 			&workload{Name: "scale-udp-" + name, Group: "scale", Title: "UDP 64 B, packets/s at maximum offered load, " + title,
 				Metric: "pps", Unit: "packets/s", Size: 64, Hosts: pt.pods + 1, MACs: pt.macs, OnRequest: true,
-				Contenders: switchContenders, run: runScale})
+				Contenders: scaleContenders, run: runScale})
 	}
 	return ws
 }
