@@ -111,6 +111,7 @@ type buffer struct {
 	addr  uint64
 	len   uint32
 	flow  uint16 // index into the queue's seq
+	sport uint16 // its flow's UDP source port
 	lay   Layout
 	frame bool // a frame-zone unit (else an inline slot)
 }
@@ -142,6 +143,9 @@ type queue struct {
 	// macs: with Template.SrcMACs above 1, the source MACs taken in
 	// turn, from macBase (SrcMAC's low 24 bits); mac counts packets.
 	macs, macBase, mac uint32
+	// ports: with Template.SrcPorts above 1, the source ports taken in
+	// turn from each buffer's flow's (buffer.sport); port counts packets.
+	ports, port uint32
 }
 
 // InputError is a configuration the generator refuses: the command's
@@ -245,6 +249,7 @@ func New(cfg Config) (_ *Generator, err error) {
 			if t.SrcMACs > 1 {
 				q.macs, q.macBase = uint32(t.SrcMACs), uint32(t.SrcMAC[3])<<16|uint32(t.SrcMAC[4])<<8|uint32(t.SrcMAC[5])
 			}
+			q.ports = uint32(t.SrcPorts)
 			if cfg.Count > 0 {
 				q.quota = cfg.Count / uint64(sockets)
 				if uint64(k) < cfg.Count%uint64(sockets) {
@@ -265,7 +270,7 @@ func New(cfg Config) (_ *Generator, err error) {
 				size := cfg.Sizes[j%len(cfg.Sizes)]
 				lf := j % local
 				n, lay := t.Frame(scratch, size, uint16(k+lf*sockets))
-				b := buffer{len: uint32(n), flow: uint16(lf), lay: lay}
+				b := buffer{len: uint32(n), flow: uint16(lf), sport: SrcPort(scratch, lay), lay: lay}
 				var ok bool
 				if n <= umem.InlineSlotSize {
 					b.addr, ok = q.b.Inline(scratch[:n])
@@ -378,8 +383,12 @@ func (c *Config) defaults() error {
 	for t.Run == 0 { // a run id of its own, so a sink tells this run from the last
 		t.Run = rand.Uint32()
 	}
-	if !t.ByIP && int(t.SrcPort)+c.Flows > 65536 {
-		return bad("flows %d from source port %d run past port 65535", c.Flows, t.SrcPort)
+	top := int(t.SrcPort) + max(t.SrcPorts, 1) - 1 // the highest source port
+	if !t.ByIP {
+		top += c.Flows - 1
+	}
+	if top > 65535 {
+		return bad("flows %d, %d source ports each, from source port %d run past port 65535", c.Flows, max(t.SrcPorts, 1), t.SrcPort)
 	}
 	return nil
 }
@@ -488,6 +497,10 @@ func (q *queue) run(start, end int64, stop *atomic.Bool) error {
 				m := q.macBase + q.mac%q.macs
 				f[9], f[10], f[11] = byte(m>>16), byte(m>>8), byte(m)
 				q.mac++
+			}
+			if q.ports > 1 {
+				SetSrcPort(f, b.lay, b.sport+uint16(q.port%q.ports))
+				q.port++
 			}
 			q.tx.Set(idx+i, b.addr, b.len, 0)
 			bytes += uint64(b.len)

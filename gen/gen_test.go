@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,10 +174,14 @@ func TestTxOnlyCapture(t *testing.T) {
 		byIP  bool
 		flows int
 		macs  int // distinct source MACs (Template.SrcMACs; 0 counts as 1)
+		hosts int // destinations the flows are spread over (Template.DstHosts)
+		ports int // source ports per flow (Template.SrcPorts; 0 counts as 1)
 	}{
-		{"64B", 64, 0, false, 5, 0},
-		{"vlan-1518-byip", 1518, 42, true, 3, 0},
-		{"64B-12-macs", 64, 0, false, 5, 12},
+		{"64B", 64, 0, false, 5, 0, 0, 0},
+		{"vlan-1518-byip", 1518, 42, true, 3, 0, 0, 0},
+		{"64B-12-macs", 64, 0, false, 5, 12, 0, 0},
+		// 5 flows by address, 4 ports each, in turn: 20 5-tuples.
+		{"64B-byip-3-hosts-4-ports", 64, 0, true, 5, 0, 3, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pair(t)
@@ -198,8 +203,13 @@ func TestTxOnlyCapture(t *testing.T) {
 			for !strings.Contains(stderr.String(), "listening on") && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
+			var hosts []gen.Host
+			for i := range tc.hosts {
+				hosts = append(hosts, gen.Host{MAC: net.HardwareAddr{2, 0, 0, 0, 1, byte(i)}, IP: netip.AddrFrom4([4]byte{198, 18, 1, byte(i)})})
+			}
 			sum := generate(t, p, gen.Config{Sizes: []int{tc.size}, Count: count, Rate: 10e3, Flows: tc.flows,
-				Template: gen.Template{VLAN: tc.vlan, ByIP: tc.byIP, SrcMACs: tc.macs, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}}})
+				Template: gen.Template{VLAN: tc.vlan, ByIP: tc.byIP, SrcMACs: tc.macs, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+					DstHosts: hosts, SrcPorts: tc.ports}})
 			select {
 			case err := <-waited:
 				if err != nil {
@@ -210,7 +220,7 @@ func TestTxOnlyCapture(t *testing.T) {
 			}
 			out, err := exec.Command("tshark", "-r", file, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
 				"-T", "fields", "-E", "separator=,", "-e", "frame.len", "-e", "vlan.id", "-e", "ip.src", "-e", "udp.srcport",
-				"-e", "ip.checksum.status", "-e", "udp.checksum.status", "-e", "eth.src").Output()
+				"-e", "ip.checksum.status", "-e", "udp.checksum.status", "-e", "eth.src", "-e", "ip.dst", "-e", "eth.dst").Output()
 			if err != nil {
 				t.Fatalf("tshark: %v", err)
 			}
@@ -218,7 +228,7 @@ func TestTxOnlyCapture(t *testing.T) {
 			if len(lines) != count {
 				t.Fatalf("tshark read %d frames, want %d", len(lines), count)
 			}
-			flows, macs := map[string]int{}, map[string]int{}
+			flows, macs, tuples := map[string]int{}, map[string]int{}, map[string]int{}
 			for _, ln := range lines {
 				f := strings.Split(ln, ",")
 				macs[f[6]]++
@@ -231,14 +241,26 @@ func TestTxOnlyCapture(t *testing.T) {
 				if f[4] != "1" || f[5] != "1" {
 					t.Fatalf("frame %q: IPv4 checksum status %s, UDP %s; want 1 (good) both", ln, f[4], f[5])
 				}
+				tuples[f[2]+":"+f[3]]++
 				if tc.byIP {
 					flows[f[2]]++
-					if f[3] != "1024" {
-						t.Fatalf("frame %q: source port %s with flows by address", ln, f[3])
+					if port, _ := strconv.Atoi(f[3]); port < 1024 || port >= 1024+max(tc.ports, 1) {
+						t.Fatalf("frame %q: source port %s with flows by address, want 1024..%d", ln, f[3], 1024+max(tc.ports, 1)-1)
 					}
 				} else {
 					flows[f[3]]++
 				}
+				if tc.hosts > 0 {
+					// Flow f (by address: 198.18.0.1+f) goes to host f mod hosts.
+					flow := int(netip.MustParseAddr(f[2]).As4()[3]) - 1
+					h := hosts[flow%tc.hosts]
+					if f[7] != h.IP.String() || f[8] != h.MAC.String() {
+						t.Fatalf("frame %q: flow %d to %s %s, want host %d (%s %s)", ln, flow, f[7], f[8], flow%tc.hosts, h.IP, h.MAC)
+					}
+				}
+			}
+			if want := tc.flows * max(tc.ports, 1); len(tuples) != want {
+				t.Fatalf("%d source address and port pairs in the capture (%v), want %d", len(tuples), tuples, want)
 			}
 			if len(flows) != tc.flows {
 				t.Fatalf("%d flows in the capture (%v), want %d", len(flows), flows, tc.flows)

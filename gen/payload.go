@@ -109,8 +109,23 @@ type Template struct {
 	// bits, as from that many hosts behind the link, for a switch to
 	// learn. 0 or 1: SrcMAC alone.
 	SrcMACs int
+	// DstHosts, if set, spread the flows over hosts: flow f goes to
+	// DstHosts[f mod len(DstHosts)], in place of DstMAC and DstIP.
+	DstHosts []Host
+	// SrcPorts, if above 1, varies the UDP source port by packet: a
+	// socket's k-th packet comes from its flow's port plus k mod SrcPorts,
+	// SrcPorts 5-tuples per flow, for tables keyed by flows to hold
+	// (sinks still see each flow's one sequence). 0 or 1: the flow's port
+	// alone.
+	SrcPorts int
 	// Run is the run id every frame carries (Payload.Run).
 	Run uint32
+}
+
+// Host is a destination: its MAC and IPv4 addresses.
+type Host struct {
+	MAC net.HardwareAddr
+	IP  netip.Addr
 }
 
 // Layout is where the payload's rewritten fields sit in a frame.
@@ -130,6 +145,13 @@ func (t Template) Check() error {
 		return fmt.Errorf("VLAN %d: want 1..4094 (0: untagged)", t.VLAN)
 	case t.SrcMACs < 0 || t.SrcMACs > 1<<24:
 		return fmt.Errorf("source MACs %d: want 0..%d", t.SrcMACs, 1<<24)
+	case t.SrcPorts < 0 || t.SrcPorts > 1<<16:
+		return fmt.Errorf("source ports %d: want 0..%d", t.SrcPorts, 1<<16)
+	}
+	for i, h := range t.DstHosts {
+		if len(h.MAC) != 6 || !h.IP.Is4() {
+			return fmt.Errorf("destination host %d (%s, %s): want an Ethernet MAC and an IPv4 address", i, h.MAC, h.IP)
+		}
 	}
 	return nil
 }
@@ -140,7 +162,12 @@ func (t Template) Check() error {
 func (t Template) Frame(b []byte, size int, flow uint16) (int, Layout) {
 	n := size - FCS
 	clear(b[:n])
-	copy(b[0:6], t.DstMAC)
+	dstMAC, dstIP := t.DstMAC, t.DstIP
+	if len(t.DstHosts) > 0 {
+		h := t.DstHosts[int(flow)%len(t.DstHosts)]
+		dstMAC, dstIP = h.MAC, h.IP
+	}
+	copy(b[0:6], dstMAC)
 	copy(b[6:12], t.SrcMAC)
 	off := 12
 	if t.VLAN > 0 {
@@ -164,7 +191,7 @@ func (t Template) Frame(b []byte, size int, flow uint16) (int, Layout) {
 		sport += flow
 	}
 	copy(ip[12:16], src[:])
-	dst := t.DstIP.As4()
+	dst := dstIP.As4()
 	copy(ip[16:20], dst[:])
 	binary.BigEndian.PutUint16(ip[10:], ^fold(sum(ip[:ipLen], 0)))
 	udp := ip[ipLen:l3]
@@ -208,6 +235,22 @@ func Stamp(f []byte, l Layout, seq uint32, stamp int64) {
 	}
 	binary.BigEndian.PutUint16(f[l.UDPSum:], c)
 }
+
+// SetSrcPort rewrites the UDP source port of a frame written by Frame and
+// updates its UDP checksum for the change (RFC 1624, as Stamp).
+func SetSrcPort(f []byte, l Layout, port uint16) {
+	at := l.UDPSum - 6
+	s := uint64(^binary.BigEndian.Uint16(f[l.UDPSum:])) + uint64(^binary.BigEndian.Uint16(f[at:])) + uint64(port)
+	binary.BigEndian.PutUint16(f[at:], port)
+	c := ^fold(s)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(f[l.UDPSum:], c)
+}
+
+// SrcPort is the UDP source port of a frame written by Frame.
+func SrcPort(f []byte, l Layout) uint16 { return binary.BigEndian.Uint16(f[l.UDPSum-6:]) }
 
 // Parse finds the generator's payload in an Ethernet frame: IPv4 (no
 // options needed, any allowed) over UDP, untagged or with one 802.1Q or

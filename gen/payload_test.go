@@ -45,7 +45,8 @@ func checksumsOK(t *testing.T, f []byte) {
 
 // TestFrameAndStamp: every size, tagged or not, flow by port or by
 // address: the frame has the size asked for, valid checksums after any
-// number of Stamps, and Parse reads back what Stamp wrote.
+// number of Stamps and source port rewrites, and Parse reads back what
+// Stamp wrote.
 func TestFrameAndStamp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
@@ -92,6 +93,14 @@ func TestFrameAndStamp(t *testing.T) {
 				}
 				Stamp(f, lay, seq, stamp)
 				checksumsOK(t, f)
+				if rng.IntN(2) == 0 {
+					port := uint16(rng.Uint32())
+					SetSrcPort(f, lay, port)
+					checksumsOK(t, f)
+					if got := SrcPort(f, lay); got != port || binary.BigEndian.Uint16(f[ipOff+20:]) != port {
+						t.Fatalf("SetSrcPort(%d): SrcPort %d, header %d", port, got, binary.BigEndian.Uint16(f[ipOff+20:]))
+					}
+				}
 				p, ok := Parse(f)
 				at := stamp + rng.Int64N(1<<40) // the arrival, up to 18 minutes later
 				if !ok || p.Flow != flow || p.Seq != seq || p.Run != 0xdeadbeef || p.TXTime(at) != stamp {

@@ -259,15 +259,22 @@ func xdpfwdDetails(path string) (map[string]any, error) {
 	}
 	d := map[string]any{"umem_backing": s.UMEM.Backing, "leaked_addresses": s.UMEM.Leaked}
 	var rx, tx, drops uint64
+	why := map[string]uint64{}
 	for _, l := range s.Links {
 		d["xdp_mode"], d["bind_mode"], d["queues"] = l.XDPMode, l.BindMode, l.Queues
 		rx += l.RXPackets
 		tx += l.TXPackets
-		for _, v := range l.Drops {
+		for r, v := range l.Drops {
 			drops += v
+			why[r] += v
 		}
 	}
 	d["rx_packets"], d["tx_packets"], d["drops"] = rx, tx, drops
+	for r, v := range why {
+		if v > 0 {
+			d["drops_"+r] = v // by reason, over every link
+		}
+	}
 	if s.XPS.Mode != "" && s.XPS.Mode != "single-queue" {
 		// Only a run with several queues has a TX queue choice; its keys
 		// stay in the details when a later one-queue run is merged in.

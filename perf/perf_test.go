@@ -231,8 +231,9 @@ func TestQuickRun(t *testing.T) {
 	t.Logf("tables:\n%s", md)
 }
 
-// TestQuickRunScale runs the scale workloads at 8 pods (9 hosts) through
-// the harness: every switch delivers (Open vSwitch's where installed),
+// TestQuickRunScale runs the scale workloads at 8 pods (9 hosts), and
+// flows spread over 63 pods, through the harness: every switch delivers
+// (Open vSwitch's where installed), to every pod when spread,
 // and xdpfwd's window reports what it holds (resident memory, UMEM, every
 // host in its forwarding database) and its ready time, which the report's
 // scale section renders.
@@ -245,7 +246,7 @@ func TestQuickRunScale(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	res, err := Run(ctx, Options{
-		Workloads: []string{"scale-cost-8", "scale-udp-8"},
+		Workloads: []string{"scale-cost-8", "scale-udp-8", "scale-udp-63-1kf"},
 		Quick:     true,
 		Rounds:    1,
 		Duration:  200 * time.Millisecond,
@@ -276,10 +277,14 @@ func TestQuickRunScale(t *testing.T) {
 		}
 	}
 	for _, c := range ran {
-		for _, w := range []string{"scale-cost-8", "scale-udp-8"} {
+		for _, w := range []string{"scale-cost-8", "scale-udp-8", "scale-udp-63-1kf"} {
 			if st, ok := res.Stat(c, w, "pps"); !ok || !(st.Median > 0) {
 				t.Errorf("%s/%s: pps %+v (%v), want > 0", c, w, st, ok)
 			}
+		}
+		// Spread flows reach every pod through every switch.
+		if st, ok := res.Stat(c, "scale-udp-63-1kf", "hosts_reached"); !ok || st.Median != 63 {
+			t.Errorf("%s/scale-udp-63-1kf: hosts_reached %+v (%v), want 63", c, st, ok)
 		}
 	}
 	// Open vSwitch's process is the contender's: its memory and ready

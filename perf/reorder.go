@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/xdpfwd/xdpfwd/internal/topo"
@@ -33,7 +34,7 @@ func runReorder(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 		return nil, fmt.Errorf("the reordering workload needs two queues per veth, %s has %d", p.Name, q)
 	}
 	deadline := time.Now().Add(e.o.Warmup + e.o.Duration + 2*time.Second)
-	rx, err := traffic.NewSeqReceiver(p.B, p.V4B, w.Flows, deadline.Add(time.Second))
+	rx, err := traffic.NewSeqReceiver(p.B, netip.AddrPortFrom(p.V4B, 0), w.Flows, deadline.Add(time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@ package main
 // hosts 1..N the pods; traffic goes from host 0 to host 1, from M MACs in
 // turn, and every other pod is learned and idle, as most of a node's pods
 // are at any moment: what grows is what the forwarder walks, holds and
-// polls per link and per MAC, not the traffic.
+// polls per link and per MAC, not the traffic. The flows points then
+// spread the traffic over every pod, F 5-tuples in all: every TX link
+// busy, every flow in the tables.
 
 import (
 	"context"
@@ -21,10 +23,14 @@ import (
 )
 
 // scalePoints are the scale workloads' sizes: pods, then source MACs
-// behind the uplink at the most pods. With the uplink, 64 links at most,
-// xdpfwd's --max-links default in switch mode; 16,384 MACs are twice its
-// --fdb-size default.
-var scalePoints = []struct{ pods, macs int }{{2, 1}, {8, 1}, {32, 1}, {63, 1}, {63, 1024}, {63, 16384}}
+// behind the uplink at the most pods, then flows spread over the pods.
+// With the uplink, 64 links at most, xdpfwd's --max-links default in
+// switch mode; 16,384 MACs are twice its --fdb-size default. The last
+// point is all of them at once.
+var scalePoints = []struct{ pods, macs, flows int }{
+	{2, 1, 0}, {8, 1, 0}, {32, 1, 0}, {63, 1, 0}, {63, 1024, 0}, {63, 16384, 0},
+	{63, 1, 1024}, {63, 1, 65536}, {63, 16384, 65536},
+}
 
 // scaleContenders run the scale workloads: the switch's, and Open
 // vSwitch's learning switch on afxdp ports, where it is installed.
@@ -42,12 +48,16 @@ func scaleWorkloads() []*workload {
 			name += fmt.Sprintf("-%dk", pt.macs/1024)
 			title += fmt.Sprintf(", %d source MACs", pt.macs)
 		}
+		if pt.flows > 0 {
+			name += fmt.Sprintf("-%dkf", pt.flows/1024)
+			title += fmt.Sprintf(", %d flows over every pod", pt.flows)
+		}
 		ws = append(ws,
 			&workload{Name: "scale-cost-" + name, Group: "scale", Title: "CPU per packet, UDP 64 B at a fixed load, " + title,
-				Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Hosts: pt.pods + 1, MACs: pt.macs, OnRequest: true,
+				Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Hosts: pt.pods + 1, MACs: pt.macs, SpreadFlows: pt.flows, OnRequest: true,
 				Contenders: scaleContenders, run: runScale},
 			&workload{Name: "scale-udp-" + name, Group: "scale", Title: "UDP 64 B, packets/s at maximum offered load, " + title,
-				Metric: "pps", Unit: "packets/s", Size: 64, Hosts: pt.pods + 1, MACs: pt.macs, OnRequest: true,
+				Metric: "pps", Unit: "packets/s", Size: 64, Hosts: pt.pods + 1, MACs: pt.macs, SpreadFlows: pt.flows, OnRequest: true,
 				Contenders: scaleContenders, run: runScale})
 	}
 	return ws

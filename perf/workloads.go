@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/xdpfwd/xdpfwd/gen"
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
 	"github.com/xdpfwd/xdpfwd/perf/internal/report"
@@ -64,6 +65,11 @@ type workload struct {
 	// MACs, if above 1: UDP from that many source MACs in turn (txonly
 	// only), hosts behind the uplink for a switch to learn.
 	MACs int
+	// SpreadFlows, if > 0: UDP to every host past the first in turn,
+	// each host's share from source ports in turn, about this many
+	// 5-tuples in all (txonly only), to every link of a switch and for
+	// tables keyed by flow to hold.
+	SpreadFlows int
 
 	run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)
 }
@@ -278,22 +284,24 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 			rate = float64(w.Rate)
 		}
 	}
-	dst := netip.AddrPortFrom(p.V4B, 9)
 	deadline := time.Now().Add(e.o.Warmup + e.o.Duration + 2*time.Second)
-	var rx *traffic.UDPReceiver
-	if !c.Baseline {
-		var err error
-		if rx, err = traffic.NewUDPReceiver(p.B, p.V4B, deadline.Add(time.Second)); err != nil {
-			return nil, err
-		}
-		dst = netip.AddrPortFrom(p.V4B, uint16(rx.Port))
-	}
-	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline, w.MACs)
+	shape, err := e.shapeOf(p, w)
 	if err != nil {
-		if rx != nil {
-			rx.Close()
-		}
 		return nil, err
+	}
+	dst, rxs, err := e.udpReceivers(p, shape, c.Baseline, deadline.Add(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	closeRx := func() (err error) {
+		for _, rx := range rxs {
+			err = errors.Join(err, rx.Close())
+		}
+		return err
+	}
+	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline, shape)
+	if err != nil {
+		return nil, errors.Join(err, closeRx())
 	}
 	var costs []fwdCost // the forwarder's own counters, at both ends of the window
 	a, b, werr := e.window(ctx, func() [3]float64 {
@@ -301,17 +309,20 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 			costs = append(costs, e.readFwdCost(ctx))
 		}
 		n := [3]float64{float64(tx.Packets())}
-		if rx != nil {
-			n[1], n[2] = float64(rx.Packets.Load()), float64(rx.OutOfOrder.Load())
+		for _, rx := range rxs {
+			n[1] += float64(rx.Packets.Load())
+			n[2] += float64(rx.OutOfOrder.Load())
 		}
 		return n
 	})
-	err = errors.Join(werr, tx.Close())
-	if rx != nil {
-		err = errors.Join(err, rx.Close())
-	}
-	if err != nil {
+	if err := errors.Join(werr, tx.Close(), closeRx()); err != nil {
 		return nil, err
+	}
+	reached := 0 // hosts that received, with flows spread over them
+	for _, rx := range rxs {
+		if rx.Packets.Load() > 0 {
+			reached++
+		}
 	}
 	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent := b.n[0] - a.n[0]
@@ -329,6 +340,9 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	if sent > 0 {
 		m["loss_pct"] = max(0, 100*(1-got/sent))
 	}
+	if len(shape.DstHosts) > 0 && !c.Baseline {
+		m["hosts_reached"] = float64(reached)
+	}
 	e.cpuMetrics(m, a, b)
 	if got == 0 {
 		return m, fmt.Errorf("no packet arrived (%.0f sent)", sent)
@@ -339,6 +353,59 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		costMetrics(m, costs[0], costs[1], got)
 	}
 	return m, nil
+}
+
+// shapeOf is what w's UDP varies on p: its source MACs, and with
+// SpreadFlows every host past the first as a destination, from source
+// ports in turn.
+func (e *env) shapeOf(p *topo.Pair, w *workload) (traffic.Shape, error) {
+	shape := traffic.Shape{SrcMACs: w.MACs}
+	if w.SpreadFlows == 0 {
+		return shape, nil
+	}
+	h := e.hosts[p]
+	if h == nil || len(h.NS) < 2 {
+		return shape, fmt.Errorf("%s spreads its flows over hosts, and %s has none", w.Name, p.Name)
+	}
+	for i := 1; i < len(h.NS); i++ {
+		mac, _, err := ifaceOf(h.NS[i], "eth0")
+		if err != nil {
+			return shape, fmt.Errorf("in %s: %w", h.NS[i].Name, err)
+		}
+		shape.DstHosts = append(shape.DstHosts, gen.Host{MAC: mac, IP: h.V4[i]})
+	}
+	shape.SrcPorts = max(1, w.SpreadFlows/len(shape.DstHosts))
+	return shape, nil
+}
+
+// udpReceivers starts a receiver on B, and on every host of shape, all on
+// B's port, and returns where to send; the baseline has none (its
+// packets are dropped at the ingress root end).
+func (e *env) udpReceivers(p *topo.Pair, shape traffic.Shape, baseline bool, deadline time.Time) (netip.AddrPort, []*traffic.UDPReceiver, error) {
+	if baseline {
+		return netip.AddrPortFrom(p.V4B, 9), nil, nil
+	}
+	rx, err := traffic.NewUDPReceiver(p.B, p.V4B, deadline)
+	if err != nil {
+		return netip.AddrPort{}, nil, err
+	}
+	rxs := []*traffic.UDPReceiver{rx}
+	h := e.hosts[p]
+	for _, d := range shape.DstHosts {
+		if d.IP == p.V4B {
+			continue
+		}
+		i := slices.Index(h.V4, d.IP)
+		r, err := traffic.NewSeqReceiver(h.NS[i], netip.AddrPortFrom(d.IP, uint16(rx.Port)), 0, deadline)
+		if err != nil {
+			for _, rx := range rxs {
+				rx.Close()
+			}
+			return netip.AddrPort{}, nil, err
+		}
+		rxs = append(rxs, r)
+	}
+	return netip.AddrPortFrom(p.V4B, uint16(rx.Port)), rxs, nil
 }
 
 // runTCP streams from A to B over w.Streams connections.
@@ -413,6 +480,7 @@ func workloadInfo(w *workload, o *Options) report.WorkloadInfo {
 	if w.MACs > 1 {
 		wi.MACs = w.MACs
 	}
+	wi.SpreadFlows = w.SpreadFlows
 	if w.Rate > 0 {
 		wi.Size, wi.Rate, wi.Count, wi.FwdDefaults = w.Size, w.Rate, w.Count, w.FwdDefaults
 	}

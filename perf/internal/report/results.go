@@ -94,9 +94,11 @@ type WorkloadInfo struct {
 	Count       int  `json:"count,omitempty"`
 	FwdDefaults bool `json:"fwd_defaults,omitempty"`
 	// The switch, scale and reflect workloads: hosts of their topology;
-	// source MACs behind host 0 (scale), when more than one.
-	Hosts int `json:"hosts,omitempty"`
-	MACs  int `json:"macs,omitempty"`
+	// source MACs behind host 0 (scale), when more than one; the UDP
+	// 5-tuples spread over every pod (scale), if any.
+	Hosts       int `json:"hosts,omitempty"`
+	MACs        int `json:"macs,omitempty"`
+	SpreadFlows int `json:"spread_flows,omitempty"`
 }
 
 // Sample is one measured window: one contender, one workload, one round.

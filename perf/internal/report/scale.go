@@ -23,14 +23,16 @@ func (r *Results) scaleSection(b *strings.Builder) {
 	}
 	b.WriteString("### Scale: one switch, more pods\n\n")
 	b.WriteString("The switch topology with *N* pods: host 0 is the uplink, hosts 1..*N* the pods, each a namespace joined to the root namespace by a veth, " +
-		"switched by `xdpfwd --mode switch` with a `--link` per host (pinned to the forwarder CPU) or by a Linux bridge enslaving the same ends. " +
+		"switched by `xdpfwd --mode switch` with a `--link` per host (pinned to the forwarder CPU), by a Linux bridge enslaving the same ends, " +
+		"or by Open vSwitch's userspace datapath with an afxdp port on each and its NORMAL rule (MAC learning), one PMD thread on the forwarder CPU. " +
 		"Every pod is learned before a measurement (each pings host 0); traffic goes from host 0 to host 1 and the other pods are idle, " +
-		"so what grows with *N* is what the forwarder holds and walks per link, not the traffic. " +
+		"so what grows with *N* is what the switch holds and walks per link, not the traffic. " +
 		"CPU per packet as in the switch table (own CPU at the paced rate, net of the generator alone into `XDP_DROP` on host 0's root end); " +
-		"packets/s at the maximum offered load. For xdpfwd, at the end of each window: its resident memory (`VmRSS`), its UMEM (every zone's units × unit size, from its metrics), " +
-		"its forwarding database's entries, and its ready time, from its start to the first ping across it. " +
-		"The last points keep 63 pods and send from 1,024 and 16,384 source MACs in turn behind the uplink (xdpfwd's txonly generator), which the switch learns: " +
+		"packets/s at the maximum offered load. For xdpfwd and Open vSwitch, at the end of each window: the process's resident memory (`VmRSS`) and its ready time, from its start to the first ping across it; " +
+		"for xdpfwd also its UMEM (every zone's units × unit size, from its metrics) and its forwarding database's entries. " +
+		"The next points keep 63 pods and send from 1,024 and 16,384 source MACs in turn behind the uplink (xdpfwd's txonly generator), which the switch learns: " +
 		"16,384 is twice xdpfwd's `--fdb-size` default, so it evicts, and `fdb_evictions` counts it. " +
+		"The points with flows spread the traffic over every pod in turn, each pod's share from source ports in turn, so that many UDP 5-tuples cross the switch, to every link. " +
 		"The last column is the largest pod count's median over the smallest's: ×1.00 is flat.\n\n")
 	r.scaleTable(b, cs, byMetric["own_cpu_ns_per_pkt_net"], []scaleRow{{"net own CPU ns/packet", "own_cpu_ns_per_pkt_net"}, {"delivered", "delivered_pct"}})
 	r.scaleTable(b, cs, byMetric["pps"], []scaleRow{{"delivered packets/s", "pps"},
@@ -78,11 +80,15 @@ func (r *Results) scaleTable(b *strings.Builder, cs []ContenderResult, ws []Work
 	b.WriteString(t.String() + "\n")
 }
 
-// scaleLabel names a scale workload's point: its pods, and its source MACs
-// when more than one.
+// scaleLabel names a scale workload's point: its pods, its source MACs
+// when more than one, and its flows when spread over the pods.
 func scaleLabel(w WorkloadInfo) string {
+	l := fmt.Sprintf("%d pods", w.Hosts-1)
 	if w.MACs > 1 {
-		return fmt.Sprintf("%d pods, %d MACs", w.Hosts-1, w.MACs)
+		l += fmt.Sprintf(", %d MACs", w.MACs)
 	}
-	return fmt.Sprintf("%d pods", w.Hosts-1)
+	if w.SpreadFlows > 0 {
+		l += fmt.Sprintf(", %d flows", w.SpreadFlows)
+	}
+	return l
 }

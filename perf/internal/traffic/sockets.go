@@ -27,16 +27,21 @@ func Sockaddr4(a netip.AddrPort) *unix.SockaddrInet4 {
 	return &unix.SockaddrInet4{Addr: a.Addr().As4(), Port: int(a.Port())}
 }
 
-// UDPSocket opens a blocking IPv4 UDP socket in ns bound to local (port 0:
-// ephemeral), with send and receive timeouts so no loop can hang on it.
+// UDPSocket opens a blocking IPv4 UDP socket in ns bound to local on an
+// ephemeral port, with send and receive timeouts so no loop can hang on it.
 func UDPSocket(ns *topo.NS, local netip.Addr) (fd int, port int, err error) {
+	return UDPSocketOn(ns, netip.AddrPortFrom(local, 0))
+}
+
+// UDPSocketOn is UDPSocket bound to local's port (0: ephemeral).
+func UDPSocketOn(ns *topo.NS, local netip.AddrPort) (fd int, port int, err error) {
 	err = ns.Do(func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err
 		}
-		if err = unix.Bind(fd, Sockaddr4(netip.AddrPortFrom(local, 0))); err != nil {
+		if err = unix.Bind(fd, Sockaddr4(local)); err != nil {
 			unix.Close(fd)
 			return err
 		}

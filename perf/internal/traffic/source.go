@@ -44,13 +44,23 @@ func (s *txSource) Close() error {
 	return errors.Join(<-s.done, s.g.Close())
 }
 
+// Shape is what a source varies beyond its one flow, as hosts and flows
+// behind a link; txonly only (gen.Template's fields of the same names).
+// The zero Shape is one flow from one MAC to B.
+type Shape struct {
+	SrcMACs int // source MACs, in turn
+	// DstHosts, if set, replace B: flow i goes to DstHosts[i], on
+	// dst's port.
+	DstHosts []gen.Host
+	SrcPorts int // source ports per flow, in turn
+}
+
 // NewSource starts kind ("txonly" or "sendmmsg") on p's A end towards dst
-// until deadline; with macs above 1, txonly sends from that many source
-// MACs in turn (gen.Template.SrcMACs), which sendmmsg cannot.
-func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time, macs int) (Source, error) {
+// until deadline, in shape, which sendmmsg cannot vary.
+func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate float64, deadline time.Time, shape Shape) (Source, error) {
 	if kind == "sendmmsg" {
-		if macs > 1 {
-			return nil, fmt.Errorf("sendmmsg sends from its socket's MAC only, not %d: use txonly", macs)
+		if shape.SrcMACs > 1 || len(shape.DstHosts) > 0 || shape.SrcPorts > 1 {
+			return nil, fmt.Errorf("sendmmsg sends one flow from its socket's MAC, not %+v: use txonly", shape)
 		}
 		return NewUDPSender(p.A, p.V4A, dst, size, rate, deadline)
 	}
@@ -59,7 +69,9 @@ func NewSource(kind string, p *topo.Pair, dst netip.AddrPort, size int, rate flo
 		return nil, fmt.Errorf("txonly: %w", err)
 	}
 	cfg := gen.Config{Links: []string{p.PeerA}, Sizes: []int{size + 14 + gen.FCS}, Rate: rate, Duration: time.Until(deadline),
-		Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B, DstPort: dst.Port(), SrcMACs: macs}}
+		Flows: len(shape.DstHosts),
+		Template: gen.Template{DstMAC: macB, SrcIP: p.V4A, DstIP: p.V4B, DstPort: dst.Port(),
+			SrcMACs: shape.SrcMACs, DstHosts: shape.DstHosts, SrcPorts: shape.SrcPorts}}
 	var g *gen.Generator
 	if err := p.A.Do(func() (err error) { g, err = gen.New(cfg); return err }); err != nil {
 		return nil, fmt.Errorf("txonly: %w", err)

@@ -37,13 +37,13 @@ type UDPReceiver struct {
 // NewUDPReceiver starts a receiver of one sequenced flow on an ephemeral
 // port of local in ns, until Close or deadline.
 func NewUDPReceiver(ns *topo.NS, local netip.Addr, deadline time.Time) (*UDPReceiver, error) {
-	return NewSeqReceiver(ns, local, 0, deadline)
+	return NewSeqReceiver(ns, netip.AddrPortFrom(local, 0), 0, deadline)
 }
 
-// NewSeqReceiver is a receiver of flows sequenced flows (0: one, with a
-// 64-bit sequence number).
-func NewSeqReceiver(ns *topo.NS, local netip.Addr, flows int, deadline time.Time) (*UDPReceiver, error) {
-	fd, port, err := UDPSocket(ns, local)
+// NewSeqReceiver is a receiver on local (port 0: ephemeral) of flows
+// sequenced flows (0: one, with a 64-bit sequence number).
+func NewSeqReceiver(ns *topo.NS, local netip.AddrPort, flows int, deadline time.Time) (*UDPReceiver, error) {
+	fd, port, err := UDPSocketOn(ns, local)
 	if err != nil {
 		return nil, err
 	}
