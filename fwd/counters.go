@@ -88,6 +88,8 @@ var ringCounts = [...]func(*LinkStats) *uint64{
 	func(l *LinkStats) *uint64 { return &l.TXKicks },
 	func(l *LinkStats) *uint64 { return &l.KickErrors },
 	func(l *LinkStats) *uint64 { return &l.FillWakeups },
+	func(l *LinkStats) *uint64 { return &l.RXLend },
+	func(l *LinkStats) *uint64 { return &l.RXLendGrowths },
 }
 
 // portStats are one socket's counters: n by count, and the histograms.

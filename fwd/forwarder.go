@@ -382,9 +382,10 @@ func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 	region := f.doms[l.dom].region
 	f.socks[i] = make([]*xsk.Socket, l.rxQueues)
 	for q := range l.rxQueues {
+		r := f.cfg.socketRings(ring, q, f.cfg.copyBound(l, zc))
 		s, err := f.env.Open(region, xsk.Config{
 			Ifname: l.name, Ifindex: l.index, Queue: q,
-			RingSize: ring, FillSize: fillSizeOf(ring, f.cfg.Queues, q),
+			RingSize: r.tx, RXSize: r.rx, FillSize: r.fill,
 			Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
 			BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
 		})
@@ -437,7 +438,8 @@ func (f *Forwarder) attach(i int) error {
 func (f *Forwarder) newPorts(i int) []*port {
 	var ports []*port
 	for q, sk := range f.socks[i] {
-		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.cfg.completesChecksums(f.links[i])}
+		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.cfg.completesChecksums(f.links[i]),
+			lend: fillSizeOf(sk.TX.Size(), f.cfg.Queues, q)}
 		if f.progs[i].Mode() == "native" {
 			// One CPU at a time runs a queue's NAPI, so the queue's
 			// newest stamp only grows (merge.go's caughtUp relies on

@@ -58,11 +58,14 @@ type Legacy struct {
 type LegacyLink struct {
 	Name string `json:"name"`
 	Dom  int    `json:"domain"`
-	// Ring is its sockets' RX and TX ring size (RingSize, or
-	// AddedRingSize for one added while running).
+	// Ring is its sockets' ring size (RingSize, or AddedRingSize for one
+	// added while running): their TX rings', and what their RX and fill
+	// rings derive from (Plan.socketRings).
 	Ring uint32 `json:"ring"`
-	Mode string `json:"xdp_mode"`
-	VLAN bool   `json:"vlan"`
+	// Burst: its sockets' RX and fill rings are Layout.BurstRing's.
+	Burst bool   `json:"burst_rings,omitempty"`
+	Mode  string `json:"xdp_mode"`
+	VLAN  bool   `json:"vlan"`
 	// Program and Sockets are its files: the program's, and one socket's
 	// per RX queue.
 	Program []int `json:"program"`
@@ -83,6 +86,7 @@ type Layout struct {
 	Queues           int      `json:"queues"`
 	RingSize         uint32   `json:"ring_size"`
 	AddedRingSize    uint32   `json:"added_ring_size"`
+	BurstRing        uint32   `json:"burst_ring"`
 	FrameSize        int      `json:"frame_size"`
 	MultiBuffer      bool     `json:"multi_buffer"`
 	HandoffSize      int      `json:"handoff_size"`
@@ -92,7 +96,7 @@ type Layout struct {
 }
 
 func (p *Plan) layout() Layout {
-	return Layout{MaxLinks: p.MaxLinks, Queues: p.Queues, RingSize: p.RingSize, AddedRingSize: p.AddedRingSize,
+	return Layout{MaxLinks: p.MaxLinks, Queues: p.Queues, RingSize: p.RingSize, AddedRingSize: p.AddedRingSize, BurstRing: p.BurstRing,
 		FrameSize: p.FrameSize, MultiBuffer: p.MultiBuffer, HandoffSize: p.HandoffSize, AddedHandoffSize: p.AddedHandoffSize,
 		Handler: p.Handler != nil, Domains: p.Domains}
 }
@@ -187,7 +191,10 @@ func (f *Forwarder) Legacy() (Legacy, []*os.File, error) {
 				}
 				ll.Sockets = append(ll.Sockets, add(fl))
 			}
-			ll.Ring = f.ports[i][0].sock.RX.Size()
+			ll.Ring = f.ports[i][0].sock.TX.Size()
+			for q, p := range f.ports[i] {
+				ll.Burst = ll.Burst || p.sock.Fill.Size() != fillSizeOf(ll.Ring, f.cfg.Queues, q)
+			}
 		}
 		lg.Links = append(lg.Links, ll)
 	}
@@ -369,6 +376,7 @@ func (p *port) seed(l LinkStats) {
 	p.rx.TooLong.Add(l.Drops[DropRXTooLong])
 	p.rx.FillShort.Add(l.Drops[DropUMEMExhausted])
 	p.rx.FillWakeups.Add(l.FillWakeups)
+	p.rx.LendGrew.Add(l.RXLendGrowths)
 	if p.tx != nil {
 		p.tx.seedKicks(l.TXKicks, l.KickErrors)
 	}
@@ -526,8 +534,9 @@ func (a *adoption) adoptLink(f *Forwarder, i int, ll LegacyLink) error {
 		if err != nil {
 			return err
 		}
+		r := f.cfg.socketRings(ll.Ring, q, ll.Burst)
 		s, err := a.env.AdoptSocket(region, fl, xsk.Config{Ifname: l.name, Ifindex: l.index, Queue: q,
-			RingSize: ll.Ring, FillSize: fillSizeOf(ll.Ring, f.cfg.Queues, q)})
+			RingSize: r.tx, RXSize: r.rx, FillSize: r.fill})
 		if err != nil {
 			return err
 		}

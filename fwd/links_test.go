@@ -678,8 +678,11 @@ func TestMaxLinksMemory(t *testing.T) {
 		env := fwdtest.New()
 		var names []string
 		for i := range links {
+			// Veths, as a switch's pods are: they bind in copy mode, as
+			// every link added while running does, so the links given
+			// and those to come get burst rings alike.
 			names = append(names, fmt.Sprint("l", i))
-			env.AddLink(names[i], fwdtest.LinkOptions{})
+			env.AddLink(names[i], fwdtest.LinkOptions{Veth: true})
 		}
 		f, err := fwd.New(fwd.Config{Links: names, Handler: modes.NewSwitch(links, 1024, 0), MaxLinks: max, RingSize: ring, Queues: 1, Env: env, HugePages: umem.HugePagesOff})
 		if err != nil {

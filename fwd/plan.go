@@ -51,6 +51,14 @@ type Plan struct {
 	// stays within a sixteenth of what it would be at AddedRingSize
 	// (givenRingSize), never below AddedRingSize.
 	RingSize uint32
+	// BurstRing, if set, is the RX and fill ring size of every socket
+	// whose ring size gives it a smaller fill ring, on a link that binds
+	// in copy mode: its fill ring lends what the ring size gives, more
+	// while its link takes bursts (rxring.Ring.SetLend), up to BurstRing,
+	// from a reserve of BurstRing frames per worker (umemConfig). Auto
+	// ring sizes only (a ring size set is what each socket gets); 0 when
+	// no socket's fill ring is smaller.
+	BurstRing uint32
 	// AddedRingSize is the ring size of a link added while running
 	// (AddLink): Config.AddedRingSize when set; auto, the one MaxLinks
 	// links would get (never above RingSize), so that each one to come
@@ -272,6 +280,10 @@ func plan(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 		// Weighed on the frame size and frag zone just settled.
 		p.RingSize = givenRingSize(&p, links)
 	}
+	if cfg.RingSize == 0 && fillSizeOf(min(p.RingSize, p.AddedRingSize), p.Queues, 0) < burstRing {
+		// Some TX lane's socket would lend fewer than a burst.
+		p.BurstRing = burstRing
+	}
 	p.planDomains(links)
 	p.FragOrder = cmp0(p.UMEM.FragOrder, FragOff) // umem's 0 is none
 	if err := p.boundUMEM(cfg, links); err != nil {
@@ -485,6 +497,37 @@ func autoRingSize(workers int, links []linkInfo) uint32 {
 	return size
 }
 
+// burstRing is Plan.BurstRing when set: half the fill ring one link alone
+// on a worker gets, so a burst costs a worker's UMEM 2048 frames and each
+// socket 64 KiB of rings.
+const burstRing = 2048
+
+// socketRings are the ring sizes of queue q's socket whose ring size is
+// ring: its TX ring, RX ring and fill (and completion) ring, and the
+// fewest frames its fill ring lends (rxring.Ring.SetLend): all of it,
+// unless burst (a link bound in copy mode: copyBound) has BurstRing make
+// the RX and fill rings of a worker's TX lane socket larger than what
+// ring gives. An RX-only socket (a link with more RX queues than
+// workers) keeps its rings: RSS spreads its bursts, and a NIC may have
+// 64 of them.
+type socketRings struct{ tx, rx, fill, lend uint32 }
+
+func (p *Plan) socketRings(ring uint32, q int, burst bool) socketRings {
+	fill := fillSizeOf(ring, p.Queues, q)
+	r := socketRings{tx: ring, rx: ring, fill: fill, lend: fill}
+	if burst && q < p.Queues && p.BurstRing > fill {
+		r.rx, r.fill = max(ring, p.BurstRing), p.BurstRing
+	}
+	return r
+}
+
+// copyBound: l's sockets, opened asking zc, bind in copy mode, where a
+// fill ring's frames are the kernel's to copy into, not a driver's to
+// keep posted: those get burst rings.
+func (p *Plan) copyBound(l linkInfo, zc xsk.ZeroCopy) bool {
+	return zc == xsk.ZeroCopyOff || !mayBindZeroCopy(p, l)
+}
+
 // fillSize is the fill (and completion) ring size of queue q's socket: a
 // TX lane's is twice the ring size, so a worker scheduled out for a while
 // loses nothing; an RX-only socket's is the ring size, and its frames
@@ -537,6 +580,10 @@ func umemConfig(p *Plan, links []linkInfo) umem.Config {
 	// (a zero-copy domain of two NICs) starved while another worker's
 	// cache held what they lacked.
 	frames += max(p.Queues-1, 0) * frameCacheSize
+	// A burst per worker: what its busiest socket lends above its floor.
+	if p.burstsAny(links, spare) {
+		frames += p.Queues * int(p.BurstRing)
+	}
 	ucfg := umem.DefaultConfig(lanes)
 	ucfg.FrameSize = p.FrameSize
 	ucfg.Frames = frames
@@ -557,6 +604,20 @@ func umemConfig(p *Plan, links []linkInfo) umem.Config {
 		ucfg.InlineSlots = 0
 	}
 	return ucfg
+}
+
+// burstsAny: a TX lane's socket of links, or of the spare links to come
+// (copy mode, at AddedRingSize), gets burst rings.
+func (p *Plan) burstsAny(links []linkInfo, spare int) bool {
+	if spare > 0 && p.BurstRing > fillSizeOf(p.AddedRingSize, p.Queues, 0) {
+		return true
+	}
+	for _, l := range links {
+		if p.copyBound(l, p.ZeroCopy) && p.BurstRing > fillSizeOf(p.RingSize, p.Queues, 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // completesChecksums: partial TCP/UDP checksums of the packets received

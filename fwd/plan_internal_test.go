@@ -330,3 +330,73 @@ func TestReconfigure(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstRings: with auto ring sizes, a worker's queue of a copy-mode
+// link whose ring size gives a fill ring under burstRing gets RX and fill
+// rings of burstRing, lending what its ring size gives, and the UMEM a
+// burst per worker; a ring size set, a zero-copy NIC, an RX-only queue
+// and rings already that large keep the rings of before.
+func TestBurstRings(t *testing.T) {
+	veths := func(n, queues int) []linkInfo {
+		var ls []linkInfo
+		for i := range n {
+			ls = append(ls, vethLink(string(rune('a'+i%26))+strings.Repeat("x", i/26), queues))
+		}
+		return ls
+	}
+	names := func(ls []linkInfo) []string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, l.name)
+		}
+		return out
+	}
+	nic := func(n string) linkInfo { return nicLink(n, "igb", 1500, 1, 1) }
+	sw := HandlerFunc(func([]Packet) {}) // a switch: links come and go
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		links []linkInfo
+		q     int
+		zc    xsk.ZeroCopy
+		burst uint32      // Plan.BurstRing
+		want  socketRings // link 0's queue q, opened asking zc
+	}{
+		{"2 veths alone: 2048-entry rings as before", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 4096}},
+		{"64 veths", Config{Handler: sw, MaxLinks: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 2048, 2048, 128}},
+		{"2 veths of 64", Config{Handler: sw, MaxLinks: 64}, veths(2, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{128, 2048, 2048, 256}},
+		{"64 veths, ring size set", Config{Handler: sw, MaxLinks: 64, RingSize: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{64, 64, 128, 128}},
+		{"an RX-only queue", Config{Handler: sw, MaxLinks: 64, Queues: 1}, veths(64, 2), 1, xsk.ZeroCopyAuto, burstRing, socketRings{64, 64, 64, 64}},
+		{"a zero-copy NIC", Config{Handler: sw, MaxLinks: 64}, append([]linkInfo{nic("nic0")}, veths(63, 1)...), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 64, 128, 128}},
+		{"the NIC bound in copy mode", Config{Handler: sw, MaxLinks: 64}, append([]linkInfo{nic("nic0")}, veths(63, 1)...), 0, xsk.ZeroCopyOff, burstRing, socketRings{64, 2048, 2048, 128}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Links = names(tc.links)
+			cfg.HugePages = umem.HugePagesOff
+			if cfg.Queues == 0 {
+				cfg.Queues = 1
+			}
+			p, err := resolve(cfg, tc.links, twoCPUs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.BurstRing != tc.burst {
+				t.Fatalf("BurstRing %d, want %d (ring %d, added %d)", p.BurstRing, tc.burst, p.RingSize, p.AddedRingSize)
+			}
+			got := p.socketRings(p.RingSize, tc.q, p.copyBound(tc.links[0], tc.zc))
+			if got != tc.want {
+				t.Errorf("socketRings = %+v, want %+v", got, tc.want)
+			}
+			// The UMEM sets a burst per worker aside only when a socket
+			// gets burst rings.
+			q := p
+			q.BurstRing = 0
+			spare := max(p.MaxLinks-len(tc.links), 0)
+			extra := umemConfig(&p, tc.links).Frames - umemConfig(&q, tc.links).Frames
+			if want := map[bool]int{true: p.Queues * burstRing}[p.burstsAny(tc.links, spare)]; extra != want {
+				t.Errorf("UMEM: %d frames for bursts, want %d", extra, want)
+			}
+		})
+	}
+}

@@ -28,11 +28,14 @@ type port struct {
 	dom         int // the UMEM domain of its socket (domain.go)
 	// csum: partial TCP/UDP checksums of its packets are finished
 	// (Plan.Checksums).
-	csum  bool
-	sock  *xsk.Socket
-	rx    *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	tx    *lane        // nil unless a TX lane (lane.go)
-	stats portStats    // counters.go
+	csum bool
+	sock *xsk.Socket
+	rx   *rxring.Ring // its fill and RX rings, with the owner's frame cache
+	// lend is the fewest frames its fill ring lends, what its ring size
+	// gives (Plan.socketRings); a larger fill ring lends more in bursts.
+	lend  uint32
+	tx    *lane     // nil unless a TX lane (lane.go)
+	stats portStats // counters.go
 	owner *worker
 	portOrder
 }
@@ -93,10 +96,11 @@ func newRXSide(mem []byte, frameSize, batch int) rxSide {
 }
 
 // add makes w, whose RX side this is, the owner of port p: its RX ring
-// lends frames from w's cache of p's domain.
+// lends frames from w's cache of p's domain, at least p.lend.
 func (r *rxSide) add(p *port, w *worker) {
 	p.owner = w
 	p.rx = rxring.New(p.sock, w.umems.dom[p.dom].frames)
+	p.rx.SetLend(p.lend)
 	r.ports = append(r.ports, p)
 }
 

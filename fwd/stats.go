@@ -70,6 +70,12 @@ type LinkStats struct {
 	// FillWakeups counts the recvfrom calls that woke the kernel for the
 	// fill rings of this link's sockets (need_wakeup set on the fill ring).
 	FillWakeups uint64 `json:"rx_fill_wakeups"`
+	// RXLend is how many frames the link's fill rings keep lent to the
+	// kernel now (rxring.Ring.SetLend): twice the ring size per worker,
+	// more on a copy-mode link taking bursts; RXLendGrowths counts the
+	// times a burst doubled one.
+	RXLend        uint64 `json:"rx_lend"`
+	RXLendGrowths uint64 `json:"rx_lend_growths"`
 	// RXBatches counts the batches read from this link's RX rings;
 	// RXBatchPackets is a histogram of them by packets per batch, keyed
 	// by BatchBucketNames ("1", "2", "3-4", … "65+").
@@ -277,6 +283,7 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 		l.TXKicks, l.KickErrors = p.tx.kicks()
 	}
 	l.FillWakeups = p.rx.FillWakeups.Load()
+	l.RXLend, l.RXLendGrowths = uint64(p.rx.Lend.Load()), p.rx.LendGrew.Load()
 	for b, name := range BatchBucketNames {
 		l.RXBatchPackets[name] = p.stats.batchHist[b].Load()
 	}

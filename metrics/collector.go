@@ -161,6 +161,7 @@ type descs struct {
 	kickErrors, csumCompleted              *prometheus.Desc
 	descsPerPacket                         *prometheus.Desc
 	txKicks, fillWakeups, rxBatchPackets   *prometheus.Desc
+	rxLend, rxLendGrowths                  *prometheus.Desc
 
 	wRounds, wSleeps, wPolls, wPollTimeouts *prometheus.Desc
 	wPollEventfd, wEventfdWrites            *prometheus.Desc
@@ -210,6 +211,8 @@ func newDescs() descs {
 		descsPerPacket:  d("tx_descriptors_per_packet", "TX descriptors each frame transmitted on the link's queue took.", lq...),
 		txKicks:         d("tx_kicks_total", "TX wake-ups (sendto) made for the link's queue, failed ones included.", lq...),
 		fillWakeups:     d("rx_fill_wakeups_total", "Fill-ring wake-ups (recvfrom) made for the link's queue's socket.", lq...),
+		rxLend:          d("rx_lend_frames", "Frames the link's queue's fill ring keeps lent to the kernel now: what its ring size gives, more on a copy-mode link taking bursts.", lq...),
+		rxLendGrowths:   d("rx_lend_growths_total", "Times a burst doubled the frames the link's queue's fill ring lends.", lq...),
 		rxBatchPackets:  d("rx_batch_packets", "Packets per batch read from the link's queue's RX ring; _count is the batches.", lq...),
 
 		wRounds:        d("worker_rounds_total", "Passes of the worker's loop over its rings, busy or empty.", "worker"),
@@ -248,7 +251,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range []*prometheus.Desc{
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
 		d.txPath, d.txDescs, d.inlineFallbacks, d.domainCopies, d.domainCopyBytes, d.kickErrors, d.csumCompleted, d.descsPerPacket,
-		d.txKicks, d.fillWakeups, d.rxBatchPackets,
+		d.txKicks, d.fillWakeups, d.rxBatchPackets, d.rxLend, d.rxLendGrowths,
 		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wReplyWindow, d.wStoodIn,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
@@ -403,6 +406,8 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 			ch <- prometheus.MustNewConstHistogram(d.descsPerPacket, count, sum, buckets, lq...)
 			counter(d.txKicks, st.TXKicks, lq...)
 			counter(d.fillWakeups, st.FillWakeups, lq...)
+			gauge(d.rxLend, float64(st.RXLend), lq...)
+			counter(d.rxLendGrowths, st.RXLendGrowths, lq...)
 			ch <- prometheus.MustNewConstHistogram(d.rxBatchPackets, st.RXBatches, float64(st.RXPackets), batchHistogram(st.RXBatchPackets), lq...)
 			if qs.kErr == nil {
 				k := qs.k

@@ -85,6 +85,18 @@ type Ring struct {
 	// This batch's drops, published by Release.
 	invalid, tooLong uint64
 
+	// lend is how many frames Refill keeps on the fill ring, between
+	// lendFloor and the ring's size (SetLend): a burst doubles it, calm
+	// traffic halves it (adapt). onRing is what the last Refill left on
+	// the ring, since which submitted more went on it (recycled); calm
+	// counts the frames the kernel took since the lend last changed while
+	// half of it or more stayed on the ring. A ring left short by an
+	// empty cache does not grow: the frames it lacks are not a burst's.
+	lend, lendFloor   uint32
+	onRing, submitted uint32
+	calm              uint32
+	short             bool // the last Refill ran out of frames
+
 	// FillShort counts refills cut short because the cache had no free
 	// frame (the kernel then drops at rx_fill_ring_empty); FillWakeups the
 	// recvfrom calls made because the fill ring asked for a wake-up;
@@ -96,33 +108,88 @@ type Ring struct {
 	FillWakeups atomic.Uint64
 	Invalid     atomic.Uint64
 	TooLong     atomic.Uint64
+	// Lend is lend, for stats readers; LendGrew counts its doublings.
+	Lend     atomic.Uint32
+	LendGrew atomic.Uint64
 }
+
+// Calm traffic halves an adaptive lend once the kernel has taken
+// calmLends times the lend while at least half of it stayed on the fill
+// ring: a link busy in bursts keeps its frames, one that calmed down
+// gives them back to the cache as the kernel uses them.
+const calmLends = 8
 
 // New wraps the receive side of s, lending the kernel frames from frames,
 // a cache of the frames zone of the region s is bound to.
 func New(s *xsk.Socket, frames *umem.Cache) *Ring {
 	z := frames.Zone()
-	return &Ring{s: s, rx: &s.RX, fill: &s.Fill, zone: z, frames: frames, unit: uint64(z.UnitSize())}
+	r := &Ring{s: s, rx: &s.RX, fill: &s.Fill, zone: z, frames: frames, unit: uint64(z.UnitSize())}
+	r.SetLend(s.Fill.Size())
+	return r
+}
+
+// SetLend makes Refill keep at least floor frames on the fill ring, more
+// while the link takes bursts: a Refill that finds the kernel took three
+// quarters of the lend or more since the last, a quarter or less left,
+// doubles it, up to the ring's size; calm traffic halves it
+// again, down to floor. A floor of the ring's size (New's) lends it
+// whole, always. So a ring may take a burst of its size while only busy
+// links hold frames for it.
+func (r *Ring) SetLend(floor uint32) {
+	r.lendFloor = min(max(floor, 1), r.fill.Size())
+	r.lend = r.lendFloor
+	r.calm = 0
+	r.Lend.Store(r.lend)
+}
+
+// adapt moves the lend on what the kernel took since the last Refill,
+// which found onRing left on the fill ring.
+func (r *Ring) adapt(onRing uint32) {
+	taken := uint32(0)
+	if was := r.onRing + r.submitted; was > onRing { // an adopted ring's first Refill knew nothing before
+		taken = was - onRing
+	}
+	r.submitted = 0
+	switch {
+	case r.lendFloor == r.fill.Size():
+	case taken >= r.lend-r.lend/4 && onRing <= r.lend/4 && r.lend < r.fill.Size() && !r.short:
+		r.lend *= 2
+		r.calm = 0
+		r.Lend.Store(r.lend)
+		r.LendGrew.Add(1)
+	case onRing >= r.lend/2 && r.lend > r.lendFloor:
+		r.calm += taken
+		if r.calm >= calmLends*r.lend {
+			r.lend /= 2
+			r.calm = 0
+			r.Lend.Store(r.lend)
+		}
+	}
 }
 
 // Socket returns the socket the ring belongs to.
 func (r *Ring) Socket() *xsk.Socket { return r.s }
 
-// Refill tops the fill ring up with frames from the cache, if at least
-// min slots are free (a smaller refill is not worth the store), and wakes
-// the kernel if the fill ring asks for it. A cache that runs dry is
-// counted in FillShort.
+// Refill tops the fill ring up to the lend (SetLend) with frames from the
+// cache, if at least min are missing (a smaller refill is not worth the
+// store), and wakes the kernel if the fill ring asks for it. A cache that
+// runs dry is counted in FillShort.
 func (r *Ring) Refill(min uint32) {
 	fill := r.fill
-	if fill.Free(min) < min {
+	onRing := fill.Pending()
+	r.adapt(onRing)
+	r.onRing = onRing
+	if onRing+min > r.lend {
 		return
 	}
-	n, idx := fill.Reserve(fill.Free(fill.Size()))
+	n, idx := fill.Reserve(r.lend - onRing)
 	k := uint32(0)
+	r.short = false
 	for ; k < n; k++ {
 		addr, ok := r.frames.Alloc(umem.KernelRX)
 		if !ok {
 			r.FillShort.Add(1)
+			r.short = true
 			break
 		}
 		fill.SetAddr(idx+k, addr)
@@ -130,6 +197,7 @@ func (r *Ring) Refill(min uint32) {
 	fill.Cancel(n - k)
 	if k > 0 {
 		fill.Submit(k)
+		r.submitted += k
 	}
 	if fill.NeedsWakeup() {
 		r.FillWakeups.Add(1)
@@ -256,6 +324,7 @@ func (r *Ring) Release() {
 	}
 	if r.recycled > 0 {
 		r.fill.Submit(r.recycled)
+		r.submitted += r.recycled
 		r.recycled = 0
 	}
 	r.fillFull = false

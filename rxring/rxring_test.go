@@ -3,6 +3,7 @@ package rxring_test
 import (
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/xdpfwd/xdpfwd/rxring"
@@ -120,6 +121,60 @@ func TestRefill(t *testing.T) {
 					t.Errorf("frame %#x on the fill ring is %v", a, s)
 				}
 				e.lent = append(e.lent, a)
+			}
+			e.check(t)
+		})
+	}
+}
+
+// TestLend: an adaptive lend keeps its floor on the fill ring, doubles
+// when a Refill finds the kernel took three quarters of it or more (a
+// burst), up to the ring's size, and halves, down to the floor, once the kernel took
+// calmLends (8) lends while half of it stayed; a ring the cache left
+// short does not grow, and a fixed lend (New's: the ring's size) never
+// moves.
+func TestLend(t *testing.T) {
+	type step struct {
+		take     int    // frames the fake kernel takes off the fill ring first
+		wantLend uint32 // after the Refill
+		wantOn   int    // on the fill ring after the Refill
+	}
+	for _, c := range []struct {
+		name   string
+		floor  uint32 // 0: New's
+		frames int
+		steps  []step
+	}{
+		{"fixed", 0, 1024, []step{{0, 32, 32}, {31, 32, 32}, {32, 32, 32}}},
+		{"floor kept", 4, 1024, []step{{0, 4, 4}, {2, 4, 4}, {2, 4, 4}}},
+		{"bursts double it to the ring's size", 4, 1024, []step{
+			{0, 4, 4}, {3, 8, 8}, {7, 16, 16}, {12, 32, 32}, {32, 32, 32}}},
+		{"a burst short of a quarter does not", 8, 1024, []step{{0, 8, 8}, {5, 8, 8}, {6, 16, 16}}},
+		{"calm halves it after 8 lends taken", 4, 1024, append(append([]step{{0, 4, 4}, {3, 8, 8}, {6, 16, 16}},
+			// 8 at a time leaves half: calm 8, 16, ... 128 = 8 × 16.
+			slices.Repeat([]step{{8, 16, 16}}, 15)...), step{8, 8, 8}, step{4, 8, 8})},
+		// 6 frames in all: a burst grows the lend to 8, of which 6 are
+		// found; short, it does not grow on the next burst.
+		{"a short ring does not grow", 4, 6, []step{{0, 4, 4}, {4, 8, 6}, {6, 8, 6}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, 16, c.frames, 0xFFFFFFF0) // fill ring of 32: indices wrap
+			if c.floor > 0 {
+				e.r.SetLend(c.floor)
+			}
+			for i, st := range c.steps {
+				e.lent = append(e.lent, e.k.Fill.TakeAddrs(st.take)...)
+				// What the kernel took comes back as the frames are
+				// used and freed: keep the cache in frames.
+				for _, a := range e.lent {
+					e.reg.Frames.Move(a, umem.KernelRX, umem.Held)
+					e.frames.Free(a, umem.Held)
+				}
+				e.lent = e.lent[:0]
+				e.r.Refill(1)
+				if got, on := e.r.Lend.Load(), e.k.Fill.Ready(); got != st.wantLend || on != st.wantOn {
+					t.Fatalf("step %d (%d taken): lend %d with %d on the fill ring, want %d with %d", i, st.take, got, on, st.wantLend, st.wantOn)
+				}
 			}
 			e.check(t)
 		})

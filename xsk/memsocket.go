@@ -5,9 +5,9 @@ import "golang.org/x/sys/unix"
 // NewMemSocket returns a Socket that no kernel socket backs, for tests: its
 // four rings lie in memory the caller owns, each laid out as the kernel lays
 // out a ring it maps — the producer, consumer and flags words and the
-// entries at the offsets in off (as XDP_MMAP_OFFSETS reports them), RX and
-// TX of ringSize descriptors, fill and completion of fillSize addresses,
-// both powers of two. The rings start from the indices already in that
+// entries at the offsets in off (as XDP_MMAP_OFFSETS reports them), RX of
+// rxSize descriptors, TX of txSize, fill and completion of fillSize
+// addresses, all powers of two. The rings start from the indices already in that
 // memory. Whatever plays the kernel's side must follow the protocol in
 // ring.go on the same words, with sync/atomic. The memory must be 8-byte
 // aligned and stays the caller's: Close unmaps nothing. The socket has no
@@ -15,8 +15,8 @@ import "golang.org/x/sys/unix"
 // unless SetMemHooks says what Kick and WakeRX do.
 //
 // Package xsktest builds such sockets and plays the kernel's side.
-func NewMemSocket(fill, comp, rx, tx []byte, off unix.XDPMmapOffsets, ringSize, fillSize uint32) *Socket {
-	s := &Socket{fd: -1, cfg: Config{RingSize: ringSize, FillSize: fillSize}}
+func NewMemSocket(fill, comp, rx, tx []byte, off unix.XDPMmapOffsets, rxSize, txSize, fillSize uint32) *Socket {
+	s := &Socket{fd: -1, cfg: Config{RingSize: txSize, RXSize: rxSize, FillSize: fillSize}}
 	memRing := func(mem []byte, o unix.XDPRingOffset, n uint32) ring {
 		r := newRing(mem, o.Producer, o.Consumer, o.Flags, o.Desc, n)
 		r.mem = nil // not a mapping: Close must not unmap it
@@ -24,8 +24,8 @@ func NewMemSocket(fill, comp, rx, tx []byte, off unix.XDPMmapOffsets, ringSize, 
 	}
 	s.Fill.ring = memRing(fill, off.Fr, fillSize)
 	s.Comp.ring = memRing(comp, off.Cr, fillSize)
-	s.RX.ring = memRing(rx, off.Rx, ringSize)
-	s.TX.ring = memRing(tx, off.Tx, ringSize)
+	s.RX.ring = memRing(rx, off.Rx, rxSize)
+	s.TX.ring = memRing(tx, off.Tx, txSize)
 	s.Fill.initProducer()
 	s.TX.initProducer()
 	s.Comp.initConsumer()

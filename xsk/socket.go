@@ -45,6 +45,10 @@ type Config struct {
 	Ifindex  int
 	Queue    int
 	RingSize uint32 // entries in the RX and TX rings; a power of two
+	// RXSize, if set, is the entries in the RX ring instead: descriptors
+	// cost 16 bytes, frames lent a page, so an RX ring may be sized for
+	// a burst while its fill ring lends fewer frames (rxring's lend).
+	RXSize uint32
 	// FillSize is the entries in the fill and completion rings; 0 means
 	// twice RingSize, so a worker that is scheduled out for a while loses
 	// packets to a full RX ring, not to an empty fill ring.
@@ -79,17 +83,31 @@ type Socket struct {
 	TX   Producer
 }
 
+// sizes sets the ring sizes left 0 to their defaults and checks that
+// every one is a power of two.
+func (c *Config) sizes() error {
+	if c.FillSize == 0 {
+		c.FillSize = 2 * c.RingSize
+	}
+	if c.RXSize == 0 {
+		c.RXSize = c.RingSize
+	}
+	for _, n := range []struct {
+		what string
+		size uint32
+	}{{"ring", c.RingSize}, {"RX ring", c.RXSize}, {"fill ring", c.FillSize}} {
+		if n.size == 0 || n.size&(n.size-1) != 0 {
+			return fmt.Errorf("%s size %d is not a power of two", n.what, n.size)
+		}
+	}
+	return nil
+}
+
 // Open creates, maps and binds a socket on r. With ZeroCopyAuto a failed
 // zero-copy bind is retried in copy mode on a fresh socket.
 func Open(r *umem.Region, cfg Config) (*Socket, error) {
-	if cfg.RingSize == 0 || cfg.RingSize&(cfg.RingSize-1) != 0 {
-		return nil, fmt.Errorf("xsk %s queue %d: ring size %d is not a power of two", cfg.Ifname, cfg.Queue, cfg.RingSize)
-	}
-	if cfg.FillSize == 0 {
-		cfg.FillSize = 2 * cfg.RingSize
-	}
-	if cfg.FillSize&(cfg.FillSize-1) != 0 {
-		return nil, fmt.Errorf("xsk %s queue %d: fill ring size %d is not a power of two", cfg.Ifname, cfg.Queue, cfg.FillSize)
+	if err := cfg.sizes(); err != nil {
+		return nil, fmt.Errorf("xsk %s queue %d: %w", cfg.Ifname, cfg.Queue, err)
 	}
 	if cfg.Shared != nil {
 		return open(r, cfg, unix.XDP_SHARED_UMEM)
@@ -148,7 +166,7 @@ func open(r *umem.Region, cfg Config, flags uint16) (_ *Socket, err error) {
 	for _, o := range []struct {
 		opt  int
 		size uint32
-	}{{unix.XDP_UMEM_FILL_RING, cfg.FillSize}, {unix.XDP_UMEM_COMPLETION_RING, cfg.FillSize}, {unix.XDP_RX_RING, cfg.RingSize}, {unix.XDP_TX_RING, cfg.RingSize}} {
+	}{{unix.XDP_UMEM_FILL_RING, cfg.FillSize}, {unix.XDP_UMEM_COMPLETION_RING, cfg.FillSize}, {unix.XDP_RX_RING, cfg.RXSize}, {unix.XDP_TX_RING, cfg.RingSize}} {
 		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, int(o.size)); err != nil {
 			return nil, fmt.Errorf("ring size option %d (%d entries): %w", o.opt, o.size, err)
 		}
@@ -218,7 +236,7 @@ func (s *Socket) mapRings(r *umem.Region) error {
 	if s.Comp.ring, err = mapRing(off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, cfg.FillSize, 8); err != nil {
 		return err
 	}
-	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RingSize, descSize); err != nil {
+	if s.RX.ring, err = mapRing(off.Rx, unix.XDP_PGOFF_RX_RING, cfg.RXSize, descSize); err != nil {
 		return err
 	}
 	if s.TX.ring, err = mapRing(off.Tx, unix.XDP_PGOFF_TX_RING, cfg.RingSize, descSize); err != nil {
@@ -250,9 +268,7 @@ func (s *Socket) Resync() {
 // or not. The other process must not touch the rings any more: call
 // Resync before using them if it did since.
 func Adopt(r *umem.Region, fd int, cfg Config) (_ *Socket, err error) {
-	if cfg.FillSize == 0 {
-		cfg.FillSize = 2 * cfg.RingSize
-	}
+	serr := cfg.sizes()
 	s := &Socket{fd: fd, cfg: cfg}
 	defer func() {
 		if err != nil {
@@ -260,8 +276,8 @@ func Adopt(r *umem.Region, fd int, cfg Config) (_ *Socket, err error) {
 			err = fmt.Errorf("xsk %s queue %d: adopt: %w", cfg.Ifname, cfg.Queue, err)
 		}
 	}()
-	if cfg.RingSize == 0 || cfg.RingSize&(cfg.RingSize-1) != 0 || cfg.FillSize&(cfg.FillSize-1) != 0 {
-		return nil, fmt.Errorf("ring sizes %d and %d: not powers of two", cfg.RingSize, cfg.FillSize)
+	if serr != nil {
+		return nil, serr
 	}
 	if err := s.mapRings(r); err != nil {
 		return nil, err

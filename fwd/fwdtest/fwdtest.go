@@ -218,7 +218,7 @@ func (e *Env) Open(r *umem.Region, cfg xsk.Config) (*xsk.Socket, error) {
 	if fill == 0 {
 		fill = 2 * cfg.RingSize
 	}
-	ks := &sock{link: l, queue: cfg.Queue, region: r, mem: r.Bytes(), rings: xsktest.New(cfg.RingSize, fill, ringStart), sg: cfg.SG}
+	ks := &sock{link: l, queue: cfg.Queue, region: r, mem: r.Bytes(), rings: xsktest.NewRings(cfg.RXSize, cfg.RingSize, fill, ringStart), sg: cfg.SG}
 	ks.rings.Socket.SetMemBinding(r.Base(), zc)
 	if cfg.Shared != nil {
 		if owner, ok := e.socks[cfg.Shared]; ok {

@@ -44,21 +44,32 @@ type Socket struct {
 // twice ringSize), every index starting at start: a start just short of
 // 2^32 makes the indices wrap within a test.
 func New(ringSize, fillSize, start uint32) *Socket {
+	return NewRings(ringSize, ringSize, fillSize, start)
+}
+
+// NewRings is New with an RX ring of rxSize descriptors and a TX ring of
+// txSize (xsk.Config.RXSize); rxSize 0 is txSize.
+func NewRings(rxSize, txSize, fillSize, start uint32) *Socket {
 	if fillSize == 0 {
-		fillSize = 2 * ringSize
+		fillSize = 2 * txSize
 	}
-	if ringSize == 0 || ringSize&(ringSize-1) != 0 || fillSize&(fillSize-1) != 0 {
-		panic("xsktest: ring sizes must be powers of two")
+	if rxSize == 0 {
+		rxSize = txSize
+	}
+	for _, n := range []uint32{rxSize, txSize, fillSize} {
+		if n == 0 || n&(n-1) != 0 {
+			panic("xsktest: ring sizes must be powers of two")
+		}
 	}
 	desc := uint32(unsafe.Sizeof(xsk.Desc{}))
 	s := &Socket{
-		RX:   newRing(ringSize, desc, start),
-		TX:   newRing(ringSize, desc, start),
+		RX:   newRing(rxSize, desc, start),
+		TX:   newRing(txSize, desc, start),
 		Fill: newRing(fillSize, 8, start),
 		Comp: newRing(fillSize, 8, start),
 	}
 	off := unix.XDPMmapOffsets{Rx: offsets, Tx: offsets, Fr: offsets, Cr: offsets}
-	s.Socket = xsk.NewMemSocket(s.Fill.mem, s.Comp.mem, s.RX.mem, s.TX.mem, off, ringSize, fillSize)
+	s.Socket = xsk.NewMemSocket(s.Fill.mem, s.Comp.mem, s.RX.mem, s.TX.mem, off, rxSize, txSize, fillSize)
 	return s
 }
 
