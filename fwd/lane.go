@@ -1,7 +1,11 @@
 package fwd
 
 import (
+	"slices"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/txring"
 	"github.com/xdpfwd/xdpfwd/xsk"
@@ -13,6 +17,7 @@ import (
 // Concurrency: a lane has a single owner, the worker that transmits on its
 // TX queue (the ring's single producer), which alone writes every field;
 // stats readers only load the ring's Kicks and KickErrors atomics (kicks)
+// and txLanes.kickPolls
 // and the socket's counters (stats, counters.go).
 
 // lane is one TX ring and what decides when it is kicked: direct sends
@@ -33,10 +38,11 @@ type lane struct {
 	// Slots reserved ahead for a batch (reserve): next is the next to
 	// write, left how many remain.
 	next, left uint32
+	fd         int32 // its socket's; -1 for one in memory, which only a kick moves
 }
 
 func newLane(p *port) *lane {
-	return &lane{ring: txring.New(p.sock), link: p.link, queue: p.queue, dom: p.dom, stats: &p.stats}
+	return &lane{ring: txring.New(p.sock), link: p.link, queue: p.queue, dom: p.dom, stats: &p.stats, fd: int32(p.sock.FD())}
 }
 
 // kickBackoff is how long a worker leaves a TX ring alone after a kick
@@ -173,6 +179,12 @@ func (l *lane) failed(err error) {
 func (l *lane) owed() bool { return l.ring.Owed() }
 func (l *lane) polled()    { l.ring.Polled() }
 
+// pollable: the lane is owed a kick that a poll of its socket surely
+// makes (pollKick).
+func (l *lane) pollable() bool {
+	return l.owed() && l.fd >= 0 && !l.down() && l.pending() <= txring.PollBudget
+}
+
 // pending is what the kernel has not yet taken from the TX ring, inFlight
 // what it has not completed.
 func (l *lane) pending() uint32  { return l.ring.Pending() }
@@ -211,6 +223,11 @@ type txLanes struct {
 	// the last round that moved packets (the worker's reply window).
 	sent, sentBefore LinkSet
 	reaped           []uint64 // completion scratch, batch long
+	// pfds and zero are pollKick's ppoll arguments; kickPolls counts its
+	// calls (WorkerStats.KickPolls), read by stats readers.
+	pfds      []unix.PollFd
+	zero      unix.Timespec
+	kickPolls atomic.Uint64
 }
 
 func newTXLanes(links, batch int) txLanes {
@@ -254,9 +271,48 @@ func (t *txLanes) kickOrDefer(rx *rxSide) {
 // flush kicks every lane that has published descriptors owed a kick.
 func (t *txLanes) flush() {
 	t.deferred = false
+	t.pollKick()
 	for _, l := range t.own {
 		if l.owed() {
 			l.flush()
+		}
+	}
+}
+
+// pollKickMin is the fewest lanes owed a kick that pollKick kicks with
+// one ppoll: past a few, the sendto calls saved outweigh the poll's walk
+// over its file descriptors.
+const pollKickMin = 4
+
+// pollKick kicks every lane owed a kick that one poll surely sends
+// (txring.Ring.Polled: up to PollBudget pending, its link not down, a
+// socket the kernel backs), with one ppoll that returns at once, when at
+// least pollKickMin are: a round that sent to many links (a switch's
+// pods) pays one system call, not one per link. Lanes the poll could not
+// kick (it failed) are kicked one by one.
+func (t *txLanes) pollKick() {
+	n := 0
+	for _, l := range t.own {
+		if l.pollable() {
+			n++
+		}
+	}
+	if n < pollKickMin {
+		return
+	}
+	t.pfds = t.pfds[:0]
+	for _, l := range t.own {
+		if l.pollable() {
+			t.pfds = append(t.pfds, unix.PollFd{Fd: l.fd, Events: unix.POLLOUT})
+			l.polled()
+		}
+	}
+	t.kickPolls.Add(1)
+	if _, err := unix.Ppoll(t.pfds, &t.zero, nil); err != nil {
+		for _, l := range t.own {
+			if slices.ContainsFunc(t.pfds, func(p unix.PollFd) bool { return p.Fd == l.fd }) {
+				l.kick()
+			}
 		}
 	}
 }

@@ -502,6 +502,9 @@ type WorkerStats struct {
 	// StoodIn counts the times another worker, having handed it packets
 	// while it slept, sent them in its place instead of waking it.
 	StoodIn uint64 `json:"stood_in"`
+	// KickPolls counts the ppoll calls that kicked several of its TX
+	// rings at once, in place of a sendto each.
+	KickPolls uint64 `json:"kick_polls"`
 }
 
 // Efficiency is the cost side of a span of forwarding, per 1,000 packets
@@ -516,8 +519,9 @@ type Efficiency struct {
 	Kicks       float64 `json:"tx_kicks_per_1k"`
 	FillWakeups float64 `json:"fill_wakeups_per_1k"`
 	Batches     float64 `json:"rx_batches_per_1k"`
-	// Syscalls sums the datapath's system calls: ppoll, nanosleep,
-	// sendto (kicks), recvfrom (fill wake-ups), eventfd reads and writes.
+	// Syscalls sums the datapath's system calls: ppoll (sleeps and kick
+	// polls), nanosleep, sendto (kicks), recvfrom (fill wake-ups), eventfd
+	// reads and writes.
 	Syscalls float64 `json:"syscalls_per_1k"`
 	// MeanBatch is packets per RX batch.
 	MeanBatch float64 `json:"mean_rx_batch"`
@@ -538,7 +542,7 @@ func NewEfficiency(prevL, curL []LinkStats, prevW, curW []WorkerStats) Efficienc
 		fill += curL[i].FillWakeups - p.FillWakeups
 		batches += curL[i].RXBatches - p.RXBatches
 	}
-	var rounds, sleeps, polls, timeouts, evRead, evWrite uint64
+	var rounds, sleeps, polls, timeouts, evRead, evWrite, kickPolls uint64
 	for i := range curW {
 		var p WorkerStats
 		if i < len(prevW) {
@@ -551,6 +555,7 @@ func NewEfficiency(prevL, curL []LinkStats, prevW, curW []WorkerStats) Efficienc
 		timeouts += c.PollTimeouts - p.PollTimeouts
 		evRead += c.PollEventfd - p.PollEventfd
 		evWrite += c.EventfdWrites - p.EventfdWrites
+		kickPolls += c.KickPolls - p.KickPolls
 	}
 	if e.RXPackets == 0 {
 		return e
@@ -560,7 +565,7 @@ func NewEfficiency(prevL, curL []LinkStats, prevW, curW []WorkerStats) Efficienc
 	e.Wakeups = per(polls - timeouts)
 	e.Kicks, e.FillWakeups, e.Batches = per(kicks), per(fill), per(batches)
 	// Every sleep is one ppoll or one nanosleep.
-	e.Syscalls = per(sleeps + kicks + fill + evRead + evWrite)
+	e.Syscalls = per(sleeps + kickPolls + kicks + fill + evRead + evWrite)
 	if batches > 0 {
 		e.MeanBatch = float64(e.RXPackets) / float64(batches)
 	}
@@ -591,6 +596,7 @@ func (f *Forwarder) workerStats() []WorkerStats {
 			ReplyWindow:   time.Duration(w.replyWindow.Load()),
 			ReplyCaught:   w.replyCaught.Load(),
 			StoodIn:       w.stoodIn.Load(),
+			KickPolls:     w.lanes.kickPolls.Load(),
 		}
 	}
 	return out

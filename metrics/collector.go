@@ -166,6 +166,7 @@ type descs struct {
 	wRounds, wSleeps, wPolls, wPollTimeouts *prometheus.Desc
 	wPollEventfd, wEventfdWrites            *prometheus.Desc
 	wReplyCaught, wReplyWindow, wStoodIn    *prometheus.Desc
+	wKickPolls                              *prometheus.Desc
 
 	xskRXDropped, xskRXInvalid, xskTXInvalid        *prometheus.Desc
 	xskRXRingFull, xskFillRingEmpty, xskTXRingEmpty *prometheus.Desc
@@ -223,6 +224,7 @@ func newDescs() descs {
 		wEventfdWrites: d("worker_eventfd_writes_total", "eventfd writes other workers made to wake the worker (system calls on their threads).", "worker"),
 		wReplyCaught:   d("worker_reply_caught_total", "Packets that came within the worker's reply window (polling for the answer to what it forwarded): wake-ups saved.", "worker"),
 		wStoodIn:       d("worker_stood_in_total", "Times another worker sent what it handed this one while this one slept, instead of waking it: wake-ups saved.", "worker"),
+		wKickPolls:     d("worker_kick_polls_total", "ppoll calls that kicked several of the worker's TX rings at once, in place of a sendto each.", "worker"),
 		wReplyWindow:   d("worker_reply_window_seconds", "How long the worker polls its rings after forwarding, for the answer to come (--spin auto); 0: none.", "worker"),
 
 		xskRXDropped:     d("xsk_rx_dropped_total", "Kernel XDP_STATISTICS rx_dropped of the socket: frames dropped for lack of room or too long for a frame.", lq...),
@@ -252,7 +254,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
 		d.txPath, d.txDescs, d.inlineFallbacks, d.domainCopies, d.domainCopyBytes, d.kickErrors, d.csumCompleted, d.descsPerPacket,
 		d.txKicks, d.fillWakeups, d.rxBatchPackets, d.rxLend, d.rxLendGrowths,
-		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wReplyWindow, d.wStoodIn,
+		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wReplyWindow, d.wStoodIn, d.wKickPolls,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
 		d.info, d.linkInfo, d.queues, d.inlineMax,
@@ -436,6 +438,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		counter(d.wPollTimeouts, w.PollTimeouts, worker)
 		counter(d.wPollEventfd, w.PollEventfd, worker)
 		counter(d.wEventfdWrites, w.EventfdWrites, worker)
+		counter(d.wKickPolls, w.KickPolls, worker)
 		counter(d.wReplyCaught, w.ReplyCaught, worker)
 		counter(d.wStoodIn, w.StoodIn, worker)
 		gauge(d.wReplyWindow, w.ReplyWindow.Seconds(), worker)

@@ -21,7 +21,7 @@ type fwdCost struct {
 var costCounters = []string{
 	"xdpfwd_rx_packets_total", "xdpfwd_tx_kicks_total", "xdpfwd_rx_fill_wakeups_total", "xdpfwd_rx_batch_packets_count",
 	"xdpfwd_worker_sleeps_total", "xdpfwd_worker_polls_total", "xdpfwd_worker_poll_timeouts_total",
-	"xdpfwd_worker_poll_eventfd_wakeups_total", "xdpfwd_worker_eventfd_writes_total",
+	"xdpfwd_worker_poll_eventfd_wakeups_total", "xdpfwd_worker_eventfd_writes_total", "xdpfwd_worker_kick_polls_total",
 }
 
 // readFwdCost reads the running forwarder's costs; a zero fwdCost when
@@ -68,8 +68,9 @@ func costMetrics(m map[string]float64, a, b fwdCost, got float64) {
 	m["polls_per_1k"] = per(polls)
 	m["wakeups_per_1k"] = per(polls - d("worker_poll_timeouts_total"))
 	m["kicks_per_1k"] = per(d("tx_kicks_total"))
+	m["kick_polls_per_1k"] = per(d("worker_kick_polls_total"))
 	m["fill_wakeups_per_1k"] = per(d("rx_fill_wakeups_total"))
 	m["batches_per_1k"] = per(d("rx_batch_packets_count"))
-	m["syscalls_per_1k"] = per(d("worker_sleeps_total") + d("tx_kicks_total") + d("rx_fill_wakeups_total") +
+	m["syscalls_per_1k"] = per(d("worker_sleeps_total") + d("worker_kick_polls_total") + d("tx_kicks_total") + d("rx_fill_wakeups_total") +
 		d("worker_poll_eventfd_wakeups_total") + d("worker_eventfd_writes_total"))
 }
