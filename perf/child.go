@@ -25,8 +25,8 @@ type child struct {
 	// metricsAddr is where an xdpfwd started by startXdpfwd serves its
 	// --metrics; "": nowhere.
 	metricsAddr string
-	// started is when startForwarder started it; ready how long it then
-	// took until the first traffic crossed it (waitPath).
+	// started is when it was started; ready how long it then took until
+	// the first traffic crossed it (waitPath).
 	started time.Time
 	ready   time.Duration
 }
@@ -42,11 +42,12 @@ func startChild(name, bin string, args []string, cpus []int, logPath string) (*c
 // startChildEnv is startChild with env as the child's environment (nil:
 // perf's own).
 func startChildEnv(name, bin string, args, env []string, cpus []int, logPath string) (*child, error) {
+	started := time.Now()
 	p, err := childproc.Start(name, append([]string{bin}, args...), childproc.Options{CPUs: cpus, Log: logPath, OwnGroup: true, Env: env})
 	if err != nil {
 		return nil, err
 	}
-	return &child{p: p, name: name, logPath: logPath}, nil
+	return &child{p: p, name: name, logPath: logPath, started: started}, nil
 }
 
 // exited reports whether the child has exited.

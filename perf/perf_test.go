@@ -288,11 +288,12 @@ func TestQuickRunScale(t *testing.T) {
 		}
 	}
 	// Open vSwitch's process is the contender's: its memory and ready
-	// time are measured as xdpfwd's are.
+	// time are measured as xdpfwd's are (ready within the minute perf
+	// waits at most, not a duration from no start).
 	if slices.Contains(ran, "ovs-afxdp-switch") {
-		for _, metric := range []string{"rss_mib", "ready_ms"} {
-			if st, ok := res.Stat("ovs-afxdp-switch", "scale-udp-8", metric); !ok || !(st.Median > 0) {
-				t.Errorf("ovs-afxdp-switch/scale-udp-8: %s %+v (%v), want > 0", metric, st, ok)
+		for metric, most := range map[string]float64{"rss_mib": 1 << 20, "ready_ms": 60e3} {
+			if st, ok := res.Stat("ovs-afxdp-switch", "scale-udp-8", metric); !ok || !(st.Median > 0 && st.Median < most) {
+				t.Errorf("ovs-afxdp-switch/scale-udp-8: %s %+v (%v), want 0..%v", metric, st, ok, most)
 			}
 		}
 	}
