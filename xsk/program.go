@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -453,23 +454,48 @@ func redirectFunc() *btf.Func {
 // vmlinux. cilium/ebpf resolves kfuncs by name only for programs loaded
 // from ELF, so a hand-assembled program looks the id up itself.
 func kfuncCall(name string) (asm.Instruction, error) {
-	spec, err := btf.LoadKernelSpec()
+	id, err := kfuncIDs.lookup(name)
 	if err != nil {
-		return asm.Instruction{}, fmt.Errorf("kfunc %s: kernel BTF: %w", name, err)
-	}
-	var fn *btf.Func
-	if err := spec.TypeByName(name, &fn); err != nil {
-		return asm.Instruction{}, fmt.Errorf("kfunc %s: %w", name, err)
-	}
-	id, err := spec.TypeID(fn)
-	if err != nil {
-		return asm.Instruction{}, fmt.Errorf("kfunc %s: %w", name, err)
+		return asm.Instruction{}, err
 	}
 	return asm.Instruction{
 		OpCode:   asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call),
 		Src:      asm.PseudoKfuncCall,
 		Constant: int64(id),
 	}, nil
+}
+
+// kfuncIDs are the vmlinux BTF ids of the kfuncs looked up so far. The
+// kernel's BTF is megabytes to parse (25 ms here), once per program
+// otherwise: a switch of 64 links spent 1.6 s of its start in it. The ids
+// stay while the kernel runs; the parsed BTF is not kept.
+var kfuncIDs = kfuncTable{ids: map[string]btf.TypeID{}}
+
+type kfuncTable struct {
+	mu  sync.Mutex
+	ids map[string]btf.TypeID
+}
+
+func (t *kfuncTable) lookup(name string) (btf.TypeID, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if id, ok := t.ids[name]; ok {
+		return id, nil
+	}
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0, fmt.Errorf("kfunc %s: kernel BTF: %w", name, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName(name, &fn); err != nil {
+		return 0, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	id, err := spec.TypeID(fn)
+	if err != nil {
+		return 0, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	t.ids[name] = id
+	return id, nil
 }
 
 // checkForeign refuses a link that carries an XDP program this process did
