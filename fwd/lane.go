@@ -88,7 +88,7 @@ func (l *lane) put(descs []xsk.Desc) bool {
 
 // publish gives back the slots reserved ahead and unused, and makes what
 // was put visible to the kernel; its kick is the worker loop's
-// (kickOrDefer), unless the ring is full: then the kernel must take some
+// (txLanes.endRound), unless the ring is full: then the kernel must take some
 // before the next batch has room, so it is kicked now.
 func (l *lane) publish() {
 	if l.left > 0 {
@@ -217,7 +217,7 @@ type txLanes struct {
 	// lane.bc); the batch's end publishes them.
 	touched []*lane
 	// deferred: the last round published TX descriptors and left their
-	// kick to the next one (kickOrDefer).
+	// kick to the next one (endRound's roundMoved).
 	deferred bool
 	// sent are the links the current round sent on, sentBefore those of
 	// the last round that moved packets (the worker's reply window).
@@ -243,7 +243,8 @@ func (t *txLanes) touch(l *lane) {
 }
 
 // publishTouched ends a batch on every lane it wrote: unused slots given
-// back, the rest submitted (kicked by run: kickOrDefer), counts added.
+// back, the rest submitted (kicked as the round ends: endRound), counts
+// added.
 func (t *txLanes) publishTouched() {
 	for _, l := range t.touched {
 		l.touched = false
@@ -255,17 +256,53 @@ func (t *txLanes) publishTouched() {
 	t.touched = t.touched[:0]
 }
 
-// kickOrDefer ends a round that moved packets. When it left every RX ring
-// empty, the next round most likely finds nothing, and the worker then
-// spins (kicking first) or sleeps in poll(2), which kicks the TX rings
-// itself: so the kick waits one round, and a sleep saves a sendto.
-// Otherwise, or when the round before deferred already, it kicks now.
-func (t *txLanes) kickOrDefer(rx *rxSide) {
-	if !t.deferred && !rx.pending() {
-		t.deferred = true
-		return
+// roundEnd is how a worker's round ended, which decides what its lanes
+// kick (endRound).
+type roundEnd uint8
+
+const (
+	// roundMoved: the round moved packets. When it left every RX ring
+	// empty, the next round most likely finds nothing, and the worker
+	// then polls on (kicking first) or sleeps in poll(2), which kicks the
+	// TX rings itself: so the kick waits one round, and a sleep saves a
+	// sendto. Otherwise, or when the round before deferred already, the
+	// lanes are kicked now.
+	roundMoved roundEnd = iota
+	// roundPollsOn: nothing moved and the worker polls its rings on (a
+	// spin, the reply window, a short hold), or a stand-in ends: every
+	// lane owed a kick is kicked.
+	roundPollsOn
+	// roundSleeps: the worker goes to sleep in poll(2), which kicks what
+	// one poll surely sends (lane.beforeSleep): the rest is kicked now,
+	// and everything when a link is down, which endRound reports (the
+	// worker then sleeps without polling).
+	roundSleeps
+	// roundPolled: the worker's poll(2) passed over every socket, which
+	// kicked what they owed.
+	roundPolled
+)
+
+// endRound is the one call with which the worker's loop (and a stand-in)
+// ends a round on the lanes: it decides every kick the round owes. down
+// reports, for roundSleeps, that a link is down.
+func (t *txLanes) endRound(how roundEnd, rx *rxSide) (down bool) {
+	switch how {
+	case roundMoved:
+		if !t.deferred && !rx.pending() {
+			t.deferred = true
+			return false
+		}
+		t.flush()
+	case roundPollsOn:
+		t.flush()
+	case roundSleeps:
+		return t.beforeSleep()
+	case roundPolled:
+		for _, l := range t.own {
+			l.polled()
+		}
 	}
-	t.flush()
+	return false
 }
 
 // flush kicks every lane that has published descriptors owed a kick.
@@ -329,13 +366,6 @@ func (t *txLanes) beforeSleep() (down bool) {
 		l.beforeSleep(down)
 	}
 	return down
-}
-
-// polled records that the worker's poll(2) passed over every socket.
-func (t *txLanes) polled() {
-	for _, l := range t.own {
-		l.polled()
-	}
 }
 
 // inFlight is what the kernel has not completed of the lanes.

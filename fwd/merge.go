@@ -294,8 +294,8 @@ func (w *worker) mergeRings(o int, rings []*handoff, src []*port) (sent, held in
 		w.put(out, ds[:k], total) // free said there is room
 		sent++
 	}
-	// The lane's counts, and what was put submitted: kicked by run
-	// (kickOrDefer).
+	// The lane's counts, and what was put submitted: kicked as the round
+	// ends (txLanes.endRound).
 	w.lanes.publishTouched()
 	for _, h := range rings {
 		n, _ := h.peek(^uint32(0))

@@ -366,8 +366,8 @@ func (w *worker) put(l *lane, tx []xsk.Desc, total int) {
 
 // finish ends a batch: the RX descriptors go back to the kernel with the
 // recycled frames, each lane written gives back its unused slots and
-// submits the rest (kicked by run: kickOrDefer), handoffs are published,
-// and the batch's counts added.
+// submits the rest (kicked as the round ends: txLanes.endRound), handoffs
+// are published, and the batch's counts added.
 func (w *worker) finish(in *port, b *rxBatch) {
 	in.rx.Release()
 	w.lanes.publishTouched()

@@ -59,7 +59,7 @@ func (w *worker) standIn() bool {
 	_, held := w.merge()
 	w.reapAll()
 	w.umems.publish()
-	w.lanes.flush()
+	w.lanes.endRound(roundPollsOn, &w.rx)
 	w.stoodIn.Add(1)
 	w.lease.state.Store(leaseFree)
 	return held == 0

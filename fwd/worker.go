@@ -36,7 +36,7 @@ const (
 //     (tap, capture.go).
 //
 // A part that has a file of its own is named, so that a call site says
-// who owns what it touches: w.rx.ports, w.lanes.flush(), w.flows.order,
+// who owns what it touches: w.rx.ports, w.lanes.endRound, w.flows.order,
 // not a w.X that reads as the worker's own. The loop counters alone stay
 // embedded: this file's loop is their only writer, so the worker is their
 // owner, and a name would add nothing to w.sleeps for the stats that read
@@ -177,7 +177,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 			w.lanes.sentBefore, w.lanes.sent = w.lanes.sent, 0
 			idle, spinning = 0, false
-			w.lanes.kickOrDefer(&w.rx)
+			w.lanes.endRound(roundMoved, &w.rx)
 			continue
 		}
 		if held > 0 {
@@ -193,7 +193,7 @@ func (w *worker) run(stop *atomic.Bool) {
 			case due <= 0:
 				w.sleep(holdYield)
 			default:
-				w.lanes.flush()
+				w.lanes.endRound(roundPollsOn, &w.rx)
 			}
 			continue
 		}
@@ -213,13 +213,13 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 		}
 		if spinning && w.spin.more(idle) || w.coalesce > 0 && monoNow()-empty < w.coalesce {
-			w.lanes.flush()
+			w.lanes.endRound(roundPollsOn, &w.rx)
 			continue
 		}
 		if until > dry && monoNow() < until {
 			// The reply window: long enough for another thread on this
 			// CPU (the answering one, perhaps) to want it.
-			w.lanes.flush()
+			w.lanes.endRound(roundPollsOn, &w.rx)
 			if idle%replyYieldRounds == 0 {
 				yield()
 			}
@@ -292,7 +292,7 @@ const (
 // it sleep the backoff instead, its lanes kicked explicitly (its RX ring
 // would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
-	blocked := w.lanes.beforeSleep()
+	blocked := w.lanes.endRound(roundSleeps, &w.rx)
 	if blocked {
 		timeout = kickBackoff
 	}
@@ -309,7 +309,7 @@ func (w *worker) sleep(timeout time.Duration) {
 	if w.flows.order != nil && w.flows.order.pending() || w.memRX && w.rx.pending() || w.chg.pending.Load() || w.stopping != nil && w.stopping.Load() {
 		w.wake.sleeping.Store(false)
 		w.wake.idle.Store(false)
-		w.lanes.flush()
+		w.lanes.endRound(roundPollsOn, &w.rx)
 		return
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
@@ -323,7 +323,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		// The poll passed over every socket (even one a signal ended):
 		// what was owed left.
 		if err == nil || err == unix.EINTR {
-			w.lanes.polled()
+			w.lanes.endRound(roundPolled, &w.rx)
 		}
 		w.polls.Add(1)
 		if n == 0 {

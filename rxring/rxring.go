@@ -132,11 +132,14 @@ func New(s *xsk.Socket, frames *umem.Cache) *Ring {
 // while the link takes bursts: a Refill that finds the kernel took three
 // quarters of the lend or more since the last, a quarter or less left,
 // doubles it, up to the ring's size; calm traffic halves it
-// again, down to floor. A floor of the ring's size (New's) lends it
-// whole, always. So a ring may take a burst of its size while only busy
-// links hold frames for it.
+// again, down to floor. A floor of 0 or of the ring's size (New's) lends
+// it whole, always. So a ring may take a burst of its size while only
+// busy links hold frames for it.
 func (r *Ring) SetLend(floor uint32) {
-	r.lendFloor = min(max(floor, 1), r.fill.Size())
+	if floor == 0 || floor > r.fill.Size() {
+		floor = r.fill.Size()
+	}
+	r.lendFloor = floor
 	r.lend = r.lendFloor
 	r.calm = 0
 	r.Lend.Store(r.lend)
@@ -171,15 +174,16 @@ func (r *Ring) adapt(onRing uint32) {
 func (r *Ring) Socket() *xsk.Socket { return r.s }
 
 // Refill tops the fill ring up to the lend (SetLend) with frames from the
-// cache, if at least min are missing (a smaller refill is not worth the
-// store), and wakes the kernel if the fill ring asks for it. A cache that
-// runs dry is counted in FillShort.
-func (r *Ring) Refill(min uint32) {
+// cache, if at least atLeast are missing (a smaller refill is not worth
+// the store; a lend smaller than that is refilled once empty), and wakes
+// the kernel if the fill ring asks for it. A cache that runs dry is
+// counted in FillShort.
+func (r *Ring) Refill(atLeast uint32) {
 	fill := r.fill
 	onRing := fill.Pending()
 	r.adapt(onRing)
 	r.onRing = onRing
-	if onRing+min > r.lend {
+	if onRing >= r.lend || r.lend-onRing < min(atLeast, r.lend) {
 		return
 	}
 	n, idx := fill.Reserve(r.lend - onRing)

@@ -146,6 +146,8 @@ func TestLend(t *testing.T) {
 		steps  []step
 	}{
 		{"fixed", 0, 1024, []step{{0, 32, 32}, {31, 32, 32}, {32, 32, 32}}},
+		{"a floor of 0 is the ring's size", 0, 1024, []step{{0, 32, 32}, {31, 32, 32}}},
+		{"a floor below the refill's least", 1, 1024, []step{{0, 1, 1}, {0, 1, 1}}},
 		{"floor kept", 4, 1024, []step{{0, 4, 4}, {2, 4, 4}, {2, 4, 4}}},
 		{"bursts double it to the ring's size", 4, 1024, []step{
 			{0, 4, 4}, {3, 8, 8}, {7, 16, 16}, {12, 32, 32}, {32, 32, 32}}},
@@ -159,8 +161,10 @@ func TestLend(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, 16, c.frames, 0xFFFFFFF0) // fill ring of 32: indices wrap
-			if c.floor > 0 {
-				e.r.SetLend(c.floor)
+			e.r.SetLend(c.floor)
+			atLeast := uint32(1)
+			if c.floor == 1 {
+				atLeast = 16 // more than the lend: refilled once empty all the same
 			}
 			for i, st := range c.steps {
 				e.lent = append(e.lent, e.k.Fill.TakeAddrs(st.take)...)
@@ -171,7 +175,7 @@ func TestLend(t *testing.T) {
 					e.frames.Free(a, umem.Held)
 				}
 				e.lent = e.lent[:0]
-				e.r.Refill(1)
+				e.r.Refill(atLeast)
 				if got, on := e.r.Lend.Load(), e.k.Fill.Ready(); got != st.wantLend || on != st.wantOn {
 					t.Fatalf("step %d (%d taken): lend %d with %d on the fill ring, want %d with %d", i, st.take, got, on, st.wantLend, st.wantOn)
 				}

@@ -298,9 +298,7 @@ func TestCNIAddFailsFastWhileDaemonDrains(t *testing.T) {
 	if out, te, _ := r.pluginRun("DEL", p, stdin, 3*linkop.AddTimeout); te != nil {
 		t.Errorf("DEL after the refused ADD: %s %v", out, te)
 	}
-	if s := release(); !strings.Contains(s, "leaked_addresses") {
-		t.Errorf("xdpfwd's summary: %q", s)
-	}
+	noLeaks(t, "after the refused ADD", []byte(release()))
 	select {
 	case err := <-d.exited:
 		d.done = true

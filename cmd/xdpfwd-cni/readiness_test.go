@@ -462,9 +462,7 @@ func TestCNIReadinessRealDaemon(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("xdpfwd still running 10 s after its summary was read\n%s", d.stderr.String())
 	}
-	if !strings.Contains(b, "leaked_addresses") {
-		t.Errorf("xdpfwd's summary: %q", b)
-	}
+	noLeaks(t, "at its stop", []byte(b))
 	err = r.libcni(func(c *libcni.CNIConfig, list *libcni.NetworkConfigList) error {
 		return c.GetStatusNetworkList(context.Background(), list)
 	})
