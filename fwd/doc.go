@@ -103,7 +103,7 @@
 // resolves it, with what the links and the host report, into a Plan
 // (plan.go: resolve, pure and table-tested), the only place settings are
 // validated and defaults decided; the Config is never written. Workers read
-// the Plan (Forwarder.cfg), Forwarder.Plan returns a copy, and Reconfigure
+// the Plan (Forwarder.plan), Forwarder.Plan returns a copy, and Reconfigure
 // applies a new Config's difference: queues, XPS and the inline limit live,
 // the rest refused as needing a restart.
 package fwd

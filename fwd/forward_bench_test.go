@@ -62,11 +62,11 @@ func benchForwardSize(b *testing.B, size int, across bool) {
 	}
 	r := rs[0] // link 0 receives into it
 	f := &Forwarder{
-		doms: doms, cfg: Plan{Batch: batch, RingSize: 512, Queues: 1, Spin: 64, FrameSize: 2048},
+		doms: doms, plan: Plan{Batch: batch, RingSize: 512, Queues: 1, Spin: 64, FrameSize: 2048},
 		links: make([]linkInfo, 2), ports: make([][]*port, 2), socks: make([][]*xsk.Socket, 2),
 		policy: linearize.Policy{InlineMax: 256, MaxTxFrags: 4, ChunkSize: 2048},
 	}
-	f.inlineMax.Store(256)
+	f.live.inlineMax.Store(256)
 	var ks [2]*xsktest.Socket
 	for i := range ks {
 		ks[i] = xsktest.New(512, 0, 0)

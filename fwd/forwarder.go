@@ -33,40 +33,36 @@ import (
 // transmits on queue w of each, so the TX queues flows are spread over are
 // the first W.
 type Forwarder struct {
-	// cfg is the Plan New resolved the Config into; nothing writes it
-	// after New.
-	cfg Plan
-	// env provides the links, programs and sockets (Config.Env);
-	// clock is its Now, the clock of the arrival stamps.
+	// plan is the Plan New resolved the Config into, host and startLinks
+	// what it was resolved against (links changes with AddLink and
+	// RemoveLink), for Reconfigure. Nothing writes them after New.
+	plan       Plan
+	host       hostFacts
+	startLinks []linkInfo
+
+	// The datapath New built. env provides the links, programs and
+	// sockets (Config.Env); clock is its Now, the clock of the arrival
+	// stamps. Once running, the per-link slices (links, socks, ports,
+	// progs, health, promisc) are written with linkOps.mu held and
+	// teardown.mu held exclusively (links.go), and workers learn of the
+	// change at a round's boundary.
 	env   Env
 	clock func() int64
 	links []linkInfo
-	host  hostFacts // what cfg was resolved against, for Reconfigure
-	// startLinks are the links cfg was resolved against (links changes
-	// with AddLink and RemoveLink), for Reconfigure.
-	startLinks []linkInfo
 	// doms are the UMEMs (domain.go), by index: links[i].dom.
 	doms    []*domain
 	progs   []Program
 	socks   [][]*xsk.Socket // [link][queue]; nil for a removed link
-	torn    bool            // Close closed the sockets (under statsMu)
 	ports   [][]*port       // [link][queue], as socks
 	workers []*worker
 	policy  linearize.Policy
 	flows   *flowState // nil with one queue
 	// handoffSize is the entries of each handoff ring (merge.go);
-	// handoffBytes what all the rings' entries take (under linkMu once
-	// running).
+	// handoffBytes what all the rings' entries take.
 	handoffSize, handoffBytes int
 	health                    []linkHealth
 	// handler decides each packet's way (nil: cross-connect two links).
 	handler Handler
-	// inlineMax is the live inline limit (SetInlineMax); workers copy it
-	// into their policy once per batch.
-	inlineMax atomic.Int32
-	// xpsMode is the live XPS mode (SetXPS), also with one queue, where
-	// there is no table to hold it.
-	xpsMode atomic.Uint32
 	// capture is where xdpfwd capture's sessions tap the workers.
 	capture *capture.Hub
 	// promisc holds each link's promiscuous membership (Config.Promisc),
@@ -74,40 +70,62 @@ type Forwarder struct {
 	// dies.
 	promisc []io.Closer
 
-	// linkMu serialises AddLink, RemoveLink and the monitor's handling
-	// of a link event (links.go); removed holds the totals of the links
-	// removed, strandedRemoved the TX descriptors their sockets took
-	// with them; rewatch tells the monitor the links changed; vanished
-	// holds the links the kernel deleted, or that could not be added back
-	// on their new queues, until added again (Vanished, LinksOut).
-	linkMu          sync.Mutex
-	removed         removedTotals
-	strandedRemoved int
-	rewatch         chan struct{}
-	vanished        map[string]string // name → why it is out
+	// live are the settings Reconfigure changes while running, atomics
+	// any goroutine loads: inlineMax, the inline limit (SetInlineMax),
+	// which workers copy into their policy once per batch; xpsMode, the
+	// XPS mode (SetXPS), also with one queue, where there is no table to
+	// hold it.
+	live struct {
+		inlineMax atomic.Int32
+		xpsMode   atomic.Uint32
+	}
+
+	// linkOps: mu serialises AddLink, RemoveLink and the monitor's
+	// handling of a link event (links.go), and guards the rest: removed,
+	// the totals of the links removed; stranded, the TX descriptors their
+	// sockets took with them; rewatch, which tells the monitor the links
+	// changed; vanished, the links the kernel deleted, or that could not
+	// be added back on their new queues, until added again (Vanished,
+	// LinksOut).
+	linkOps struct {
+		mu       sync.Mutex
+		removed  removedTotals
+		stranded int
+		rewatch  chan struct{}
+		vanished map[string]string // name → why it is out
+	}
 
 	stop atomic.Bool
-	// freeze holds the workers parked between Freeze and Thaw or
-	// Abdicate (handover.go), under linkMu; handedOver is set, and
-	// abdicated closed, once a successor took over.
-	freeze     *frozen
-	handedOver atomic.Bool
-	abdicated  chan struct{}
-	// inheritedWaiting: the frames on the RX rings Inherit took (written
-	// by Inherit before Run).
-	inheritedWaiting uint64
+	// handover: freeze holds the workers parked between Freeze and Thaw
+	// or Abdicate (handover.go), under linkOps.mu; handedOver is set, and
+	// abdicated closed, once a successor took over; inheritedWaiting is
+	// the frames on the RX rings Inherit took (written by Inherit before
+	// Run).
+	handover struct {
+		freeze           *frozen
+		handedOver       atomic.Bool
+		abdicated        chan struct{}
+		inheritedWaiting uint64
+	}
 
-	started    time.Time
-	stopped    time.Time
-	closeErr   error
-	closed     bool
-	leaked     int
-	stranded   int
-	violations uint64
-	mu         sync.Mutex // guards closed/leaked for Summary
-	// statsMu lets stats readers (a metrics scrape) run alongside Close:
-	// readers hold it shared, Close holds it while it tears down.
-	statsMu sync.RWMutex
+	// life: Run writes started and stopped, before and after the
+	// workers; Close writes the rest under mu, which Summary holds to
+	// read them.
+	life struct {
+		mu               sync.Mutex
+		started, stopped time.Time
+		closed           bool
+		closeErr         error
+		leaked, stranded int
+		violations       uint64
+	}
+	// teardown lets stats readers (a metrics scrape) run alongside
+	// Close: readers hold mu shared, Close holds it while it tears down
+	// and sets torn once the sockets are closed.
+	teardown struct {
+		mu   sync.RWMutex
+		torn bool
+	}
 }
 
 // New validates cfg, resolves it against the links into a Plan, then maps
@@ -153,10 +171,11 @@ func build(config Config, from *adoption) (_ *Forwarder, err error) {
 		cfg.Logger.Log(context.Background(), d.Level, d.Msg, "reason", d.Reason)
 	}
 	n := len(links)
-	f := &Forwarder{cfg: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(given), host: host, handler: cfg.Handler,
-		rewatch: make(chan struct{}, 1), abdicated: make(chan struct{}),
+	f := &Forwarder{plan: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(given), host: host, handler: cfg.Handler,
 		progs: make([]Program, n), socks: make([][]*xsk.Socket, n),
 		ports: make([][]*port, n), health: make([]linkHealth, n)}
+	f.linkOps.rewatch = make(chan struct{}, 1)
+	f.handover.abdicated = make(chan struct{})
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -164,8 +183,8 @@ func build(config Config, from *adoption) (_ *Forwarder, err error) {
 	}()
 
 	f.handoffSize = cfg.HandoffSize
-	f.inlineMax.Store(int32(cfg.inlineBytes()))
-	f.xpsMode.Store(uint32(cfg.XPS))
+	f.live.inlineMax.Store(int32(cfg.inlineBytes()))
+	f.live.xpsMode.Store(uint32(cfg.XPS))
 	f.policy = linearize.Policy{
 		InlineMax:  cfg.inlineBytes(),
 		MaxTxFrags: cfg.MaxTxFrags,
@@ -247,7 +266,7 @@ func (f *Forwarder) make() error {
 		return err
 	}
 	for i := range f.links {
-		f.links[i].dom = f.cfg.domainOf(f.links[i].name)
+		f.links[i].dom = f.plan.domainOf(f.links[i].name)
 	}
 	// Programs first: a link that is not ours to take is refused before
 	// any socket is bound to it.
@@ -269,7 +288,7 @@ func (f *Forwarder) make() error {
 
 // logReady logs what the forwarder runs on, built or adopted.
 func (f *Forwarder) logReady(adopted bool) {
-	cfg := &f.cfg
+	cfg := &f.plan
 	var rxq []int
 	var modes []string
 	bind := ""
@@ -305,15 +324,15 @@ func (f *Forwarder) logReady(adopted bool) {
 
 // mapDomains maps the plan's UMEMs, back to back in one mapping.
 func (f *Forwarder) mapDomains() error {
-	cfgs := make([]umem.Config, len(f.cfg.Domains))
-	for d, dm := range f.cfg.Domains {
+	cfgs := make([]umem.Config, len(f.plan.Domains))
+	for d, dm := range f.plan.Domains {
 		cfgs[d] = dm.UMEM
 	}
 	regions, err := umem.NewSpace(cfgs...)
 	if err != nil {
 		return err
 	}
-	for d, dm := range f.cfg.Domains {
+	for d, dm := range f.plan.Domains {
 		f.doms = append(f.doms, &domain{Domain: dm, region: regions[d]})
 	}
 	return nil
@@ -339,7 +358,7 @@ func (f *Forwarder) openDomain(d int) error {
 func (f *Forwarder) openLinksOf(d int, zc xsk.ZeroCopy) error {
 	for i, l := range f.links {
 		if l.dom == d {
-			if err := f.openLink(i, zc, f.cfg.RingSize); err != nil {
+			if err := f.openLink(i, zc, f.plan.RingSize); err != nil {
 				return err
 			}
 		}
@@ -382,12 +401,12 @@ func (f *Forwarder) openLink(i int, zc xsk.ZeroCopy, ring uint32) error {
 	region := f.doms[l.dom].region
 	f.socks[i] = make([]*xsk.Socket, l.rxQueues)
 	for q := range l.rxQueues {
-		r := f.cfg.socketRings(ring, q, f.cfg.copyBound(l, zc))
+		r := f.plan.socketRings(ring, q, f.plan.copyBound(l, zc))
 		s, err := f.env.Open(region, xsk.Config{
 			Ifname: l.name, Ifindex: l.index, Queue: q,
 			RingSize: r.tx, RXSize: r.rx, FillSize: r.fill,
-			Shared: owner, ZeroCopy: zc, SG: f.cfg.MultiBuffer,
-			BusyPoll: f.cfg.BusyPoll, BusyPollBudget: f.cfg.Batch,
+			Shared: owner, ZeroCopy: zc, SG: f.plan.MultiBuffer,
+			BusyPoll: f.plan.BusyPoll, BusyPollBudget: f.plan.Batch,
 		})
 		if err != nil {
 			return err
@@ -419,8 +438,8 @@ func (f *Forwarder) umemOwner(d int) *xsk.Socket {
 func (f *Forwarder) attach(i int) error {
 	l := f.links[i]
 	info := l.info()
-	p, err := f.env.Attach(info, xsk.AttachConfig{Queues: info.RXQueues, Mode: f.cfg.XDPMode, Force: f.cfg.Force,
-		NoStamps: f.cfg.Queues == 1 && f.handler == nil})
+	p, err := f.env.Attach(info, xsk.AttachConfig{Queues: info.RXQueues, Mode: f.plan.XDPMode, Force: f.plan.Force,
+		NoStamps: f.plan.Queues == 1 && f.handler == nil})
 	if err != nil {
 		if errors.Is(err, xsk.ErrForeignProgram) {
 			return &InputError{err}
@@ -429,7 +448,7 @@ func (f *Forwarder) attach(i int) error {
 	}
 	f.progs[i] = p
 	if err := p.NativeRefused(); err != nil {
-		f.cfg.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
+		f.plan.Logger.Warn("XDP native mode refused, generic mode instead", "link", l.name, "reason", err)
 	}
 	return nil
 }
@@ -438,8 +457,8 @@ func (f *Forwarder) attach(i int) error {
 func (f *Forwarder) newPorts(i int) []*port {
 	var ports []*port
 	for q, sk := range f.socks[i] {
-		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.cfg.completesChecksums(f.links[i]),
-			lend: fillSizeOf(sk.TX.Size(), f.cfg.Queues, q)}
+		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.plan.completesChecksums(f.links[i]),
+			lend: fillSizeOf(sk.TX.Size(), f.plan.Queues, q)}
 		if f.progs[i].Mode() == "native" {
 			// One CPU at a time runs a queue's NAPI, so the queue's
 			// newest stamp only grows (merge.go's caughtUp relies on
@@ -447,7 +466,7 @@ func (f *Forwarder) newPorts(i int) []*port {
 			p.stamps = f.progs[i].LastStamps()
 		}
 		// TX lanes; with a Handler every socket, which may reflect.
-		if q < f.cfg.Queues || f.handler != nil {
+		if q < f.plan.Queues || f.handler != nil {
 			p.tx = newLane(p)
 		}
 		ports = append(ports, p)
@@ -492,7 +511,7 @@ func (f *Forwarder) closeLink(i int) error {
 // Run gives the Go runtime a P more than the forwarder has workers, unless
 // GOMAXPROCS is set in the environment (see spareProc).
 func (f *Forwarder) Run(ctx context.Context) error {
-	f.started = time.Now()
+	f.life.started = time.Now()
 	spareProc(len(f.workers))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -503,22 +522,22 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	wg.Go(func() { f.monitor(ctx, cancel) })
 	select {
 	case <-ctx.Done():
-	case <-f.abdicated: // a successor forwards now (handover.go)
+	case <-f.handover.abdicated: // a successor forwards now (handover.go)
 	}
 	f.Stop()
 	cancel(nil)
 	wg.Wait()
 	if f.HandedOver() {
-		f.stopped = time.Now()
+		f.life.stopped = time.Now()
 		return nil
 	}
 	// The captures go on until Close: what finish sends, and what Close
 	// drops at stop, is theirs to see. A link change under way ends
 	// first: it may be the workers' hands (links.go).
-	f.linkMu.Lock()
+	f.linkOps.mu.Lock()
 	f.finish()
-	f.linkMu.Unlock()
-	f.stopped = time.Now()
+	f.linkOps.mu.Unlock()
+	f.life.stopped = time.Now()
 	if err := context.Cause(ctx); errors.Is(err, ErrLinkGone) || errors.Is(err, ErrQueuesChanged) {
 		return err
 	}
@@ -540,8 +559,8 @@ func (f *Forwarder) Stop() {
 	// Detaching the programs first stops new packets from arriving while
 	// the workers finish what is already in their rings. The read lock:
 	// AddLink may be growing the slices.
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	for i, p := range f.progs {
 		if p != nil && !f.HandedOver() { // a successor's sockets now
 			for q := range f.socks[i] {
@@ -561,12 +580,12 @@ func (f *Forwarder) Stop() {
 // leaked every address that was neither free nor legitimately in the
 // kernel's fill/RX side when the sockets closed.
 func (f *Forwarder) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return f.closeErr
+	f.life.mu.Lock()
+	defer f.life.mu.Unlock()
+	if f.life.closed {
+		return f.life.closeErr
 	}
-	f.closed = true
+	f.life.closed = true
 	if f.capture != nil {
 		why := capture.ErrClosed
 		if f.HandedOver() {
@@ -574,8 +593,8 @@ func (f *Forwarder) Close() error {
 		}
 		defer f.capture.End(why) // after the drops at stop: the captures see them
 	}
-	f.statsMu.Lock()
-	defer f.statsMu.Unlock()
+	f.teardown.mu.Lock()
+	defer f.teardown.mu.Unlock()
 	var errs []error
 	for i, p := range f.progs {
 		if p != nil {
@@ -591,12 +610,12 @@ func (f *Forwarder) Close() error {
 	f.promisc = nil
 	// Descriptors still on a TX ring (a link down or deleted: the kernel
 	// never completed them) are released by closing the sockets.
-	inflight := f.strandedRemoved
+	inflight := f.linkOps.stranded
 	for _, w := range f.workers {
 		inflight += int(w.lanes.inFlight())
 	}
 	errs = append(errs, f.closeSockets())
-	f.torn = true
+	f.teardown.torn = true
 	if f.HandedOver() {
 		// The successor took every unit where it was: nothing here is
 		// this process's to count or give back.
@@ -633,10 +652,10 @@ func (f *Forwarder) Close() error {
 			dm.stranded = min(tx[d], inflight)
 			inflight -= dm.stranded
 			dm.leaked = dm.region.InUse() + tx[d] - dm.stranded
-			f.stranded += dm.stranded
-			f.leaked += dm.leaked
+			f.life.stranded += dm.stranded
+			f.life.leaked += dm.leaked
 			for _, z := range dm.region.Zones() {
-				f.violations += z.Violations()
+				f.life.violations += z.Violations()
 			}
 			if err := dm.region.Check(); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", dm, err))
@@ -644,11 +663,11 @@ func (f *Forwarder) Close() error {
 			errs = append(errs, dm.region.Close())
 		}
 	}
-	f.closeErr = errors.Join(errs...)
-	if f.closeErr != nil {
-		f.closeErr = fmt.Errorf("forwarder close: %w", f.closeErr)
+	f.life.closeErr = errors.Join(errs...)
+	if f.life.closeErr != nil {
+		f.life.closeErr = fmt.Errorf("forwarder close: %w", f.life.closeErr)
 	}
-	return f.closeErr
+	return f.life.closeErr
 }
 
 // Region is the UMEM of the domain links added while running join, the
@@ -666,13 +685,13 @@ func (f *Forwarder) Regions() []*umem.Region { return f.regions() }
 
 // Leaked is the number of UMEM addresses lost, valid after Close.
 func (f *Forwarder) Leaked() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.leaked
+	f.life.mu.Lock()
+	defer f.life.mu.Unlock()
+	return f.life.leaked
 }
 
 // Queues is the number of workers, and of TX queues per link, in use.
-func (f *Forwarder) Queues() int { return f.cfg.Queues }
+func (f *Forwarder) Queues() int { return f.plan.Queues }
 
 // DefaultQueues is what Config.Queues 0 stands for on a reload, for
 // SetQueues: what it resolved to at start (the CPUs the process may use,
@@ -680,7 +699,7 @@ func (f *Forwarder) Queues() int { return f.cfg.Queues }
 // added while running).
 func (f *Forwarder) DefaultQueues() int {
 	live, _ := f.liveLinks() // not the holes removed links left: they have 0 queues
-	return min(defaultQueues(live, f.host), f.cfg.Queues)
+	return min(defaultQueues(live, f.host), f.plan.Queues)
 }
 
 // Plan returns the settings the forwarder runs with, as New resolved its
@@ -688,7 +707,7 @@ func (f *Forwarder) DefaultQueues() int {
 // (SetQueues, SetXPS, SetInlineMax) is read with Queues' siblings
 // ActiveQueues, XPS and InlineMax.
 func (f *Forwarder) Plan() Plan {
-	p := f.cfg
+	p := f.plan
 	p.Links = slices.Clone(p.Links)
 	p.LinkQueues = slices.Clone(p.LinkQueues)
 	p.CPUs = slices.Clone(p.CPUs)
@@ -698,16 +717,16 @@ func (f *Forwarder) Plan() Plan {
 
 // LinkQueues is the number of RX queues of link i, each with a socket.
 func (f *Forwarder) LinkQueues(i int) int {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	return len(f.ports[i])
 }
 
 // Links returns the link names by index: "" where a removed link left a
 // hole (links.go).
 func (f *Forwarder) Links() []string {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	names := make([]string, len(f.links))
 	for i, l := range f.links {
 		names[i] = l.name
@@ -719,8 +738,8 @@ func (f *Forwarder) Links() []string {
 // holes. 0 when every link left (a Handler's forwarder runs on with none,
 // and takes links again with AddLink).
 func (f *Forwarder) LiveLinks() int {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	n := 0
 	for _, l := range f.links {
 		if l.name != "" {
@@ -735,8 +754,8 @@ func (f *Forwarder) LiveLinks() int {
 // only when nothing of it is in flight there, so the change reorders
 // nothing; the queues beyond n keep draining what they have.
 func (f *Forwarder) SetQueues(n int) error {
-	if n < 1 || n > f.cfg.Queues {
-		return inputErr("queues %d: want 1..%d (the queues started with)", n, f.cfg.Queues)
+	if n < 1 || n > f.plan.Queues {
+		return inputErr("queues %d: want 1..%d (the queues started with)", n, f.plan.Queues)
 	}
 	if f.flows == nil {
 		return nil
@@ -748,7 +767,7 @@ func (f *Forwarder) SetQueues(n int) error {
 
 // SetXPS changes the queue selection mode while running.
 func (f *Forwarder) SetXPS(m xps.Mode) {
-	f.xpsMode.Store(uint32(m))
+	f.live.xpsMode.Store(uint32(m))
 	if f.flows != nil {
 		f.flows.table.SetMode(m)
 	}
@@ -765,7 +784,7 @@ func (f *Forwarder) SetInlineMax(setting int) error {
 	if n > 0 && f.doms[0].region.Inline.Len() == 0 {
 		return inputErr("inline limit %d: started with the inline path off, so there is no inline zone; restart to turn it on", n)
 	}
-	f.inlineMax.Store(int32(n))
+	f.live.inlineMax.Store(int32(n))
 	return nil
 }
 
@@ -783,13 +802,13 @@ func (f *Forwarder) InlineMax() int {
 // InlineBytes returns the inline limit in force as a byte count, 0 while
 // the inline path is off: what the workers' layouts and the
 // xdpfwd_inline_max_bytes gauge use.
-func (f *Forwarder) InlineBytes() int { return int(f.inlineMax.Load()) }
+func (f *Forwarder) InlineBytes() int { return int(f.live.inlineMax.Load()) }
 
 // ActiveQueues is the number of TX queues flows are spread over now:
 // Queues, or fewer after SetQueues.
 func (f *Forwarder) ActiveQueues() int {
 	if f.flows == nil {
-		return f.cfg.Queues
+		return f.plan.Queues
 	}
 	return int(f.flows.active.Load())
 }
@@ -827,17 +846,17 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 		if err := next.check(f.host); err != nil {
 			return r, err
 		}
-		next.Links = f.cfg.Links
+		next.Links = f.plan.Links
 	}
 	facts := f.startLinks
 	if facts == nil {
 		facts = f.links // a Forwarder not made by New (tests)
 	}
-	np, err := resolve(liveSettings(next, &f.cfg), facts, f.host)
+	np, err := resolve(liveSettings(next, &f.plan), facts, f.host)
 	if err != nil {
 		return r, err
 	}
-	r.Restart = restartChanges(&f.cfg, &np)
+	r.Restart = restartChanges(&f.plan, &np)
 	var errs []error
 	if len(add) > 0 || len(del) > 0 {
 		for _, n := range del {
@@ -863,7 +882,7 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 			r.Applied = append(r.Applied, Change{"InlineMax", fmt.Sprint(cur), fmt.Sprint(n)})
 		}
 	}
-	if cur := xps.Mode(f.xpsMode.Load()); next.XPS != cur {
+	if cur := xps.Mode(f.live.xpsMode.Load()); next.XPS != cur {
 		f.SetXPS(next.XPS)
 		r.Applied = append(r.Applied, Change{"XPS", cur.String(), next.XPS.String()})
 	}
@@ -885,8 +904,8 @@ func (f *Forwarder) Reconfigure(next Config) (Reconfiguration, error) {
 // liveLinks is the links there are, without the holes removed links
 // left, and their names.
 func (f *Forwarder) liveLinks() ([]linkInfo, []string) {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	var live []linkInfo
 	var names []string
 	for _, l := range f.links {

@@ -19,7 +19,7 @@ func handoffBytes(t *testing.T, links, rxq, workers int, ringSize uint32) (bytes
 	for i := range li {
 		li[i] = linkInfo{rxQueues: rxq, txQueues: rxq}
 	}
-	f := &Forwarder{cfg: cfg, links: li, handler: cfg.Handler, ports: make([][]*port, links),
+	f := &Forwarder{plan: cfg, links: li, handler: cfg.Handler, ports: make([][]*port, links),
 		flows: &flowState{table: xps.NewTable(8, 0)}}
 	for i := range f.ports {
 		for q := range rxq {

@@ -100,7 +100,7 @@ func (f *Forwarder) newHandoffs(i int, ports []*port) *addedLink {
 	if f.workers[0].flows.order == nil {
 		return nil
 	}
-	size := f.cfg.AddedHandoffSize
+	size := f.plan.AddedHandoffSize
 	live := f.linksBut(i)
 	a := &addedLink{ports: ports}
 	for range ports {
@@ -132,10 +132,10 @@ func (f *Forwarder) handoffRoom(i, ports int) error {
 		others += len(f.ports[o])
 	}
 	rings := (ports*(len(live)+1) + others) * len(f.workers)
-	need := rings * f.cfg.AddedHandoffSize * int(unsafe.Sizeof(handoffEntry{}))
+	need := rings * f.plan.AddedHandoffSize * int(unsafe.Sizeof(handoffEntry{}))
 	if f.handoffBytes+need > handoffBudget {
 		return inputErr("%d more handoff rings of %d entries would take the ordering's to %d MiB, beyond the %d MiB bound; use fewer workers (--queues) or fewer RX queues (ethtool -L)",
-			rings, f.cfg.AddedHandoffSize, (f.handoffBytes+need)>>20, handoffBudget>>20)
+			rings, f.plan.AddedHandoffSize, (f.handoffBytes+need)>>20, handoffBudget>>20)
 	}
 	return nil
 }

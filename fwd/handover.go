@@ -37,7 +37,7 @@ import (
 // The successor: Adopt (built around the files, touching no ring), then
 // Inherit (the units' places, the counters, the rings read where they
 // stand), then Run. Between Freeze and Abdicate the predecessor holds
-// linkMu, so no link changes under either.
+// linkOps.mu, so no link changes under either.
 
 // HandoverVersion is the version of Legacy and Inheritance: a successor
 // takes over only from a predecessor of its own version.
@@ -151,9 +151,9 @@ func (f *Forwarder) Legacy() (Legacy, []*os.File, error) {
 	if !ok {
 		return Legacy{}, nil, fmt.Errorf("%w: this forwarder's environment cannot hand its sockets over", ErrHandover)
 	}
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
-	if f.torn {
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
+	if f.teardown.torn {
 		return Legacy{}, nil, fmt.Errorf("%w: the forwarder is closed", ErrHandover)
 	}
 	var files []*os.File
@@ -171,7 +171,7 @@ func (f *Forwarder) Legacy() (Legacy, []*os.File, error) {
 	if err != nil {
 		return fail(err)
 	}
-	lg := Legacy{Version: HandoverVersion, Layout: f.cfg.layout(), UMEM: add(mem)}
+	lg := Legacy{Version: HandoverVersion, Layout: f.plan.layout(), UMEM: add(mem)}
 	for i, l := range f.links {
 		ll := LegacyLink{Name: l.name, Dom: l.dom}
 		if l.name != "" {
@@ -193,16 +193,16 @@ func (f *Forwarder) Legacy() (Legacy, []*os.File, error) {
 			}
 			ll.Ring = f.ports[i][0].sock.TX.Size()
 			for q, p := range f.ports[i] {
-				ll.Burst = ll.Burst || p.sock.Fill.Size() != fillSizeOf(ll.Ring, f.cfg.Queues, q)
+				ll.Burst = ll.Burst || p.sock.Fill.Size() != fillSizeOf(ll.Ring, f.plan.Queues, q)
 			}
 		}
 		lg.Links = append(lg.Links, ll)
 	}
-	for _, n := range f.removed.order {
-		lg.Removed = append(lg.Removed, LegacyTotal{Name: n, Totals: f.removed.byName[n]})
+	for _, n := range f.linkOps.removed.order {
+		lg.Removed = append(lg.Removed, LegacyTotal{Name: n, Totals: f.linkOps.removed.byName[n]})
 	}
-	if f.removed.olderLinks > 0 {
-		lg.Removed = append(lg.Removed, LegacyTotal{Links: f.removed.olderLinks, Totals: f.removed.older})
+	if f.linkOps.removed.olderLinks > 0 {
+		lg.Removed = append(lg.Removed, LegacyTotal{Links: f.linkOps.removed.olderLinks, Totals: f.linkOps.removed.older})
 	}
 	return lg, files, nil
 }
@@ -225,7 +225,7 @@ func dupFile(f *os.File) (*os.File, error) {
 }
 
 // frozen is a forwarder between Freeze and Thaw or Abdicate: its workers
-// parked, linkMu held.
+// parked, linkOps.mu held.
 type frozen struct {
 	resume []func()
 }
@@ -240,20 +240,20 @@ const freezeSettle = 200 * time.Millisecond
 // Abdicate (it is done). A forwarder that cannot get there in time (a
 // link down holds TX descriptors) is thawed, and says why.
 func (f *Forwarder) Freeze(names []string) (Inheritance, error) {
-	f.linkMu.Lock()
-	if f.freeze != nil {
-		f.linkMu.Unlock()
+	f.linkOps.mu.Lock()
+	if f.handover.freeze != nil {
+		f.linkOps.mu.Unlock()
 		return Inheritance{}, fmt.Errorf("%w: frozen already", ErrHandover)
 	}
 	if got := f.Links(); !slices.Equal(got, names) {
-		f.linkMu.Unlock()
+		f.linkOps.mu.Unlock()
 		return Inheritance{}, fmt.Errorf("%w: the links changed since the legacy was taken (%q, now %q)", ErrHandover, names, got)
 	}
 	z := &frozen{}
 	for _, w := range f.workers {
 		z.resume = append(z.resume, w.park())
 	}
-	f.freeze = z
+	f.handover.freeze = z
 	// Each worker parked, the caller is it: what is held for ordering
 	// and what its lanes hold goes out, and nothing more comes in.
 	deadline := time.Now().Add(freezeSettle)
@@ -277,7 +277,7 @@ func (f *Forwarder) Freeze(names []string) (Inheritance, error) {
 		f.Thaw()
 		return Inheritance{}, fmt.Errorf("%w: the workers did not settle within %v: %v", ErrHandover, freezeSettle, busy)
 	}
-	f.statsMu.RLock()
+	f.teardown.mu.RLock()
 	for i := range f.ports {
 		var qs []LinkStats
 		for q := range f.ports[i] {
@@ -285,21 +285,21 @@ func (f *Forwarder) Freeze(names []string) (Inheritance, error) {
 		}
 		in.Counts = append(in.Counts, qs)
 	}
-	f.statsMu.RUnlock()
+	f.teardown.mu.RUnlock()
 	return in, nil
 }
 
 // Thaw lets a frozen forwarder go on: the handover failed.
 func (f *Forwarder) Thaw() {
-	z := f.freeze
+	z := f.handover.freeze
 	if z == nil {
 		return
 	}
-	f.freeze = nil
+	f.handover.freeze = nil
 	for _, r := range z.resume {
 		r()
 	}
-	f.linkMu.Unlock()
+	f.linkOps.mu.Unlock()
 }
 
 // Abdicate ends a frozen forwarder whose successor took over: its workers
@@ -307,28 +307,28 @@ func (f *Forwarder) Thaw() {
 // this process's references and nothing of the kernel's (no program
 // detached, no socket taken out of its XSKMAP: they are the successor's).
 func (f *Forwarder) Abdicate() error {
-	z := f.freeze
+	z := f.handover.freeze
 	if z == nil {
 		return fmt.Errorf("%w: not frozen", ErrHandover)
 	}
-	f.handedOver.Store(true)
+	f.handover.handedOver.Store(true)
 	f.stop.Store(true)
-	f.freeze = nil
+	f.handover.freeze = nil
 	for _, r := range z.resume {
 		r()
 	}
-	close(f.abdicated)
-	f.linkMu.Unlock()
+	close(f.handover.abdicated)
+	f.linkOps.mu.Unlock()
 	return nil
 }
 
 // InheritedWaiting is how many frames waited on the RX rings when Inherit
 // took them: those that arrived while the predecessor was frozen, which
 // the successor forwards first.
-func (f *Forwarder) InheritedWaiting() uint64 { return f.inheritedWaiting }
+func (f *Forwarder) InheritedWaiting() uint64 { return f.handover.inheritedWaiting }
 
 // HandedOver reports whether the forwarder abdicated to a successor.
-func (f *Forwarder) HandedOver() bool { return f.handedOver.Load() }
+func (f *Forwarder) HandedOver() bool { return f.handover.handedOver.Load() }
 
 // quiesce sends what w holds for ordering and waits, up to deadline, for
 // the kernel to complete what its lanes hold; it reads no RX ring. The
@@ -349,7 +349,7 @@ func (w *worker) quiesce(deadline time.Time) {
 }
 
 // userStats is link i queue q's counters this process keeps (queueStats
-// without the kernel's, which its socket keeps). statsMu is held.
+// without the kernel's, which its socket keeps). teardown.mu is held.
 func (f *Forwarder) userStats(i, q int) LinkStats {
 	l := f.queueStats(i, q)
 	for _, k := range KernelDrops {
@@ -474,8 +474,8 @@ func (a *adoption) build(f *Forwarder) error {
 	if err != nil {
 		return err
 	}
-	cfgs := make([]umem.Config, len(f.cfg.Domains))
-	for d, dm := range f.cfg.Domains {
+	cfgs := make([]umem.Config, len(f.plan.Domains))
+	for d, dm := range f.plan.Domains {
 		cfgs[d] = dm.UMEM
 	}
 	// A MiB at a time, 100 µs apart: a few ms of a CPU spread over ten
@@ -485,7 +485,7 @@ func (a *adoption) build(f *Forwarder) error {
 		mem.Close()
 		return fmt.Errorf("%w: %w", ErrHandover, err)
 	}
-	for d, dm := range f.cfg.Domains {
+	for d, dm := range f.plan.Domains {
 		f.doms = append(f.doms, &domain{Domain: dm, region: regions[d]})
 	}
 	for i, ll := range a.legacy.Links {
@@ -503,10 +503,10 @@ func (a *adoption) build(f *Forwarder) error {
 	}
 	for _, t := range a.legacy.Removed {
 		if t.Name == "" {
-			f.removed.older, f.removed.olderLinks = t.Totals, t.Links
+			f.linkOps.removed.older, f.linkOps.removed.olderLinks = t.Totals, t.Links
 			continue
 		}
-		f.removed.add(t.Name, t.Totals)
+		f.linkOps.removed.add(t.Name, t.Totals)
 	}
 	return nil
 }
@@ -534,7 +534,7 @@ func (a *adoption) adoptLink(f *Forwarder, i int, ll LegacyLink) error {
 		if err != nil {
 			return err
 		}
-		r := f.cfg.socketRings(ll.Ring, q, ll.Burst)
+		r := f.plan.socketRings(ll.Ring, q, ll.Burst)
 		s, err := a.env.AdoptSocket(region, fl, xsk.Config{Ifname: l.name, Ifindex: l.index, Queue: q,
 			RingSize: r.tx, RXSize: r.rx, FillSize: r.fill})
 		if err != nil {
@@ -581,11 +581,11 @@ func (f *Forwarder) Inherit(in Inheritance) error {
 			}
 		}
 	}
-	f.inheritedWaiting = 0
+	f.handover.inheritedWaiting = 0
 	for i := range f.ports {
 		for q, p := range f.ports[i] {
 			p.sock.Resync()
-			f.inheritedWaiting += uint64(p.sock.RX.Queued())
+			f.handover.inheritedWaiting += uint64(p.sock.RX.Queued())
 			if i < len(in.Counts) && q < len(in.Counts[i]) {
 				p.seed(in.Counts[i][q])
 			}

@@ -42,9 +42,9 @@ func (r *rxSide) pending() bool {
 // that saw progress. Nil before a worker's first round, once the forwarder
 // is stopping and after Close.
 func (f *Forwarder) Stalled(d time.Duration) []string {
-	// statsMu: the RX rings are unmapped by Close.
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	// teardown.mu: the RX rings are unmapped by Close.
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	if f.closedLocked() || f.Stopping() {
 		return nil
 	}

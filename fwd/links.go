@@ -43,9 +43,9 @@ import (
 // or takes them apart, since with several workers those rings join every
 // worker to every other.
 //
-// Concurrency: linkMu serialises AddLink, RemoveLink and the monitor's
+// Concurrency: linkOps.mu serialises AddLink, RemoveLink and the monitor's
 // removals, and Run's finish. The forwarder's per-link slices (links,
-// socks, ports, progs, health, promisc) are written under statsMu held
+// socks, ports, progs, health, promisc) are written under teardown.mu held
 // exclusively, so stats readers see a link whole or not at all; what a
 // worker owns (rx, tx, own, pfds, live, its ordering) is written only by
 // the worker, or by the caller while the worker is parked or not running
@@ -284,9 +284,9 @@ func (f *Forwarder) linksFixed() error {
 		// copy-mode UMEM of their own (domain.go).
 		return fmt.Errorf("the only UMEM is registered in zero-copy mode, and the kernel binds every socket sharing it in zero-copy mode too, which a veth cannot take (--max-links above the links given keeps them zero-copy and sets a copy-mode UMEM aside for links added while running): %w", linkop.ErrUnsupported)
 	}
-	f.mu.Lock()
-	closed := f.closed
-	f.mu.Unlock()
+	f.life.mu.Lock()
+	closed := f.life.closed
+	f.life.mu.Unlock()
 	if closed || f.stop.Load() {
 		return fmt.Errorf("the forwarder is stopping: %w", linkop.ErrUnsupported)
 	}
@@ -327,12 +327,12 @@ func (f *Forwarder) indexOf(name string) int {
 // (xconnect, zero-copy); MaxLinks reached, a link with fewer queues than
 // the workers, or handoff rings beyond their bound, is an InputError.
 func (f *Forwarder) AddLink(name string) error {
-	f.linkMu.Lock()
-	defer f.linkMu.Unlock()
+	f.linkOps.mu.Lock()
+	defer f.linkOps.mu.Unlock()
 	return f.addLink(name)
 }
 
-// addLink is AddLink with linkMu held.
+// addLink is AddLink with linkOps.mu held.
 func (f *Forwarder) addLink(name string) error {
 	if err := f.changeable("add", name); err != nil {
 		return err
@@ -344,8 +344,8 @@ func (f *Forwarder) addLink(name string) error {
 	if i < 0 {
 		i = len(f.links)
 	}
-	if i >= f.cfg.MaxLinks {
-		return &InputError{linkop.Mark(fmt.Errorf("link add %s: the forwarder holds %d links at most, all taken (--max-links)", name, f.cfg.MaxLinks), linkop.ErrFull)}
+	if i >= f.plan.MaxLinks {
+		return &InputError{linkop.Mark(fmt.Errorf("link add %s: the forwarder holds %d links at most, all taken (--max-links)", name, f.plan.MaxLinks), linkop.ErrFull)}
 	}
 	found, err := lookupLinks(f.env, []string{name})
 	if err != nil {
@@ -355,20 +355,20 @@ func (f *Forwarder) addLink(name string) error {
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
 	l := found[0]
-	if l.rxQueues < f.cfg.Queues || l.txQueues < f.cfg.Queues {
-		return inputErr("link add %s: %d RX and %d TX queues, fewer than the %d workers", name, l.rxQueues, l.txQueues, f.cfg.Queues)
+	if l.rxQueues < f.plan.Queues || l.txQueues < f.plan.Queues {
+		return inputErr("link add %s: %d RX and %d TX queues, fewer than the %d workers", name, l.rxQueues, l.txQueues, f.plan.Queues)
 	}
-	if l.mtu+maxFrameOverhead > f.cfg.FrameSize && !f.cfg.MultiBuffer {
-		return &InputError{linkop.Mark(fmt.Errorf("link add %s: MTU %d does not fit a %d-byte frame (restart with a larger --frame-size or --multi-buffer)", name, l.mtu, f.cfg.FrameSize), linkop.ErrMTU)}
+	if l.mtu+maxFrameOverhead > f.plan.FrameSize && !f.plan.MultiBuffer {
+		return &InputError{linkop.Mark(fmt.Errorf("link add %s: MTU %d does not fit a %d-byte frame (restart with a larger --frame-size or --multi-buffer)", name, l.mtu, f.plan.FrameSize), linkop.ErrMTU)}
 	}
 
 	// The new link's entries, built under the readers' lock: a reader
 	// sees the link without ports (zero counts) until the worker has them.
-	f.statsMu.Lock()
+	f.teardown.mu.Lock()
 	locked := true
 	defer func() {
 		if locked {
-			f.statsMu.Unlock()
+			f.teardown.mu.Unlock()
 		}
 	}()
 	for len(f.links) <= i {
@@ -377,11 +377,11 @@ func (f *Forwarder) addLink(name string) error {
 		f.ports = append(f.ports, nil)
 		f.progs = append(f.progs, nil)
 		f.health = append(f.health, linkHealth{})
-		if f.cfg.Promiscuous {
+		if f.plan.Promiscuous {
 			f.promisc = append(f.promisc, nil)
 		}
 	}
-	l.dom = f.cfg.domainOf(name)
+	l.dom = f.plan.domainOf(name)
 	f.links[i] = l
 	undo := func() {
 		for _, s := range f.socks[i] {
@@ -392,11 +392,11 @@ func (f *Forwarder) addLink(name string) error {
 		if f.progs[i] != nil {
 			f.progs[i].Close()
 		}
-		if f.cfg.Promiscuous && f.promisc[i] != nil {
+		if f.plan.Promiscuous && f.promisc[i] != nil {
 			f.promisc[i].Close()
 		}
 		f.links[i], f.socks[i], f.ports[i], f.progs[i] = linkInfo{}, nil, nil, nil
-		if f.cfg.Promiscuous {
+		if f.plan.Promiscuous {
 			f.promisc[i] = nil
 		}
 	}
@@ -404,14 +404,14 @@ func (f *Forwarder) addLink(name string) error {
 		undo()
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
-	if err := f.openLink(i, xsk.ZeroCopyOff, f.cfg.AddedRingSize); err != nil {
+	if err := f.openLink(i, xsk.ZeroCopyOff, f.plan.AddedRingSize); err != nil {
 		undo()
 		if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
 			err = &InputError{err}
 		}
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
-	if f.cfg.Promiscuous {
+	if f.plan.Promiscuous {
 		m, err := f.env.Promiscuous(l.info())
 		if err != nil {
 			undo()
@@ -424,7 +424,7 @@ func (f *Forwarder) addLink(name string) error {
 		undo()
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
-	f.statsMu.Unlock()
+	f.teardown.mu.Unlock()
 	locked = false
 	if o, ok := f.handler.(LinkNameObserver); ok {
 		o.LinkAddedAs(i, name)
@@ -453,17 +453,17 @@ func (f *Forwarder) addLink(name string) error {
 		}
 		f.orderLink(i, rings)
 	})
-	f.statsMu.Lock()
+	f.teardown.mu.Lock()
 	f.ports[i] = ports
-	f.statsMu.Unlock()
+	f.teardown.mu.Unlock()
 	if err := f.register(i); err != nil {
 		f.removeLink(i, false)
 		return fmt.Errorf("link add %s: %w", name, err)
 	}
 	f.progs[i].Commit()
-	delete(f.vanished, name)
+	delete(f.linkOps.vanished, name)
 	f.watchChanged()
-	f.cfg.Logger.Info("link added", "link", name, "index", i, "rx_queues", l.rxQueues, "xdp_mode", f.progs[i].Mode())
+	f.plan.Logger.Info("link added", "link", name, "index", i, "rx_queues", l.rxQueues, "xdp_mode", f.progs[i].Mode())
 	return nil
 }
 
@@ -478,17 +478,17 @@ func (f *Forwarder) addLink(name string) error {
 // ErrUnknownLink and linkop.ErrUnknownLink (it is not forwarded) or
 // linkop.ErrUnsupported.
 func (f *Forwarder) RemoveLink(name string) error {
-	f.linkMu.Lock()
-	defer f.linkMu.Unlock()
+	f.linkOps.mu.Lock()
+	defer f.linkOps.mu.Unlock()
 	if err := f.changeable("del", name); err != nil {
 		return err
 	}
 	i := f.indexOf(name)
-	if _, out := f.vanished[name]; i < 0 && out {
+	if _, out := f.linkOps.vanished[name]; i < 0 && out {
 		// Out against the forwarder's will (Vanished): removed on
 		// purpose now, it is no longer waited for.
-		delete(f.vanished, name)
-		f.cfg.Logger.Info("link removed: it was out, and is no longer waited for", "link", name)
+		delete(f.linkOps.vanished, name)
+		f.plan.Logger.Info("link removed: it was out, and is no longer waited for", "link", name)
 		return nil
 	}
 	if i < 0 || name == "" {
@@ -499,12 +499,12 @@ func (f *Forwarder) RemoveLink(name string) error {
 	}
 	f.removeLink(i, false)
 	f.watchChanged()
-	f.cfg.Logger.Info("link removed", "link", name, "index", i)
+	f.plan.Logger.Info("link removed", "link", name, "index", i)
 	return nil
 }
 
 // removeLink takes link i out: RemoveLink's, and the monitor's for a link
-// the kernel deleted (gone: its sockets are unbound already). linkMu is
+// the kernel deleted (gone: its sockets are unbound already). linkOps.mu is
 // held.
 func (f *Forwarder) removeLink(i int, gone bool) {
 	for q := range f.socks[i] {
@@ -527,19 +527,19 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 	// Its totals, read while its sockets are open, go to the summary.
 	name := f.links[i].name
 	st := f.LinkStats(i)
-	f.statsMu.Lock()
-	f.removed.add(name, st)
+	f.teardown.mu.Lock()
+	f.linkOps.removed.add(name, st)
 	socks, prog := f.socks[i], f.progs[i]
 	f.links[i], f.socks[i], f.ports[i], f.progs[i] = linkInfo{}, nil, nil, nil
 	f.health[i].downs.Store(0)
 	f.health[i].downNS.Store(0)
 	f.health[i].downAt.Store(0)
 	var prom io.Closer
-	if f.cfg.Promiscuous && i < len(f.promisc) {
+	if f.plan.Promiscuous && i < len(f.promisc) {
 		prom, f.promisc[i] = f.promisc[i], nil
 	}
-	f.strandedRemoved += d.stranded
-	f.statsMu.Unlock()
+	f.linkOps.stranded += d.stranded
+	f.teardown.mu.Unlock()
 	f.capture.SetLinks(f.Links())
 	// The UMEM outlives the socket that registered it: the kernel holds
 	// it for every socket bound to it, and AddLink binds to another; when
@@ -563,10 +563,10 @@ func (f *Forwarder) removeLink(i int, gone bool) {
 // could not be added back on, and that were not added again since: what
 // a daemon that waits for its links adds back when it can.
 func (f *Forwarder) Vanished() []string {
-	f.linkMu.Lock()
-	defer f.linkMu.Unlock()
-	out := make([]string, 0, len(f.vanished))
-	for n := range f.vanished {
+	f.linkOps.mu.Lock()
+	defer f.linkOps.mu.Unlock()
+	out := make([]string, 0, len(f.linkOps.vanished))
+	for n := range f.linkOps.vanished {
 		out = append(out, n)
 	}
 	slices.Sort(out)
@@ -576,19 +576,19 @@ func (f *Forwarder) Vanished() []string {
 // LinksOut is Vanished with why each is out: OutDeleted, or why it was
 // not added back on its new queues.
 func (f *Forwarder) LinksOut() map[string]string {
-	f.linkMu.Lock()
-	defer f.linkMu.Unlock()
-	return maps.Clone(f.vanished)
+	f.linkOps.mu.Lock()
+	defer f.linkOps.mu.Unlock()
+	return maps.Clone(f.linkOps.vanished)
 }
 
 // RemovedLinks is the totals of the last 64 links removed while running,
 // by name (a name removed twice: both summed); the Summary lists them
 // with the others, and sums the older ones (Summary.RemovedOlder).
 func (f *Forwarder) RemovedLinks() map[string]LinkStats {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
-	out := make(map[string]LinkStats, len(f.removed.byName))
-	for k, v := range f.removed.byName {
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
+	out := make(map[string]LinkStats, len(f.linkOps.removed.byName))
+	for k, v := range f.linkOps.removed.byName {
 		out[k] = v
 	}
 	return out
@@ -597,7 +597,7 @@ func (f *Forwarder) RemovedLinks() map[string]LinkStats {
 // watchChanged has the monitor follow the links as they are now.
 func (f *Forwarder) watchChanged() {
 	select {
-	case f.rewatch <- struct{}{}:
+	case f.linkOps.rewatch <- struct{}{}:
 	default:
 	}
 }

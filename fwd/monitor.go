@@ -46,7 +46,7 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 		go func() {
 			defer close(done)
 			select {
-			case <-f.rewatch:
+			case <-f.linkOps.rewatch:
 				stop()
 			case <-wctx.Done():
 			}
@@ -55,9 +55,9 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 		stop()
 		<-done
 		if err != nil && ctx.Err() == nil {
-			f.cfg.Logger.Warn("link monitor unavailable: link down/up, deletion and queue count changes will not be reported", "err", err)
+			f.plan.Logger.Warn("link monitor unavailable: link down/up, deletion and queue count changes will not be reported", "err", err)
 			select {
-			case <-f.rewatch:
+			case <-f.linkOps.rewatch:
 			case <-ctx.Done():
 			}
 		}
@@ -66,7 +66,7 @@ func (f *Forwarder) monitor(ctx context.Context, cancel context.CancelCauseFunc)
 
 // watch is one Watch of the links there are now, until wctx is done.
 func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseFunc) error {
-	f.linkMu.Lock()
+	f.linkOps.mu.Lock()
 	var infos []LinkInfo
 	var index []int // Watch's position → link index
 	for i, l := range f.links {
@@ -75,16 +75,16 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 			index = append(index, i)
 		}
 	}
-	f.linkMu.Unlock()
+	f.linkOps.mu.Unlock()
 	return f.env.Watch(wctx, infos, func(ev LinkEvent) {
 		if ev.Kind == LinkWatchError && ctx.Err() == nil {
-			f.cfg.Logger.Warn("link monitor", "err", ev.Err)
+			f.plan.Logger.Warn("link monitor", "err", ev.Err)
 		}
 		if wctx.Err() != nil || ev.Link < 0 || ev.Link >= len(index) {
 			return
 		}
-		f.linkMu.Lock()
-		defer f.linkMu.Unlock()
+		f.linkOps.mu.Lock()
+		defer f.linkOps.mu.Unlock()
 		i := index[ev.Link]
 		if f.links[i].name != infos[ev.Link].Name {
 			return // removed (and its index maybe reused) since the watch began
@@ -93,13 +93,13 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 		switch ev.Kind {
 		case LinkGone:
 			if f.linkFixed(i) == nil {
-				f.cfg.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
+				f.plan.Logger.Warn("link deleted while forwarding: removed", "link", l.name)
 				f.removeLink(i, true)
 				f.linkOut(l.name, OutDeleted)
 				f.watchChanged()
 				return
 			}
-			f.cfg.Logger.Error("link deleted while forwarding", "link", l.name)
+			f.plan.Logger.Error("link deleted while forwarding", "link", l.name)
 			cancel(fmt.Errorf("%w: %s", ErrLinkGone, l.name))
 		case LinkQueues:
 			if ev.RXQueues == l.rxQueues && ev.TXQueues == l.txQueues {
@@ -110,7 +110,7 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 				f.readdLink(i, err)
 				return
 			}
-			f.cfg.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
+			f.plan.Logger.Error("link queue count changed while forwarding: packets on queues without a socket would reach the kernel's stack; rebuilding", "err", err)
 			cancel(err)
 		case LinkRenamed:
 			f.renameLink(i, ev.Name)
@@ -123,14 +123,14 @@ func (f *Forwarder) watch(wctx, ctx context.Context, cancel context.CancelCauseF
 // renameLink follows link i under its new name: the same ifindex, its
 // programs and sockets bound as they were, so it is forwarded as before
 // and named as the kernel names it now (link list, stats; a capture
-// under way goes on recording it, as tcpdump would). linkMu is held.
+// under way goes on recording it, as tcpdump would). linkOps.mu is held.
 func (f *Forwarder) renameLink(i int, name string) {
 	old := f.links[i].name
-	f.statsMu.Lock()
+	f.teardown.mu.Lock()
 	f.links[i].name = name
-	f.statsMu.Unlock()
+	f.teardown.mu.Unlock()
 	f.capture.RenameLink(i, name)
-	f.cfg.Logger.Warn("link renamed while forwarding: forwarded under its new name", "link", old, "name", name, "index", i)
+	f.plan.Logger.Warn("link renamed while forwarding: forwarded under its new name", "link", old, "name", name, "index", i)
 	// The watch follows links by name too: begin it again on the new one.
 	f.watchChanged()
 }
@@ -141,13 +141,13 @@ func (f *Forwarder) renameLink(i int, name string) {
 // (fewer queues than the workers) stays out, logged, and is out as a
 // deleted one is (Vanished, LinksOut): a daemon that waits for its
 // links adds it back once it can be (its channels back up), and the
-// health says it is out meanwhile. linkMu is held.
+// health says it is out meanwhile. linkOps.mu is held.
 func (f *Forwarder) readdLink(i int, why error) {
 	name := f.links[i].name
-	f.cfg.Logger.Warn("link queue count changed while forwarding: adding it again on its new queues", "link", name, "err", why)
+	f.plan.Logger.Warn("link queue count changed while forwarding: adding it again on its new queues", "link", name, "err", why)
 	f.removeLink(i, false)
 	if err := f.addLink(name); err != nil {
-		f.cfg.Logger.Error("link queue count changed: not added back, its traffic goes to the kernel's stack", "link", name, "err", err)
+		f.plan.Logger.Error("link queue count changed: not added back, its traffic goes to the kernel's stack", "link", name, "err", err)
 		f.linkOut(name, "not added back on its new queues: "+err.Error())
 	}
 	f.watchChanged()
@@ -157,24 +157,24 @@ func (f *Forwarder) readdLink(i int, why error) {
 const OutDeleted = "deleted"
 
 // linkOut records link name as out of the forwarder against its will,
-// and why. linkMu is held.
+// and why. linkOps.mu is held.
 func (f *Forwarder) linkOut(name, why string) {
-	if f.vanished == nil {
-		f.vanished = map[string]string{}
+	if f.linkOps.vanished == nil {
+		f.linkOps.vanished = map[string]string{}
 	}
-	f.vanished[name] = why
+	f.linkOps.vanished[name] = why
 }
 
 // linkState records link i's operational state from a monitor's event.
 func (f *Forwarder) linkState(i int, ev LinkEvent) {
 	h := &f.health[i]
 	if mtu := ev.MTU; mtu != f.links[i].mtu {
-		fits := mtu+maxFrameOverhead <= f.cfg.FrameSize || f.cfg.MultiBuffer && framesPerPacket(mtu, f.cfg.FrameSize) <= linearize.MaxDescs
-		f.cfg.Logger.Warn("link MTU changed while forwarding", "link", f.links[i].name,
+		fits := mtu+maxFrameOverhead <= f.plan.FrameSize || f.plan.MultiBuffer && framesPerPacket(mtu, f.plan.FrameSize) <= linearize.MaxDescs
+		f.plan.Logger.Warn("link MTU changed while forwarding", "link", f.links[i].name,
 			"from", f.links[i].mtu, "to", mtu, "frames_fit", fits)
 		if !fits {
-			f.cfg.Logger.Warn("frames longer than a frame buffer will be dropped (rx_dropped), and with multi-buffer those of more than 18 frames (rx_too_many_frags); restart with a larger --frame-size or --multi-buffer",
-				"link", f.links[i].name, "frame_size", f.cfg.FrameSize, "frames_per_packet", framesPerPacket(mtu, f.cfg.FrameSize))
+			f.plan.Logger.Warn("frames longer than a frame buffer will be dropped (rx_dropped), and with multi-buffer those of more than 18 frames (rx_too_many_frags); restart with a larger --frame-size or --multi-buffer",
+				"link", f.links[i].name, "frame_size", f.plan.FrameSize, "frames_per_packet", framesPerPacket(mtu, f.plan.FrameSize))
 		}
 		f.links[i].mtu = mtu
 	}
@@ -184,12 +184,12 @@ func (f *Forwarder) linkState(i int, ev LinkEvent) {
 	case !up && at == 0:
 		h.downAt.Store(now)
 		h.downs.Add(1)
-		f.cfg.Logger.Warn("link down: its traffic stops until it comes back", "link", f.links[i].name, "oper_state", ev.State)
+		f.plan.Logger.Warn("link down: its traffic stops until it comes back", "link", f.links[i].name, "oper_state", ev.State)
 	case up && at != 0:
 		gap := time.Duration(now - at)
 		h.downNS.Add(int64(gap))
 		h.downAt.Store(0)
-		f.cfg.Logger.Info("link up again: forwarding resumes", "link", f.links[i].name, "down_for", gap.Round(time.Millisecond).String())
+		f.plan.Logger.Info("link up again: forwarding resumes", "link", f.links[i].name, "down_for", gap.Round(time.Millisecond).String())
 	}
 }
 

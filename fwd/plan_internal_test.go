@@ -263,9 +263,9 @@ func TestReconfigure(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
-		f := &Forwarder{cfg: p, links: links, host: host, doms: []*domain{{region: r}}}
-		f.inlineMax.Store(int32(p.inlineBytes()))
-		f.xpsMode.Store(uint32(p.XPS))
+		f := &Forwarder{plan: p, links: links, host: host, doms: []*domain{{region: r}}}
+		f.live.inlineMax.Store(int32(p.inlineBytes()))
+		f.live.xpsMode.Store(uint32(p.XPS))
 		return f
 	}
 	with := func(mod func(*Config)) Config {

@@ -10,7 +10,7 @@ const keepRemovedNamed = 64
 // one sum. A node whose pods come and go for months then keeps a bounded
 // record (a LinkStats is about 1.7 KB) and a summary and stop log of
 // bounded length, and every packet is still counted once. Written under
-// Forwarder.statsMu held exclusively.
+// Forwarder.teardown.mu held exclusively.
 type removedTotals struct {
 	byName map[string]LinkStats
 	order  []string // names in byName, by last removal, oldest first

@@ -167,16 +167,16 @@ func DropReasons() []string {
 func (f *Forwarder) LinkStats(i int) LinkStats {
 	// One read lock for the whole reading: a nested RLock would deadlock
 	// behind a Close waiting for the write lock.
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	return f.linkStats(i)
 }
 
 // XDPPassed is how many packets link i's XDP program passed to the
 // kernel's stack for want of a socket: counted per link, not per queue.
 func (f *Forwarder) XDPPassed(i int) uint64 {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	if f.closedLocked() || f.progs[i] == nil {
 		return 0
 	}
@@ -184,10 +184,10 @@ func (f *Forwarder) XDPPassed(i int) uint64 {
 	return n
 }
 
-// closedLocked reports, under statsMu, whether Close has torn the
-// forwarder down: Close closes the sockets holding statsMu (f.closed is
-// written before that, so it cannot be read under statsMu alone).
-func (f *Forwarder) closedLocked() bool { return f.torn }
+// closedLocked reports, under teardown.mu, whether Close has torn the
+// forwarder down: Close closes the sockets holding teardown.mu (f.life.closed is
+// written before that, so it cannot be read under teardown.mu alone).
+func (f *Forwarder) closedLocked() bool { return f.teardown.torn }
 
 func (f *Forwarder) linkStats(i int) LinkStats {
 	l := newLinkStats()
@@ -254,8 +254,8 @@ func (l *LinkStats) add(o LinkStats) {
 // QueueStats returns the counters of queue q of link i; zero values once
 // Close began.
 func (f *Forwarder) QueueStats(i, q int) LinkStats {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	return f.queueStats(i, q)
 }
 
@@ -308,8 +308,8 @@ func (f *Forwarder) queueStats(i, q int) LinkStats {
 // KernelStats returns the kernel's XDP_STATISTICS of the socket of link i,
 // queue q.
 func (f *Forwarder) KernelStats(i, q int) (xsk.Stats, error) {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	return f.kernelStats(i, q)
 }
 
@@ -331,8 +331,8 @@ type ZoneUsage struct {
 // Zones returns the UMEM zones' occupancy, approximate while running
 // (caches publish their fill level once per batch).
 func (f *Forwarder) Zones() []ZoneUsage {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	var out []ZoneUsage
 	for _, d := range f.doms {
 		for _, z := range d.region.Zones() {
@@ -414,7 +414,7 @@ type DomainSummary struct {
 	StrandedTX      int `json:"stranded_tx_descriptors"`
 }
 
-// domainSummaries describes the domains; statsMu is held.
+// domainSummaries describes the domains; teardown.mu is held.
 func (f *Forwarder) domainSummaries() []DomainSummary {
 	out := make([]DomainSummary, len(f.doms))
 	for d, dm := range f.doms {
@@ -430,8 +430,8 @@ func (f *Forwarder) domainSummaries() []DomainSummary {
 
 // OwnershipViolations sums the UMEM zones' ownership violations so far.
 func (f *Forwarder) OwnershipViolations() uint64 {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	var n uint64
 	for _, d := range f.doms {
 		for _, z := range d.region.Zones() {
@@ -574,8 +574,8 @@ func NewEfficiency(prevL, curL []LinkStats, prevW, curW []WorkerStats) Efficienc
 
 // WorkerStats returns every worker's loop counters; nil once Close began.
 func (f *Forwarder) WorkerStats() []WorkerStats {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	return f.workerStats()
 }
 
@@ -625,8 +625,8 @@ type XPSSummary struct {
 
 // XPS returns the queue selection summary; zero values once Close began.
 func (f *Forwarder) XPS() XPSSummary {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	return f.xps()
 }
 
@@ -634,7 +634,7 @@ func (f *Forwarder) xps() XPSSummary {
 	if f.closedLocked() {
 		return XPSSummary{TXQueuePackets: map[string][]uint64{}}
 	}
-	x := XPSSummary{Mode: "single-queue", Queues: f.cfg.Queues, TXQueuePackets: map[string][]uint64{}}
+	x := XPSSummary{Mode: "single-queue", Queues: f.plan.Queues, TXQueuePackets: map[string][]uint64{}}
 	for i, l := range f.links {
 		if f.ports[i] == nil {
 			continue // removed, or being added (links.go)
@@ -673,8 +673,8 @@ func (f *Forwarder) PagesPer1K() (p4k, p2m float64) {
 // before Close, then read Leaked after Close (Shutdown does both). Once
 // Close began it returns zero values.
 func (f *Forwarder) Summary() Summary {
-	f.statsMu.RLock()
-	defer f.statsMu.RUnlock()
+	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
 	s := Summary{Links: map[string]LinkStats{}, TXPaths: map[string]uint64{}, DomainCopies: map[string]uint64{}}
 	if f.closedLocked() {
 		return s
@@ -685,7 +685,7 @@ func (f *Forwarder) Summary() Summary {
 			continue // a hole a removed link left (links.go)
 		}
 		ls := f.linkStats(i)
-		if r, ok := f.removed.byName[l.name]; ok {
+		if r, ok := f.linkOps.removed.byName[l.name]; ok {
 			ls.add(r) // removed, then added again
 		}
 		links = append(links, ls)
@@ -696,13 +696,13 @@ func (f *Forwarder) Summary() Summary {
 		s.TXDescriptors += ls.TXDescriptors
 		s.InlineFallbacks += ls.InlineFallbacks
 	}
-	for name, ls := range f.removed.byName {
+	for name, ls := range f.linkOps.removed.byName {
 		if _, ok := s.Links[name]; !ok {
 			s.Links[name] = ls
 			links = append(links, ls)
 		}
 	}
-	if r := &f.removed; r.olderLinks > 0 {
+	if r := &f.linkOps.removed; r.olderLinks > 0 {
 		s.RemovedOlder = &RemovedSummary{Links: r.olderLinks, Totals: r.older}
 		links = append(links, r.older)
 	}
@@ -721,12 +721,12 @@ func (f *Forwarder) Summary() Summary {
 		s.DomainCopies["frag"] += ls.DomainCopiesFrag
 		s.DomainCopyBytes += ls.DomainCopyBytes
 	}
-	end := f.stopped
+	end := f.life.stopped
 	if end.IsZero() {
 		end = time.Now()
 	}
-	if !f.started.IsZero() {
-		s.DurationS = end.Sub(f.started).Seconds()
+	if !f.life.started.IsZero() {
+		s.DurationS = end.Sub(f.life.started).Seconds()
 	}
 	return s
 }
@@ -737,8 +737,8 @@ func (f *Forwarder) Shutdown() (Summary, error) {
 	s := f.Summary()
 	err := f.Close()
 	s.UMEM.LeakedAddresses = f.Leaked()
-	s.UMEM.StrandedTX = f.stranded
-	s.UMEM.OwnershipViolations = f.violations
+	s.UMEM.StrandedTX = f.life.stranded
+	s.UMEM.OwnershipViolations = f.life.violations
 	for d := range s.Domains {
 		s.Domains[d].LeakedAddresses = f.doms[d].leaked
 		s.Domains[d].StrandedTX = f.doms[d].stranded

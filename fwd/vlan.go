@@ -126,7 +126,7 @@ func (f *Forwarder) warnVLANLoss() {
 		if ok {
 			continue
 		}
-		log := f.cfg.Logger.With("link", l.name, "why", why)
+		log := f.plan.Logger.With("link", l.name, "why", why)
 		if _, ok := f.env.(kernel); !ok {
 			// What turns the offload off is the kernel's to say.
 			log.Warn("VLAN tags kept out of the frame cannot be recovered and would be lost")

@@ -94,20 +94,20 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 	}
 	w := &worker{
 		q:        q,
-		rx:       newRXSide(f.doms[0].region.Mem(), f.cfg.FrameSize, f.cfg.Batch),
+		rx:       newRXSide(f.doms[0].region.Mem(), f.plan.FrameSize, f.plan.Batch),
 		umems:    f.newWorkerDomains(),
-		layout:   newTXLayout(&f.inlineMax),
-		verdicts: newVerdicts(f.handler, int(f.cfg.RingSize)),
+		layout:   newTXLayout(&f.live.inlineMax),
+		verdicts: newVerdicts(f.handler, int(f.plan.RingSize)),
 		wake:     wk,
 		cpu:      -1,
-		spin:     newSpinner(f.cfg.Spin),
-		coalesce: int64(f.cfg.Coalesce),
-		busyPoll: f.cfg.BusyPoll > 0,
-		handed:   &f.handedOver,
+		spin:     newSpinner(f.plan.Spin),
+		coalesce: int64(f.plan.Coalesce),
+		busyPoll: f.plan.BusyPoll > 0,
+		handed:   &f.handover.handedOver,
 	}
-	w.lanes = newTXLanes(len(f.ports), f.cfg.Batch)
-	if len(f.cfg.CPUs) > 0 {
-		w.cpu = f.cfg.CPUs[q%len(f.cfg.CPUs)]
+	w.lanes = newTXLanes(len(f.ports), f.plan.Batch)
+	if len(f.plan.CPUs) > 0 {
+		w.cpu = f.plan.CPUs[q%len(f.plan.CPUs)]
 	}
 	for i := range f.ports {
 		if len(f.ports[i]) == 0 {
@@ -115,7 +115,7 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 		}
 		w.chg.live = w.chg.live.Add(i)
 		w.lanes.tx[i] = f.ports[i][q].tx
-		for qq := q; qq < len(f.ports[i]); qq += f.cfg.Queues {
+		for qq := q; qq < len(f.ports[i]); qq += f.plan.Queues {
 			p := f.ports[i][qq]
 			w.rx.add(p, w)
 			if p.tx != nil {
