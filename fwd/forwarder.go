@@ -134,11 +134,45 @@ type Forwarder struct {
 func New(config Config) (*Forwarder, error) { return build(config, nil) }
 
 // build is New, or with from Adopt: the UMEM, programs and sockets taken
-// over from the predecessor that from describes instead of made.
+// over from the predecessor that from describes instead of made. Its
+// stages: the plan, the kernel objects, the workers, then the links go
+// live.
 func build(config Config, from *adoption) (_ *Forwarder, err error) {
+	f, err := planned(config, from)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	if from != nil {
+		err = from.build(f)
+	} else {
+		err = f.make()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := f.startWorkers(from == nil); err != nil {
+		return nil, err
+	}
+	if err := f.goLive(from); err != nil {
+		return nil, err
+	}
+	f.warnVLANLoss()
+	f.logReady(from != nil)
+	return f, nil
+}
+
+// planned is a Forwarder with its plan and nothing built: the Config
+// checked alone first (a bad setting is refused before the links are
+// looked up, which --wait-for-links would wait for in vain), then
+// resolved against the links (the predecessor's, holes included, with
+// from) and the plan's decisions logged.
+func planned(config Config, from *adoption) (*Forwarder, error) {
 	host := hostFacts{cpus: allowedCPUs()}
-	// The Config alone first: a bad setting is refused before the links
-	// are looked up (--wait-for-links would wait for them in vain).
 	if err := config.check(host); err != nil {
 		return nil, err
 	}
@@ -173,31 +207,25 @@ func build(config Config, from *adoption) (_ *Forwarder, err error) {
 	n := len(links)
 	f := &Forwarder{plan: cfg, env: env, clock: clock, links: links, startLinks: slices.Clone(given), host: host, handler: cfg.Handler,
 		progs: make([]Program, n), socks: make([][]*xsk.Socket, n),
-		ports: make([][]*port, n), health: make([]linkHealth, n)}
+		ports: make([][]*port, n), health: make([]linkHealth, n),
+		handoffSize: cfg.HandoffSize,
+		policy:      linearize.Policy{InlineMax: cfg.inlineBytes(), MaxTxFrags: cfg.MaxTxFrags, ChunkSize: cfg.FrameSize},
+	}
 	f.linkOps.rewatch = make(chan struct{}, 1)
 	f.handover.abdicated = make(chan struct{})
-	defer func() {
-		if err != nil {
-			f.Close()
-		}
-	}()
-
-	f.handoffSize = cfg.HandoffSize
 	f.live.inlineMax.Store(int32(cfg.inlineBytes()))
 	f.live.xpsMode.Store(uint32(cfg.XPS))
-	f.policy = linearize.Policy{
-		InlineMax:  cfg.inlineBytes(),
-		MaxTxFrags: cfg.MaxTxFrags,
-		ChunkSize:  cfg.FrameSize,
-	}
-	if from != nil {
-		err = from.build(f)
-	} else {
-		err = f.make()
-	}
-	if err != nil {
-		return nil, err
-	}
+	return f, nil
+}
+
+// startWorkers gives every socket its port and every queue its worker,
+// each tapped by the capture hub, and with several queues the flow table
+// and the ordering between them. With fill, the fill rings go full now,
+// before the programs point at the sockets, so the first packet after
+// "ready" finds a frame to land in (adopted ones are topped up by Run's
+// first round, once the predecessor let go of them).
+func (f *Forwarder) startWorkers(fill bool) error {
+	cfg := &f.plan
 	if cfg.Queues > 1 {
 		f.flows = newFlowState(f.regions(), cfg.XPS, cfg.FlowTableSize, !cfg.XPSAsymmetric, cfg.Queues)
 	}
@@ -208,19 +236,15 @@ func build(config Config, from *adoption) (_ *Forwarder, err error) {
 	for q := range cfg.Queues {
 		w, err := newWorker(f, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		w.tap.point = f.capture.Point(q)
 		f.workers = append(f.workers, w)
-		if from == nil {
-			// Fill rings go full before the program points at the
-			// sockets, so the first packet after "ready" finds a frame
-			// to land in. (Adopted ones are topped up by Run's first
-			// round, once the predecessor let go of them.)
+		if fill {
 			w.rx.refill()
 		}
 		for _, p := range w.rx.ports {
-			env.Notify(p.sock, w.wake.wake)
+			f.env.Notify(p.sock, w.wake.wake)
 		}
 	}
 	if f.flows != nil {
@@ -229,35 +253,41 @@ func build(config Config, from *adoption) (_ *Forwarder, err error) {
 		}
 		setupOrdering(f, f.handoffSize)
 	}
-	// Promiscuous before the sockets are registered, so that the first
-	// frames for other MACs are not left at the NIC.
-	if cfg.Promiscuous {
-		for _, l := range links {
+	return nil
+}
+
+// goLive makes the links promiscuous if the plan says (before the sockets
+// are registered, so that the first frames for other MACs are not left at
+// the NIC), then points every program at its sockets and commits it (a
+// replaced foreign program stays replaced from here on); an adopted
+// forwarder's programs point at them already, and its Handler hears of its
+// links.
+func (f *Forwarder) goLive(from *adoption) error {
+	if f.plan.Promiscuous {
+		for _, l := range f.links {
 			var m io.Closer
 			if l.name != "" {
-				if m, err = env.Promiscuous(l.info()); err != nil {
-					return nil, err
+				var err error
+				if m, err = f.env.Promiscuous(l.info()); err != nil {
+					return err
 				}
 			}
 			f.promisc = append(f.promisc, m)
 		}
 	}
-	if from == nil {
-		for i := range links {
-			if err := f.register(i); err != nil {
-				return nil, err
-			}
-		}
-		// From here on a replaced foreign program stays replaced.
-		for _, p := range f.progs {
-			p.Commit()
-		}
-	} else {
+	if from != nil {
 		from.observe(f)
+		return nil
 	}
-	f.warnVLANLoss()
-	f.logReady(from != nil)
-	return f, nil
+	for i := range f.links {
+		if err := f.register(i); err != nil {
+			return err
+		}
+	}
+	for _, p := range f.progs {
+		p.Commit()
+	}
+	return nil
 }
 
 // make maps the UMEM, attaches the programs and binds the sockets: New's.
