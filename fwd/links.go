@@ -334,43 +334,67 @@ func (f *Forwarder) AddLink(name string) error {
 
 // addLink is AddLink with linkOps.mu held.
 func (f *Forwarder) addLink(name string) error {
-	if err := f.changeable("add", name); err != nil {
+	i, l, err := f.admitLink(name)
+	if err != nil {
 		return err
 	}
+	ports, err := f.buildLink(i, l)
+	if err != nil {
+		return fmt.Errorf("link add %s: %w", name, err)
+	}
+	f.handLink(i, ports)
+	if err := f.register(i); err != nil {
+		f.removeLink(i, false)
+		return fmt.Errorf("link add %s: %w", name, err)
+	}
+	f.progs[i].Commit()
+	delete(f.linkOps.vanished, name)
+	f.watchChanged()
+	f.plan.Logger.Info("link added", "link", name, "index", i, "rx_queues", l.rxQueues, "xdp_mode", f.progs[i].Mode())
+	return nil
+}
+
+// admitLink is the index link name takes (the lowest free) and what it
+// is, or why the forwarder refuses it; it changes nothing.
+func (f *Forwarder) admitLink(name string) (int, linkInfo, error) {
+	if err := f.changeable("add", name); err != nil {
+		return 0, linkInfo{}, err
+	}
 	if f.indexOf(name) >= 0 {
-		return fmt.Errorf("link add %s: %w", name, linkop.ErrExists)
+		return 0, linkInfo{}, fmt.Errorf("link add %s: %w", name, linkop.ErrExists)
 	}
 	i := f.indexOf("")
 	if i < 0 {
 		i = len(f.links)
 	}
 	if i >= f.plan.MaxLinks {
-		return &InputError{linkop.Mark(fmt.Errorf("link add %s: the forwarder holds %d links at most, all taken (--max-links)", name, f.plan.MaxLinks), linkop.ErrFull)}
+		return 0, linkInfo{}, &InputError{linkop.Mark(fmt.Errorf("link add %s: the forwarder holds %d links at most, all taken (--max-links)", name, f.plan.MaxLinks), linkop.ErrFull)}
 	}
 	found, err := lookupLinks(f.env, []string{name})
 	if err != nil {
 		if errors.Is(err, ErrUnknownLink) {
-			return fmt.Errorf("link add %s: %w (%w)", name, err, linkop.ErrNoSuchLink)
+			return 0, linkInfo{}, fmt.Errorf("link add %s: %w (%w)", name, err, linkop.ErrNoSuchLink)
 		}
-		return fmt.Errorf("link add %s: %w", name, err)
+		return 0, linkInfo{}, fmt.Errorf("link add %s: %w", name, err)
 	}
 	l := found[0]
 	if l.rxQueues < f.plan.Queues || l.txQueues < f.plan.Queues {
-		return inputErr("link add %s: %d RX and %d TX queues, fewer than the %d workers", name, l.rxQueues, l.txQueues, f.plan.Queues)
+		return 0, linkInfo{}, inputErr("link add %s: %d RX and %d TX queues, fewer than the %d workers", name, l.rxQueues, l.txQueues, f.plan.Queues)
 	}
 	if l.mtu+maxFrameOverhead > f.plan.FrameSize && !f.plan.MultiBuffer {
-		return &InputError{linkop.Mark(fmt.Errorf("link add %s: MTU %d does not fit a %d-byte frame (restart with a larger --frame-size or --multi-buffer)", name, l.mtu, f.plan.FrameSize), linkop.ErrMTU)}
+		return 0, linkInfo{}, &InputError{linkop.Mark(fmt.Errorf("link add %s: MTU %d does not fit a %d-byte frame (restart with a larger --frame-size or --multi-buffer)", name, l.mtu, f.plan.FrameSize), linkop.ErrMTU)}
 	}
+	l.dom = f.plan.domainOf(name)
+	return i, l, nil
+}
 
-	// The new link's entries, built under the readers' lock: a reader
-	// sees the link without ports (zero counts) until the worker has them.
+// buildLink makes link l's entries at index i, its program, sockets,
+// promiscuity and ports, under the readers' lock: a reader sees the link
+// without ports (zero counts) until a worker has them. On an error
+// everything it made is undone.
+func (f *Forwarder) buildLink(i int, l linkInfo) (_ []*port, err error) {
 	f.teardown.mu.Lock()
-	locked := true
-	defer func() {
-		if locked {
-			f.teardown.mu.Unlock()
-		}
-	}()
+	defer f.teardown.mu.Unlock()
 	for len(f.links) <= i {
 		f.links = append(f.links, linkInfo{})
 		f.socks = append(f.socks, nil)
@@ -381,65 +405,70 @@ func (f *Forwarder) addLink(name string) error {
 			f.promisc = append(f.promisc, nil)
 		}
 	}
-	l.dom = f.plan.domainOf(name)
 	f.links[i] = l
-	undo := func() {
-		for _, s := range f.socks[i] {
-			if s != nil {
-				s.Close()
-			}
+	defer func() {
+		if err != nil {
+			f.unbuildLink(i)
 		}
-		if f.progs[i] != nil {
-			f.progs[i].Close()
-		}
-		if f.plan.Promiscuous && f.promisc[i] != nil {
-			f.promisc[i].Close()
-		}
-		f.links[i], f.socks[i], f.ports[i], f.progs[i] = linkInfo{}, nil, nil, nil
-		if f.plan.Promiscuous {
-			f.promisc[i] = nil
-		}
-	}
+	}()
 	if err := f.attach(i); err != nil {
-		undo()
-		return fmt.Errorf("link add %s: %w", name, err)
+		return nil, err
 	}
 	if err := f.openLink(i, xsk.ZeroCopyOff, f.plan.AddedRingSize); err != nil {
-		undo()
 		if errors.Is(err, xsk.ErrZeroCopyUnsupported) {
 			err = &InputError{err}
 		}
-		return fmt.Errorf("link add %s: %w", name, err)
+		return nil, err
 	}
 	if f.plan.Promiscuous {
 		m, err := f.env.Promiscuous(l.info())
 		if err != nil {
-			undo()
-			return fmt.Errorf("link add %s: %w", name, err)
+			return nil, err
 		}
 		f.promisc[i] = m
 	}
 	ports := f.newPorts(i)
 	if err := f.handoffRoom(i, len(ports)); err != nil {
-		undo()
-		return fmt.Errorf("link add %s: %w", name, err)
+		return nil, err
 	}
-	f.teardown.mu.Unlock()
-	locked = false
+	return ports, nil
+}
+
+// unbuildLink undoes buildLink at index i, under the readers' lock.
+func (f *Forwarder) unbuildLink(i int) {
+	for _, s := range f.socks[i] {
+		if s != nil {
+			s.Close()
+		}
+	}
+	if f.progs[i] != nil {
+		f.progs[i].Close()
+	}
+	if f.plan.Promiscuous && f.promisc[i] != nil {
+		f.promisc[i].Close()
+	}
+	f.links[i], f.socks[i], f.ports[i], f.progs[i] = linkInfo{}, nil, nil, nil
+	if f.plan.Promiscuous {
+		f.promisc[i] = nil
+	}
+}
+
+// handLink hands link i's ports to the workers: the Handler hears of the
+// link first, captures know it before a worker takes its first packet
+// (capture.Hub.SetLinks), and worker q reads RX queues q, q+W, … and
+// sends on TX queue q, as at start (newWorker), adopting them at a round's
+// boundary with the link's handoff rings.
+func (f *Forwarder) handLink(i int, ports []*port) {
 	if o, ok := f.handler.(LinkNameObserver); ok {
-		o.LinkAddedAs(i, name)
+		o.LinkAddedAs(i, f.links[i].name)
 	} else if o, ok := f.handler.(LinkObserver); ok {
 		o.LinkAdded(i)
 	}
-	// Worker q reads RX queues q, q+W, … and sends on TX queue q, as at
-	// start (newWorker).
 	W := len(f.workers)
 	for _, p := range ports {
 		f.env.Notify(p.sock, f.workers[p.queue%W].wake.wake)
 	}
 	rings := f.newHandoffs(i, ports)
-	// Captures know the link before a worker takes its first packet
-	// (capture.Hub.SetLinks).
 	f.capture.SetLinks(f.Links())
 	f.parked(func() {
 		for q, w := range f.workers {
@@ -456,15 +485,6 @@ func (f *Forwarder) addLink(name string) error {
 	f.teardown.mu.Lock()
 	f.ports[i] = ports
 	f.teardown.mu.Unlock()
-	if err := f.register(i); err != nil {
-		f.removeLink(i, false)
-		return fmt.Errorf("link add %s: %w", name, err)
-	}
-	f.progs[i].Commit()
-	delete(f.linkOps.vanished, name)
-	f.watchChanged()
-	f.plan.Logger.Info("link added", "link", name, "index", i, "rx_queues", l.rxQueues, "xdp_mode", f.progs[i].Mode())
-	return nil
 }
 
 // RemoveLink detaches link name while the forwarder runs (or before Run):
