@@ -83,7 +83,8 @@ var linkCounts = [cDrops]func(*LinkStats) *uint64{
 }
 
 // ringCounts are the LinkStats fields the rings count (txring's kicks,
-// rxring's fill wake-ups): summed over queues with linkCounts.
+// rxring's fill wake-ups and lend): summed over queues with linkCounts.
+// RXLend is a gauge: a removed link's is not kept (removedTotals.add).
 var ringCounts = [...]func(*LinkStats) *uint64{
 	func(l *LinkStats) *uint64 { return &l.TXKicks },
 	func(l *LinkStats) *uint64 { return &l.KickErrors },

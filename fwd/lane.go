@@ -16,9 +16,9 @@ import (
 //
 // Concurrency: a lane has a single owner, the worker that transmits on its
 // TX queue (the ring's single producer), which alone writes every field;
-// stats readers only load the ring's Kicks and KickErrors atomics (kicks)
-// and txLanes.kickPolls
-// and the socket's counters (stats, counters.go).
+// stats readers only load the ring's Kicks and KickErrors atomics
+// (kicks), txLanes.kickPolls and the socket's counters (stats,
+// counters.go).
 
 // lane is one TX ring and what decides when it is kicked: direct sends
 // (pipeline.go) and the merge put packets on it, and the worker's loop
@@ -88,8 +88,8 @@ func (l *lane) put(descs []xsk.Desc) bool {
 
 // publish gives back the slots reserved ahead and unused, and makes what
 // was put visible to the kernel; its kick is the worker loop's
-// (txLanes.endRound), unless the ring is full: then the kernel must take some
-// before the next batch has room, so it is kicked now.
+// (txLanes.endRound), unless the ring is full: then the kernel must take
+// some before the next batch has room, so it is kicked now.
 func (l *lane) publish() {
 	if l.left > 0 {
 		l.ring.Cancel(l.left)

@@ -23,6 +23,7 @@ type removedTotals struct {
 // add records st, the totals of link name as it was removed: summed with
 // those of its earlier removals that are still kept by name.
 func (r *removedTotals) add(name string, st LinkStats) {
+	st.RXLend = 0 // what its rings lent, not a total: gone with them
 	if r.byName == nil {
 		r.byName = map[string]LinkStats{}
 	}

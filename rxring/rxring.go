@@ -131,10 +131,10 @@ func New(s *xsk.Socket, frames *umem.Cache) *Ring {
 // SetLend makes Refill keep at least floor frames on the fill ring, more
 // while the link takes bursts: a Refill that finds the kernel took three
 // quarters of the lend or more since the last, a quarter or less left,
-// doubles it, up to the ring's size; calm traffic halves it
-// again, down to floor. A floor of 0 or of the ring's size (New's) lends
-// it whole, always. So a ring may take a burst of its size while only
-// busy links hold frames for it.
+// doubles it, up to the ring's size; calm traffic halves it again, down
+// to floor. A floor of 0 or of the ring's size (New's) lends it whole,
+// always. So a ring may take a burst of its size while only busy links
+// hold frames for it.
 func (r *Ring) SetLend(floor uint32) {
 	if floor == 0 || floor > r.fill.Size() {
 		floor = r.fill.Size()
