@@ -82,9 +82,6 @@ type ovsInstance struct {
 	envv         []string
 	br           string
 	db, vswitchd *child
-	// links are its afxdp ports; a and b name p.LinkA's and p.LinkB's
-	// counters in its details.
-	links []string
 	// timeout bounds each ovs-vsctl call: adding a port attaches an XDP
 	// program and maps a UMEM, so it grows with the ports.
 	timeout time.Duration
@@ -121,7 +118,7 @@ func (o *ovsInstance) ofctl(ctx context.Context, args ...string) (string, error)
 func startOVS(ctx context.Context, e *env, p *topo.Pair, links []string, normal bool) (_ stopFunc, err error) {
 	cpu, q := e.o.FwdCPU, e.queuesOf(p)
 	o := &ovsInstance{e: e, dir: filepath.Join(e.tmp, "ovs-"+pairID(p)), br: "xf" + pairID(p) + "ovs",
-		links: links, timeout: 15*time.Second + time.Duration(len(links))*time.Second}
+		timeout: 15*time.Second + time.Duration(len(links))*time.Second}
 	// Every path a daemon or tool would default to (/var/run/openvswitch,
 	// /etc/openvswitch, /var/log/openvswitch) points into the private
 	// directory instead.
