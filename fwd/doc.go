@@ -99,11 +99,14 @@
 //
 // # Configuration
 //
-// A Config is what the user asks for, each zero value the default. New
-// resolves it, with what the links and the host report, into a Plan
-// (plan.go: resolve, pure and table-tested), the only place settings are
-// validated and defaults decided; the Config is never written. Workers read
-// the Plan (Forwarder.plan), Forwarder.Plan returns a copy, and Reconfigure
-// applies a new Config's difference: queues, XPS and the inline limit live,
-// the rest refused as needing a restart.
+// A Config is what the user asks for, each zero value the default. Each
+// of its settings is a row of one table (settings.go, Settings): its flag
+// name, what its zero value means, its check, and whether a running
+// forwarder changes it. New resolves a Config, with what the links and
+// the host report, into a Plan (plan.go: resolve, pure and table-tested,
+// after the table's checks), where defaults are decided; the Config is
+// never written. Workers read the Plan (Forwarder.plan), Forwarder.Plan
+// returns a copy, and Reconfigure applies a new Config's difference as the
+// table says: the links (where links may be added), queues, XPS and the
+// inline limit live, the rest listed as needing a restart.
 package fwd

@@ -153,62 +153,6 @@ func resolve(cfg Config, links []linkInfo, host hostFacts) (Plan, error) {
 // for links). The error is an InputError.
 func (c Config) Check() error { return c.check(hostFacts{cpus: allowedCPUs()}) }
 
-// check validates what the Config alone decides, before any link is looked
-// up: a bad setting is refused even when the links are missing. resolve
-// runs it; New runs it ahead of the link lookup and then plan.
-func (c *Config) check(host hostFacts) error {
-	if _, err := inline.ResolveMax(c.InlineMax); err != nil {
-		return &InputError{err}
-	}
-	batch := c.Batch
-	if batch == 0 {
-		batch = defaultBatch
-	}
-	maxTxFrags := c.MaxTxFrags
-	if maxTxFrags == 0 {
-		maxTxFrags = defaultMaxTxFrags
-	}
-	switch {
-	case c.Promisc < PromiscAuto || c.Promisc > PromiscOff:
-		return inputErr("promisc %v: want PromiscAuto, PromiscOn or PromiscOff", c.Promisc)
-	case c.MultiBufferMode < MultiBufferAuto || c.MultiBufferMode > MultiBufferOff:
-		return inputErr("multi-buffer %v: want MultiBufferAuto, MultiBufferOn or MultiBufferOff", c.MultiBufferMode)
-	case c.Checksums < ChecksumsAuto || c.Checksums > ChecksumsOff:
-		return inputErr("complete-checksums %d: want ChecksumsAuto, ChecksumsOn or ChecksumsOff", c.Checksums)
-	case c.Handler == nil && len(c.Links) != 2:
-		return inputErr("need exactly two links without a Handler (two --link flags in xconnect mode), got %d", len(c.Links))
-	case len(c.Links) < 1 || len(c.Links) > MaxLinks:
-		return inputErr("need 1..%d links (--link flags), got %d", MaxLinks, len(c.Links))
-	case c.MaxLinks < 0 || c.MaxLinks > MaxLinks || c.MaxLinks != 0 && c.MaxLinks < len(c.Links):
-		return inputErr("max links %d: want %d..%d (the links given up to a LinkSet's size), or 0 (the links given)", c.MaxLinks, len(c.Links), MaxLinks)
-	case c.Handler == nil && c.MaxLinks > 2:
-		return inputErr("max links %d: without a Handler (xconnect) the links are the two given", c.MaxLinks)
-	case repeated(c.Links) != "":
-		return inputErr("link %q given twice: the links must differ", repeated(c.Links))
-	case c.FrameSize != 0 && c.FrameSize != 2048 && c.FrameSize != 4096:
-		return inputErr("frame size %d: want 2048 or 4096, or 0 (auto)", c.FrameSize)
-	case c.Queues < 0:
-		return inputErr("--queues %d: want 0 (auto: the CPUs, at most the links' queue counts) or a count of 1..the links' queue count", c.Queues)
-	case c.RingSize != 0 && (c.RingSize&(c.RingSize-1) != 0 || c.RingSize < MinRingSize || c.RingSize > MaxRingSize):
-		return inputErr("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", c.RingSize, MinRingSize, MaxRingSize)
-	case c.AddedRingSize != 0 && (c.AddedRingSize&(c.AddedRingSize-1) != 0 || c.AddedRingSize < MinRingSize || c.AddedRingSize > MaxRingSize):
-		return inputErr("--added-ring-size %d: want a power of two, %d..%d, or 0 (auto)", c.AddedRingSize, MinRingSize, MaxRingSize)
-	case c.AddedRingSize != 0 && c.RingSize != 0 && c.AddedRingSize > c.RingSize:
-		return inputErr("--added-ring-size %d: want at most --ring-size %d", c.AddedRingSize, c.RingSize)
-	case c.MaxUMEM < 0:
-		return inputErr("--max-umem %d: want a size in bytes, or 0 (%d MiB)", c.MaxUMEM, DefaultMaxUMEM>>20)
-	case batch < linearize.MaxDescs || c.RingSize != 0 && uint32(batch) > c.RingSize:
-		return inputErr("batch %d: want %d..ring size, or 0 (%d)", c.Batch, linearize.MaxDescs, defaultBatch)
-	case c.FragOrder > 0 && c.FragOrder != 3 && c.FragOrder != 4:
-		return inputErr("--frag-order %d: want 3 (32 KiB), 4 (64 KiB), 0 (the default, 4) or off (FragOff: no frag zone)", c.FragOrder)
-	case !allowed(c.CPUs, host.cpus):
-		return inputErr("cpus %v: want CPUs the process may run on, of %v", c.CPUs, host.cpus)
-	case maxTxFrags < 1 || maxTxFrags > linearize.MaxDescs:
-		return inputErr("max TX frags %d: want 1..%d, or 0 (%d)", c.MaxTxFrags, linearize.MaxDescs, defaultMaxTxFrags)
-	}
-	return nil
-}
-
 // Defaults that Config's zero values stand for.
 const (
 	defaultBatch      = 64
@@ -721,61 +665,6 @@ func (r Reconfiguration) RestartError() error {
 		s[i] = c.String()
 	}
 	return fmt.Errorf("%s: not applied, a restart is needed", strings.Join(s, ", "))
-}
-
-// restartFields are the Plan's settings a running forwarder cannot change,
-// by the Config field that sets them: the sockets, rings, UMEM and workers
-// were built from them.
-var restartFields = []struct {
-	field string
-	value func(*Plan) any
-}{
-	{"Links", func(p *Plan) any { return p.Links }},
-	{"Handler", func(p *Plan) any { return fmt.Sprintf("%T", p.Handler) }},
-	{"MaxLinks", func(p *Plan) any { return p.MaxLinks }},
-	{"RingSize", func(p *Plan) any { return p.RingSize }},
-	{"AddedRingSize", func(p *Plan) any { return p.AddedRingSize }},
-	{"MaxUMEM", func(p *Plan) any { return p.MaxUMEM }},
-	{"Batch", func(p *Plan) any { return p.Batch }},
-	{"FrameSize", func(p *Plan) any { return p.FrameSize }},
-	{"ZeroCopy", func(p *Plan) any { return p.ZeroCopy }},
-	{"XDPMode", func(p *Plan) any { return p.XDPMode }},
-	{"HugePages", func(p *Plan) any { return p.HugePages }},
-	{"Force", func(p *Plan) any { return p.Force }},
-	{"MultiBufferMode", func(p *Plan) any { return p.MultiBuffer }},
-	{"Checksums", func(p *Plan) any { return p.Checksums }},
-	{"Promisc", func(p *Plan) any { return p.Promiscuous }},
-	{"CPUs", func(p *Plan) any { return p.CPUs }},
-	{"FragOrder", func(p *Plan) any { return fragOrderString(p.FragOrder) }},
-	{"MaxTxFrags", func(p *Plan) any { return p.MaxTxFrags }},
-	{"Spin", func(p *Plan) any { return spinString(p.Spin) }},
-	{"Coalesce", func(p *Plan) any { return p.Coalesce }},
-	{"BusyPoll", func(p *Plan) any { return p.BusyPoll }},
-	{"XPSAsymmetric", func(p *Plan) any { return p.XPSAsymmetric }},
-	{"FlowTableSize", func(p *Plan) any { return p.FlowTableSize }},
-}
-
-// restartChanges compares two plans in the settings a running forwarder
-// cannot change.
-func restartChanges(cur, next *Plan) []Change {
-	var out []Change
-	for _, f := range restartFields {
-		a, b := fmt.Sprint(f.value(cur)), fmt.Sprint(f.value(next))
-		if a != b {
-			out = append(out, Change{Field: f.field, From: a, To: b})
-		}
-	}
-	return out
-}
-
-// liveSettings returns next with the settings a running forwarder changes
-// live (Queues, XPS, InlineMax) replaced by those it was started with, so
-// that next resolves to a Plan comparable with cur in everything else.
-func liveSettings(next Config, cur *Plan) Config {
-	next.Queues = cur.Queues
-	next.XPS = cur.XPS
-	next.InlineMax = cur.InlineMax // a Plan's value is a Config's
-	return next
 }
 
 // inlineBytes is the byte count p.InlineMax puts in force, 0 when the

@@ -191,7 +191,7 @@ func TestResolveRefusals(t *testing.T) {
 		{"one link without a handler", Config{Links: []string{"a"}}, veth[:1], "need exactly two links"},
 		{"no link with a handler", Config{Handler: HandlerFunc(func([]Packet) {})}, nil, "need 1..64 links (--link flags), got 0"},
 		{"a link twice", Config{Links: []string{"a", "a"}}, veth, `link "a" given twice`},
-		{"frame size 3000", Config{Links: ab, FrameSize: 3000}, veth, "frame size 3000: want 2048 or 4096"},
+		{"frame size 3000", Config{Links: ab, FrameSize: 3000}, veth, "--frame-size 3000: want 2048 or 4096"},
 		{"negative queues", Config{Links: ab, Queues: -1}, veth, "--queues -1: want 0 (auto"},
 		{"queues beyond the links'", Config{Links: ab, Queues: 2}, veth, `--queues 2: each worker transmits on a queue of its own, and link "a" has 1 RX and 1 TX queues`},
 		{"ring size not a power of two", Config{Links: ab, RingSize: 1000}, veth, "--ring-size 1000: want a power of two, 64..16384"},
@@ -201,7 +201,7 @@ func TestResolveRefusals(t *testing.T) {
 		{"batch beyond the ring", Config{Links: ab, Batch: 128, RingSize: 64}, veth, "batch 128"},
 		{"frag order 5", Config{Links: ab, FragOrder: 5}, veth, "--frag-order 5: want 3 (32 KiB), 4 (64 KiB), 0 (the default, 4) or off"},
 		{"a CPU the process may not use", Config{Links: ab, CPUs: []int{7}}, veth, "cpus [7]"},
-		{"max TX frags 19", Config{Links: ab, MaxTxFrags: 19}, veth, "max TX frags 19: want 1..18"},
+		{"max TX frags 19", Config{Links: ab, MaxTxFrags: 19}, veth, "--max-tx-frags 19: want 1..18"},
 		{"inline limit 300", Config{Links: ab, InlineMax: 300}, veth, "inline limit 300"},
 		{"promisc mode 7", Config{Links: ab, Promisc: 7}, veth, "promisc PromiscMode(7)"},
 		{"multi-buffer off, MTU 3000", Config{Links: ab, MultiBufferMode: MultiBufferOff}, mtu(3000), `link "a" MTU 3000 needs frames of at least 3274 bytes`},
@@ -283,7 +283,7 @@ func TestReconfigure(t *testing.T) {
 	}{
 		{"the same Config", start, start, nil, nil, "", "", 256},
 		{"queues 0 is the default, as at start", start, with(func(c *Config) { c.Queues = 0 }), nil, nil, "", "", 256},
-		{"inline limit and xps live", start, with(func(c *Config) { c.InlineMax = 128; c.XPS = xps.ModeHash }), []string{"InlineMax", "XPS"}, nil, "", "", 128},
+		{"inline limit and xps live", start, with(func(c *Config) { c.InlineMax = 128; c.XPS = xps.ModeHash }), []string{"XPS", "InlineMax"}, nil, "", "", 128},
 		{"inline 0 is the default, 256", with(func(c *Config) { c.InlineMax = 100 }), start, []string{"InlineMax"}, nil, "", "", 256},
 		{"more queues than workers", start, with(func(c *Config) { c.Queues = 2 }), nil, nil, "queues 2: want 1..1", "", 256},
 		{"inline on, started off", with(func(c *Config) { c.InlineMax = InlineOff }), start, nil, nil, "no inline zone; restart", "", 0},
@@ -291,7 +291,7 @@ func TestReconfigure(t *testing.T) {
 			c.FrameSize = 4096
 			c.Spin = 8
 			c.Handler = HandlerFunc(func([]Packet) {})
-		}), nil, []string{"Handler", "FrameSize", "FragOrder", "Spin"}, "", "", 256},
+		}), nil, []string{"Handler", "FrameSize", "Spin", "FragOrder"}, "", "", 256},
 		{"a zero that stands for what runs is no change", with(func(c *Config) { c.FrameSize = 2048; c.Batch = 64; c.FragOrder = 4 }), start, nil, nil, "", "", 256},
 		{"a Config that does not resolve", start, with(func(c *Config) { c.RingSize = 100; c.InlineMax = 128 }), nil, nil, "", "--ring-size 100", 256},
 	} {

@@ -47,7 +47,7 @@ func TestPlanSpellsConfig(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the plan's values as a Config's: %v", err)
 			}
-			if c := restartChanges(&p, &q); len(c) > 0 || q.InlineMax != p.InlineMax || !reflect.DeepEqual(q.Domains, p.Domains) {
+			if c := restartChanges(&p, &q, nil); len(c) > 0 || q.InlineMax != p.InlineMax || !reflect.DeepEqual(q.Domains, p.Domains) {
 				t.Errorf("the plan's values as a Config's resolve to another plan: %v, InlineMax %d, domains %+v; want InlineMax %d, domains %+v",
 					c, q.InlineMax, q.Domains, p.InlineMax, p.Domains)
 			}

@@ -509,7 +509,7 @@ func TestBadInput(t *testing.T) {
 		{name: "bad hugepages", args: func(p *topo.Pair) []string { return links(p, "--hugepages", "sometimes") },
 			want: []string{"hugepages", "sometimes"}},
 		{name: "frame-size 3000", args: func(p *topo.Pair) []string { return links(p, "--frame-size", "3000") },
-			want: []string{"frame size 3000", "2048", "4096"}},
+			want: []string{"--frame-size 3000", "2048", "4096"}},
 		{name: "negative coalesce", args: func(p *topo.Pair) []string { return links(p, "--coalesce", "-1us") },
 			want: []string{"--coalesce -1µs", "0..1ms"}},
 		{name: "coalesce too long", args: func(p *topo.Pair) []string { return links(p, "--coalesce", "2ms") },

@@ -159,7 +159,7 @@ func TestReloadDiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(log.String())
-	for _, want := range []string{`applied="inline-max=100 xps=hash stats-interval=5s"`, `needs_restart="log-format spin"`,
+	for _, want := range []string{`applied="xps=hash inline-max=100 stats-interval=5s"`, `needs_restart="log-format spin"`,
 		`overridden_by_flags=log-level`, "Spin auto → 8"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("reload log lacks %q", want)

@@ -1,13 +1,14 @@
 // The settings of `xdpfwd run`, each declared once (settings): its flag
-// and config-file key, default, what its zero value means, whether a
-// reload changes it, its --help group and help, and where its value goes.
-// What used to be kept in parallel lists is derived from the table: the
-// flags of run and demo (registerSettings), the --help groups
-// (flagGroups), the fwd.Config fields each flag sets (configFlags) and,
-// through it, what a reload compares. settings_test.go
-// holds the table to the flags registered, to fwd's reload (which
-// settings it applies live, which need a restart) and to
-// docs/reference.md's flag table.
+// and config-file key, default, its --help group and help, and where its
+// value goes. A setting of the forwarder extends fwd's row of the same
+// name (fwd.Settings), which says the fwd.Config field it sets, what its
+// zero value means and whether a reload changes it; xdpfwd's own say so
+// here. What used to be kept in parallel lists is derived from the
+// table: the flags of run and demo (registerSettings), the --help groups
+// (flagGroups), the fwd.Config field each flag sets (configFlags) and,
+// through it, what a reload compares. settings_test.go holds the table
+// to the flags registered, to fwd's reload (which settings it applies
+// live, which need a restart) and to docs/reference.md's flag table.
 
 package main
 
@@ -41,15 +42,16 @@ type setting struct {
 	def string
 	// zero is what the zero value (0, "") means where it is not itself:
 	// an automatic choice, a default of fwd's, off. docs/reference.md
-	// gives it (TestSettingsDocs).
+	// gives it (TestSettingsDocs). fwd's for a setting of the forwarder.
 	zero string
-	// fields are the fwd.Config fields it sets, which the forwarder
-	// compares on a reload (Forwarder.Reconfigure): a change is reported
-	// by the field, under this setting's name. None: a setting of
-	// xdpfwd's own, which the reloader compares.
-	fields []string
-	// reload is what a reload does with a change of it.
-	reload reload
+	// field is the fwd.Config field it sets (fwd's Setting.Field), which
+	// the forwarder compares on a reload (Forwarder.Reconfigure): a
+	// change is reported by the field, under this setting's name. "": a
+	// setting of xdpfwd's own, which the reloader compares.
+	field string
+	// reload is what a reload does with a change of it: fwd's for a
+	// setting of the forwarder.
+	reload fwd.Reload
 	// noKey: a flag only, not a key of the config file.
 	noKey bool
 	// help is its --help text; a `word` in it names the flag's value
@@ -74,19 +76,6 @@ const (
 	runFlag
 )
 
-// reload is what a SIGHUP reload does with a changed setting.
-type reload int
-
-const (
-	// restart: nothing; it is logged as needing a restart.
-	restart reload = iota
-	// live: put in force while running.
-	live
-	// liveLinks: live in the modes that take links while running
-	// (linksAtRuntime), restart in the others.
-	liveLinks
-)
-
 // flagVars are the variables the flags of a command set: a setting's ptr
 // points into them.
 type flagVars struct {
@@ -104,12 +93,12 @@ const (
 
 // settings are the settings of `xdpfwd run`, in the order of its --help
 // and of docs/reference.md's table: each group's together.
-var settings = []setting{
+var settings = extendForwarder([]setting{
 	// links and mode
-	{name: "link", group: linksAndMode, scope: runLinkFlag, fields: []string{"Links"}, reload: liveLinks,
+	{name: "link", group: linksAndMode, scope: runLinkFlag,
 		help: "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch (1 with --max-links), 1..64 for reflect, sink, 5tswap, mac and txonly)",
 		ptr:  func(v flagVars) any { return &v.ff.links }},
-	{name: "mode", group: linksAndMode, def: "xconnect", fields: []string{"Handler"},
+	{name: "mode", group: linksAndMode, def: "xconnect",
 		help: "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)",
 		ptr:  func(v flagVars) any { return &v.ff.mode }},
 	{name: "eth-peer", group: linksAndMode,
@@ -130,88 +119,88 @@ var settings = []setting{
 	{name: "trunk", group: linksAndMode, scope: runLinkFlag,
 		help: "switch: make a --link link a trunk of VLANs, `LINK=VLANS` (0,100,200-209; 0 is the untagged network): its frames carry their VLAN's tag, another VLAN's are spoofed_vlan (repeat). A link with neither is a port of every VLAN (docs/vlans.md)",
 		ptr:  func(v flagVars) any { return &v.ff.trunks }},
-	{name: "max-links", group: linksAndMode, def: "auto", zero: "the --link links only", fields: []string{"MaxLinks"},
+	{name: "max-links", group: linksAndMode, def: "auto",
 		help: fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. auto (default): %d in those modes; 0: the --link links only", defaultMaxLinks),
 		ptr:  func(v flagVars) any { return &v.ff.maxLinks }},
 	{name: "port-security", group: linksAndMode, def: "on",
 		help: "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured",
 		ptr:  func(v flagVars) any { return &v.ff.portSecurity }},
-	{name: "xdp-mode", group: linksAndMode, def: "auto", fields: []string{"XDPMode"},
+	{name: "xdp-mode", group: linksAndMode, def: "auto",
 		help: "XDP attach mode: auto|native|generic",
 		ptr:  func(v flagVars) any { return &v.ff.xdpMode }},
-	{name: "zerocopy", group: linksAndMode, def: "auto", fields: []string{"ZeroCopy"},
+	{name: "zerocopy", group: linksAndMode, def: "auto",
 		help: "AF_XDP bind mode: auto (zero-copy where the driver has it; links that cannot, veths, and links added while running bind in copy mode in a UMEM of their own), on (every --link link in zero-copy or fail; links added while running in copy mode, in a UMEM of their own), off (copy mode, one UMEM)",
 		ptr:  func(v flagVars) any { return &v.ff.zeroCopy }},
-	{name: "promisc", group: linksAndMode, def: "auto", fields: []string{"Promisc"},
+	{name: "promisc", group: linksAndMode, def: "auto",
 		help: "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off",
 		ptr:  func(v flagVars) any { return &v.ff.promisc }},
-	{name: "hugepages", group: linksAndMode, def: "auto", fields: []string{"HugePages"},
+	{name: "hugepages", group: linksAndMode, def: "auto",
 		help: "UMEM backing: auto|on|off",
 		ptr:  func(v flagVars) any { return &v.ff.hugePages }},
 
 	// queues and rings
-	{name: "queues", group: queuesAndRings, def: "0", zero: "auto", fields: []string{"Queues"}, reload: live,
+	{name: "queues", group: queuesAndRings, def: "0",
 		help: "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)",
 		ptr:  func(v flagVars) any { return &v.ff.queues }},
-	{name: "frame-size", group: queuesAndRings, def: "2048", fields: []string{"FrameSize"},
+	{name: "frame-size", group: queuesAndRings, def: "2048",
 		help: "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)",
 		ptr:  func(v flagVars) any { return &v.ff.frameSize }},
-	{name: "multi-buffer", group: queuesAndRings, def: "auto", fields: []string{"MultiBufferMode"},
+	{name: "multi-buffer", group: queuesAndRings, def: "auto",
 		help: "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)",
 		ptr:  func(v flagVars) any { return &v.ff.multiBuffer }},
-	{name: "ring-size", group: queuesAndRings, def: "0", zero: "auto", fields: []string{"RingSize"},
+	{name: "ring-size", group: queuesAndRings, def: "0",
 		help: fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize),
 		ptr:  func(v flagVars) any { return &v.ff.ringSize }},
-	{name: "added-ring-size", group: queuesAndRings, def: "0", zero: "auto", fields: []string{"AddedRingSize"},
+	{name: "added-ring-size", group: queuesAndRings, def: "0",
 		help: fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize),
 		ptr:  func(v flagVars) any { return &v.ff.addedRing }},
-	{name: "max-umem", group: queuesAndRings, def: "0", zero: fmt.Sprintf("%d GiB", fwd.DefaultMaxUMEM>>30), fields: []string{"MaxUMEM"},
+	{name: "max-umem", group: queuesAndRings, def: "0",
 		help: fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20),
 		ptr:  func(v flagVars) any { return &v.ff.maxUMEM }},
-	{name: "xps", group: queuesAndRings, def: "sticky", fields: []string{"XPS"}, reload: live,
+	{name: "xps", group: queuesAndRings, def: "sticky",
 		help: "TX queue per flow, with --queues > 1: sticky|hash|cpu",
 		ptr:  func(v flagVars) any { return &v.ff.xpsMode }},
-	{name: "xps-asymmetric", group: queuesAndRings, def: "false", fields: []string{"XPSAsymmetric"},
+	{name: "xps-asymmetric", group: queuesAndRings, def: "false",
 		help: "key the two directions of a connection apart (default: they share a queue index)",
 		ptr:  func(v flagVars) any { return &v.ff.asymmetric }},
-	{name: "flow-table-size", group: queuesAndRings, def: "0", zero: "65536", fields: []string{"FlowTableSize"},
+	{name: "flow-table-size", group: queuesAndRings, def: "0",
 		help: "entries in the sticky flow table (0: 65536)",
 		ptr:  func(v flagVars) any { return &v.ff.flowTable }},
-	{name: "cpus", group: queuesAndRings, zero: "one per worker", fields: []string{"CPUs"},
+	{name: "cpus", group: queuesAndRings,
 		help: "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3",
 		ptr:  func(v flagVars) any { return &v.ff.cpus }},
-	{name: "spin", group: queuesAndRings, def: "auto", zero: "auto", fields: []string{"Spin"},
+	{name: "spin", group: queuesAndRings, def: "auto",
 		help: "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing; and a window for the answer when what it forwards is answered within 200µs, at most a quarter of its time), N (every time), off (sleep at once), or busy (never sleep: a CPU per worker, idle too)",
 		ptr:  func(v flagVars) any { return &v.ff.spin }},
-	{name: "coalesce", group: queuesAndRings, def: "0", zero: "off", fields: []string{"Coalesce"},
+	{name: "coalesce", group: queuesAndRings, def: "0",
 		help: "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off",
 		ptr:  func(v flagVars) any { return &v.ff.coalesce }},
-	{name: "busy-poll", group: queuesAndRings, def: "0", zero: "off", fields: []string{"BusyPoll"},
+	{name: "busy-poll", group: queuesAndRings, def: "0",
 		help: "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off",
 		ptr:  func(v flagVars) any { return &v.ff.busyPoll }},
 
 	// TX paths
-	{name: "inline-max", group: txPaths, def: "0", zero: "256", fields: []string{"InlineMax"}, reload: live,
+	{name: "inline-max", group: txPaths, def: "0",
 		help: "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256",
 		ptr:  func(v flagVars) any { return &v.ff.inlineMax }},
-	{name: "frag-order", group: txPaths, def: "0", zero: "4", fields: []string{"FragOrder"},
+	{name: "frag-order", group: txPaths, def: "0",
 		help: "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none",
 		ptr:  func(v flagVars) any { return &v.ff.fragOrder }},
-	{name: "max-tx-frags", group: txPaths, def: "0", zero: "4", fields: []string{"MaxTxFrags"},
+	{name: "max-tx-frags", group: txPaths, def: "0",
 		help: "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4",
 		ptr:  func(v flagVars) any { return &v.ff.maxTxFrags }},
-	{name: "complete-checksums", group: txPaths, def: "auto", fields: []string{"Checksums"},
+	{name: "complete-checksums", group: txPaths, def: "auto",
 		help: "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off",
 		ptr:  func(v flagVars) any { return &v.ff.checksums }},
 
 	// operations
-	{name: "force", group: operations, scope: runLinkFlag, def: "false", fields: []string{"Force"},
+	{name: "force", group: operations, scope: runLinkFlag, def: "false",
 		help: "replace a foreign XDP program already on a link",
 		ptr:  func(v flagVars) any { return &v.ff.force }},
 	{name: "wait-for-links", group: operations, scope: runFlag, def: "false",
 		help: "when a link is missing or deleted, wait for it to return instead of exiting",
 		ptr:  func(v flagVars) any { return &v.run.waitLinks }},
-	{name: "stats-interval", group: operations, scope: runFlag, def: "1s", zero: "off", reload: live,
+	{name: "stats-interval", group: operations, scope: runFlag, def: "1s", zero: "off", reload: fwd.Live,
 		help: "period of the stats line on stderr; 0 turns it off",
 		ptr:  func(v flagVars) any { return &v.run.interval }},
 	{name: "summary", group: operations, scope: runFlag,
@@ -282,6 +271,23 @@ var settings = []setting{
 	{name: "dst-port", scope: runFlag, def: "9",
 		help: "txonly: UDP destination port",
 		ptr:  func(v flagVars) any { return &v.run.gf.dstPort }},
+})
+
+// extendForwarder gives each setting of the forwarder (fwd's of the same
+// name) fwd's field, zero and reload, which its row does not repeat.
+func extendForwarder(settings []setting) []setting {
+	for i := range settings {
+		s := &settings[i]
+		fs, ok := fwd.SettingNamed(s.name)
+		if !ok {
+			continue
+		}
+		if s.zero != "" || s.field != "" || s.reload != fwd.Restart {
+			panic(fmt.Sprintf("setting %s: fwd's, yet its row repeats its zero, field or reload", s.name))
+		}
+		s.field, s.zero, s.reload = fs.Field, fs.Zero, fs.Reload
+	}
+	return settings
 }
 
 // settingNamed is the setting of flag name, or nil.
@@ -359,8 +365,8 @@ func groupsOf(settings []setting) []flagGroup {
 func fieldFlags(settings []setting) map[string]string {
 	out := map[string]string{}
 	for _, s := range settings {
-		for _, f := range s.fields {
-			out[f] = s.name
+		if s.field != "" {
+			out[s.field] = s.name
 		}
 	}
 	return out

@@ -122,7 +122,7 @@ func TestSettingsConfigFields(t *testing.T) {
 	cfg := reflect.TypeFor[fwd.Config]()
 	by := map[string]string{}
 	for _, s := range settings {
-		for _, f := range s.fields {
+		if f := s.field; f != "" {
 			if _, ok := cfg.FieldByName(f); !ok {
 				t.Errorf("setting %s: sets fwd.Config.%s, which is no field", s.name, f)
 			}
@@ -130,6 +130,11 @@ func TestSettingsConfigFields(t *testing.T) {
 				t.Errorf("fwd.Config.%s: set by %s and %s", f, o, s.name)
 			}
 			by[f] = s.name
+		}
+	}
+	for _, fs := range fwd.Settings() {
+		if fs.Name != "" && settingNamed(fs.Name) == nil {
+			t.Errorf("fwd's setting %s (Config.%s): no setting of xdpfwd extends it", fs.Name, fs.Field)
 		}
 	}
 	for i := range cfg.NumField() {
@@ -214,7 +219,7 @@ func TestSettingsReload(t *testing.T) {
 				file := maps.Clone(reloadBase[mode])
 				file[s.name] = change
 				applied, restart := rt.reload(t, file)
-				wantLive := s.reload == live || s.reload == liveLinks && linksAtRuntime(mode)
+				wantLive := s.reload == fwd.Live || s.reload == fwd.LiveLinks && linksAtRuntime(mode)
 				t.Logf("%s: %v → applied %q, needs restart %q", s.name, change, applied, restart)
 				if wantLive && (!slices.Contains(applied, s.name) || slices.Contains(restart, s.name)) {
 					t.Errorf("%s changed: applied %q, needs restart %q; the table says a reload puts it in force", s.name, applied, restart)
@@ -396,7 +401,7 @@ func TestSettingsDocs(t *testing.T) {
 		docLive = append(docLive, w[1])
 	}
 	for _, s := range settings {
-		if s.reload != restart {
+		if s.reload != fwd.Restart {
 			tableLive = append(tableLive, s.name)
 		}
 	}
@@ -415,11 +420,11 @@ func TestSettingsDocs(t *testing.T) {
 func TestSettingsZero(t *testing.T) {
 	n := 0
 	for _, s := range settings {
-		if s.zero == "" || len(s.fields) == 0 {
+		if s.zero == "" || s.field == "" {
 			continue
 		}
 		zero := "0"
-		if f, _ := reflect.TypeFor[fwd.Config]().FieldByName(s.fields[0]); f.Type.Kind() == reflect.Slice {
+		if f, _ := reflect.TypeFor[fwd.Config]().FieldByName(s.field); f.Type.Kind() == reflect.Slice {
 			zero = ""
 		}
 		st, err := parseRun([]string{"--mode", "switch", "--link", "a", "--link", "b", "--" + s.name + "=" + zero}, io.Discard)
@@ -429,11 +434,8 @@ func TestSettingsZero(t *testing.T) {
 		}
 		n++
 		t.Logf("--%s=%q: %s", s.name, zero, s.zero)
-		cfg := reflect.ValueOf(st.cfg)
-		for _, f := range s.fields {
-			if v := cfg.FieldByName(f); !v.IsZero() {
-				t.Errorf("--%s=%q (%s): fwd.Config.%s is %v, not its zero value", s.name, zero, s.zero, f, v)
-			}
+		if v := reflect.ValueOf(st.cfg).FieldByName(s.field); !v.IsZero() {
+			t.Errorf("--%s=%q (%s): fwd.Config.%s is %v, not its zero value", s.name, zero, s.zero, s.field, v)
 		}
 	}
 	if n == 0 {
