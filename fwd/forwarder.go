@@ -488,7 +488,7 @@ func (f *Forwarder) newPorts(i int) []*port {
 	var ports []*port
 	for q, sk := range f.socks[i] {
 		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.plan.completesChecksums(f.links[i]),
-			lend: f.plan.socketRings(sk.TX.Size(), q, !sk.ZeroCopy()).lend} // as bound
+			lend: fillSizeOf(sk.TX.Size(), f.plan.Queues, q)}
 		if f.progs[i].Mode() == "native" {
 			// One CPU at a time runs a queue's NAPI, so the queue's
 			// newest stamp only grows (merge.go's caughtUp relies on

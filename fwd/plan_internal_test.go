@@ -335,9 +335,7 @@ func TestReconfigure(t *testing.T) {
 // link whose ring size gives a fill ring under burstRing gets RX and fill
 // rings of burstRing, lending what its ring size gives, and the UMEM a
 // burst per worker; a ring size set, a zero-copy NIC, an RX-only queue
-// and rings already that large keep the rings of before. A copy-mode
-// worker's queue lends at most lendBatches batches while calm; a
-// zero-copy one and an RX-only one lend their fill ring whole.
+// and rings already that large keep the rings of before.
 func TestBurstRings(t *testing.T) {
 	veths := func(n, queues int) []linkInfo {
 		var ls []linkInfo
@@ -364,10 +362,7 @@ func TestBurstRings(t *testing.T) {
 		burst uint32      // Plan.BurstRing
 		want  socketRings // link 0's queue q, opened asking zc
 	}{
-		{"2 veths alone: 2048-entry rings as before, 16 batches lent", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 1024}},
-		{"2 veths, a batch of 32", Config{Batch: 32}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 512}},
-		{"2 veths, a ring size set", Config{RingSize: 4096}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{4096, 4096, 8192, 1024}},
-		{"2 zero-copy NICs: the whole fill ring lent", Config{}, []linkInfo{nic("nic0"), nic("nic1")}, 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 4096}},
+		{"2 veths alone: 2048-entry rings as before", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 4096}},
 		{"64 veths", Config{Handler: sw, MaxLinks: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 2048, 2048, 128}},
 		{"2 veths of 64", Config{Handler: sw, MaxLinks: 64}, veths(2, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{128, 2048, 2048, 256}},
 		{"64 veths, ring size set", Config{Handler: sw, MaxLinks: 64, RingSize: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{64, 64, 128, 128}},

@@ -31,9 +31,8 @@ type port struct {
 	csum bool
 	sock *xsk.Socket
 	rx   *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	// lend is the fewest frames its fill ring lends (Plan.socketRings,
-	// for the mode the socket bound in): a copy-mode TX lane's a few
-	// batches, more in bursts; every other socket's its whole fill ring.
+	// lend is the fewest frames its fill ring lends, what its ring size
+	// gives (Plan.socketRings); a larger fill ring lends more in bursts.
 	lend  uint32
 	tx    *lane     // nil unless a TX lane (lane.go)
 	stats portStats // counters.go
