@@ -281,6 +281,19 @@ func ParseChecksumMode(s string) (ChecksumMode, error) {
 	return 0, fmt.Errorf("complete-checksums %q: want auto, on or off", s)
 }
 
+// String is m as ParseChecksumMode reads it.
+func (m ChecksumMode) String() string {
+	switch m {
+	case ChecksumsAuto:
+		return "auto"
+	case ChecksumsOn:
+		return "on"
+	case ChecksumsOff:
+		return "off"
+	}
+	return fmt.Sprintf("ChecksumMode(%d)", int(m))
+}
+
 // MultiBufferMode selects AF_XDP multi-buffer (XDP_USE_SG).
 type MultiBufferMode int
 

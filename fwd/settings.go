@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/xdpfwd/xdpfwd/inline"
 	"github.com/xdpfwd/xdpfwd/linearize"
@@ -29,6 +30,8 @@ type Setting struct {
 	Zero string
 	// Reload is what Reconfigure does with a change of it.
 	Reload Reload
+	// Bool: the flag may stand alone, meaning true (on).
+	Bool bool
 }
 
 // Reload is what Reconfigure does with a changed setting.
@@ -44,7 +47,9 @@ const (
 	LiveLinks
 )
 
-// setting is a Setting and what the forwarder does with it: check
+// setting is a Setting and what the forwarder does with it: its
+// spelling (spelling.go; none for the links and the mode, which xdpfwd
+// spells, nor for Batch, which has no flag); check
 // refuses a bad value in a Config alone (Config.check runs every one);
 // planned is the value a Plan holds, spelled as the flag spells it,
 // which Reconfigure compares for a setting it cannot change; a live one
@@ -53,6 +58,7 @@ const (
 // and returns the Change, or a zero Change when it is the running one.
 type setting struct {
 	Setting
+	spelling
 	check   func(c *Config, host hostFacts) error
 	planned func(p *Plan) string
 	keep    func(next *Config, cur *Plan)
@@ -76,11 +82,11 @@ var settings = []setting{
 		planned: func(p *Plan) string { return fmt.Sprintf("%T", p.Handler) }},
 	{Setting: Setting{Field: "MaxLinks", Name: "max-links", Zero: "the links given"},
 		check: checkMaxLinks, planned: func(p *Plan) string { return fmt.Sprint(p.MaxLinks) }},
-	{Setting: Setting{Field: "XDPMode", Name: "xdp-mode"},
+	{Setting: Setting{Field: "XDPMode", Name: "xdp-mode"}, spelling: xdpModeSpelling,
 		planned: func(p *Plan) string { return fmt.Sprint(p.XDPMode) }},
-	{Setting: Setting{Field: "ZeroCopy", Name: "zerocopy"},
+	{Setting: Setting{Field: "ZeroCopy", Name: "zerocopy"}, spelling: zeroCopySpelling,
 		planned: func(p *Plan) string { return fmt.Sprint(p.ZeroCopy) }},
-	{Setting: Setting{Field: "Promisc", Name: "promisc"},
+	{Setting: Setting{Field: "Promisc", Name: "promisc"}, spelling: promiscSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if c.Promisc < PromiscAuto || c.Promisc > PromiscOff {
 				return inputErr("--promisc %v: want auto, on or off (PromiscAuto, PromiscOn or PromiscOff)", c.Promisc)
@@ -88,10 +94,11 @@ var settings = []setting{
 			return nil
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.Promiscuous) }},
-	{Setting: Setting{Field: "HugePages", Name: "hugepages"},
+	{Setting: Setting{Field: "HugePages", Name: "hugepages"}, spelling: hugePagesSpelling,
 		planned: func(p *Plan) string { return fmt.Sprint(p.HugePages) }},
 
 	{Setting: Setting{Field: "Queues", Name: "queues", Zero: "auto", Reload: Live},
+		spelling: intSpelling("queues", func(c *Config) *int { return &c.Queues }),
 		check: func(c *Config, _ hostFacts) error {
 			if c.Queues < 0 {
 				return inputErr("--queues %d: want 0 (auto: the CPUs, at most the links' queue counts) or a count of 1..the links' queue count", c.Queues)
@@ -99,7 +106,7 @@ var settings = []setting{
 			return nil
 		},
 		keep: func(n *Config, p *Plan) { n.Queues = p.Queues }, apply: (*Forwarder).applyQueues},
-	{Setting: Setting{Field: "FrameSize", Name: "frame-size"},
+	{Setting: Setting{Field: "FrameSize", Name: "frame-size"}, spelling: frameSizeSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if c.FrameSize != 0 && c.FrameSize != 2048 && c.FrameSize != 4096 {
 				return inputErr("--frame-size %d: want 2048 or 4096, or 0 (auto)", c.FrameSize)
@@ -107,7 +114,7 @@ var settings = []setting{
 			return nil
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.FrameSize) }},
-	{Setting: Setting{Field: "MultiBufferMode", Name: "multi-buffer"},
+	{Setting: Setting{Field: "MultiBufferMode", Name: "multi-buffer", Bool: true}, spelling: multiBufferSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if c.MultiBufferMode < MultiBufferAuto || c.MultiBufferMode > MultiBufferOff {
 				return inputErr("--multi-buffer %v: want auto, on or off (MultiBufferAuto, MultiBufferOn or MultiBufferOff)", c.MultiBufferMode)
@@ -116,9 +123,11 @@ var settings = []setting{
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.MultiBuffer) }},
 	{Setting: Setting{Field: "RingSize", Name: "ring-size", Zero: "auto"},
-		check:   func(c *Config, _ hostFacts) error { return checkRingSize("--ring-size", c.RingSize) },
-		planned: func(p *Plan) string { return fmt.Sprint(p.RingSize) }},
+		spelling: ringSpelling("ring-size", func(c *Config) *uint32 { return &c.RingSize }),
+		check:    func(c *Config, _ hostFacts) error { return checkRingSize("--ring-size", c.RingSize) },
+		planned:  func(p *Plan) string { return fmt.Sprint(p.RingSize) }},
 	{Setting: Setting{Field: "AddedRingSize", Name: "added-ring-size", Zero: "auto"},
+		spelling: ringSpelling("added-ring-size", func(c *Config) *uint32 { return &c.AddedRingSize }),
 		check: func(c *Config, _ hostFacts) error {
 			if c.AddedRingSize != 0 && c.RingSize != 0 && c.AddedRingSize > c.RingSize {
 				return inputErr("--added-ring-size %d: want at most --ring-size %d", c.AddedRingSize, c.RingSize)
@@ -126,7 +135,7 @@ var settings = []setting{
 			return checkRingSize("--added-ring-size", c.AddedRingSize)
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.AddedRingSize) }},
-	{Setting: Setting{Field: "MaxUMEM", Name: "max-umem", Zero: fmt.Sprintf("%d GiB", DefaultMaxUMEM>>30)},
+	{Setting: Setting{Field: "MaxUMEM", Name: "max-umem", Zero: fmt.Sprintf("%d GiB", DefaultMaxUMEM>>30)}, spelling: maxUMEMSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if c.MaxUMEM < 0 {
 				return inputErr("--max-umem %d: want a size in bytes, or 0 (%d MiB)", c.MaxUMEM, DefaultMaxUMEM>>20)
@@ -142,13 +151,15 @@ var settings = []setting{
 			return nil
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.Batch) }},
-	{Setting: Setting{Field: "XPS", Name: "xps", Reload: Live},
+	{Setting: Setting{Field: "XPS", Name: "xps", Reload: Live}, spelling: xpsSpelling,
 		keep: func(n *Config, p *Plan) { n.XPS = p.XPS }, apply: (*Forwarder).applyXPS},
-	{Setting: Setting{Field: "XPSAsymmetric", Name: "xps-asymmetric"},
-		planned: func(p *Plan) string { return fmt.Sprint(p.XPSAsymmetric) }},
+	{Setting: Setting{Field: "XPSAsymmetric", Name: "xps-asymmetric", Bool: true},
+		spelling: boolSpelling("xps-asymmetric", func(c *Config) *bool { return &c.XPSAsymmetric }),
+		planned:  func(p *Plan) string { return fmt.Sprint(p.XPSAsymmetric) }},
 	{Setting: Setting{Field: "FlowTableSize", Name: "flow-table-size", Zero: fmt.Sprint(xps.DefaultSize)},
-		planned: func(p *Plan) string { return fmt.Sprint(p.FlowTableSize) }},
-	{Setting: Setting{Field: "CPUs", Name: "cpus", Zero: "one per worker"},
+		spelling: intSpelling("flow-table-size", func(c *Config) *int { return &c.FlowTableSize }),
+		planned:  func(p *Plan) string { return fmt.Sprint(p.FlowTableSize) }},
+	{Setting: Setting{Field: "CPUs", Name: "cpus", Zero: "one per worker"}, spelling: cpusSpelling,
 		check: func(c *Config, host hostFacts) error {
 			if !allowed(c.CPUs, host.cpus) {
 				return inputErr("--cpus %v: want CPUs the process may run on, of %v", c.CPUs, host.cpus)
@@ -156,14 +167,16 @@ var settings = []setting{
 			return nil
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.CPUs) }},
-	{Setting: Setting{Field: "Spin", Name: "spin", Zero: "auto"},
+	{Setting: Setting{Field: "Spin", Name: "spin", Zero: "auto"}, spelling: spinSpelling,
 		planned: func(p *Plan) string { return spinString(p.Spin) }},
 	{Setting: Setting{Field: "Coalesce", Name: "coalesce", Zero: "off"},
-		planned: func(p *Plan) string { return fmt.Sprint(p.Coalesce) }},
+		spelling: durationSpelling("coalesce", time.Millisecond, func(c *Config) *time.Duration { return &c.Coalesce }),
+		planned:  func(p *Plan) string { return fmt.Sprint(p.Coalesce) }},
 	{Setting: Setting{Field: "BusyPoll", Name: "busy-poll", Zero: "off"},
-		planned: func(p *Plan) string { return fmt.Sprint(p.BusyPoll) }},
+		spelling: durationSpelling("busy-poll", time.Second, func(c *Config) *time.Duration { return &c.BusyPoll }),
+		planned:  func(p *Plan) string { return fmt.Sprint(p.BusyPoll) }},
 
-	{Setting: Setting{Field: "InlineMax", Name: "inline-max", Zero: "256", Reload: Live},
+	{Setting: Setting{Field: "InlineMax", Name: "inline-max", Zero: "256", Reload: Live}, spelling: inlineMaxSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if _, err := inline.ResolveMax(c.InlineMax); err != nil {
 				return inputErr("--inline-max: %w", err)
@@ -172,7 +185,7 @@ var settings = []setting{
 		},
 		keep:  func(n *Config, p *Plan) { n.InlineMax = p.InlineMax }, // a Plan's value is a Config's
 		apply: (*Forwarder).applyInlineMax},
-	{Setting: Setting{Field: "FragOrder", Name: "frag-order", Zero: "4"},
+	{Setting: Setting{Field: "FragOrder", Name: "frag-order", Zero: "4"}, spelling: fragOrderSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if c.FragOrder > 0 && c.FragOrder != 3 && c.FragOrder != 4 {
 				return inputErr("--frag-order %d: want 3 (32 KiB), 4 (64 KiB), 0 (the default, 4) or off (FragOff: no frag zone)", c.FragOrder)
@@ -181,6 +194,7 @@ var settings = []setting{
 		},
 		planned: func(p *Plan) string { return fragOrderString(p.FragOrder) }},
 	{Setting: Setting{Field: "MaxTxFrags", Name: "max-tx-frags", Zero: "4"},
+		spelling: intSpelling("max-tx-frags", func(c *Config) *int { return &c.MaxTxFrags }),
 		check: func(c *Config, _ hostFacts) error {
 			if n := cmp0(c.MaxTxFrags, defaultMaxTxFrags); n < 1 || n > linearize.MaxDescs {
 				return inputErr("--max-tx-frags %d: want 1..%d, or 0 (%d)", c.MaxTxFrags, linearize.MaxDescs, defaultMaxTxFrags)
@@ -188,7 +202,7 @@ var settings = []setting{
 			return nil
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.MaxTxFrags) }},
-	{Setting: Setting{Field: "Checksums", Name: "complete-checksums"},
+	{Setting: Setting{Field: "Checksums", Name: "complete-checksums"}, spelling: checksumsSpelling,
 		check: func(c *Config, _ hostFacts) error {
 			if c.Checksums < ChecksumsAuto || c.Checksums > ChecksumsOff {
 				return inputErr("--complete-checksums %d: want auto, on or off (ChecksumsAuto, ChecksumsOn or ChecksumsOff)", c.Checksums)
@@ -197,8 +211,9 @@ var settings = []setting{
 		},
 		planned: func(p *Plan) string { return fmt.Sprint(p.Checksums) }},
 
-	{Setting: Setting{Field: "Force", Name: "force"},
-		planned: func(p *Plan) string { return fmt.Sprint(p.Force) }},
+	{Setting: Setting{Field: "Force", Name: "force", Bool: true},
+		spelling: boolSpelling("force", func(c *Config) *bool { return &c.Force }),
+		planned:  func(p *Plan) string { return fmt.Sprint(p.Force) }},
 }
 
 // Settings returns Config's settings, in the order of xdpfwd's --help.

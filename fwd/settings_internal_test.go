@@ -207,3 +207,55 @@ func TestSettingsReconfigure(t *testing.T) {
 		})
 	}
 }
+
+// TestSettingsSpelling: each setting fwd spells reads back what it
+// writes, its default (the zero Config's) included, so a flag, a config
+// file and a reload read the same values; a word none of its values
+// spells is refused naming the word; the links, the mode, MaxLinks and
+// Batch are xdpfwd's to spell, or no flag's.
+func TestSettingsSpelling(t *testing.T) {
+	values := map[string][]string{
+		"xdp-mode": {"native", "generic"}, "zerocopy": {"on", "off"}, "promisc": {"on", "off"},
+		"hugepages": {"on", "off"}, "queues": {"3"}, "frame-size": {"4096"}, "multi-buffer": {"on", "true", "false"},
+		"ring-size": {"1024"}, "added-ring-size": {"64"}, "max-umem": {"256MiB", "2GiB", "12345"},
+		"xps": {"hash", "cpu"}, "xps-asymmetric": {"true"}, "flow-table-size": {"1024"}, "cpus": {"1", "0,1", "2-3"},
+		"spin": {"off", "busy", "64", "0"}, "coalesce": {"100µs", "1ms"}, "busy-poll": {"50µs", "1s"},
+		"inline-max": {"off", "100", "0"}, "frag-order": {"off", "3", "-2"}, "max-tx-frags": {"8"},
+		"complete-checksums": {"on", "off"}, "force": {"true"},
+	}
+	for _, s := range settings {
+		if !s.Spelled() {
+			if s.Name != "" && s.Field != "Links" && s.Field != "Handler" && s.Field != "MaxLinks" {
+				t.Errorf("--%s: not spelled by fwd", s.Name)
+			}
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			field := func(c *Config) any { return reflect.ValueOf(c).Elem().FieldByName(s.Field).Interface() }
+			vs, ok := values[s.Name]
+			if !ok {
+				t.Fatalf("no values to spell here")
+			}
+			var zero Config
+			for _, v := range append([]string{s.Format(&zero)}, vs...) {
+				var c Config
+				if err := s.Set(&c, v); err != nil {
+					t.Errorf("Set(%q): %v", v, err)
+					continue
+				}
+				written := s.Format(&c)
+				var back Config
+				if err := s.Set(&back, written); err != nil || !reflect.DeepEqual(field(&back), field(&c)) {
+					t.Errorf("Set(%q) gives %v, written %q, which reads back as %v, %v", v, field(&c), written, field(&back), err)
+				}
+				t.Logf("%q → %v → %q", v, field(&c), written)
+			}
+			if isBool := reflect.TypeOf(field(&zero)).Kind() == reflect.Bool; (s.ValueName() == "") != isBool {
+				t.Errorf("ValueName %q: help names a value unless it is a boolean's", s.ValueName())
+			}
+			if err := s.Set(&zero, "bogus"); err == nil || !strings.Contains(err.Error(), "bogus") {
+				t.Errorf(`Set("bogus"): %v, want refused naming it`, err)
+			}
+		})
+	}
+}

@@ -48,6 +48,19 @@ func ParseHugePages(s string) (HugePages, error) {
 	return 0, fmt.Errorf("hugepages %q: want auto, on or off", s)
 }
 
+// String is h as ParseHugePages reads it.
+func (h HugePages) String() string {
+	switch h {
+	case HugePagesAuto:
+		return "auto"
+	case HugePagesOn:
+		return "on"
+	case HugePagesOff:
+		return "off"
+	}
+	return fmt.Sprintf("HugePages(%d)", int(h))
+}
+
 // Backing says what memory the region ended up on.
 type Backing string
 

@@ -81,6 +81,19 @@ func ParseXDPMode(s string) (XDPMode, error) {
 	return 0, fmt.Errorf("xdp mode %q: want auto, native or generic", s)
 }
 
+// String is m as ParseXDPMode reads it.
+func (m XDPMode) String() string {
+	switch m {
+	case XDPAuto:
+		return "auto"
+	case XDPNative:
+		return "native"
+	case XDPGeneric:
+		return "generic"
+	}
+	return fmt.Sprintf("XDPMode(%d)", int(m))
+}
+
 // ErrForeignProgram is returned when a link already carries an XDP program
 // that this process did not attach.
 var ErrForeignProgram = errors.New("link already has an XDP program")

@@ -35,6 +35,19 @@ func ParseZeroCopy(s string) (ZeroCopy, error) {
 	return 0, fmt.Errorf("zerocopy %q: want auto, on or off", s)
 }
 
+// String is z as ParseZeroCopy reads it.
+func (z ZeroCopy) String() string {
+	switch z {
+	case ZeroCopyAuto:
+		return "auto"
+	case ZeroCopyOn:
+		return "on"
+	case ZeroCopyOff:
+		return "off"
+	}
+	return fmt.Sprintf("ZeroCopy(%d)", int(z))
+}
+
 // ErrZeroCopyUnsupported is returned when zero-copy was demanded and the
 // driver cannot do it.
 var ErrZeroCopyUnsupported = errors.New("driver does not support AF_XDP zero-copy")

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/xdpfwd/xdpfwd/control/linkop"
+	"github.com/xdpfwd/xdpfwd/internal/bytesize"
 	"github.com/xdpfwd/xdpfwd/modes"
 )
 
@@ -97,7 +98,7 @@ func (r *bitRateFlag) Set(v string) error {
 }
 
 // burstFlag is a policer's burst in bytes, as tc's burst: a size as
-// sizeFlag reads it, from a full frame to the most whose bits the policer
+// bytesize reads it, from a full frame to the most whose bits the policer
 // takes (modes.MaxBurst); 0, as not given, is defaultBurst. Bounded here,
 // its bits (×8) cannot overflow.
 type burstFlag uint64
@@ -108,10 +109,10 @@ const (
 	maxBurstBytes = modes.MaxBurst / 8 // 2^32-2: 2^32-1 bytes' bits are over the bound
 )
 
-func (b *burstFlag) String() string { return formatSize(uint64(*b)) }
+func (b *burstFlag) String() string { return bytesize.Format(uint64(*b)) }
 
 func (b *burstFlag) Set(v string) error {
-	n, ok := parseSize(v)
+	n, ok := bytesize.Parse(v)
 	if !ok || n != 0 && (n < minBurstBytes || n > maxBurstBytes) {
 		return fmt.Errorf("%q: want bytes, %d (a full frame) .. %d, e.g. 65536 or 64KiB (0: the default)", v, minBurstBytes, maxBurstBytes)
 	}

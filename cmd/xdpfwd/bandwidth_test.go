@@ -199,13 +199,14 @@ func TestSizeFlagBounds(t *testing.T) {
 		{"3TB", 0, false},
 		{"", 0, false},
 	} {
-		var s sizeFlag
-		err := s.Set(tt.size)
+		var c fwd.Config
+		maxUMEM, _ := fwd.SettingNamed("max-umem")
+		err := maxUMEM.Set(&c, tt.size)
 		switch {
 		case !tt.ok && (err == nil || !strings.Contains(err.Error(), bounds)):
-			t.Errorf("size %q: %d, %v; want refused with %q", tt.size, s, err, bounds)
-		case tt.ok && (err != nil || int64(s) != tt.want):
-			t.Errorf("size %q: %d, %v; want %d", tt.size, s, err, tt.want)
+			t.Errorf("size %q: %d, %v; want refused with %q", tt.size, c.MaxUMEM, err, bounds)
+		case tt.ok && (err != nil || c.MaxUMEM != tt.want):
+			t.Errorf("size %q: %d, %v; want %d", tt.size, c.MaxUMEM, err, tt.want)
 		}
 	}
 }

@@ -100,7 +100,7 @@ func (d *demo) xconnect(ctx context.Context) (err error) {
 	stdout, stderr := d.stdout, d.stderr
 	// The namespace ends keep their default offloads, as a container's
 	// veth does: xdpfwd finishes the partial checksums they send.
-	p, err := topo.NewPair(topo.Options{Queues: max(d.ff.queues, 1), TxChecksum: true})
+	p, err := topo.NewPair(topo.Options{Queues: max(d.ff.cfg.Queues, 1), TxChecksum: true})
 	if err != nil {
 		return fmt.Errorf("demo: build namespaces: %w", err)
 	}
@@ -316,7 +316,7 @@ func (d *demo) traffic(ctx context.Context, p *topo.Pair, res *demoResult) error
 // switch learned. It sets d.verdict to the PASS or FAIL line.
 func (d *demo) switchHosts(ctx context.Context) (err error) {
 	ff, tcpMiB, stdout, stderr := &d.ff, d.tcpMiB, d.stdout, d.stderr
-	h, err := topo.NewHosts(3, topo.Options{Queues: max(ff.queues, 1), TxChecksum: true})
+	h, err := topo.NewHosts(3, topo.Options{Queues: max(ff.cfg.Queues, 1), TxChecksum: true})
 	if err != nil {
 		return fmt.Errorf("demo: build namespaces: %w", err)
 	}

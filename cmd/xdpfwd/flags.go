@@ -1,6 +1,7 @@
 // The command line: the flag.Value types of the flags, fwdFlags (the
 // forwarder's flags, which run and demo share, registered from the
-// settings table) and its translation into a fwd.Config and a mode's
+// settings table; those fwd spells set a fwd.Config directly,
+// settingFlag) and its translation into a fwd.Config and a mode's
 // handler, and the parse helpers every command's flags go through
 // (parseFlags).
 
@@ -12,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -21,11 +21,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
-	"github.com/xdpfwd/xdpfwd/internal/cpulist"
 	"github.com/xdpfwd/xdpfwd/modes"
-	"github.com/xdpfwd/xdpfwd/umem"
-	"github.com/xdpfwd/xdpfwd/xps"
-	"github.com/xdpfwd/xdpfwd/xsk"
 )
 
 // listFlag collects a repeatable flag.
@@ -36,34 +32,15 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // fwdFlags are the forwarder's flags, shared by run and demo.
 type fwdFlags struct {
+	// cfg holds the settings fwd spells (fwd.Setting.Set), which their
+	// flags and config keys set directly (settingFlag): everything of the
+	// Config but the links, the mode's handler, --max-links and the
+	// logger, which config adds.
+	cfg       fwd.Config
 	links     listFlag
-	queues    int
-	frameSize frameSizeFlag
-	xdpMode   string
-	zeroCopy  string
-	promisc   string
-	hugePages string
-	force     bool
 	logFormat string
 	logLevel  string
-
-	inlineMax   inlineMaxFlag
-	fragOrder   fragOrderFlag
-	maxTxFrags  int
-	multiBuffer multiBufferFlag
-	ringSize    int
-	addedRing   int
-	maxUMEM     sizeFlag
-	maxLinks    maxLinksFlag
-
-	xpsMode    string
-	spin       string
-	coalesce   time.Duration
-	busyPoll   time.Duration
-	checksums  string
-	cpus       string
-	flowTable  int
-	asymmetric bool
+	maxLinks  maxLinksFlag
 
 	mode      string
 	fdbAge    time.Duration
@@ -94,21 +71,9 @@ func (ff *fwdFlags) register(fs *flag.FlagSet, withLinks bool) {
 }
 
 func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
-	var cfg fwd.Config
-	var err error
+	cfg := ff.cfg
+	cfg.CPUs = slices.Clone(ff.cfg.CPUs)
 	bad := func(err error) error { return usageError{err.Error()} }
-	if cfg.XDPMode, err = xsk.ParseXDPMode(ff.xdpMode); err != nil {
-		return cfg, nil, bad(err)
-	}
-	if cfg.ZeroCopy, err = xsk.ParseZeroCopy(ff.zeroCopy); err != nil {
-		return cfg, nil, bad(err)
-	}
-	if cfg.HugePages, err = umem.ParseHugePages(ff.hugePages); err != nil {
-		return cfg, nil, bad(err)
-	}
-	if cfg.Promisc, err = fwd.ParsePromiscMode(ff.promisc); err != nil {
-		return cfg, nil, bad(err)
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(ff.logLevel)); err != nil {
 		return cfg, nil, bad(fmt.Errorf("log level %q: want debug, info, warn or error", ff.logLevel))
@@ -124,97 +89,36 @@ func (ff *fwdFlags) config(stderr io.Writer) (fwd.Config, *slog.Logger, error) {
 		return cfg, nil, bad(fmt.Errorf("log format %q: want text or json", ff.logFormat))
 	}
 	cfg.Links = ff.links
-	cfg.Queues = ff.queues
-	cfg.FrameSize = ff.frameSize.n // 0 unless given: fwd chooses
-	cfg.Force = ff.force
 	cfg.Logger = logger
-	cfg.InlineMax = int(ff.inlineMax)
-	cfg.FragOrder = int(ff.fragOrder)
-	cfg.MaxTxFrags = ff.maxTxFrags
-	cfg.MultiBufferMode = ff.multiBuffer.mode
-	if ff.ringSize < 0 || ff.ringSize > math.MaxUint32 {
-		return cfg, nil, bad(fmt.Errorf("--ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.ringSize, fwd.MinRingSize, fwd.MaxRingSize))
-	}
-	cfg.RingSize = uint32(ff.ringSize) // fwd.New checks the range
-	if ff.addedRing < 0 || ff.addedRing > math.MaxUint32 {
-		return cfg, nil, bad(fmt.Errorf("--added-ring-size %d: want a power of two, %d..%d, or 0 (auto)", ff.addedRing, fwd.MinRingSize, fwd.MaxRingSize))
-	}
-	cfg.AddedRingSize = uint32(ff.addedRing)
-	cfg.MaxUMEM = int64(ff.maxUMEM)
-	if cfg.XPS, err = xps.ParseMode(ff.xpsMode); err != nil {
-		return cfg, nil, bad(err)
-	}
-	if cfg.CPUs, err = parseCPUList(ff.cpus); err != nil {
-		return cfg, nil, bad(err)
-	}
-	if cfg.Checksums, err = fwd.ParseChecksumMode(ff.checksums); err != nil {
-		return cfg, nil, bad(err)
-	}
-	cfg.FlowTableSize = ff.flowTable
-	if cfg.Spin, err = parseSpin(ff.spin); err != nil {
-		return cfg, nil, bad(err)
-	}
-	if ff.coalesce < 0 || ff.coalesce > time.Millisecond {
-		return cfg, nil, bad(fmt.Errorf("--coalesce %v: want 0..1ms", ff.coalesce))
-	}
-	cfg.Coalesce = ff.coalesce
-	if ff.busyPoll < 0 || ff.busyPoll > time.Second {
-		return cfg, nil, bad(fmt.Errorf("--busy-poll %v: want 0..1s", ff.busyPoll))
-	}
-	cfg.BusyPoll = ff.busyPoll
-	cfg.XPSAsymmetric = ff.asymmetric
 	if err := ff.handler(&cfg); err != nil {
 		return cfg, nil, bad(err)
 	}
+	var err error
 	if cfg.MaxLinks, err = ff.resolveMaxLinks(len(cfg.Links)); err != nil {
 		return cfg, nil, bad(err)
 	}
 	return cfg, logger, nil
 }
 
-// sizeFlag is a byte count: a number with an optional binary suffix (K,
-// KiB, M, MiB, G, GiB), as --max-umem takes it, up to what an int64
-// holds.
-type sizeFlag int64
-
-func (s *sizeFlag) String() string { return formatSize(uint64(*s)) }
-
-func (s *sizeFlag) Set(v string) error {
-	n, ok := parseSize(v)
-	if !ok || n > math.MaxInt64 {
-		return fmt.Errorf("%q: want bytes, e.g. 268435456, 256MiB or 2GiB, 0 .. %d", v, int64(math.MaxInt64))
-	}
-	*s = sizeFlag(n)
-	return nil
+// settingFlag is the flag of a setting whose values fwd spells: it sets
+// its field of cfg as the config file's key of the same name does.
+type settingFlag struct {
+	cfg *fwd.Config
+	s   fwd.Setting
 }
 
-// parseSize reads a byte count as sizeFlag takes it: decimal digits and
-// an optional unit. ok is false for anything else, or a count over what
-// a uint64 holds (the unit's product is checked before it is taken).
-func parseSize(v string) (n uint64, ok bool) {
-	num := strings.TrimRight(v, "KMGiB")
-	shift, ok := map[string]uint{"": 0, "K": 10, "KiB": 10, "M": 20, "MiB": 20, "G": 30, "GiB": 30}[v[len(num):]]
-	if !ok {
-		return 0, false
+func (f *settingFlag) String() string {
+	if f.cfg == nil { // the flag package's probe of a zero value
+		return ""
 	}
-	n, err := strconv.ParseUint(num, 10, 64) // no sign, no base prefix
-	if err != nil || n > math.MaxUint64>>shift {
-		return 0, false
-	}
-	return n << shift, true
+	return f.s.Format(f.cfg)
 }
 
-// formatSize is n as sizeFlag writes it: in GiB or MiB when whole.
-func formatSize(n uint64) string {
-	switch {
-	case n != 0 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n != 0 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	default:
-		return strconv.FormatUint(n, 10)
-	}
-}
+func (f *settingFlag) Set(v string) error { return f.s.Set(f.cfg, v) }
+
+// IsBoolFlag: a boolean setting's flag may stand alone, and, as
+// --multi-buffer, take a value that follows it (joinOptionalValues).
+func (f *settingFlag) IsBoolFlag() bool { return f.s.Bool }
 
 // defaultMaxLinks is --max-links auto in the modes that take links while
 // running: a node's containers.
@@ -433,82 +337,12 @@ func parseStatic(s string, links []string) (mac net.HardwareAddr, vlan uint16, l
 	return mac, vlan, link, nil
 }
 
-// frameSizeFlag is --frame-size: 0 until given (on the command line or
-// in the config file), so that fwd may pick 4096 for a driver that needs
-// it; a size given is kept, or refused.
-type frameSizeFlag struct{ n int }
-
-func (f *frameSizeFlag) String() string {
-	if f.n == 0 {
-		return "2048"
-	}
-	return strconv.Itoa(f.n)
-}
-
-func (f *frameSizeFlag) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	switch {
-	case err != nil:
-		return fmt.Errorf("frame size %q: want 2048 or 4096", s)
-	case n != 2048 && n != 4096:
-		return fmt.Errorf("frame size %d: want 2048 or 4096", n)
-	}
-	f.n = n
-	return nil
-}
-
-// inlineMaxFlag is --inline-max: an inline limit as fwd.Config.InlineMax
-// takes it, spelled as fwd.ParseInlineMax reads it.
-type inlineMaxFlag int
-
-func (n *inlineMaxFlag) String() string {
-	if *n == fwd.InlineOff {
-		return "off"
-	}
-	return strconv.Itoa(int(*n))
-}
-
-func (n *inlineMaxFlag) Set(s string) error {
-	v, err := fwd.ParseInlineMax(s)
-	if err != nil {
-		return err
-	}
-	*n = inlineMaxFlag(v)
-	return nil
-}
-
-// multiBufferFlag is --multi-buffer: auto, on or off. It was a boolean
-// once, so it still takes the boolean forms: bare (on), =true and =false.
-type multiBufferFlag struct{ mode fwd.MultiBufferMode }
-
-func (m *multiBufferFlag) String() string { return m.mode.String() }
-
-func (m *multiBufferFlag) Set(s string) error {
-	v, err := fwd.ParseMultiBufferMode(s)
-	if err != nil {
-		return err
-	}
-	m.mode = v
-	return nil
-}
-
-// IsBoolFlag lets the flag stand alone; joinOptionalValues gives it a
-// value that follows it as a separate argument.
-func (m *multiBufferFlag) IsBoolFlag() bool { return true }
-
-func (m *multiBufferFlag) optionalValue() {}
-
-// optionalValue is a flag that may stand alone (IsBoolFlag) or take a value.
-type optionalValue interface {
-	flag.Value
-	IsBoolFlag() bool
-	optionalValue()
-}
-
 // joinOptionalValues rewrites "--flag value" to "--flag=value" for the
-// flags whose value is optional, unless value is another flag: the flag
-// package never gives a boolean flag the next argument. The commands take
-// no arguments besides flags, so the next one can only be its value.
+// flags whose value is optional (a boolean setting of fwd's, such as
+// --multi-buffer, whose values are more than true and false), unless
+// value is another flag: the flag package never gives a boolean flag the
+// next argument. The commands take no arguments besides flags, so the
+// next one can only be its value.
 func joinOptionalValues(fs *flag.FlagSet, args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
@@ -523,7 +357,7 @@ func joinOptionalValues(fs *flag.FlagSet, args []string) []string {
 		if f == nil || i+1 == len(args) { // name=value, or unknown: Parse judges
 			continue
 		}
-		if _, ok := f.Value.(optionalValue); ok {
+		if cf, ok := f.Value.(*settingFlag); ok && cf.s.Bool {
 			if next := args[i+1]; next == "" || next[0] != '-' {
 				out[len(out)-1] = a + "=" + args[i+1]
 				i++
@@ -554,65 +388,5 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
 	}
-	return nil
-}
-
-// parseCPUList parses --cpus, "0,2-3" into [0 2 3], in its order: worker
-// q takes the q-th. Empty: not pinned.
-func parseCPUList(s string) ([]int, error) {
-	if s == "" {
-		return nil, nil
-	}
-	cpus, err := cpulist.Parse(s)
-	if err != nil {
-		return nil, fmt.Errorf("--cpus: %v; want a list like 0,1 or 2-3", err)
-	}
-	return cpus, nil
-}
-
-// parseSpin parses --spin as fwd.Config.Spin takes it: "auto" or 0 (the
-// default, adaptive), "off" (never spin: -1), "busy" (never sleep:
-// fwd.SpinBusy), or a positive count of empty rounds.
-func parseSpin(v string) (int, error) {
-	switch v {
-	case "auto", "":
-		return 0, nil
-	case "off":
-		return -1, nil
-	case "busy":
-		return fwd.SpinBusy, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n > 1<<20 {
-		return 0, fmt.Errorf("--spin %q: want auto, off, busy, or 0..%d empty rounds (0: auto)", v, 1<<20)
-	}
-	return n, nil
-}
-
-// fragOrderFlag is --frag-order as fwd.Config.FragOrder takes it: 0 the
-// default (4), 3 or 4, off (fwd.FragOff: no frag zone; a negative number
-// is off too, as in the Config). fwd.New checks the range.
-type fragOrderFlag int
-
-func (f *fragOrderFlag) String() string {
-	if *f < 0 {
-		return "off"
-	}
-	return strconv.Itoa(int(*f))
-}
-
-func (f *fragOrderFlag) Set(s string) error {
-	if s == "off" {
-		*f = fwd.FragOff
-		return nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("frag order %q: want 3, 4, 0 (the default, 4) or off", s)
-	}
-	if n < 0 {
-		n = fwd.FragOff
-	}
-	*f = fragOrderFlag(n)
 	return nil
 }

@@ -109,8 +109,8 @@ func TestMultiBufferFlag(t *testing.T) {
 			t.Errorf("%q: %v", body, err)
 			continue
 		}
-		if ff.multiBuffer.mode != want {
-			t.Errorf("%q: mode %v, want %v", body, ff.multiBuffer.mode, want)
+		if ff.cfg.MultiBufferMode != want {
+			t.Errorf("%q: mode %v, want %v", body, ff.cfg.MultiBufferMode, want)
 		}
 	}
 	for _, args := range [][]string{{"--multi-buffer=maybe"}, {"--multi-buffer", "maybe"}} {

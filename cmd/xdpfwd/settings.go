@@ -2,8 +2,9 @@
 // and config-file key, default, its --help group and help, and where its
 // value goes. A setting of the forwarder extends fwd's row of the same
 // name (fwd.Settings), which says the fwd.Config field it sets, what its
-// zero value means and whether a reload changes it; xdpfwd's own say so
-// here. What used to be kept in parallel lists is derived from the
+// zero value means, whether a reload changes it and, for all but the
+// links, the mode and --max-links, how its values are spelled (the flag
+// sets the Config field through fwd's parser); xdpfwd's own say so here. What used to be kept in parallel lists is derived from the
 // table: the flags of run and demo (registerSettings), the --help groups
 // (flagGroups), the fwd.Config field each flag sets (configFlags) and,
 // through it, what a reload compares. settings_test.go holds the table
@@ -38,7 +39,8 @@ type setting struct {
 	scope scope
 	// def is the default as the flag spells it. A flag.Value's default is
 	// its zero value, which def spells; for the others def is parsed into
-	// the default (a duration as time.ParseDuration reads it).
+	// the default (a duration as time.ParseDuration reads it). fwd's (the
+	// zero Config's, as it spells it) for a setting whose values it spells.
 	def string
 	// zero is what the zero value (0, "") means where it is not itself:
 	// an automatic choice, a default of fwd's, off. docs/reference.md
@@ -58,7 +60,8 @@ type setting struct {
 	// there (flag.UnquoteUsage).
 	help string
 	// ptr is where its value goes in v: a *string, *int, *uint, *uint64,
-	// *bool, *time.Duration or a flag.Value.
+	// *bool, *time.Duration or a flag.Value; for a setting whose values
+	// fwd spells, a settingFlag setting its field of v.ff.cfg.
 	ptr func(v flagVars) any
 }
 
@@ -125,78 +128,56 @@ var settings = extendForwarder([]setting{
 	{name: "port-security", group: linksAndMode, def: "on",
 		help: "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured",
 		ptr:  func(v flagVars) any { return &v.ff.portSecurity }},
-	{name: "xdp-mode", group: linksAndMode, def: "auto",
-		help: "XDP attach mode: auto|native|generic",
-		ptr:  func(v flagVars) any { return &v.ff.xdpMode }},
-	{name: "zerocopy", group: linksAndMode, def: "auto",
-		help: "AF_XDP bind mode: auto (zero-copy where the driver has it; links that cannot, veths, and links added while running bind in copy mode in a UMEM of their own), on (every --link link in zero-copy or fail; links added while running in copy mode, in a UMEM of their own), off (copy mode, one UMEM)",
-		ptr:  func(v flagVars) any { return &v.ff.zeroCopy }},
-	{name: "promisc", group: linksAndMode, def: "auto",
-		help: "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off",
-		ptr:  func(v flagVars) any { return &v.ff.promisc }},
-	{name: "hugepages", group: linksAndMode, def: "auto",
-		help: "UMEM backing: auto|on|off",
-		ptr:  func(v flagVars) any { return &v.ff.hugePages }},
+	{name: "xdp-mode", group: linksAndMode,
+		help: "XDP attach mode: auto|native|generic"},
+	{name: "zerocopy", group: linksAndMode,
+		help: "AF_XDP bind mode: auto (zero-copy where the driver has it; links that cannot, veths, and links added while running bind in copy mode in a UMEM of their own), on (every --link link in zero-copy or fail; links added while running in copy mode, in a UMEM of their own), off (copy mode, one UMEM)"},
+	{name: "promisc", group: linksAndMode,
+		help: "hold the links in promiscuous mode while running (released on exit, kill -9 included): auto (on but in sink mode)|on|off"},
+	{name: "hugepages", group: linksAndMode,
+		help: "UMEM backing: auto|on|off"},
 
 	// queues and rings
-	{name: "queues", group: queuesAndRings, def: "0",
-		help: "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)",
-		ptr:  func(v flagVars) any { return &v.ff.queues }},
-	{name: "frame-size", group: queuesAndRings, def: "2048",
-		help: "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)",
-		ptr:  func(v flagVars) any { return &v.ff.frameSize }},
-	{name: "multi-buffer", group: queuesAndRings, def: "auto",
-		help: "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)",
-		ptr:  func(v flagVars) any { return &v.ff.multiBuffer }},
-	{name: "ring-size", group: queuesAndRings, def: "0",
-		help: fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize),
-		ptr:  func(v flagVars) any { return &v.ff.ringSize }},
-	{name: "added-ring-size", group: queuesAndRings, def: "0",
-		help: fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize),
-		ptr:  func(v flagVars) any { return &v.ff.addedRing }},
-	{name: "max-umem", group: queuesAndRings, def: "0",
-		help: fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20),
-		ptr:  func(v flagVars) any { return &v.ff.maxUMEM }},
-	{name: "xps", group: queuesAndRings, def: "sticky",
-		help: "TX queue per flow, with --queues > 1: sticky|hash|cpu",
-		ptr:  func(v flagVars) any { return &v.ff.xpsMode }},
-	{name: "xps-asymmetric", group: queuesAndRings, def: "false",
-		help: "key the two directions of a connection apart (default: they share a queue index)",
-		ptr:  func(v flagVars) any { return &v.ff.asymmetric }},
-	{name: "flow-table-size", group: queuesAndRings, def: "0",
-		help: "entries in the sticky flow table (0: 65536)",
-		ptr:  func(v flagVars) any { return &v.ff.flowTable }},
+	{name: "queues", group: queuesAndRings,
+		help: "workers, each transmitting on a TX queue of its own on every link; every RX queue gets a socket whatever the count. 0 (default): auto, the CPUs the process may use, at most the smallest RX or TX queue count of the links (on a reload, at most the workers started)"},
+	{name: "frame-size", group: queuesAndRings,
+		help: "RX frame size: 2048 or 4096 (default 2048; 4096 when a link's driver would cut MTU-sized frames in 2048-byte ones in zero-copy mode)"},
+	{name: "multi-buffer", group: queuesAndRings,
+		help: "AF_XDP multi-buffer (XDP_USE_SG), packets longer than a frame: auto (on when a link's MTU needs more than one frame)|on|off; bare --multi-buffer is on (default auto)"},
+	{name: "ring-size", group: queuesAndRings,
+		help: fmt.Sprintf("entries per RX and TX ring (fill and completion rings get twice as many): a power of two, %d..%d; 0 = auto", fwd.MinRingSize, fwd.MaxRingSize)},
+	{name: "added-ring-size", group: queuesAndRings,
+		help: fmt.Sprintf("switch, reflect, sink: entries per ring of a link added while running (xdpfwd link add), whose memory is set aside at start for each of --max-links: a power of two, %d..%d, at most --ring-size; 0 = auto, what --max-links links would get at start (64 at 64)", fwd.MinRingSize, fwd.MaxRingSize)},
+	{name: "max-umem", group: queuesAndRings,
+		help: fmt.Sprintf("most packet memory (UMEM) to pin, e.g. 256MiB or 2GiB: a plan needing more is refused at start, naming what takes it; 0 (default): %d MiB", fwd.DefaultMaxUMEM>>20)},
+	{name: "xps", group: queuesAndRings,
+		help: "TX queue per flow, with --queues > 1: sticky|hash|cpu"},
+	{name: "xps-asymmetric", group: queuesAndRings,
+		help: "key the two directions of a connection apart (default: they share a queue index)"},
+	{name: "flow-table-size", group: queuesAndRings,
+		help: "entries in the sticky flow table (0: 65536)"},
 	{name: "cpus", group: queuesAndRings,
-		help: "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3",
-		ptr:  func(v flagVars) any { return &v.ff.cpus }},
-	{name: "spin", group: queuesAndRings, def: "auto",
-		help: "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing; and a window for the answer when what it forwards is answered within 200µs, at most a quarter of its time), N (every time), off (sleep at once), or busy (never sleep: a CPU per worker, idle too)",
-		ptr:  func(v flagVars) any { return &v.ff.spin }},
-	{name: "coalesce", group: queuesAndRings, def: "0",
-		help: "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off",
-		ptr:  func(v flagVars) any { return &v.ff.coalesce }},
-	{name: "busy-poll", group: queuesAndRings, def: "0",
-		help: "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off",
-		ptr:  func(v flagVars) any { return &v.ff.busyPoll }},
+		help: "pin worker q to the q-th CPU of this list, e.g. 0,1 or 2-3"},
+	{name: "spin", group: queuesAndRings,
+		help: "empty rounds a worker busy-polls its dry rings before sleeping in poll(2): auto or 0 (64, skipped while spins catch nothing; and a window for the answer when what it forwards is answered within 200µs, at most a quarter of its time), N (every time), off (sleep at once), or busy (never sleep: a CPU per worker, idle too)"},
+	{name: "coalesce", group: queuesAndRings,
+		help: "after the spin rounds, keep polling until the rings have been dry this long before sleeping: fewer wake-ups for as much polling; 0: off"},
+	{name: "busy-poll", group: queuesAndRings,
+		help: "kernel busy polling: SO_PREFER_BUSY_POLL and SO_BUSY_POLL (this long) on every socket, and a recvfrom per empty polling round to run the link's NAPI (veth in copy mode has none to run: CPU only); 0: off"},
 
 	// TX paths
-	{name: "inline-max", group: txPaths, def: "0",
-		help: "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256",
-		ptr:  func(v flagVars) any { return &v.ff.inlineMax }},
-	{name: "frag-order", group: txPaths, def: "0",
-		help: "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none",
-		ptr:  func(v flagVars) any { return &v.ff.fragOrder }},
-	{name: "max-tx-frags", group: txPaths, def: "0",
-		help: "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4",
-		ptr:  func(v flagVars) any { return &v.ff.maxTxFrags }},
-	{name: "complete-checksums", group: txPaths, def: "auto",
-		help: "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off",
-		ptr:  func(v flagVars) any { return &v.ff.checksums }},
+	{name: "inline-max", group: txPaths,
+		help: "largest packet copied whole into a 256-byte inline TX slot, `N` = 1..256 bytes; off turns the inline path off; 0 (default): 256"},
+	{name: "frag-order", group: txPaths,
+		help: "frag block size for repacked multi-buffer packets and a mode's flood copies: 3 (32 KiB), 4 (64 KiB), off (no frag zone); 0 (default): 4. Without multi-buffer in xconnect mode no packet uses one, and there is none"},
+	{name: "max-tx-frags", group: txPaths,
+		help: "most descriptors a multi-buffer packet may leave as before it is repacked, 1..18; 0 (default): 4"},
+	{name: "complete-checksums", group: txPaths,
+		help: "finish TCP/UDP checksums left partial for offload: auto (on for veth links)|on|off"},
 
 	// operations
-	{name: "force", group: operations, scope: runLinkFlag, def: "false",
-		help: "replace a foreign XDP program already on a link",
-		ptr:  func(v flagVars) any { return &v.ff.force }},
+	{name: "force", group: operations, scope: runLinkFlag,
+		help: "replace a foreign XDP program already on a link"},
 	{name: "wait-for-links", group: operations, scope: runFlag, def: "false",
 		help: "when a link is missing or deleted, wait for it to return instead of exiting",
 		ptr:  func(v flagVars) any { return &v.run.waitLinks }},
@@ -274,7 +255,9 @@ var settings = extendForwarder([]setting{
 })
 
 // extendForwarder gives each setting of the forwarder (fwd's of the same
-// name) fwd's field, zero and reload, which its row does not repeat.
+// name) fwd's field, zero and reload, which its row does not repeat; and,
+// to one whose values fwd spells, its default and a flag that sets the
+// fwd.Config field (settingFlag).
 func extendForwarder(settings []setting) []setting {
 	for i := range settings {
 		s := &settings[i]
@@ -286,6 +269,14 @@ func extendForwarder(settings []setting) []setting {
 			panic(fmt.Sprintf("setting %s: fwd's, yet its row repeats its zero, field or reload", s.name))
 		}
 		s.field, s.zero, s.reload = fs.Field, fs.Zero, fs.Reload
+		if !fs.Spelled() {
+			continue // the links, the mode, --max-links' auto: xdpfwd's to spell
+		}
+		if s.def != "" || s.ptr != nil {
+			panic(fmt.Sprintf("setting %s: spelled by fwd, yet its row gives a default or a value", s.name))
+		}
+		s.def = fs.Format(&fwd.Config{})
+		s.ptr = func(v flagVars) any { return &settingFlag{cfg: &v.ff.cfg, s: fs} }
 	}
 	return settings
 }

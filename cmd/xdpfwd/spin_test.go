@@ -11,6 +11,7 @@ import (
 // (never sleep: fwd.SpinBusy), or a count of empty rounds; anything else
 // is refused.
 func TestParseSpin(t *testing.T) {
+	spin, _ := fwd.SettingNamed("spin")
 	for _, tc := range []struct {
 		in   string
 		want int
@@ -28,9 +29,10 @@ func TestParseSpin(t *testing.T) {
 		{"1e3", 0, true},
 		{"2000000", 0, true},
 	} {
-		got, err := parseSpin(tc.in)
-		if (err != nil) != tc.bad || err == nil && got != tc.want {
-			t.Errorf("parseSpin(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.bad)
+		var c fwd.Config
+		err := spin.Set(&c, tc.in)
+		if (err != nil) != tc.bad || err == nil && c.Spin != tc.want {
+			t.Errorf("--spin %q: %d, %v; want %d, error %v", tc.in, c.Spin, err, tc.want, tc.bad)
 		}
 	}
 }

@@ -116,7 +116,7 @@ func (gf *genFlags) config(ff *fwdFlags, cfg fwd.Config) (gen.Config, error) {
 	if gf.batch < 1 {
 		return c, usageError{fmt.Sprintf("--batch %d: want 1..4096", gf.batch)}
 	}
-	c.Links, c.Queues, c.Count, c.Duration, c.Flows, c.Batch = cfg.Links, ff.queues, gf.count, gf.duration, gf.flows, gf.batch
+	c.Links, c.Queues, c.Count, c.Duration, c.Flows, c.Batch = cfg.Links, ff.cfg.Queues, gf.count, gf.duration, gf.flows, gf.batch
 	c.RingSize, c.ZeroCopy, c.HugePages = cfg.RingSize, cfg.ZeroCopy, cfg.HugePages
 	return c, nil
 }

@@ -61,6 +61,9 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 // unless it is a zero value.
 func printFlag(w io.Writer, f *flag.Flag) {
 	typ, help := flag.UnquoteUsage(f)
+	if sf, ok := f.Value.(*settingFlag); ok && !sf.s.Bool {
+		typ = sf.s.ValueName() // fwd's name for it: N, SIZE, D…
+	}
 	line := "  --" + f.Name
 	if typ != "" {
 		line += " " + typ
