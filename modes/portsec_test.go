@@ -327,6 +327,13 @@ func TestPortSecurityRace(t *testing.T) {
 	var claims [pods]atomic.Bool  // claim pod p's address from unsecured links
 	var present [pods]atomic.Bool // pod p's link is there, secured
 	var batches [workers]atomic.Int64
+	// hold parks the workers between batches (parked says they are)
+	// while a claiming round learns the pod's address elsewhere and adds
+	// the pod: a flood of addresses into a full table could evict it in
+	// between, and an add takes over provisionally only an address the
+	// table knows elsewhere.
+	var hold atomic.Bool
+	var parked [workers]atomic.Bool
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -337,6 +344,12 @@ func TestPortSecurityRace(t *testing.T) {
 				frames[i] = make([]byte, 60)
 			}
 			for !stop.Load() {
+				if hold.Load() {
+					parked[w].Store(true)
+					runtime.Gosched()
+					continue
+				}
+				parked[w].Store(false)
 				for i := range pkts {
 					f := frames[i]
 					copy(f[0:6], podMAC(rng.IntN(pods)))
@@ -383,15 +396,29 @@ func TestPortSecurityRace(t *testing.T) {
 		name := "s28race" + string(rune('a'+p))
 		link := 2 + p
 		claim := r%(2*pods) >= pods // each pod: a quiet round, then a claiming one
+		claims[p].Store(claim)
+		quiesce()
+		if claim {
+			hold.Store(true)
+			for w := range parked {
+				for !parked[w].Load() {
+					runtime.Gosched()
+				}
+			}
+		}
 		// Learned elsewhere before the add, as a pod's that moved.
 		f := ethFrame(bcastMAC, podMAC(p), 0, 0x0800, nil)
 		sw.Handle([]fwd.Packet{{Data: f, Len: len(f), Link: 1}})
-		claims[p].Store(claim)
-		quiesce()
 		if err := sw.SecurePort(name, modes.Port{MAC: podMAC(p)}); err != nil {
 			t.Fatalf("round %d: SecurePort %s: %v", r, name, err)
 		}
 		sw.LinkAddedAs(link, name)
+		if claim {
+			if st := sw.PortStatus(name); st != modes.PortProvisional {
+				t.Fatalf("round %d: pod %d added over an address learned on link 1: %v, want provisional", r, p, st)
+			}
+			hold.Store(false)
+		}
 		present[p].Store(true)
 		if claim {
 			within(r, "a claimed address still the pod's", func() bool { return sw.PortStatus(name) == modes.PortRevoked })
