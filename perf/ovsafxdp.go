@@ -95,8 +95,10 @@ type ovsInstance struct {
 // when it exits cleanly.
 const ovsDatapathTap = "ovs-netdev"
 
+// tool runs an Open vSwitch tool for at most 20 s, or ovs-vsctl's own
+// timeout (which grows with the ports) and 10 s more, whichever is longer.
 func (o *ovsInstance) tool(ctx context.Context, name string, args ...string) (string, error) {
-	return runTool(ctx, o.envv, o.e.bins[name], args...)
+	return runTool(ctx, max(20*time.Second, o.timeout+10*time.Second), o.envv, o.e.bins[name], args...)
 }
 
 func (o *ovsInstance) vsctl(ctx context.Context, args ...string) (string, error) {

@@ -58,9 +58,11 @@ func lookTools(install string, tools ...string) (map[string]string, error) {
 	return paths, nil
 }
 
-// runTool runs a peer's control tool (bounded) and returns its output.
-func runTool(ctx context.Context, env []string, bin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+// runTool runs a peer's control tool, killed after limit, and returns
+// its output. A tool that bounds itself (ovs-vsctl --timeout) is given
+// more than its own bound, so that it says why it gave up.
+func runTool(ctx context.Context, limit time.Duration, env []string, bin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
