@@ -4,8 +4,9 @@
 // name (fwd.Settings), which says the fwd.Config field it sets, what its
 // zero value means, whether a reload changes it and, for all but the
 // links, the mode and --max-links, how its values are spelled (the flag
-// sets the Config field through fwd's parser); xdpfwd's own say so here. What used to be kept in parallel lists is derived from the
-// table: the flags of run and demo (registerSettings), the --help groups
+// sets the Config field through fwd's parser); xdpfwd's own say so here.
+// What used to be kept in parallel lists is derived from the table: the
+// flags of run and demo (registerSettings), the --help groups
 // (flagGroups), the fwd.Config field each flag sets (configFlags) and,
 // through it, what a reload compares. settings_test.go holds the table
 // to the flags registered, to fwd's reload (which settings it applies
