@@ -1,11 +1,13 @@
 package topo
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +18,9 @@ import (
 
 // A SeqStream is one UDP flow at a steady rate from one namespace to
 // another, each datagram carrying its 64-bit sequence number and when it
-// was sent: the sender writes what is due every tick in sendmmsg batches,
+// was sent: the sender writes what is due every tick in sendmmsg batches
+// (a sender that fell behind catches up by 2 ms' worth at most, never
+// bursting what it owes),
 // the receiver reads with recvmmsg and records what arrived, in what
 // order, every silence between two arrivals longer than a floor, and
 // every datagram that took longer than the floor to arrive. Arrivals are
@@ -29,10 +33,13 @@ type SeqStream struct {
 	sfd, rfd int
 	pps      int
 	size     int
-	start    time.Time
 
 	sent atomic.Uint64
 	stop atomic.Bool
+	// The sender's: when each sendmmsg batch began (its first sequence
+	// number and the time), so that a loss can be placed in time.
+	batches  []sentBatch
+	forgiven uint64 // what fell due while the sender was behind, not written
 	// The receiver's, read once it has stopped.
 	seen                []uint64 // a bit per sequence number
 	received, reordered uint64
@@ -50,6 +57,11 @@ type SeqStream struct {
 	stopOnce sync.Once
 	result   SeqResult
 	err      error
+}
+
+type sentBatch struct {
+	first uint64
+	at    time.Time
 }
 
 // Gap is a silence at the receiver: no datagram from At for Len.
@@ -74,11 +86,26 @@ type SeqResult struct {
 	// the time they took); MaxDelay the longest of all.
 	Delays   []Gap
 	MaxDelay time.Duration
+	// LostRuns are the losses as runs of consecutive sequence numbers,
+	// each with when its first was written.
+	LostRuns []LostRun
+	// Forgiven is what fell due while the sender was behind (its thread
+	// descheduled) by more than it catches up: never written, so never
+	// lost either.
+	Forgiven uint64
+}
+
+// LostRun is Count consecutive datagrams lost, the first written at At.
+type LostRun struct {
+	First, Count uint64
+	At           time.Time
 }
 
 const (
 	seqBatch   = 64
 	seqMaxSent = 1 << 26 // a bound on any stream: 64 Mi datagrams
+	// seqCatchUp is how far behind its rate a sender writes to catch up.
+	seqCatchUp = 2 * time.Millisecond
 )
 
 // StartSeqStream starts a stream of pps datagrams/s, each of size bytes
@@ -110,7 +137,6 @@ func StartSeqStream(src, dst *NS, from, to netip.Addr, pps, size int, floor time
 	}
 	s := &SeqStream{sfd: sfd, rfd: rfd, pps: pps, size: size, floor: floor, maxSeq: -1,
 		seen: make([]uint64, seqMaxSent/64), sendDone: make(chan error, 1), recvDone: make(chan error, 1)}
-	s.start = time.Now()
 	go func() { s.recvDone <- s.receive() }()
 	go func() { s.sendDone <- s.send() }()
 	return s, nil
@@ -165,11 +191,25 @@ func (s *SeqStream) send() error {
 	defer runtime.UnlockOSThread()
 	bufs, msgs := mmsgs(seqBatch, s.size)
 	var seq uint64
+	// The rate counts from the sender's first moment on its thread, and
+	// a sender that fell behind (its thread descheduled on a busy
+	// machine) forgives what fell due beyond seqCatchUp instead of
+	// writing it at once: the stream never runs ahead of its rate by
+	// more than that, never a burst at the speed of sendmmsg that would
+	// measure the kernel's queues (a veth's 256 entries), not the
+	// datapath under test.
+	start := time.Now()
 	for !s.stop.Load() && seq < seqMaxSent {
-		due := uint64(float64(s.pps)*time.Since(s.start).Seconds()) - seq
-		if int64(due) <= 0 {
+		elapsed := time.Since(start)
+		due := int64(float64(s.pps)*elapsed.Seconds()) - int64(seq)
+		if due <= 0 {
 			time.Sleep(200 * time.Microsecond)
 			continue
+		}
+		if limit := int64(float64(s.pps) * seqCatchUp.Seconds()); due > limit {
+			start = start.Add(time.Duration(float64(due-limit) / float64(s.pps) * float64(time.Second)))
+			s.forgiven += uint64(due - limit)
+			due = limit
 		}
 		n := min(int(due), seqBatch, int(seqMaxSent-seq))
 		now := uint64(time.Now().UnixNano())
@@ -184,6 +224,7 @@ func (s *SeqStream) send() error {
 		case errno != 0:
 			return fmt.Errorf("seq stream: sendmmsg: %w", errno)
 		}
+		s.batches = append(s.batches, sentBatch{seq, time.Unix(0, int64(now))})
 		seq += uint64(r)
 		s.sent.Store(seq)
 	}
@@ -270,6 +311,27 @@ func (s *SeqStream) arrived(at time.Time, seq uint64, sent int64) {
 	}
 }
 
+// lostRuns finds the sequence numbers below sent never seen, once both
+// the sender and the receiver have stopped.
+func (s *SeqStream) lostRuns(sent uint64) []LostRun {
+	var runs []LostRun
+	for seq := uint64(0); seq < sent; seq++ {
+		if s.seen[seq/64]&(1<<(seq%64)) != 0 {
+			continue
+		}
+		if n := len(runs); n > 0 && runs[n-1].First+runs[n-1].Count == seq {
+			runs[n-1].Count++
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(s.batches, seq, func(b sentBatch, seq uint64) int { return cmp.Compare(b.first, seq) })
+		if i == len(s.batches) || s.batches[i].first > seq {
+			i-- // the batch that began before seq
+		}
+		runs = append(runs, LostRun{First: seq, Count: 1, At: s.batches[max(i, 0)].at})
+	}
+	return runs
+}
+
 // Sent is how many datagrams the sender wrote so far.
 func (s *SeqStream) Sent() uint64 { return s.sent.Load() }
 
@@ -309,6 +371,8 @@ func (s *SeqStream) stopNow(quiet time.Duration) (SeqResult, error) {
 	r := SeqResult{Sent: s.sent.Load(), Received: s.received, Reordered: s.reordered, Duplicates: s.dups, Gaps: s.gaps,
 		Delays: s.delays, MaxDelay: s.maxDelay}
 	r.Lost = r.Sent - min(r.Sent, s.received)
+	r.LostRuns = s.lostRuns(r.Sent)
+	r.Forgiven = s.forgiven
 	for _, g := range s.gaps {
 		r.MaxGap = max(r.MaxGap, g.Len)
 	}
