@@ -289,6 +289,31 @@ func (f *Forwarder) Freeze(names []string) (Inheritance, error) {
 	return in, nil
 }
 
+// InheritanceShape is an Inheritance shaped as Freeze's will be (every
+// unit Free, the counters as they stand), without freezing: what a
+// caller encodes before it freezes (handover.Conn.Prepare) so that
+// encoding the real one, frozen, touches no fresh memory.
+func (f *Forwarder) InheritanceShape() Inheritance {
+	var in Inheritance
+	for _, dm := range f.doms {
+		var zones [][]umem.State
+		for _, z := range dm.region.Zones() {
+			zones = append(zones, make([]umem.State, z.Len()))
+		}
+		in.Units = append(in.Units, zones)
+	}
+	f.teardown.mu.RLock()
+	for i := range f.ports {
+		var qs []LinkStats
+		for q := range f.ports[i] {
+			qs = append(qs, f.userStats(i, q))
+		}
+		in.Counts = append(in.Counts, qs)
+	}
+	f.teardown.mu.RUnlock()
+	return in
+}
+
 // Thaw lets a frozen forwarder go on: the handover failed.
 func (f *Forwarder) Thaw() {
 	z := f.handover.freeze

@@ -122,6 +122,10 @@ type frozenState struct {
 	Refused     bool               `json:"refused,omitempty"`
 	Inheritance fwd.Inheritance    `json:"inheritance"`
 	Switch      *modes.SwitchState `json:"switch,omitempty"`
+	// FrozenAt is when the predecessor froze, on CLOCK_MONOTONIC (ns),
+	// which both processes read alike: the successor's pause runs from
+	// it, not from when this state reached it.
+	FrozenAt int64 `json:"frozen_at,omitempty"`
 	// Pods are the links' pods (pods.go), the last removed ones' too.
 	Pods map[string]linkop.Pod `json:"pods,omitempty"`
 }
@@ -212,7 +216,9 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 		logger.Error("handover refused; going on", "why", why)
 		return
 	}
-	begin := time.Now()
+	// The frozen state's memory is touched now, not while frozen.
+	h.Prepare(cs.frozenState(f.InheritanceShape(), 0))
+	begin, frozenAt := time.Now(), monotonicNow()
 	in, err := f.Freeze(f.Links())
 	if err != nil {
 		h.Send(frozenState{Error: err.Error()})
@@ -221,11 +227,7 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	}
 	logger.Debug("handover: frozen", "took", time.Since(begin))
 	killPoint("predecessor-frozen")
-	st := frozenState{Inheritance: in, Pods: cs.pods.all(true)}
-	if cs.sw != nil {
-		sw := cs.sw.Export()
-		st.Switch = &sw
-	}
+	st := cs.frozenState(in, frozenAt)
 	thaw := func(why string, err error) {
 		f.Thaw()
 		logger.Error("handover: "+why+"; thawed, going on", "err", err, "frozen", time.Since(begin).Round(time.Microsecond))
@@ -266,6 +268,17 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	pid := peerPID(uc)
 	logger.Info("handed over: the successor forwards", "pid", pid, "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
 	cs.pidFile.handOverPID(pid, logger)
+}
+
+// frozenState is what a successor takes over with: in, the pods and the
+// switch's state.
+func (cs *controlSocket) frozenState(in fwd.Inheritance, frozenAt int64) frozenState {
+	st := frozenState{Inheritance: in, Pods: cs.pods.all(true), FrozenAt: frozenAt}
+	if cs.sw != nil {
+		sw := cs.sw.Export()
+		st.Switch = &sw
+	}
+	return st
 }
 
 // peerPID is the process at the other end of c, as this process's PID
@@ -383,7 +396,7 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 	if err := t.h.Recv(&st, handoverBuildWait); err != nil {
 		return time.Time{}, fmt.Errorf("--takeover %s: the running daemon went away before it froze: %w", t.socket, err)
 	}
-	frozen = time.Now()
+	frozen = frozenSince(st.FrozenAt)
 	killPoint("frozen")
 	t.log.Debug("takeover: frozen state received")
 	if st.Refused {
@@ -421,6 +434,27 @@ func (t *takeover) inherit(f *fwd.Forwarder, sw *modes.Switch) (frozen time.Time
 	t.h.Send(verdict{})
 	t.log.Debug("takeover: go", "since_frozen", time.Since(frozen))
 	return frozen, nil
+}
+
+// monotonicNow is CLOCK_MONOTONIC in ns: the one clock a predecessor and
+// its successor read alike (Go's monotonic readings are per process).
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+// frozenSince is the instant, on this process's clock, of the
+// predecessor's freeze at frozenAt (monotonicNow's); now if it gave none
+// or one this clock has not reached (a time namespace between them).
+func frozenSince(frozenAt int64) time.Time {
+	now, mono := time.Now(), monotonicNow()
+	if frozenAt <= 0 || mono == 0 || frozenAt > mono {
+		return now
+	}
+	return now.Add(-time.Duration(mono - frozenAt))
 }
 
 // close closes what the takeover still holds.

@@ -211,9 +211,12 @@ func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []
 			waited = max(waited, g.Len)
 		}
 	}
-	t.Logf("%d sent, %d received; during the handovers a datagram was held %v at most and the receiver heard nothing for %v at most; outside them %v and %v; pauses %v; the kernel's drops on the way: %s",
-		res.Sent, res.Received, held, silence, waited, outside, pauses, kernel())
+	t.Logf("%d sent (%d forgiven: due while the sender was descheduled), %d received; during the handovers a datagram was held %v at most and the receiver heard nothing for %v at most; outside them %v and %v; pauses %v; the kernel's drops on the way: %s",
+		res.Sent, res.Forgiven, res.Received, held, silence, waited, outside, pauses, kernel())
 	normal := max(outside, waited)
+	if len(res.LostRuns) > 0 {
+		t.Logf("the losses, each placed against the handover that began last before it was written: %s", placeLosses(res.LostRuns, handovers))
+	}
 	if res.Lost != 0 || res.Reordered != 0 || res.Duplicates != 0 || res.Received == 0 {
 		t.Errorf("across %d handovers: %d sent, %d lost, %d reordered, %d duplicated; want none", len(handovers), res.Sent, res.Lost, res.Reordered, res.Duplicates)
 	}
@@ -223,6 +226,35 @@ func checkStream(t *testing.T, res topo.SeqResult, handovers []window, pauses []
 	if bound := max(2*normal, 5*time.Millisecond) + pause; held > bound {
 		t.Errorf("a datagram was held %v during a handover, beyond %v (twice the stream's longest silence or wait outside them, %v, at least 5 ms, and the longest pause, %v)", held, bound, normal, pause)
 	}
+}
+
+// placeLosses says where each run of lost datagrams was written relative
+// to the handovers: "N at +D into handover K (which took L)", or "N at
+// D before the first".
+func placeLosses(runs []topo.LostRun, handovers []window) string {
+	var b strings.Builder
+	for i, r := range runs {
+		if i == 20 {
+			fmt.Fprintf(&b, "; %d runs more", len(runs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		k := -1
+		for j, h := range handovers {
+			if !r.At.Before(h.from) {
+				k = j
+			}
+		}
+		if k < 0 {
+			fmt.Fprintf(&b, "%d at %v before the first", r.Count, handovers[0].from.Sub(r.At).Round(100*time.Microsecond))
+			continue
+		}
+		h := handovers[k]
+		fmt.Fprintf(&b, "%d at +%v into handover %d (which took %v)", r.Count, r.At.Sub(h.from).Round(100*time.Microsecond), k+1, h.to.Sub(h.from).Round(100*time.Microsecond))
+	}
+	return b.String()
 }
 
 // newTestPair is a pair of namespaces joined by two veths whose root ends
@@ -482,6 +514,30 @@ func binaryAt(t *testing.T, commit string) string {
 		t.Fatalf("build %s: %v\n%s", commit, err, out)
 	}
 	return path
+}
+
+// TestDaemonHandoverPause: the pause a successor logs (and serves as
+// xdpfwd_handover_pause_seconds, the same value) runs from the predecessor's freeze, not
+// from when the frozen state reached it: a predecessor that stalls 300 ms
+// once frozen, before it sends its state (as a starved CPU, or a large
+// switch's state, would make it), is a pause of 300 ms or more.
+func TestDaemonHandoverPause(t *testing.T) {
+	p := newTestPair(t)
+	ctl := filepath.Join(t.TempDir(), "ctl.sock")
+	args := []string{"run", "--link", p.LinkA, "--link", p.LinkB, "--stats-interval", "0", "--control", ctl}
+	const stall = 300 * time.Millisecond
+	d := startPath(t, killBinary(t), []string{"XDPFWD_STALL_AFTER=predecessor-frozen:" + stall.String()}, args...)
+	waitLog(t, d, readyMsg, 30*time.Second)
+	waitSocket(t, d, ctl)
+	next := startBin(t, append(args, "--takeover", ctl)...)
+	pause, _ := tookOver(t, d, next)
+	if pause < stall {
+		t.Errorf("the successor reports a pause of %v; the predecessor was frozen %v before it sent its state", pause, stall)
+	}
+	if res, err := topo.Ping(p.A, p.V4B, 1, 3*time.Second); err != nil || res.Received != 1 {
+		t.Errorf("ping through the successor: %+v %v", res, err)
+	}
+	next.interrupt()
 }
 
 // TestDaemonHandoverRollback: a cross-connect carries a stream at 20,000
