@@ -47,6 +47,11 @@ func TestNICs(t *testing.T) {
 			vm.SetLinks(t, 1500)
 			for _, s := range c.scenarios {
 				t.Run(s.name, func(t *testing.T) {
+					t.Cleanup(func() {
+						if t.Failed() {
+							vm.logState(t)
+						}
+					})
 					s.run(t, vm)
 					// Whatever a scenario did, it leaves no program
 					// and no promiscuous membership behind.
@@ -85,6 +90,18 @@ func (vm *VM) requireClean(t *testing.T) {
 			t.Errorf("%s after the scenario: XDP program %d, promiscuity %d; want none", l, s.XDPProgID, s.Promiscuity)
 		}
 	}
+}
+
+// logState logs what tells a wedged NIC queue from a datapath's fault
+// once a scenario failed: the guest's interrupts per queue, its links'
+// counters and the kernel's last words.
+func (vm *VM) logState(t *testing.T) {
+	t.Helper()
+	script := "grep -E 'CPU|virtio|igb|eth' /proc/interrupts; " +
+		"for l in " + NIC0 + " " + NIC1 + "; do cd /sys/class/net/$l/statistics && grep -H . rx_packets tx_packets rx_dropped tx_dropped rx_errors tx_errors | sed \"s|^|$l |\"; done; " +
+		"dmesg | tail -40"
+	rc, out, err := vm.Exec(script, 20*time.Second)
+	t.Logf("guest state after the failure (exit %d, %v):\n%s", rc, err, out)
 }
 
 // pingBoth pings B from A and A from B, n each, and wants every reply.
