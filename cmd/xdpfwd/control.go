@@ -207,10 +207,18 @@ func (cs *controlSocket) serveInherited(f *fwd.Forwarder, logger *slog.Logger) e
 	}
 	cs.srv, cs.log = srv, logger
 	logger.Info("control socket", "path", srv.Path(), "inherited", true)
-	if err := cs.saveLinks(f, cs.given); err != nil {
-		logger.Error("link state not written", "err", err)
-	}
 	go srv.Serve(cs.handle)
+	// Off the handover's pause, which runs until the successor's first
+	// round: writing the file took 1-4 ms of it on a busy machine. A link
+	// request served meanwhile writes it under linkOps too, so the last
+	// write is the state's.
+	go func() {
+		cs.linkOps.Lock()
+		defer cs.linkOps.Unlock()
+		if err := cs.saveLinks(f, cs.given); err != nil {
+			logger.Error("link state not written", "err", err)
+		}
+	}()
 	return nil
 }
 
