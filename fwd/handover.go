@@ -277,15 +277,7 @@ func (f *Forwarder) Freeze(names []string) (Inheritance, error) {
 		f.Thaw()
 		return Inheritance{}, fmt.Errorf("%w: the workers did not settle within %v: %v", ErrHandover, freezeSettle, busy)
 	}
-	f.teardown.mu.RLock()
-	for i := range f.ports {
-		var qs []LinkStats
-		for q := range f.ports[i] {
-			qs = append(qs, f.userStats(i, q))
-		}
-		in.Counts = append(in.Counts, qs)
-	}
-	f.teardown.mu.RUnlock()
+	in.Counts = f.countsByQueue()
 	return in, nil
 }
 
@@ -302,16 +294,24 @@ func (f *Forwarder) InheritanceShape() Inheritance {
 		}
 		in.Units = append(in.Units, zones)
 	}
+	in.Counts = f.countsByQueue()
+	return in
+}
+
+// countsByQueue is each link's counters by RX queue, as a successor
+// takes them on (Inheritance.Counts).
+func (f *Forwarder) countsByQueue() [][]LinkStats {
 	f.teardown.mu.RLock()
+	defer f.teardown.mu.RUnlock()
+	var counts [][]LinkStats
 	for i := range f.ports {
 		var qs []LinkStats
 		for q := range f.ports[i] {
 			qs = append(qs, f.userStats(i, q))
 		}
-		in.Counts = append(in.Counts, qs)
+		counts = append(counts, qs)
 	}
-	f.teardown.mu.RUnlock()
-	return in
+	return counts
 }
 
 // Thaw lets a frozen forwarder go on: the handover failed.
