@@ -254,12 +254,15 @@ func placeLosses(runs []topo.LostRun, handovers []window) string {
 				k = j
 			}
 		}
-		if k < 0 {
+		switch {
+		case len(handovers) == 0: // a stream that failed before the first
+			fmt.Fprintf(&b, "%d", r.Count)
+		case k < 0:
 			fmt.Fprintf(&b, "%d at %v before the first", r.Count, handovers[0].from.Sub(r.At).Round(100*time.Microsecond))
-			continue
+		default:
+			h := handovers[k]
+			fmt.Fprintf(&b, "%d at +%v into handover %d (which took %v)", r.Count, r.At.Sub(h.from).Round(100*time.Microsecond), k+1, h.to.Sub(h.from).Round(100*time.Microsecond))
 		}
-		h := handovers[k]
-		fmt.Fprintf(&b, "%d at +%v into handover %d (which took %v)", r.Count, r.At.Sub(h.from).Round(100*time.Microsecond), k+1, h.to.Sub(h.from).Round(100*time.Microsecond))
 	}
 	return b.String()
 }
