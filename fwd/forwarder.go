@@ -487,10 +487,11 @@ func (f *Forwarder) attach(i int) error {
 func (f *Forwarder) newPorts(i int) []*port {
 	var ports []*port
 	for q, sk := range f.socks[i] {
-		// What it lends is the plan's for its ring size (its TX ring's),
-		// whether or not a burst ring makes its fill ring larger.
+		// What it lends is the plan's for its ring size (its TX ring's)
+		// in the mode it bound in.
+		r := f.plan.socketRings(sk.TX.Size(), q, !sk.ZeroCopy())
 		p := &port{link: i, dom: f.links[i].dom, queue: q, sock: sk, csum: f.plan.completesChecksums(f.links[i]),
-			lend: f.plan.socketRings(sk.TX.Size(), q, false).lend}
+			lend: r.lend, brace: r.brace}
 		if f.progs[i].Mode() == "native" {
 			// One CPU at a time runs a queue's NAPI, so the queue's
 			// newest stamp only grows (merge.go's caughtUp relies on

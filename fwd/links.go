@@ -118,6 +118,7 @@ func (w *worker) takeChanges() {
 	c.pending.Store(false)
 	c.mu.Unlock()
 	if p != nil {
+		w.rx.brace()
 		close(p.parked)
 		<-p.resume
 	}

@@ -53,8 +53,9 @@ type Plan struct {
 	RingSize uint32
 	// BurstRing, if set, is the RX and fill ring size of every socket
 	// whose ring size gives it a smaller fill ring, on a link that binds
-	// in copy mode: its fill ring lends what the ring size gives, more
-	// while its link takes bursts (rxring.Ring.SetLend), up to BurstRing,
+	// in copy mode: its fill ring lends what the ring size gives (at
+	// most lendBatches batches: socketRings), more while its link takes
+	// bursts (rxring.Ring.SetLend), up to BurstRing,
 	// from a reserve of BurstRing frames per worker (umemConfig). Auto
 	// ring sizes only (a ring size set is what each socket gets); 0 when
 	// no socket's fill ring is smaller.
@@ -447,23 +448,45 @@ func autoRingSize(workers int, links []linkInfo) uint32 {
 const burstRing = 2048
 
 // socketRings are the ring sizes of queue q's socket whose ring size is
-// ring: its TX ring, RX ring and fill (and completion) ring, and the
-// fewest frames its fill ring lends (rxring.Ring.SetLend): all of it,
-// unless burst (a link bound in copy mode: copyBound) has BurstRing make
-// the RX and fill rings of a worker's TX lane socket larger than what
-// ring gives. An RX-only socket (a link with more RX queues than
-// workers) keeps its rings: RSS spreads its bursts, and a NIC may have
-// 64 of them.
-type socketRings struct{ tx, rx, fill, lend uint32 }
+// ring: its TX ring, RX ring and fill (and completion) ring; the fewest
+// frames its fill ring lends (rxring.Ring.SetLend); and brace, what it
+// lends before its worker parks (rxring.Ring.Brace), the frames the UMEM
+// sets aside for it (umemConfig: a fill ring of what ring gives).
+//
+// A socket of a link bound in copy mode (copied: copyBound) that is a
+// worker's TX lane lends at most lendBatches batches while its link is
+// calm, more while it takes bursts: the kernel copies each packet into
+// the frame the fill ring gives it next, and a ring that keeps thousands
+// lent makes every copy land in a line (and a page) it has not touched
+// since it went round, on the sending CPU. Its RX and fill rings are
+// BurstRing's where ring would give it a smaller fill ring. A zero-copy
+// socket lends its whole fill ring: a driver posts the frames to its
+// hardware ring ahead of packets. An RX-only socket (a link with more RX
+// queues than workers) keeps its rings and lends them whole: RSS spreads
+// its bursts, and a NIC may have 64 of them.
+type socketRings struct{ tx, rx, fill, lend, brace uint32 }
 
-func (p *Plan) socketRings(ring uint32, q int, burst bool) socketRings {
+func (p *Plan) socketRings(ring uint32, q int, copied bool) socketRings {
 	fill := fillSizeOf(ring, p.Queues, q)
-	r := socketRings{tx: ring, rx: ring, fill: fill, lend: fill}
-	if burst && q < p.Queues && p.BurstRing > fill {
+	r := socketRings{tx: ring, rx: ring, fill: fill, lend: fill, brace: fill}
+	if !copied || q >= p.Queues {
+		return r
+	}
+	r.lend = min(fill, lendBatches*uint32(p.Batch))
+	if p.BurstRing > fill {
 		r.rx, r.fill = max(ring, p.BurstRing), p.BurstRing
 	}
 	return r
 }
+
+// lendBatches is the batches a copy-mode TX lane's fill ring lends while
+// its link is calm: 1,024 frames at the default batch, what one
+// sendmmsg(2) may send at once (UIO_MAXIOV), a quarter of the fill ring
+// two links get. A burst larger than that, before the worker refills,
+// is dropped (rx_fill_ring_empty) and grows the lend; four batches
+// dropped a tenth of a 2,000-datagram burst on veths. A pause the
+// worker knows of (parked) is braced for with the whole fill ring.
+const lendBatches = 16
 
 // copyBound: l's sockets, opened asking zc, bind in copy mode, where a
 // fill ring's frames are the kernel's to copy into, not a driver's to

@@ -335,7 +335,10 @@ func TestReconfigure(t *testing.T) {
 // link whose ring size gives a fill ring under burstRing gets RX and fill
 // rings of burstRing, lending what its ring size gives, and the UMEM a
 // burst per worker; a ring size set, a zero-copy NIC, an RX-only queue
-// and rings already that large keep the rings of before.
+// and rings already that large keep the rings of before. A copy-mode
+// worker's queue lends at most lendBatches batches while calm and braces
+// with its fill ring of what its ring size gives; a zero-copy one and an
+// RX-only one lend their fill ring whole.
 func TestBurstRings(t *testing.T) {
 	veths := func(n, queues int) []linkInfo {
 		var ls []linkInfo
@@ -362,13 +365,16 @@ func TestBurstRings(t *testing.T) {
 		burst uint32      // Plan.BurstRing
 		want  socketRings // link 0's queue q, opened asking zc
 	}{
-		{"2 veths alone: 2048-entry rings as before", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 4096}},
-		{"64 veths", Config{Handler: sw, MaxLinks: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 2048, 2048, 128}},
-		{"2 veths of 64", Config{Handler: sw, MaxLinks: 64}, veths(2, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{128, 2048, 2048, 256}},
-		{"64 veths, ring size set", Config{Handler: sw, MaxLinks: 64, RingSize: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{64, 64, 128, 128}},
-		{"an RX-only queue", Config{Handler: sw, MaxLinks: 64, Queues: 1}, veths(64, 2), 1, xsk.ZeroCopyAuto, burstRing, socketRings{64, 64, 64, 64}},
-		{"a zero-copy NIC", Config{Handler: sw, MaxLinks: 64}, append([]linkInfo{nic("nic0")}, veths(63, 1)...), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 64, 128, 128}},
-		{"the NIC bound in copy mode", Config{Handler: sw, MaxLinks: 64}, append([]linkInfo{nic("nic0")}, veths(63, 1)...), 0, xsk.ZeroCopyOff, burstRing, socketRings{64, 2048, 2048, 128}},
+		{"2 veths alone: 2048-entry rings as before, 16 batches lent", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 1024, 4096}},
+		{"2 veths, a batch of 32", Config{Batch: 32}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 512, 4096}},
+		{"2 veths, a ring size set", Config{RingSize: 4096}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{4096, 4096, 8192, 1024, 8192}},
+		{"2 zero-copy NICs: the whole fill ring lent", Config{}, []linkInfo{nic("nic0"), nic("nic1")}, 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 4096, 4096}},
+		{"64 veths", Config{Handler: sw, MaxLinks: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 2048, 2048, 128, 128}},
+		{"2 veths of 64", Config{Handler: sw, MaxLinks: 64}, veths(2, 1), 0, xsk.ZeroCopyAuto, burstRing, socketRings{128, 2048, 2048, 256, 256}},
+		{"64 veths, ring size set", Config{Handler: sw, MaxLinks: 64, RingSize: 64}, veths(64, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{64, 64, 128, 128, 128}},
+		{"an RX-only queue", Config{Handler: sw, MaxLinks: 64, Queues: 1}, veths(64, 2), 1, xsk.ZeroCopyAuto, burstRing, socketRings{64, 64, 64, 64, 64}},
+		{"a zero-copy NIC", Config{Handler: sw, MaxLinks: 64}, append([]linkInfo{nic("nic0")}, veths(63, 1)...), 0, xsk.ZeroCopyAuto, burstRing, socketRings{64, 64, 128, 128, 128}},
+		{"the NIC bound in copy mode", Config{Handler: sw, MaxLinks: 64}, append([]linkInfo{nic("nic0")}, veths(63, 1)...), 0, xsk.ZeroCopyOff, burstRing, socketRings{64, 2048, 2048, 128, 128}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg

@@ -31,12 +31,15 @@ type port struct {
 	csum bool
 	sock *xsk.Socket
 	rx   *rxring.Ring // its fill and RX rings, with the owner's frame cache
-	// lend is the fewest frames its fill ring lends, what its ring size
-	// gives (Plan.socketRings); a larger fill ring lends more in bursts.
-	lend  uint32
-	tx    *lane     // nil unless a TX lane (lane.go)
-	stats portStats // counters.go
-	owner *worker
+	// lend is the fewest frames its fill ring lends (Plan.socketRings,
+	// for the mode the socket bound in): a copy-mode TX lane's a few
+	// batches, more in bursts; every other socket's its whole fill ring.
+	// brace is what it lends before its worker parks: the frames the
+	// UMEM sets aside for it.
+	lend, brace uint32
+	tx          *lane     // nil unless a TX lane (lane.go)
+	stats       portStats // counters.go
+	owner       *worker
 	portOrder
 }
 
@@ -102,6 +105,15 @@ func (r *rxSide) add(p *port, w *worker) {
 	p.rx = rxring.New(p.sock, w.umems.dom[p.dom].frames)
 	p.rx.SetLend(p.lend)
 	r.ports = append(r.ports, p)
+}
+
+// brace tops every fill ring up to what the UMEM sets aside for it: the
+// worker is about to park (a link change, a handover's freeze), and the
+// kernel goes on receiving while it refills nothing.
+func (r *rxSide) brace() {
+	for _, p := range r.ports {
+		p.rx.Brace(p.brace)
+	}
 }
 
 // frameStart is the start of the RX frame addr lies in. Every domain's

@@ -71,9 +71,10 @@ type LinkStats struct {
 	// fill rings of this link's sockets (need_wakeup set on the fill ring).
 	FillWakeups uint64 `json:"rx_fill_wakeups"`
 	// RXLend is how many frames the link's fill rings keep lent to the
-	// kernel now (rxring.Ring.SetLend): twice the ring size per worker,
-	// more on a copy-mode link taking bursts; RXLendGrowths counts the
-	// times a burst doubled one.
+	// kernel now (rxring.Ring.SetLend, Plan.socketRings): on a copy-mode
+	// link a few batches per worker while calm, more while it takes
+	// bursts; else the whole fill rings. RXLendGrowths counts the times a
+	// burst doubled one.
 	RXLend        uint64 `json:"rx_lend"`
 	RXLendGrowths uint64 `json:"rx_lend_growths"`
 	// RXBatches counts the batches read from this link's RX rings;

@@ -130,7 +130,7 @@ func TestRefill(t *testing.T) {
 // TestLend: an adaptive lend keeps its floor on the fill ring, doubles
 // when a Refill finds the kernel took three quarters of it or more (a
 // burst), up to the ring's size, and halves, down to the floor, once the kernel took
-// calmLends (8) lends while half of it stayed; a ring the cache left
+// calmLends (64) lends while half of it stayed; a ring the cache left
 // short does not grow, and a fixed lend (New's: the ring's size) never
 // moves.
 func TestLend(t *testing.T) {
@@ -152,9 +152,9 @@ func TestLend(t *testing.T) {
 		{"bursts double it to the ring's size", 4, 1024, []step{
 			{0, 4, 4}, {3, 8, 8}, {7, 16, 16}, {12, 32, 32}, {32, 32, 32}}},
 		{"a burst short of a quarter does not", 8, 1024, []step{{0, 8, 8}, {5, 8, 8}, {6, 16, 16}}},
-		{"calm halves it after 8 lends taken", 4, 1024, append(append([]step{{0, 4, 4}, {3, 8, 8}, {6, 16, 16}},
-			// 8 at a time leaves half: calm 8, 16, ... 128 = 8 × 16.
-			slices.Repeat([]step{{8, 16, 16}}, 15)...), step{8, 8, 8}, step{4, 8, 8})},
+		{"calm halves it after 64 lends taken", 4, 1024, append(append([]step{{0, 4, 4}, {3, 8, 8}, {6, 16, 16}},
+			// 8 at a time leaves half: calm 8, 16, ... 1024 = 64 × 16.
+			slices.Repeat([]step{{8, 16, 16}}, 127)...), step{8, 8, 8}, step{4, 8, 8})},
 		// 6 frames in all: a burst grows the lend to 8, of which 6 are
 		// found; short, it does not grow on the next burst.
 		{"a short ring does not grow", 4, 6, []step{{0, 4, 4}, {4, 8, 6}, {6, 8, 6}}},
@@ -400,6 +400,95 @@ func TestRecycleFillFull(t *testing.T) {
 	}
 	if free != 4 {
 		t.Errorf("%d recycled frames went to the cache, want 4", free)
+	}
+	e.check(t)
+}
+
+// TestRecycleToLend: under a lend smaller than the ring, Recycle puts
+// frames back on the fill ring only until it holds the lend; the rest go
+// to the cache, and the frame freed last is the next lent.
+func TestRecycleToLend(t *testing.T) {
+	e := newEnv(t, 8, 1024, 0) // fill ring of 16
+	e.r.SetLend(8)
+	e.r.Refill(1)
+	// The kernel takes 5 of the 8 (a quarter or less left would be a
+	// burst, growing the lend) and receives into them.
+	e.lent = append(e.lent, e.k.Fill.TakeAddrs(5)...)
+	e.deliver(t, 1, 1, 1, 1, 1)
+	e.r.Refill(1) // 8 again
+	if e.r.Peek(64, 64) != 5 {
+		t.Fatal("Peek")
+	}
+	var held []uint64
+	for e.r.More() {
+		ch, _, ok := e.r.Next(make([]xsk.Desc, 0, rxring.MaxDescs))
+		if !ok {
+			t.Fatal("packet refused")
+		}
+		held = append(held, ch[0].Addr)
+	}
+	// The kernel takes three: three recycled frames bring the ring back
+	// to its lend of 8, the other two go to the cache.
+	e.lent = append(e.lent, e.k.Fill.TakeAddrs(3)...)
+	for _, a := range held {
+		e.r.Recycle(a)
+	}
+	e.r.Release()
+	if got := e.k.Fill.Ready(); got != 8 {
+		t.Fatalf("fill ring holds %d after Release, want the lend, 8", got)
+	}
+	var free []uint64
+	for _, a := range held {
+		switch s := e.reg.Frames.StateOf(a); s {
+		case umem.Free:
+			free = append(free, a)
+		case umem.KernelRX:
+		default:
+			t.Errorf("recycled frame %#x is %v", a, s)
+		}
+	}
+	if len(free) != 2 {
+		t.Fatalf("%d recycled frames went to the cache, want 2", len(free))
+	}
+	// The next refill lends the frame recycled last first: still hot.
+	e.lent = append(e.lent, e.k.Fill.TakeAddrs(1)...)
+	e.r.Refill(1)
+	got := e.k.Fill.TakeAddrs(8)
+	e.lent = append(e.lent, got...)
+	if last, want := got[len(got)-1], free[len(free)-1]-headroom; last != want {
+		t.Errorf("refill lent %#x, want %#x, the frame freed last", last, want)
+	}
+	e.check(t)
+}
+
+// TestBrace: Brace tops the fill ring up to what it is asked, beyond the
+// lend and up to the ring's size, without moving the lend; the kernel
+// then takes the excess back down, the Refills that follow adding
+// nothing until the ring holds less than the lend.
+func TestBrace(t *testing.T) {
+	e := newEnv(t, 8, 1024, 0xFFFFFFF0) // fill ring of 16: indices wrap
+	e.r.SetLend(4)
+	e.r.Refill(1)
+	e.r.Brace(12)
+	if got := e.k.Fill.Ready(); got != 12 {
+		t.Fatalf("braced: fill ring holds %d, want 12", got)
+	}
+	e.r.Brace(64)
+	if got := e.k.Fill.Ready(); got != 16 {
+		t.Fatalf("braced past its size: fill ring holds %d, want 16", got)
+	}
+	if got := e.r.Lend.Load(); got != 4 {
+		t.Fatalf("bracing moved the lend to %d", got)
+	}
+	for _, st := range []struct{ take, want int }{{6, 10}, {5, 5}, {2, 4}, {2, 4}} {
+		e.lent = append(e.lent, e.k.Fill.TakeAddrs(st.take)...)
+		e.r.Refill(1)
+		if got := e.k.Fill.Ready(); got != st.want {
+			t.Fatalf("after the kernel took %d: fill ring holds %d, want %d", st.take, got, st.want)
+		}
+	}
+	if got := e.r.Lend.Load(); got != 4 {
+		t.Errorf("the excess taken back moved the lend to %d", got)
 	}
 	e.check(t)
 }
