@@ -336,8 +336,8 @@ func TestReconfigure(t *testing.T) {
 // rings of burstRing, lending what its ring size gives, and the UMEM a
 // burst per worker; a ring size set, a zero-copy NIC, an RX-only queue
 // and rings already that large keep the rings of before. A copy-mode
-// worker's queue lends at most lendBatches batches while calm and braces
-// with its fill ring of what its ring size gives; a zero-copy one and an
+// worker's queue lends its fill ring of what its ring size gives, down to
+// lendBatches batches in a flood, and braces with it; a zero-copy one and an
 // RX-only one lend their fill ring whole.
 func TestBurstRings(t *testing.T) {
 	veths := func(n, queues int) []linkInfo {
@@ -365,7 +365,7 @@ func TestBurstRings(t *testing.T) {
 		burst uint32      // Plan.BurstRing
 		want  socketRings // link 0's queue q, opened asking zc
 	}{
-		{"2 veths alone: 2048-entry rings as before, 16 batches lent", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 1024, 4096}},
+		{"2 veths alone: 2048-entry rings as before, 16 batches lent in a flood", Config{}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 1024, 4096}},
 		{"2 veths, a batch of 32", Config{Batch: 32}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 512, 4096}},
 		{"2 veths, a ring size set", Config{RingSize: 4096}, veths(2, 1), 0, xsk.ZeroCopyAuto, 0, socketRings{4096, 4096, 8192, 1024, 8192}},
 		{"2 zero-copy NICs: the whole fill ring lent", Config{}, []linkInfo{nic("nic0"), nic("nic1")}, 0, xsk.ZeroCopyAuto, 0, socketRings{2048, 2048, 4096, 4096, 4096}},

@@ -33,9 +33,9 @@ type port struct {
 	rx   *rxring.Ring // its fill and RX rings, with the owner's frame cache
 	// lend is the fewest frames its fill ring lends (Plan.socketRings,
 	// for the mode the socket bound in): a copy-mode TX lane's a few
-	// batches, more in bursts; every other socket's its whole fill ring.
-	// brace is what it lends before its worker parks: the frames the
-	// UMEM sets aside for it.
+	// batches in a flood; every other socket's its whole fill ring.
+	// brace is what it lends otherwise, and before its worker parks: the
+	// frames the UMEM sets aside for it.
 	lend, brace uint32
 	tx          *lane     // nil unless a TX lane (lane.go)
 	stats       portStats // counters.go
@@ -99,11 +99,12 @@ func newRXSide(mem []byte, frameSize, batch int) rxSide {
 }
 
 // add makes w, whose RX side this is, the owner of port p: its RX ring
-// lends frames from w's cache of p's domain, at least p.lend.
+// lends frames from w's cache of p's domain, p.brace, or down to p.lend
+// in a flood.
 func (r *rxSide) add(p *port, w *worker) {
 	p.owner = w
 	p.rx = rxring.New(p.sock, w.umems.dom[p.dom].frames)
-	p.rx.SetLend(p.lend)
+	p.rx.SetLend(p.lend, p.brace)
 	r.ports = append(r.ports, p)
 }
 

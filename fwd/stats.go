@@ -71,9 +71,9 @@ type LinkStats struct {
 	// fill rings of this link's sockets (need_wakeup set on the fill ring).
 	FillWakeups uint64 `json:"rx_fill_wakeups"`
 	// RXLend is how many frames the link's fill rings keep lent to the
-	// kernel now (rxring.Ring.SetLend, Plan.socketRings): on a copy-mode
-	// link a few batches per worker while calm, more while it takes
-	// bursts; else the whole fill rings. RXLendGrowths counts the times a
+	// kernel now (rxring.Ring.SetLend, Plan.socketRings): the whole fill
+	// rings, on a copy-mode link down to a few batches per worker in a
+	// flood, more while it takes bursts. RXLendGrowths counts the times a
 	// burst doubled one.
 	RXLend        uint64 `json:"rx_lend"`
 	RXLendGrowths uint64 `json:"rx_lend_growths"`

@@ -91,15 +91,16 @@ type Ring struct {
 
 	// lend is how many frames Refill keeps on the fill ring, between
 	// lendFloor and the ring's size (SetLend): a burst doubles it, calm
-	// traffic halves it (adapt). onRing is what the last Refill left on
-	// the ring, since which submitted more went on it (recycled); calm
-	// counts the frames the kernel took since the lend last changed while
-	// half of it or more stayed on the ring. A ring left short by an
-	// empty cache does not grow: the frames it lacks are not a burst's.
-	lend, lendFloor   uint32
-	onRing, submitted uint32
-	calm              uint32
-	short             bool // the last Refill ran out of frames
+	// traffic halves it down to lendKeep, a flood down to lendFloor
+	// (adapt). onRing is what the last Refill left on the ring, since
+	// which submitted more went on it (recycled); calm counts the frames
+	// the kernel took since the lend last changed while half of it or
+	// more stayed on the ring. A ring left short by an empty cache does
+	// not grow: the frames it lacks are not a burst's.
+	lend, lendFloor, lendKeep uint32
+	onRing, submitted         uint32
+	calm                      uint32
+	short                     bool // the last Refill ran out of frames
 
 	// FillShort counts refills cut short because the cache had no free
 	// frame (the kernel then drops at rx_fill_ring_empty); FillWakeups the
@@ -121,11 +122,13 @@ type Ring struct {
 // calmLends times the lend while at least half of it stayed on the fill
 // ring: a link busy in bursts keeps its frames, one that calmed down
 // gives them back to the cache as the kernel uses them. Slowly: a lend
-// grows only after the ring ran low, often empty, and a flood whose
-// worker stalls now and then (a vCPU preempted, a sender sharing its
-// CPU) lost 432 to 3,350 of 900,000 datagrams to an empty fill ring at
-// 64 (five runs), 5,697 to 9,777 at 8 (three), which halved the lend
-// again within milliseconds.
+// grows only after the ring ran low, often empty. Three floods of
+// 300,000 datagrams from a sender sharing the worker's CPUs (its stalls
+// growing the lend) lost 5,697 to 9,777 of them to an empty fill ring
+// with 8 (three runs), which halved the lend again within milliseconds,
+// and 432 to 3,350 with 64 (five runs), while any traffic below the
+// flood halved a lend below what it keeps (SetLend); 0 to 373 with 64
+// once only a flood did (three), none with the whole ring always lent.
 const calmLends = 64
 
 // New wraps the receive side of s, lending the kernel frames from frames,
@@ -133,30 +136,37 @@ const calmLends = 64
 func New(s *xsk.Socket, frames *umem.Cache) *Ring {
 	z := frames.Zone()
 	r := &Ring{s: s, rx: &s.RX, fill: &s.Fill, zone: z, frames: frames, unit: uint64(z.UnitSize())}
-	r.SetLend(s.Fill.Size())
+	r.SetLend(0, 0)
 	return r
 }
 
-// SetLend makes Refill keep at least floor frames on the fill ring, more
+// SetLend makes Refill keep at least keep frames on the fill ring, more
 // while the link takes bursts: a Refill that finds the kernel took three
 // quarters of the lend or more since the last, a quarter or less left,
 // doubles it, up to the ring's size; calm traffic halves it again, down
-// to floor. A floor of 0 or of the ring's size (New's) lends it whole,
-// always. So a ring may take a burst of its size while only busy links
-// hold frames for it.
-func (r *Ring) SetLend(floor uint32) {
-	if floor == 0 || floor > r.fill.Size() {
-		floor = r.fill.Size()
+// to keep. Only a flood (Refills that each find half a batch or more
+// taken) takes it below keep, down to floor: a ring the kernel copies
+// into as fast as it can is better short, its frames still in cache,
+// while one at a lower rate keeps keep for a worker that stalls. A
+// keep of 0 or above the ring's size is the ring's size; a floor of 0 or
+// above keep is keep. New's lends the ring whole, always.
+func (r *Ring) SetLend(floor, keep uint32) {
+	if keep == 0 || keep > r.fill.Size() {
+		keep = r.fill.Size()
 	}
-	r.lendFloor = floor
-	r.lend = r.lendFloor
+	if floor == 0 || floor > keep {
+		floor = keep
+	}
+	r.lendFloor, r.lendKeep = floor, keep
+	r.lend = keep
 	r.calm = 0
 	r.Lend.Store(r.lend)
 }
 
 // adapt moves the lend on what the kernel took since the last Refill,
-// which found onRing left on the fill ring.
-func (r *Ring) adapt(onRing uint32) {
+// which found onRing left on the fill ring; batch is a worker's batch,
+// of which half taken between two Refills is a flood.
+func (r *Ring) adapt(onRing, batch uint32) {
 	taken := uint32(0)
 	if was := r.onRing + r.submitted; was > onRing { // an adopted ring's first Refill knew nothing before
 		taken = was - onRing
@@ -169,7 +179,7 @@ func (r *Ring) adapt(onRing uint32) {
 		r.calm = 0
 		r.Lend.Store(r.lend)
 		r.LendGrew.Add(1)
-	case onRing >= r.lend/2 && r.lend > r.lendFloor:
+	case onRing >= r.lend/2 && (r.lend > r.lendKeep || r.lend > r.lendFloor && taken >= batch/2):
 		r.calm += taken
 		if r.calm >= calmLends*r.lend {
 			r.lend /= 2
@@ -190,7 +200,7 @@ func (r *Ring) Socket() *xsk.Socket { return r.s }
 func (r *Ring) Refill(atLeast uint32) {
 	fill := r.fill
 	onRing := fill.Pending()
-	r.adapt(onRing)
+	r.adapt(onRing, atLeast)
 	r.onRing = onRing
 	if onRing >= r.lend || r.lend-onRing < min(atLeast, r.lend) {
 		return
@@ -203,15 +213,19 @@ func (r *Ring) Refill(atLeast uint32) {
 }
 
 // Brace tops the fill ring up to n frames (at most its size) at once,
-// whatever the lend: for a pause in which its owner will refill nothing
-// (parked for a link change or a handover), so the kernel may go on
-// receiving as long as n frames last. The lend does not change: once the
-// owner runs again, Refill lets the kernel take the excess back down to
-// it, and Recycle sends frames to the cache until it has. A cache
-// without n frames lends what it has, uncounted: nothing was dropped.
-// Like Refill, it is called between batches (after Release).
+// and the lend to n if it was less: for a pause in which its owner will
+// refill nothing (parked for a link change or a handover), so the kernel
+// may go on receiving as long as n frames last, and for the moments
+// after it, when the owner catches up. A flood lowers the lend again as
+// it would have (SetLend). A cache without n frames lends what it has,
+// uncounted: nothing was dropped. Like Refill, it is called between
+// batches (after Release).
 func (r *Ring) Brace(n uint32) {
 	n = min(n, r.fill.Size())
+	if r.lend < n {
+		r.lend, r.calm = n, 0
+		r.Lend.Store(r.lend)
+	}
 	if onRing := r.fill.Pending(); onRing < n {
 		r.lendMore(n - onRing)
 		r.wakeFill()

@@ -70,6 +70,24 @@ func (e *env) deliver(tb testing.TB, descs ...int) []xsk.Desc {
 	return out
 }
 
+// hold claims the n one-frame packets the RX ring holds and reads them,
+// as a worker would, and returns their addresses, now the caller's.
+func (e *env) hold(tb testing.TB, n uint32) []uint64 {
+	tb.Helper()
+	if got := e.r.Peek(64, 64); got != n {
+		tb.Fatalf("Peek claimed %d, want %d", got, n)
+	}
+	var held []uint64
+	for e.r.More() {
+		ch, _, ok := e.r.Next(make([]xsk.Desc, 0, rxring.MaxDescs))
+		if !ok {
+			tb.Fatal("packet refused")
+		}
+		held = append(held, ch[0].Addr)
+	}
+	return held
+}
+
 // check verifies the region's books with every frame back in a free list
 // or lent to the kernel.
 func (e *env) check(tb testing.TB) {
@@ -129,10 +147,12 @@ func TestRefill(t *testing.T) {
 
 // TestLend: an adaptive lend keeps its floor on the fill ring, doubles
 // when a Refill finds the kernel took three quarters of it or more (a
-// burst), up to the ring's size, and halves, down to the floor, once the kernel took
-// calmLends (64) lends while half of it stayed; a ring the cache left
-// short does not grow, and a fixed lend (New's: the ring's size) never
-// moves.
+// burst), up to the ring's size, and halves, down to the floor, once the
+// kernel took calmLends (64) lends while half of it stayed; a ring the
+// cache left short does not grow, and a fixed lend (New's: the ring's
+// size) never moves. A lend that keeps more than its floor halves below
+// what it keeps only in a flood: Refills that each find half a batch
+// taken.
 func TestLend(t *testing.T) {
 	type step struct {
 		take     int    // frames the fake kernel takes off the fill ring first
@@ -140,32 +160,38 @@ func TestLend(t *testing.T) {
 		wantOn   int    // on the fill ring after the Refill
 	}
 	for _, c := range []struct {
-		name   string
-		floor  uint32 // 0: New's
-		frames int
-		steps  []step
+		name        string
+		floor, keep uint32 // 0: New's
+		atLeast     uint32 // Refill's, the batch
+		frames      int
+		steps       []step
 	}{
-		{"fixed", 0, 1024, []step{{0, 32, 32}, {31, 32, 32}, {32, 32, 32}}},
-		{"a floor of 0 is the ring's size", 0, 1024, []step{{0, 32, 32}, {31, 32, 32}}},
-		{"a floor below the refill's least", 1, 1024, []step{{0, 1, 1}, {0, 1, 1}}},
-		{"floor kept", 4, 1024, []step{{0, 4, 4}, {2, 4, 4}, {2, 4, 4}}},
-		{"bursts double it to the ring's size", 4, 1024, []step{
+		{"fixed", 0, 0, 1, 1024, []step{{0, 32, 32}, {31, 32, 32}, {32, 32, 32}}},
+		{"a floor of 0 is the ring's size", 0, 0, 1, 1024, []step{{0, 32, 32}, {31, 32, 32}}},
+		// More than the lend: refilled once empty all the same.
+		{"a floor below the refill's least", 1, 1, 16, 1024, []step{{0, 1, 1}, {0, 1, 1}}},
+		{"floor kept", 4, 4, 1, 1024, []step{{0, 4, 4}, {2, 4, 4}, {2, 4, 4}}},
+		{"bursts double it to the ring's size", 4, 4, 1, 1024, []step{
 			{0, 4, 4}, {3, 8, 8}, {7, 16, 16}, {12, 32, 32}, {32, 32, 32}}},
-		{"a burst short of a quarter does not", 8, 1024, []step{{0, 8, 8}, {5, 8, 8}, {6, 16, 16}}},
-		{"calm halves it after 64 lends taken", 4, 1024, append(append([]step{{0, 4, 4}, {3, 8, 8}, {6, 16, 16}},
+		{"a burst short of a quarter does not", 8, 8, 1, 1024, []step{{0, 8, 8}, {5, 8, 8}, {6, 16, 16}}},
+		{"calm halves it after 64 lends taken", 4, 4, 1, 1024, append(append([]step{{0, 4, 4}, {3, 8, 8}, {6, 16, 16}},
 			// 8 at a time leaves half: calm 8, 16, ... 1024 = 64 × 16.
 			slices.Repeat([]step{{8, 16, 16}}, 127)...), step{8, 8, 8}, step{4, 8, 8})},
 		// 6 frames in all: a burst grows the lend to 8, of which 6 are
 		// found; short, it does not grow on the next burst.
-		{"a short ring does not grow", 4, 6, []step{{0, 4, 4}, {4, 8, 6}, {6, 8, 6}}},
+		{"a short ring does not grow", 4, 4, 1, 6, []step{{0, 4, 4}, {4, 8, 6}, {6, 8, 6}}},
+		// 3 a Refill, under half the batch of 8: 1,350 taken, and the
+		// lend stays what it keeps.
+		{"calm traffic keeps keep", 4, 16, 8, 1024, append([]step{{0, 16, 16}},
+			slices.Repeat([]step{{3, 16, 13}, {3, 16, 10}, {3, 16, 16}}, 150)...)},
+		// 8 a Refill, the whole batch: 64 × 16 taken halves it below.
+		{"a flood takes it below keep", 4, 16, 8, 1024, append(append([]step{{0, 16, 16}},
+			slices.Repeat([]step{{8, 16, 16}}, 127)...), step{8, 8, 8})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, 16, c.frames, 0xFFFFFFF0) // fill ring of 32: indices wrap
-			e.r.SetLend(c.floor)
-			atLeast := uint32(1)
-			if c.floor == 1 {
-				atLeast = 16 // more than the lend: refilled once empty all the same
-			}
+			e.r.SetLend(c.floor, c.keep)
+			atLeast := c.atLeast
 			for i, st := range c.steps {
 				e.lent = append(e.lent, e.k.Fill.TakeAddrs(st.take)...)
 				// What the kernel took comes back as the frames are
@@ -365,17 +391,7 @@ func TestRecycleFillFull(t *testing.T) {
 	e.take()
 	e.deliver(t, 1, 1, 1, 1, 1, 1)
 	e.r.Refill(1) // the fill ring is full again
-	if e.r.Peek(64, 64) != 6 {
-		t.Fatal("Peek")
-	}
-	var held []uint64
-	for e.r.More() {
-		ch, _, ok := e.r.Next(make([]xsk.Desc, 0, rxring.MaxDescs))
-		if !ok {
-			t.Fatal("packet refused")
-		}
-		held = append(held, ch[0].Addr)
-	}
+	held := e.hold(t, 6)
 	// The kernel takes two entries: two recycled frames fit, four do not.
 	e.lent = append(e.lent, e.k.Fill.TakeAddrs(2)...)
 	for _, a := range held {
@@ -409,24 +425,14 @@ func TestRecycleFillFull(t *testing.T) {
 // to the cache, and the frame freed last is the next lent.
 func TestRecycleToLend(t *testing.T) {
 	e := newEnv(t, 8, 1024, 0) // fill ring of 16
-	e.r.SetLend(8)
+	e.r.SetLend(8, 8)
 	e.r.Refill(1)
 	// The kernel takes 5 of the 8 (a quarter or less left would be a
 	// burst, growing the lend) and receives into them.
 	e.lent = append(e.lent, e.k.Fill.TakeAddrs(5)...)
 	e.deliver(t, 1, 1, 1, 1, 1)
 	e.r.Refill(1) // 8 again
-	if e.r.Peek(64, 64) != 5 {
-		t.Fatal("Peek")
-	}
-	var held []uint64
-	for e.r.More() {
-		ch, _, ok := e.r.Next(make([]xsk.Desc, 0, rxring.MaxDescs))
-		if !ok {
-			t.Fatal("packet refused")
-		}
-		held = append(held, ch[0].Addr)
-	}
+	held := e.hold(t, 5)
 	// The kernel takes three: three recycled frames bring the ring back
 	// to its lend of 8, the other two go to the cache.
 	e.lent = append(e.lent, e.k.Fill.TakeAddrs(3)...)
@@ -462,33 +468,33 @@ func TestRecycleToLend(t *testing.T) {
 }
 
 // TestBrace: Brace tops the fill ring up to what it is asked, beyond the
-// lend and up to the ring's size, without moving the lend; the kernel
-// then takes the excess back down, the Refills that follow adding
-// nothing until the ring holds less than the lend.
+// lend and up to the ring's size, and raises the lend to it; calm
+// traffic halves it again once the kernel took 64 lends.
 func TestBrace(t *testing.T) {
 	e := newEnv(t, 8, 1024, 0xFFFFFFF0) // fill ring of 16: indices wrap
-	e.r.SetLend(4)
+	e.r.SetLend(4, 4)
 	e.r.Refill(1)
 	e.r.Brace(12)
-	if got := e.k.Fill.Ready(); got != 12 {
-		t.Fatalf("braced: fill ring holds %d, want 12", got)
+	if got, lend := e.k.Fill.Ready(), e.r.Lend.Load(); got != 12 || lend != 12 {
+		t.Fatalf("braced: fill ring holds %d, lend %d, want 12 and 12", got, lend)
 	}
 	e.r.Brace(64)
-	if got := e.k.Fill.Ready(); got != 16 {
-		t.Fatalf("braced past its size: fill ring holds %d, want 16", got)
+	if got, lend := e.k.Fill.Ready(), e.r.Lend.Load(); got != 16 || lend != 16 {
+		t.Fatalf("braced past its size: fill ring holds %d, lend %d, want 16 and 16", got, lend)
 	}
-	if got := e.r.Lend.Load(); got != 4 {
-		t.Fatalf("bracing moved the lend to %d", got)
-	}
-	for _, st := range []struct{ take, want int }{{6, 10}, {5, 5}, {2, 4}, {2, 4}} {
-		e.lent = append(e.lent, e.k.Fill.TakeAddrs(st.take)...)
-		e.r.Refill(1)
-		if got := e.k.Fill.Ready(); got != st.want {
-			t.Fatalf("after the kernel took %d: fill ring holds %d, want %d", st.take, got, st.want)
+	taken := 0
+	for e.r.Lend.Load() == 16 && taken < 2000 {
+		e.lent = append(e.lent, e.k.Fill.TakeAddrs(4)...)
+		for _, a := range e.lent {
+			e.reg.Frames.Move(a, umem.KernelRX, umem.Held)
+			e.frames.Free(a, umem.Held)
 		}
+		e.lent = e.lent[:0]
+		taken += 4
+		e.r.Refill(1)
 	}
-	if got := e.r.Lend.Load(); got != 4 {
-		t.Errorf("the excess taken back moved the lend to %d", got)
+	if got := e.r.Lend.Load(); got != 8 || taken != 64*16 {
+		t.Errorf("after %d taken 4 at a time the lend is %d, want 8 after %d", taken, got, 64*16)
 	}
 	e.check(t)
 }
