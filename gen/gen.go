@@ -162,28 +162,59 @@ func New(cfg Config) (_ *Generator, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	ifis, err := cfg.links()
+	if err != nil {
+		return nil, err
+	}
 	g := &Generator{cfg: cfg}
 	defer func() {
 		if err != nil {
 			g.Close()
 		}
 	}()
-	type linkInfo struct {
-		ifi *net.Interface
+	if g.region, err = umem.New(cfg.regionConfig()); err != nil {
+		return nil, fmt.Errorf("txonly: %w", err)
 	}
-	infos := make([]linkInfo, len(cfg.Links))
-	for i, name := range cfg.Links {
+	g.inlineIdx = make([]int32, g.region.Inline.Len())
+	g.frameIdx = make([]int32, g.region.Frames.Len())
+	scratch := make([]byte, 4096)
+	for _, ifi := range ifis {
+		t := cfg.Template
+		if t.SrcMAC == nil {
+			t.SrcMAC = ifi.HardwareAddr
+		}
+		if err := t.Check(); err != nil {
+			return nil, bad("link %s: %v", ifi.Name, err)
+		}
+		for qi := range cfg.Queues {
+			q, err := g.openQueue(ifi, qi, t)
+			if err != nil {
+				return nil, err
+			}
+			if err := q.writeBuffers(t, scratch); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return g, nil
+}
+
+// links are cfg's links, each checked to take the largest frame and to
+// have the TX queues asked.
+func (cfg *Config) links() ([]*net.Interface, error) {
+	largest := 0
+	for _, s := range cfg.Sizes {
+		largest = max(largest, s)
+	}
+	l2 := ethLen
+	if cfg.Template.VLAN > 0 {
+		l2 += vlanLen
+	}
+	var ifis []*net.Interface
+	for _, name := range cfg.Links {
 		ifi, err := net.InterfaceByName(name)
 		if err != nil {
 			return nil, bad("link %s: %v", name, err)
-		}
-		largest := 0
-		for _, s := range cfg.Sizes {
-			largest = max(largest, s)
-		}
-		l2 := ethLen
-		if cfg.Template.VLAN > 0 {
-			l2 += vlanLen
 		}
 		if largest-FCS-l2 > ifi.MTU {
 			return nil, bad("--size %d: link %s has MTU %d, the largest frame it sends is %d bytes with FCS", largest, name, ifi.MTU, ifi.MTU+l2+FCS)
@@ -191,109 +222,122 @@ func New(cfg Config) (_ *Generator, err error) {
 		if n := txQueues(name); cfg.Queues > n {
 			return nil, bad("queues %d: link %s has %d TX queues", cfg.Queues, name, n)
 		}
-		infos[i].ifi = ifi
+		ifis = append(ifis, ifi)
 	}
-	sockets := len(cfg.Links) * cfg.Queues
-	small, large := 0, 0
+	return ifis, nil
+}
+
+// sizeKinds reports whether some frame of cfg.Sizes fits an inline slot
+// (small) and whether some does not (large).
+func (cfg *Config) sizeKinds() (small, large bool) {
 	for _, s := range cfg.Sizes {
 		if s-FCS <= umem.InlineSlotSize {
-			small++
+			small = true
 		} else {
-			large++
+			large = true
 		}
 	}
-	per := int(cfg.RingSize)
+	return small, large
+}
+
+// regionConfig is the region every socket shares: a ring's worth of
+// inline slots per socket for the small frames, of frames for the large.
+func (cfg *Config) regionConfig() umem.Config {
+	sockets, per := len(cfg.Links)*cfg.Queues, int(cfg.RingSize)
+	small, large := cfg.sizeKinds()
 	ucfg := umem.Config{FrameSize: 2048, Frames: 64, HugePages: cfg.HugePages}
-	if small > 0 {
+	if small {
 		ucfg.InlineSlots = sockets * per
 	}
-	if large > 0 {
+	if large {
 		ucfg.Frames = max(64, sockets*per)
 	}
-	if g.region, err = umem.New(ucfg); err != nil {
+	return ucfg
+}
+
+// openQueue opens the socket of ifi's TX queue qi, sharing the region of
+// the first, and its queue, sending t's frames; Close frees both from
+// then on.
+func (g *Generator) openQueue(ifi *net.Interface, qi int, t Template) (*queue, error) {
+	cfg := &g.cfg
+	var shared *xsk.Socket
+	if len(g.socks) > 0 {
+		shared = g.socks[0]
+	}
+	s, err := xsk.Open(g.region, xsk.Config{
+		Ifname: ifi.Name, Ifindex: ifi.Index, Queue: qi,
+		RingSize: cfg.RingSize, Shared: shared, ZeroCopy: cfg.ZeroCopy,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("txonly: %w", err)
 	}
-	g.inlineIdx = make([]int32, g.region.Inline.Len())
-	g.frameIdx = make([]int32, g.region.Frames.Len())
-	mem := g.region.Mem()
-	scratch := make([]byte, 4096)
-	for li, name := range cfg.Links {
-		t := cfg.Template
-		if t.SrcMAC == nil {
-			t.SrcMAC = infos[li].ifi.HardwareAddr
-		}
-		if err := t.Check(); err != nil {
-			return nil, bad("link %s: %v", name, err)
-		}
-		for qi := range cfg.Queues {
-			var shared *xsk.Socket
-			if len(g.socks) > 0 {
-				shared = g.socks[0]
-			}
-			s, err := xsk.Open(g.region, xsk.Config{
-				Ifname: name, Ifindex: infos[li].ifi.Index, Queue: qi,
-				RingSize: cfg.RingSize, Shared: shared, ZeroCopy: cfg.ZeroCopy,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("txonly: %w", err)
-			}
-			g.socks = append(g.socks, s)
-			k := len(g.queues) // socket index, 0..sockets-1
-			q := &queue{
-				g: g, link: name, q: qi, sock: s, tx: txring.New(s),
-				bufs: make([]buffer, 0, per), free: make([]int32, per),
-				reaped: make([]uint64, per), batch: cfg.Batch,
-				rate: cfg.Rate / float64(sockets),
-			}
-			q.burst = Burst(q.rate, cfg.Window, cfg.Batch)
-			if t.SrcMACs > 1 {
-				q.macs, q.macBase = uint32(t.SrcMACs), uint32(t.SrcMAC[3])<<16|uint32(t.SrcMAC[4])<<8|uint32(t.SrcMAC[5])
-			}
-			q.ports = uint32(t.SrcPorts)
-			if cfg.Count > 0 {
-				q.quota = cfg.Count / uint64(sockets)
-				if uint64(k) < cfg.Count%uint64(sockets) {
-					q.quota++
-				}
-			}
-			g.queues = append(g.queues, q) // from here on, Close frees its buffers
-			// Flows k, k+sockets, k+2·sockets, ...: each from one socket.
-			local := (cfg.Flows - k + sockets - 1) / sockets
-			q.seq = make([]uint32, local)
-			if small > 0 {
-				q.b = inline.NewBuilder(g.region, linearize.Policy{InlineMax: umem.InlineSlotSize}, per, 64)
-			}
-			if large > 0 {
-				q.frames = g.region.Frames.NewCache(per)
-			}
-			for j := range per {
-				size := cfg.Sizes[j%len(cfg.Sizes)]
-				lf := j % local
-				n, lay := t.Frame(scratch, size, uint16(k+lf*sockets))
-				b := buffer{len: uint32(n), flow: uint16(lf), sport: SrcPort(scratch, lay), lay: lay}
-				var ok bool
-				if n <= umem.InlineSlotSize {
-					b.addr, ok = q.b.Inline(scratch[:n])
-					if ok {
-						g.inlineIdx[g.region.Inline.Index(b.addr)] = int32(j)
-					}
-				} else {
-					b.frame = true
-					if b.addr, ok = q.frames.Alloc(umem.KernelTX); ok {
-						copy(mem[b.addr:], scratch[:n])
-						g.frameIdx[g.region.Frames.Index(b.addr)] = int32(j)
-					}
-				}
-				if !ok {
-					return nil, fmt.Errorf("txonly: link %s queue %d: region exhausted at buffer %d", name, qi, j)
-				}
-				q.bufs = append(q.bufs, b)
-				q.free[j] = int32(j)
-			}
-			q.n = per
+	g.socks = append(g.socks, s)
+	sockets, per := len(cfg.Links)*cfg.Queues, int(cfg.RingSize)
+	k := len(g.queues) // socket index, 0..sockets-1
+	q := &queue{
+		g: g, link: ifi.Name, q: qi, sock: s, tx: txring.New(s),
+		bufs: make([]buffer, 0, per), free: make([]int32, per),
+		reaped: make([]uint64, per), batch: cfg.Batch,
+		rate: cfg.Rate / float64(sockets),
+	}
+	q.burst = Burst(q.rate, cfg.Window, cfg.Batch)
+	if t.SrcMACs > 1 {
+		q.macs, q.macBase = uint32(t.SrcMACs), uint32(t.SrcMAC[3])<<16|uint32(t.SrcMAC[4])<<8|uint32(t.SrcMAC[5])
+	}
+	q.ports = uint32(t.SrcPorts)
+	if cfg.Count > 0 {
+		q.quota = cfg.Count / uint64(sockets)
+		if uint64(k) < cfg.Count%uint64(sockets) {
+			q.quota++
 		}
 	}
-	return g, nil
+	g.queues = append(g.queues, q) // from here on, Close frees its buffers
+	// Flows k, k+sockets, k+2·sockets, ...: each from one socket.
+	q.seq = make([]uint32, (cfg.Flows-k+sockets-1)/sockets)
+	small, large := cfg.sizeKinds()
+	if small {
+		q.b = inline.NewBuilder(g.region, linearize.Policy{InlineMax: umem.InlineSlotSize}, per, 64)
+	}
+	if large {
+		q.frames = g.region.Frames.NewCache(per)
+	}
+	return q, nil
+}
+
+// writeBuffers writes q's ring of buffers, t's frames of the sizes in
+// turn, each of one of q's flows, into inline slots or frames; scratch
+// holds one frame.
+func (q *queue) writeBuffers(t Template, scratch []byte) error {
+	g, cfg := q.g, &q.g.cfg
+	sockets, per := len(cfg.Links)*cfg.Queues, int(cfg.RingSize)
+	k, local := len(g.queues)-1, len(q.seq)
+	mem := g.region.Mem()
+	for j := range per {
+		size := cfg.Sizes[j%len(cfg.Sizes)]
+		lf := j % local
+		n, lay := t.Frame(scratch, size, uint16(k+lf*sockets))
+		b := buffer{len: uint32(n), flow: uint16(lf), sport: SrcPort(scratch, lay), lay: lay}
+		var ok bool
+		if n <= umem.InlineSlotSize {
+			b.addr, ok = q.b.Inline(scratch[:n])
+			if ok {
+				g.inlineIdx[g.region.Inline.Index(b.addr)] = int32(j)
+			}
+		} else {
+			b.frame = true
+			if b.addr, ok = q.frames.Alloc(umem.KernelTX); ok {
+				copy(mem[b.addr:], scratch[:n])
+				g.frameIdx[g.region.Frames.Index(b.addr)] = int32(j)
+			}
+		}
+		if !ok {
+			return fmt.Errorf("txonly: link %s queue %d: region exhausted at buffer %d", q.link, q.q, j)
+		}
+		q.bufs = append(q.bufs, b)
+		q.free[j] = int32(j)
+	}
+	q.n = per
+	return nil
 }
 
 // txQueues is the TX queues a link uses now: its ethtool channels, else

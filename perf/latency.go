@@ -76,10 +76,10 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 	if q := e.queuesOf(p); q < clients {
 		return nil, fmt.Errorf("the latency workload needs %d queues per veth, %s has %d", clients, p.Name, q)
 	}
-	count := w.latencyCount(e.o)
-	rate := float64(max(1, w.Rate))
-	sendFor := time.Duration(float64(count) / rate * float64(time.Second))
-	deadline := time.Now().Add(sendFor + 5*time.Second)
+	r := &latencyRun{count: w.latencyCount(e.o), clients: clients, rate: float64(max(1, w.Rate)),
+		res: latencyResult{hist: [3]*traffic.Histogram{{}, {}, {}}}}
+	sendFor := time.Duration(float64(r.count) / r.rate * float64(time.Second))
+	r.deadline = time.Now().Add(sendFor + 5*time.Second)
 
 	if clients == 2 {
 		if err := setXPS(p.A, p.PeerA, 2, true); err != nil {
@@ -89,57 +89,24 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 		// start-up check, get the kernel's default choice back.
 		defer setXPS(p.A, p.PeerA, 2, false)
 	}
-	echo, err := traffic.NewUDPEcho(p.B, p.V4B, deadline.Add(time.Second), count*2)
+	echo, err := traffic.NewUDPEcho(p.B, p.V4B, r.deadline.Add(time.Second), r.count*2)
 	if err != nil {
 		return nil, err
 	}
 	defer echo.Close()
-	fd, _, err := traffic.UDPSocket(p.A, p.V4A)
-	if err != nil {
+	if r.fd, _, err = traffic.UDPSocket(p.A, p.V4A); err != nil {
 		return nil, err
 	}
-	defer unix.Close(fd)
-	to := traffic.Sockaddr4(netip.AddrPortFrom(p.V4B, uint16(echo.Port)))
+	defer unix.Close(r.fd)
+	r.to = traffic.Sockaddr4(netip.AddrPortFrom(p.V4B, uint16(echo.Port)))
 
-	res := latencyResult{hist: [3]*traffic.Histogram{{}, {}, {}}}
-	base := time.Now()
-	var got atomic.Int64
+	r.base = time.Now()
 	recvDone := make(chan error, 1)
-	var stopRecv atomic.Bool
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		buf := make([]byte, 2048)
-		seen := make([]bool, count)
-		for n := 0; n < count && !stopRecv.Load() && time.Now().Before(deadline); {
-			k, _, err := unix.Recvfrom(fd, buf, 0)
-			now := time.Since(base)
-			if err != nil {
-				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-					continue
-				}
-				recvDone <- fmt.Errorf("client recvfrom: %w", err)
-				return
-			}
-			if k < 16 {
-				continue
-			}
-			id := binary.BigEndian.Uint64(buf[0:])
-			t0 := time.Duration(binary.BigEndian.Uint64(buf[8:]))
-			if id >= uint64(count) || seen[id] {
-				continue
-			}
-			seen[id] = true
-			slot := int(id % uint64(clients))
-			res.received[slot]++
-			res.hist[slot].Record(now - t0)
-			res.hist[2].Record(now - t0)
-			n++
-			got.Add(1)
-		}
-		recvDone <- nil
+		recvDone <- r.receive()
 	}()
-
 	// The clients take turns: request k leaves at k/rate, from client
 	// k mod clients.
 	payload := max(16, w.Size-traffic.UDPHeaders)
@@ -149,41 +116,102 @@ func runLatency(ctx context.Context, e *env, c *contender, p *topo.Pair, w *work
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sendErr[slot] = traffic.OnPinnedThread([]int{cpus[slot]}, func() error {
-				buf := make([]byte, payload)
-				for k := slot; k < count && ctx.Err() == nil; k += clients {
-					due := base.Add(time.Duration(float64(k) / rate * float64(time.Second)))
-					if d := time.Until(due); d > 0 {
-						time.Sleep(d)
-					}
-					if !time.Now().Before(deadline) {
-						return nil
-					}
-					binary.BigEndian.PutUint64(buf[0:], uint64(k))
-					binary.BigEndian.PutUint64(buf[8:], uint64(time.Since(base)))
-					if err := unix.Sendto(fd, buf, 0, to); err != nil {
-						if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) {
-							continue // counted as lost
-						}
-						return fmt.Errorf("client sendto: %w", err)
-					}
-					res.sent[slot]++
-				}
-				return nil
-			})
+			sendErr[slot] = traffic.OnPinnedThread([]int{cpus[slot]}, func() error { return r.send(ctx, slot, payload) })
 		}()
 	}
 	wg.Wait()
 	// Stragglers: every reply, or a second after the last request.
 	wait := time.Now().Add(time.Second)
-	for got.Load() < int64(res.sent[0]+res.sent[1]) && time.Now().Before(wait) && ctx.Err() == nil {
+	for r.got.Load() < int64(r.res.sent[0]+r.res.sent[1]) && time.Now().Before(wait) && ctx.Err() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
-	stopRecv.Store(true)
+	r.stopRecv.Store(true)
 	rerr := <-recvDone // within sockTimeout
 	if err := errors.Join(sendErr[0], sendErr[1], rerr, ctx.Err()); err != nil {
 		return nil, err
 	}
+	return r.res.metrics(r.rate, clients)
+}
+
+// latencyRun is one latency sample: count requests at rate from clients
+// threads on socket fd to the echo at to, sent and timed from base,
+// until deadline.
+type latencyRun struct {
+	fd             int
+	to             unix.Sockaddr
+	base, deadline time.Time
+	count, clients int
+	rate           float64
+	// res.sent[slot] is client slot's; res.received and res.hist the
+	// receiver's, read once both are done.
+	res latencyResult
+	// got counts the replies received; stopRecv tells the receiver to
+	// stop waiting for the rest.
+	got      atomic.Int64
+	stopRecv atomic.Bool
+}
+
+// receive takes the replies, each once, timing it against the send time
+// it carries, until every request is answered, stopRecv or the deadline.
+func (r *latencyRun) receive() error {
+	buf := make([]byte, 2048)
+	seen := make([]bool, r.count)
+	for n := 0; n < r.count && !r.stopRecv.Load() && time.Now().Before(r.deadline); {
+		k, _, err := unix.Recvfrom(r.fd, buf, 0)
+		now := time.Since(r.base)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return fmt.Errorf("client recvfrom: %w", err)
+		}
+		if k < 16 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(buf[0:])
+		t0 := time.Duration(binary.BigEndian.Uint64(buf[8:]))
+		if id >= uint64(r.count) || seen[id] {
+			continue
+		}
+		seen[id] = true
+		slot := int(id % uint64(r.clients))
+		r.res.received[slot]++
+		r.res.hist[slot].Record(now - t0)
+		r.res.hist[2].Record(now - t0)
+		n++
+		r.got.Add(1)
+	}
+	return nil
+}
+
+// send is client slot: requests slot, slot+clients, ... of payload bytes,
+// each when it falls due, carrying its number and send time.
+func (r *latencyRun) send(ctx context.Context, slot, payload int) error {
+	buf := make([]byte, payload)
+	for k := slot; k < r.count && ctx.Err() == nil; k += r.clients {
+		due := r.base.Add(time.Duration(float64(k) / r.rate * float64(time.Second)))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		if !time.Now().Before(r.deadline) {
+			return nil
+		}
+		binary.BigEndian.PutUint64(buf[0:], uint64(k))
+		binary.BigEndian.PutUint64(buf[8:], uint64(time.Since(r.base)))
+		if err := unix.Sendto(r.fd, buf, 0, r.to); err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.ENOBUFS) {
+				continue // counted as lost
+			}
+			return fmt.Errorf("client sendto: %w", err)
+		}
+		r.res.sent[slot]++
+	}
+	return nil
+}
+
+// metrics are the sample's figures: requests and replies, in all and by
+// client, the loss, and the latency quantiles.
+func (res *latencyResult) metrics(rate float64, clients int) (map[string]float64, error) {
 	sent, recv := res.sent[0]+res.sent[1], res.received[0]+res.received[1]
 	m := map[string]float64{
 		"requests":      float64(sent),

@@ -315,8 +315,38 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInvalidNetNS, fmt.Sprintf("container namespace %q", args.Netns), err.Error())
 	}
 	defer netns.Close()
+	stdin, err := conf.clearForAdd(args, host, netns)
+	if err != nil {
+		return err
+	}
+	a := &adding{conf: conf, args: args, netns: netns, rec: conf.recordOf(args, host)}
+	// The record first, then each step and the record saying it is
+	// done: whenever the plugin stops, the record is there for DEL and
+	// GC, which undo an attachment whatever step it reached.
+	defer func() {
+		if err != nil {
+			// Best effort: what cannot be undone now is still in the
+			// record, for the DEL that follows a failed ADD, or GC.
+			detach(conf, a.rec, args.StdinData)
+		}
+	}()
+	res, err := a.build(max(daemon.Queues, 1), rpsCPUs, stdin, pod)
+	if err != nil {
+		return err
+	}
+	a.rec.Stage = stageAdded
+	if err = conf.saveRecord(a.rec); err != nil {
+		return types.NewError(types.ErrIOFailure, "state record", err.Error())
+	}
+	return types.PrintResult(res, conf.CNIVersion)
+}
+
+// clearForAdd checks that ADD may build host's attachment in the
+// container's namespace netns and undoes whatever an earlier ADD of it
+// left; it returns the IPAM plugin's stdin.
+func (conf *NetConf) clearForAdd(args *skel.CmdArgs, host string, netns ns.NetNS) ([]byte, error) {
 	if _, err := conf.trustStateDir(true); err != nil {
-		return types.NewError(types.ErrInvalidNetworkConfig, `"stateDir": `+err.Error(), "")
+		return nil, types.NewError(types.ErrInvalidNetworkConfig, `"stateDir": `+err.Error(), "")
 	}
 	prior, hasPrior := conf.loadRecord(host)
 	// An ADD of this attachment that did not finish (killed: its record
@@ -324,104 +354,107 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	// any other is not.
 	unfinished := hasPrior && prior.Stage != stageAdded && prior.Netns == args.Netns
 	if !unfinished && netns.Do(func(ns.NetNS) error { _, err := netlinksafe.LinkByName(args.IfName); return err }) == nil {
-		return types.NewError(types.ErrInvalidEnvironmentVariables,
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables,
 			fmt.Sprintf("CNI_IFNAME %q: the container's namespace %s has an interface by that name already (ADD twice without DEL?): left as it is", args.IfName, args.Netns), "")
 	}
 	stdin, _, err := ipamStdin(conf, args.StdinData)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rec := record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}
 	// What an earlier ADD of this attachment left (it did not finish, or
 	// its container's namespace is gone or another now: the interface is
 	// not in this one): undone first, whole. The host end's name is this
 	// attachment's, and the IPAM plugin refuses a second lease to it.
 	if _, lerr := netlink.LinkByName(host); lerr == nil || hasPrior {
-		if err := detach(conf, rec, args.StdinData); err != nil {
-			return cniErr(types.ErrTryAgainLater, "undo what an earlier ADD of "+host+" left", err)
+		if err := detach(conf, conf.recordOf(args, host), args.StdinData); err != nil {
+			return nil, cniErr(types.ErrTryAgainLater, "undo what an earlier ADD of "+host+" left", err)
 		}
 	}
+	return stdin, nil
+}
 
-	// The record first, then each step and the record saying it is
-	// done: whenever the plugin stops, the record is there for DEL and
-	// GC, which undo an attachment whatever step it reached.
-	//
-	// After each step the container's namespace must still be at its
-	// path: a runtime that tears the sandbox down while ADD runs deletes
-	// it, and what ADD holds open of it lives on only until the plugin
-	// exits. An ADD that went on would report a pod attached whose
-	// interface the kernel deletes a moment later; it fails instead,
-	// undoing what it made. The code is 8 (invalid network namespace,
-	// the library's ErrInvalidNetNS, as for a path that is not one at
-	// the start) and not 3 (unknown container): 3 tells the runtime it
-	// need not call DEL, and DEL is what undoes what this undo could
-	// not. Nor 11: trying again cannot bring the namespace back.
-	defer func() {
-		if err != nil {
-			// Best effort: what cannot be undone now is still in the
-			// record, for the DEL that follows a failed ADD, or GC.
-			detach(conf, rec, args.StdinData)
-		}
-	}()
-	step := func(name string) error {
-		rec.Stage = name
-		if err := conf.saveRecord(rec); err != nil {
-			return types.NewError(types.ErrIOFailure, "state record", err.Error())
-		}
-		killPoint(name)
-		if err := sameNS(args.Netns, netns); err != nil {
-			return types.NewError(types.ErrInvalidNetNS,
-				fmt.Sprintf("container namespace %q deleted during ADD (after its step %q): the attachment undone", args.Netns, name), err.Error())
-		}
-		return nil
-	}
-	if err = step("record"); err != nil {
-		return err
+// recordOf is the record of attachment host before its first step.
+func (conf *NetConf) recordOf(args *skel.CmdArgs, host string) record {
+	return record{ContainerID: args.ContainerID, IfName: args.IfName, Host: host, Netns: args.Netns, Control: conf.Control}
+}
+
+// adding is an ADD building its attachment, step by step (addSteps),
+// rec saying how far it got.
+type adding struct {
+	conf  *NetConf
+	args  *skel.CmdArgs
+	netns ns.NetNS
+	rec   record
+}
+
+// build makes the attachment: the veth of queues queues (its pod's
+// receive work on rpsCPUs), the IPAM lease (stdin: the IPAM plugin's),
+// the addresses and routes, and the link handed to the daemon for pod;
+// it returns the result ADD prints.
+func (a *adding) build(queues int, rpsCPUs []int, stdin []byte, pod *linkop.Pod) (*current.Result, error) {
+	conf, args := a.conf, a.args
+	if err := a.step("record"); err != nil {
+		return nil, err
 	}
 	var hostIf, contIf net.Interface
-	err = netns.Do(func(hostNS ns.NetNS) error {
+	err := a.netns.Do(func(hostNS ns.NetNS) error {
 		var err error
-		hostIf, contIf, err = setupVeth(args.IfName, host, conf.MTU, conf.mac, max(daemon.Queues, 1), hostNS)
+		hostIf, contIf, err = setupVeth(args.IfName, a.rec.Host, conf.MTU, conf.mac, queues, hostNS)
 		return err
 	})
 	if err == nil {
-		rec.RPSCPUs, err = conf.rps.set(args.Netns, args.IfName, rpsCPUs)
+		a.rec.RPSCPUs, err = conf.rps.set(args.Netns, args.IfName, rpsCPUs)
 	}
 	if err != nil {
-		return types.NewError(types.ErrIOFailure, fmt.Sprintf("veth %s (host) / %s (container)", host, args.IfName), err.Error())
+		return nil, types.NewError(types.ErrIOFailure, fmt.Sprintf("veth %s (host) / %s (container)", a.rec.Host, args.IfName), err.Error())
 	}
-	if err = step("veth"); err != nil {
-		return err
+	if err := a.step("veth"); err != nil {
+		return nil, err
 	}
-
 	r, err := ipam.ExecAdd(conf.IPAM.Type, stdin)
 	if err != nil {
-		return cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" ADD", err)
+		return nil, cniErr(types.ErrIOFailure, "IPAM "+conf.IPAM.Type+" ADD", err)
 	}
-	if err = step("ipam"); err != nil {
-		return err
+	if err := a.step("ipam"); err != nil {
+		return nil, err
 	}
 	res, err := conf.ipamResult(r, hostIf, contIf, args)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err = netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, res) }); err != nil {
-		return types.NewError(types.ErrIOFailure, "addresses and routes on "+args.IfName, err.Error())
+	if err := a.netns.Do(func(ns.NetNS) error { return ipam.ConfigureIface(args.IfName, res) }); err != nil {
+		return nil, types.NewError(types.ErrIOFailure, "addresses and routes on "+args.IfName, err.Error())
 	}
-	if err = step("addresses"); err != nil {
-		return err
+	if err := a.step("addresses"); err != nil {
+		return nil, err
 	}
-	if err = conf.handOver(host, contIf.HardwareAddr, res, pod); err != nil {
-		return err
+	if err := conf.handOver(a.rec.Host, contIf.HardwareAddr, res, pod); err != nil {
+		return nil, err
 	}
-	if err = step("daemon"); err != nil {
-		return err
-	}
-	rec.Stage = stageAdded
-	if err = conf.saveRecord(rec); err != nil {
+	return res, a.step("daemon")
+}
+
+// step records that ADD finished step name, and fails if the
+// container's namespace is no longer at its path. A runtime that tears
+// the sandbox down while ADD runs deletes it, and what ADD holds open of
+// it lives on only until the plugin exits: an ADD that went on would
+// report a pod attached whose interface the kernel deletes a moment
+// later; it fails instead, undoing what it made. The code is 8 (invalid
+// network namespace, the library's ErrInvalidNetNS, as for a path that
+// is not one at the start) and not 3 (unknown container): 3 tells the
+// runtime it need not call DEL, and DEL is what undoes what this undo
+// could not. Nor 11: trying again cannot bring the namespace back.
+func (a *adding) step(name string) error {
+	a.rec.Stage = name
+	if err := a.conf.saveRecord(a.rec); err != nil {
 		return types.NewError(types.ErrIOFailure, "state record", err.Error())
 	}
-	return types.PrintResult(res, conf.CNIVersion)
+	killPoint(name)
+	if err := sameNS(a.args.Netns, a.netns); err != nil {
+		return types.NewError(types.ErrInvalidNetNS,
+			fmt.Sprintf("container namespace %q deleted during ADD (after its step %q): the attachment undone", a.args.Netns, name), err.Error())
+	}
+	return nil
 }
 
 // addErr is the error of an ADD whose daemon, asked first (daemonForAdd),

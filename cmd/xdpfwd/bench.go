@@ -43,19 +43,19 @@ import (
 // xdpfwd DUT are xdpfwd processes of their own, one sink per trial.
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	duts := fs.String("dut", "bridge,xdp-redirect,xdpfwd", "devices under test between the namespaces, a list of: bridge (Linux bridge), xdp-redirect (in-kernel XDP bpf_redirect), xdpfwd (xdpfwd xconnect)")
-	sizes := fs.String("size", "64", "frame sizes with FCS, a list of 64..1518 and imix")
-	trial := fs.Duration("trial", time.Second, "how long each trial sends")
-	maxTrials := fs.Int("max-trials", 8, "most rates each binary search (NDR, then PDR) tries")
-	repeat := fs.Int("repeat", 3, "trials that decide a rate, by majority (a loss burst of a shared machine in one trial does not fail it)")
-	precision := fs.Float64("precision", 2, "stop a search when its bounds are within this percent of the upper one")
-	pdrLoss := fs.Float64("pdr-loss", 0.5, "PDR: the loss percent a trial may have")
-	maxRate := fs.String("max-rate", "0", "upper bound of the search, packets/s (0: what the generator sends unpaced, measured first)")
-	flows := fs.Int("flows", 1, "generator flows")
-	warmup := fs.Duration("warmup", time.Second, "an unpaced trial before each DUT's search, not counted, so caches, rings and CPU clocks are warm (0: none)")
-	verify := fs.Int("verify", 3, "trials at the NDR found that must all lose nothing; a failure lowers the rate by --precision of it and verifies again (0: none)")
-	pin := fs.String("pin", "off", "on: with 2+ CPUs the generator on CPU 0, an xdpfwd DUT's worker on CPU 1 and the sink on CPU 0 (the kernel DUTs run in the generator's softirq: the sink on CPU 1), for a machine of its own; off: the scheduler places them, better when other loads share the CPUs")
-	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
+	duts := fs.String("dut", "bridge,xdp-redirect,xdpfwd", "devices under test between the namespaces, a `LIST` of: bridge (Linux bridge), xdp-redirect (in-kernel XDP bpf_redirect), xdpfwd (xdpfwd xconnect)")
+	sizes := fs.String("size", "64", "frame `SIZES` with FCS, a list of 64..1518 and imix")
+	trial := fs.Duration("trial", time.Second, "how long each trial sends, `D`")
+	maxTrials := fs.Int("max-trials", 8, "most rates, `N`, each binary search (NDR, then PDR) tries")
+	repeat := fs.Int("repeat", 3, "`N` trials that decide a rate, by majority (a loss burst of a shared machine in one trial does not fail it)")
+	precision := fs.Float64("precision", 2, "stop a search when its bounds are within `PCT` percent of the upper one")
+	pdrLoss := fs.Float64("pdr-loss", 0.5, "PDR: the loss a trial may have, `PCT` percent")
+	maxRate := fs.String("max-rate", "0", "upper bound of the search, `RATE` in packets/s (0: what the generator sends unpaced, measured first)")
+	flows := fs.Int("flows", 1, "`N` generator flows")
+	warmup := fs.Duration("warmup", time.Second, "an unpaced trial of `D` before each DUT's search, not counted, so caches, rings and CPU clocks are warm (0: none)")
+	verify := fs.Int("verify", 3, "`N` trials at the NDR found that must all lose nothing; a failure lowers the rate by --precision of it and verifies again (0: none)")
+	pin := fs.String("pin", "off", "`on|off`: on, with 2+ CPUs, the generator on CPU 0, an xdpfwd DUT's worker on CPU 1 and the sink on CPU 0 (the kernel DUTs run in the generator's softirq: the sink on CPU 1), for a machine of its own; off: the scheduler places them, better when other loads share the CPUs")
+	jsonOut := fs.String("json", "", "also write the results as JSON to this `FILE`")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

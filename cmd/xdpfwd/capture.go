@@ -53,86 +53,25 @@ in the file (pcapng if_description; tshark's frame.interface_description).
 
 Exit status: 0 at --count, a signal, or the daemon stopping; 1 when a link
 asked for was removed, or on another failure; 2 for bad input.
-
 `
 
 // cmdCapture is `xdpfwd capture`: a client of a running daemon's control
 // socket.
 func cmdCapture(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	path := fs.String("control", "", "the daemon's control socket (default: "+control.Dir+"/LINK.sock for a --link, else the only socket there)")
-	out := fs.String("w", "", "write pcapng to this file, or - for standard output (required)")
-	var links, pods listFlag
-	fs.Var(&links, "link", "capture on this link only (repeat; default: every link)")
-	fs.Var(&pods, "pod", "capture on the links of this pod only, NAMESPACE/NAME (repeat; as --link)")
-	dir := fs.String("direction", "all", "rx|tx|drop|all")
-	count := fs.Uint64("count", 0, "stop after this many packets (0: until interrupted)")
-	snaplen := fs.Int("snaplen", capture.DefaultSnaplen, "bytes kept of each packet")
-	buffer := fs.Int("buffer", capture.DefaultBuffer, "capture buffer per worker, in bytes: what does not fit is lost (and counted)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stderr, captureUsage)
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return err
-		}
-		return usageError{fmt.Sprintf("capture: %v (see 'xdpfwd capture --help')", err)}
+	a, err := parseCaptureArgs(args, stderr)
+	if err != nil {
+		return err
 	}
-	expr := strings.Join(fs.Args(), " ")
-	switch {
-	case *out == "":
-		return usageError{"capture: -w FILE (or -w - for standard output) is required"}
-	case *snaplen < 1 || *snaplen > capture.DefaultSnaplen:
-		return usageError{fmt.Sprintf("capture: --snaplen %d: want 1..%d", *snaplen, capture.DefaultSnaplen)}
-	case *buffer < 4096 || *buffer > capture.MaxBuffer:
-		return usageError{fmt.Sprintf("capture: --buffer %d: want 4096..%d bytes", *buffer, capture.MaxBuffer)}
+	names, err := a.resolve()
+	if err != nil {
+		return err
 	}
-	if _, err := capture.ParseDir(*dir); err != nil || *dir == "" {
-		return usageError{fmt.Sprintf("capture: --direction %q: want rx, tx, drop or all", *dir)}
-	}
-	var refs []linkop.Pod
-	for _, ref := range pods {
-		p, err := linkop.ParsePod(ref)
-		if err != nil {
-			return usageError{"capture: --pod: " + err.Error()}
-		}
-		refs = append(refs, p)
-	}
-	req := capture.Request{Links: links, Direction: *dir, Snaplen: *snaplen, Count: *count, Buffer: *buffer}
-	if expr != "" {
-		prog, err := cbpf.Compile(expr, *snaplen)
-		if errors.Is(err, cbpf.ErrNoCompiler) {
-			return err
-		}
-		if err != nil {
-			return usageError{err.Error()}
-		}
-		req.Filter = prog.Instructions()
-	}
-	if *path == "" {
-		p, err := control.Find(links)
-		if err != nil {
-			return err
-		}
-		*path = p
-	}
-	names := &podNames{path: *path}
-	if len(refs) > 0 {
-		of, err := names.linksOf(refs)
-		if err != nil {
-			return err
-		}
-		links = append(links, of...)
-		req.Links = links
-	}
-
 	// Signals before the capture starts, so that none ends it uncleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 
-	c, err := capture.Dial(*path, req)
+	c, err := capture.Dial(a.path, a.req)
 	if err != nil {
 		var re *capture.RequestError
 		if errors.As(err, &re) {
@@ -141,12 +80,126 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	// The first signal asks the daemon to end the stream (it sends what
-	// its buffers hold, then its totals); a second ends the capture at
-	// once, with what was written.
-	var interrupted atomic.Bool
-	ended := make(chan struct{})
+	interrupted, ended := stopOnSignals(c, sig)
 	defer close(ended)
+
+	w := stdout
+	if a.out != "-" {
+		fh, err := os.OpenFile(a.out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // packet contents: the owner's only
+		if err != nil {
+			c.Stop()
+			return usageError{fmt.Sprintf("capture: -w: %v", err)}
+		}
+		defer fh.Close()
+		w = fh
+	}
+	// As tcpdump does; tests wait for it: from here on, every batch the
+	// workers read is offered to this capture.
+	// The links there are now ("" is an index a removed link left).
+	on := slices.DeleteFunc(slices.Clone(c.Hello.Links), func(l string) bool { return l == "" })
+	if len(a.req.Links) > 0 {
+		on = a.req.Links
+	}
+	fmt.Fprintf(stderr, "listening on %s (%s), pcapng, snapshot length %d bytes\n",
+		strings.Join(on, ", "), a.path, c.Hello.Snaplen)
+	n, err := writeCapture(c, w, fmt.Sprintf("xdpfwd %s capture", version), names.describe)
+	return captureEnded(c, n, err, interrupted.Load(), stderr)
+}
+
+// captureArgs is what `xdpfwd capture` was asked: the control socket
+// (path, "" until resolve finds it), the output (out, - for standard
+// output), the pods whose links it captures on, and the request.
+type captureArgs struct {
+	path, out string
+	pods      []linkop.Pod
+	req       capture.Request
+}
+
+// parseCaptureArgs reads capture's flags and filter expression, checks
+// them and compiles the filter; --help writes the usage to stderr.
+func parseCaptureArgs(args []string, stderr io.Writer) (captureArgs, error) {
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("control", "", "the daemon's control socket, a `PATH` (default: "+control.Dir+"/LINK.sock for a --link, else the only socket there)")
+	out := fs.String("w", "", "write pcapng to this `FILE`, or - for standard output (required)")
+	var links, pods listFlag
+	fs.Var(&links, "link", "capture on the link `NAME` only (repeat; default: every link)")
+	fs.Var(&pods, "pod", "capture on the links of this pod only, `NAMESPACE/NAME` (repeat; as --link)")
+	dir := fs.String("direction", "all", "what to capture, `rx|tx|drop|all`: what links receive, send, drop, or all of it")
+	count := fs.Uint64("count", 0, "stop after `N` packets (0: until interrupted)")
+	snaplen := fs.Int("snaplen", capture.DefaultSnaplen, "`N` bytes kept of each packet")
+	buffer := fs.Int("buffer", capture.DefaultBuffer, "capture buffer per worker, `BYTES`: what does not fit is lost (and counted)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, captureUsage)
+			printFlags(stderr, fs)
+			return captureArgs{}, err
+		}
+		return captureArgs{}, usageError{fmt.Sprintf("capture: %v (see 'xdpfwd capture --help')", err)}
+	}
+	switch {
+	case *out == "":
+		return captureArgs{}, usageError{"capture: -w FILE (or -w - for standard output) is required"}
+	case *snaplen < 1 || *snaplen > capture.DefaultSnaplen:
+		return captureArgs{}, usageError{fmt.Sprintf("capture: --snaplen %d: want 1..%d", *snaplen, capture.DefaultSnaplen)}
+	case *buffer < 4096 || *buffer > capture.MaxBuffer:
+		return captureArgs{}, usageError{fmt.Sprintf("capture: --buffer %d: want 4096..%d bytes", *buffer, capture.MaxBuffer)}
+	}
+	if _, err := capture.ParseDir(*dir); err != nil || *dir == "" {
+		return captureArgs{}, usageError{fmt.Sprintf("capture: --direction %q: want rx, tx, drop or all", *dir)}
+	}
+	a := captureArgs{path: *path, out: *out,
+		req: capture.Request{Links: links, Direction: *dir, Snaplen: *snaplen, Count: *count, Buffer: *buffer}}
+	for _, ref := range pods {
+		p, err := linkop.ParsePod(ref)
+		if err != nil {
+			return captureArgs{}, usageError{"capture: --pod: " + err.Error()}
+		}
+		a.pods = append(a.pods, p)
+	}
+	if expr := strings.Join(fs.Args(), " "); expr != "" {
+		prog, err := cbpf.Compile(expr, *snaplen)
+		if errors.Is(err, cbpf.ErrNoCompiler) {
+			return captureArgs{}, err
+		}
+		if err != nil {
+			return captureArgs{}, usageError{err.Error()}
+		}
+		a.req.Filter = prog.Instructions()
+	}
+	return a, nil
+}
+
+// resolve finds the control socket when none was given and adds the
+// links of the pods asked for to the request; it returns what names the
+// links' pods in the file.
+func (a *captureArgs) resolve() (*podNames, error) {
+	if a.path == "" {
+		p, err := control.Find(a.req.Links)
+		if err != nil {
+			return nil, err
+		}
+		a.path = p
+	}
+	names := &podNames{path: a.path}
+	if len(a.pods) > 0 {
+		of, err := names.linksOf(a.pods)
+		if err != nil {
+			return nil, err
+		}
+		a.req.Links = append(a.req.Links, of...)
+	}
+	return names, nil
+}
+
+// stopOnSignals ends c's capture on sig: the first signal asks the daemon
+// to end the stream (it sends what its buffers hold, then its totals); a
+// second ends the capture at once, with what was written (interrupted),
+// and if the output is stuck (a reader that stopped) ends the process as
+// the signal would have. Closing ended, once the capture is over, stops
+// it listening.
+func stopOnSignals(c *capture.Client, sig chan os.Signal) (interrupted *atomic.Bool, ended chan struct{}) {
+	interrupted, ended = new(atomic.Bool), make(chan struct{})
 	go func() {
 		select {
 		case <-sig:
@@ -165,34 +218,18 @@ func cmdCapture(args []string, stdout, stderr io.Writer) error {
 		select {
 		case <-ended:
 		case <-time.After(time.Second):
-			// Stuck writing the output (a reader that stopped): end as
-			// the signal would have without us.
 			signal.Reset(s)
 			syscall.Kill(os.Getpid(), s.(syscall.Signal))
 		}
 	}()
+	return interrupted, ended
+}
 
-	w := stdout
-	if *out != "-" {
-		fh, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600) // packet contents: the owner's only
-		if err != nil {
-			c.Stop()
-			return usageError{fmt.Sprintf("capture: -w: %v", err)}
-		}
-		defer fh.Close()
-		w = fh
-	}
-	// As tcpdump does; tests wait for it: from here on, every batch the
-	// workers read is offered to this capture.
-	// The links there are now ("" is an index a removed link left).
-	on := slices.DeleteFunc(slices.Clone(c.Hello.Links), func(l string) bool { return l == "" })
-	if len(links) > 0 {
-		on = links
-	}
-	fmt.Fprintf(stderr, "listening on %s (%s), pcapng, snapshot length %d bytes\n",
-		strings.Join(on, ", "), *path, c.Hello.Snaplen)
-	n, err := writeCapture(c, w, fmt.Sprintf("xdpfwd %s capture", version), names.describe)
-	if interrupted.Load() {
+// captureEnded reports on stderr how a capture that wrote n packets
+// ended (err: writeCapture's), with the daemon's totals unless it was
+// interrupted a second time, and returns the capture's error.
+func captureEnded(c *capture.Client, n uint64, err error, interrupted bool, stderr io.Writer) error {
+	if interrupted {
 		fmt.Fprintf(stderr, "%d packets captured\n", n)
 		return fmt.Errorf("capture: interrupted again: ended without the daemon's totals (packets lost unknown)")
 	}

@@ -30,11 +30,11 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	d := &demo{stdout: stdout, stderr: stderr}
 	d.ff.register(fs, false)
-	fs.DurationVar(&d.duration, "duration", 5*time.Second, "how long to keep traffic flowing after the checks")
-	fs.IntVar(&d.tcpMiB, "tcp-mib", 64, "size of the verified TCP transfer, MiB")
-	fs.IntVar(&d.udpCount, "udp-count", 100000, "datagrams in the counted UDP burst")
-	fs.StringVar(&d.metrics, "metrics", "", "serve Prometheus metrics and /healthz on this address during the demo")
-	fs.Float64Var(&d.maxLoss, "max-loss", demoMaxLoss, "FAIL when more than this percent of a direction's UDP datagrams are lost (sent unpaced: a busy machine loses some at xdpfwd's RX ring)")
+	fs.DurationVar(&d.duration, "duration", 5*time.Second, "how long to keep traffic flowing after the checks, `D`")
+	fs.IntVar(&d.tcpMiB, "tcp-mib", 64, "size of the verified TCP transfer, `N` MiB")
+	fs.IntVar(&d.udpCount, "udp-count", 100000, "`N` datagrams in the counted UDP burst")
+	fs.StringVar(&d.metrics, "metrics", "", "serve Prometheus metrics and /healthz on this `ADDR` during the demo")
+	fs.Float64Var(&d.maxLoss, "max-loss", demoMaxLoss, "FAIL when more than `PCT` percent of a direction's UDP datagrams are lost (sent unpaced: a busy machine loses some at xdpfwd's RX ring)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 // /fdb endpoint next to its --metrics.
 func cmdFDB(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fdb", flag.ContinueOnError)
-	addr := fs.String("metrics", "", "the daemon's --metrics address, HOST:PORT or a URL (required)")
+	addr := fs.String("metrics", "", "the daemon's --metrics address, `ADDR`: HOST:PORT or a URL (required)")
 	asJSON := fs.Bool("json", false, "print the JSON the daemon serves")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err

@@ -3,8 +3,10 @@ package main
 // `xdpfwd run --help` and the flags a first run meets: --queues.
 
 import (
+	"bytes"
 	"flag"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,4 +81,47 @@ func TestQueuesFlag(t *testing.T) {
 	}
 	pingAcross(t, p, pr)
 	pr.interrupt()
+}
+
+// TestHelpNamesValues: every command's --help names the value of each
+// flag that takes one as the docs do (N, D, FILE, on|off), never by Go's
+// type (string, int, duration, value); and where docs/reference.md's
+// table of run gives a flag with its value, --help gives the same.
+func TestHelpNamesValues(t *testing.T) {
+	goTypes := []string{"string", "int", "int64", "uint", "uint64", "float64", "duration", "value"}
+	line := regexp.MustCompile(`^  --?([a-z][a-z0-9-]*)(?: (\S+))?$`)
+	values := map[string]string{} // run's, by flag
+	for _, cmd := range []string{"run", "demo", "capture", "link", "stats", "fdb", "bench"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{cmd, "--help"}, &out, &errb); code != 0 {
+			t.Fatalf("xdpfwd %s --help: exit %d\n%s%s", cmd, code, out.String(), errb.String())
+		}
+		n := 0
+		for _, l := range strings.Split(out.String()+errb.String(), "\n") {
+			m := line.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			n++
+			if slices.Contains(goTypes, m[2]) {
+				t.Errorf("xdpfwd %s --help: --%s %s: Go's type, not a name of its value", cmd, m[1], m[2])
+			}
+			if cmd == "run" {
+				values[m[1]] = m[2]
+			}
+		}
+		if n == 0 {
+			t.Errorf("xdpfwd %s --help lists no flags", cmd)
+		}
+	}
+	sec := docSection(t, "docs/reference.md", readDoc(t, "docs/reference.md"), "### `xdpfwd run`")
+	docs := map[string][]string{} // a flag may be shown twice: --eth-peer MAC, --eth-peer LINK=MAC
+	for _, m := range regexp.MustCompile("`--([a-z][a-z0-9-]*) ([^`]+)`").FindAllStringSubmatch(sec, -1) {
+		docs[m[1]] = append(docs[m[1]], strings.ReplaceAll(m[2], `\|`, "|"))
+	}
+	for name, doc := range docs {
+		if help, ok := values[name]; ok && !slices.Contains(doc, help) {
+			t.Errorf("--%s: docs/reference.md names its value %q, --help %q", name, doc, help)
+		}
+	}
 }

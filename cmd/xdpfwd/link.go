@@ -61,123 +61,159 @@ network) it is a trunk of those VLANs: its frames carry their VLAN's tag
 both ways, and another VLAN's are spoofed_vlan; a trunk is never secured
 (--port-security on with it is refused). Without either it is a port of
 every VLAN, as an uplink (docs/vlans.md).
-
 `
 
 // cmdLink is `xdpfwd link`: a client of a running daemon's control socket.
 func cmdLink(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("link", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	path := fs.String("control", "", "the daemon's control socket (default: the only socket in "+control.Dir+")")
-	asJSON := fs.Bool("json", false, "list: print the daemon's answer as JSON")
-	var opts linkop.AddOptions
-	var ips listFlag
-	fs.StringVar(&opts.MAC, "mac", "", "add: the pod's MAC address, the only source its link may send from (port security)")
-	fs.Var(&ips, "ip", "add: an IP address of the pod, the only ones it may send from (repeat; port security)")
-	portSec := fs.String("port-security", "", "add: on or off, for this link, over the daemon's --port-security (on needs --mac)")
-	var bw bandwidthFlags
-	fs.Var(&bw.ingressRate, "ingress-rate", "add: police what the link's pod receives to this rate, bits/s with SI units (8M, 8Mbit, 1G); switch mode")
-	fs.Var(&bw.ingressBurst, "ingress-burst", "add: the ingress policer's burst in bytes (64KiB), 1518..4294967294; default 10 ms at the rate, at least 64KiB")
-	fs.Var(&bw.egressRate, "egress-rate", "add: police what the link's pod sends to this rate, bits/s with SI units; switch mode")
-	fs.Var(&bw.egressBurst, "egress-burst", "add: the egress policer's burst in bytes, 1518..4294967294; default 10 ms at the rate, at least 64KiB")
-	pod := fs.String("pod", "", "add: the pod the link serves, NAMESPACE/NAME, shown wherever the link is")
-	podUID := fs.String("pod-uid", "", "add: the pod's UID (with --pod)")
-	vlan := fs.Uint("vlan", 0, "add: make the link an access port of this VLAN, 1..4094; switch mode")
-	trunk := fs.String("trunk", "", "add: make the link a trunk of these VLANs (0,100,200-209; 0: untagged); switch mode")
-	help := func() error {
-		fmt.Fprint(stderr, linkUsage)
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		return flag.ErrHelp
+	a, err := parseLinkArgs(args, stderr)
+	if err != nil {
+		return err
 	}
-	// Flags may come before or after the positional words.
-	var words []string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return help()
-			}
-			return usageError{fmt.Sprintf("link: %v (see 'xdpfwd link --help')", err)}
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		words = append(words, fs.Arg(0))
-		rest = fs.Args()[1:]
-	}
-	if len(words) == 0 {
-		return usageError{"link: want list, add NAME or del NAME (see 'xdpfwd link --help')"}
-	}
-	op, name := words[0], ""
-	switch op {
-	case "list":
-		if len(words) != 1 {
-			return usageError{fmt.Sprintf("link list: unexpected %q", words[1])}
-		}
-	case "add", "del":
-		if len(words) != 2 {
-			return usageError{fmt.Sprintf("link %s: want exactly one link NAME", op)}
-		}
-		name = words[1]
-		if err := linkop.CheckName(name); err != nil {
-			return usageError{fmt.Sprintf("link %s: %v", op, err)}
-		}
-		if op == "del" && (opts.MAC != "" || len(ips) > 0 || *portSec != "" || bw != (bandwidthFlags{}) || *pod != "" || *podUID != "" || *vlan != 0 || *trunk != "") {
-			return usageError{"link del: --mac, --ip, --port-security, the rates and bursts, --pod, --vlan and --trunk are for add"}
-		}
-	case "help":
-		return help()
-	default:
-		return usageError{fmt.Sprintf("link: unknown subcommand %q: want list, add or del", op)}
-	}
-	if op == "add" {
-		if err := addOptions(&opts, ips, *portSec); err != nil {
-			return usageError{"link add: " + err.Error()}
-		}
-		var err error
-		if opts.Bandwidth, err = bw.options(); err != nil {
-			return usageError{"link add: " + err.Error()}
-		}
-		if opts.Pod, err = podOption(*pod, *podUID); err != nil {
-			return usageError{"link add: " + err.Error()}
-		}
-		if opts.VLAN, err = vlanOption(*vlan, *trunk); err != nil {
-			return usageError{"link add: " + err.Error()}
-		}
-	}
-	if *path == "" {
-		p, err := control.Find(nil)
-		if err != nil {
+	if a.path == "" {
+		if a.path, err = control.Find(nil); err != nil {
 			return err
 		}
-		*path = p
 	}
-	c, err := linkop.Dial(*path)
+	c, err := linkop.Dial(a.path)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	switch op {
+	switch a.op {
 	case "add":
-		err = c.AddLinkWith(name, opts)
+		err = c.AddLinkWith(a.name, a.opts)
 	case "del":
-		err = c.DelLink(name)
+		err = c.DelLink(a.name)
 	default:
 		var l linkop.List
 		if l, err = c.ListLinks(); err == nil {
-			err = printLinks(stdout, l, *asJSON)
+			err = printLinks(stdout, l, a.asJSON)
 		}
 	}
 	var re *linkop.RequestError
 	if errors.As(err, &re) {
 		msg := re.Msg
-		if !strings.HasPrefix(msg, "link "+op) { // the daemon's says it already
-			msg = "link " + op + ": " + msg
+		if !strings.HasPrefix(msg, "link "+a.op) { // the daemon's says it already
+			msg = "link " + a.op + ": " + msg
 		}
 		return usageError{msg}
 	}
 	return err
+}
+
+// linkArgs is what `xdpfwd link` was asked: op (list, add or del) of link
+// name, over the control socket path ("": the only one), with add's
+// options and list's format.
+type linkArgs struct {
+	op, name, path string
+	asJSON         bool
+	opts           linkop.AddOptions
+}
+
+// linkFlags are link's flags as given, before add's are checked.
+type linkFlags struct {
+	path, mac, portSec, pod, podUID, trunk string
+	asJSON                                 bool
+	ips                                    listFlag
+	bw                                     bandwidthFlags
+	vlan                                   uint
+}
+
+func (f *linkFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.path, "control", "", "the daemon's control socket, a `PATH` (default: the only socket in "+control.Dir+")")
+	fs.BoolVar(&f.asJSON, "json", false, "list: print the daemon's answer as JSON")
+	fs.StringVar(&f.mac, "mac", "", "add: the pod's `MAC` address, the only source its link may send from (port security)")
+	fs.Var(&f.ips, "ip", "add: an `IP` address of the pod, the only ones it may send from (repeat; port security)")
+	fs.StringVar(&f.portSec, "port-security", "", "add: port security `on|off` for this link, over the daemon's --port-security (on needs --mac)")
+	fs.Var(&f.bw.ingressRate, "ingress-rate", "add: police what the link's pod receives to this `RATE`, bits/s with SI units (8M, 8Mbit, 1G); switch mode")
+	fs.Var(&f.bw.ingressBurst, "ingress-burst", "add: the ingress policer's burst, `BYTES` (64KiB), 1518..4294967294; default 10 ms at the rate, at least 64KiB")
+	fs.Var(&f.bw.egressRate, "egress-rate", "add: police what the link's pod sends to this `RATE`, bits/s with SI units; switch mode")
+	fs.Var(&f.bw.egressBurst, "egress-burst", "add: the egress policer's burst, `BYTES`, 1518..4294967294; default 10 ms at the rate, at least 64KiB")
+	fs.StringVar(&f.pod, "pod", "", "add: the pod the link serves, `NAMESPACE/NAME`, shown wherever the link is")
+	fs.StringVar(&f.podUID, "pod-uid", "", "add: the pod's `UID` (with --pod)")
+	fs.UintVar(&f.vlan, "vlan", 0, "add: make the link an access port of the VLAN `VID`, 1..4094; switch mode")
+	fs.StringVar(&f.trunk, "trunk", "", "add: make the link a trunk of these `VLANS` (0,100,200-209; 0: untagged); switch mode")
+}
+
+// forAdd reports whether a flag only add takes was given.
+func (f *linkFlags) forAdd() bool {
+	return f.mac != "" || len(f.ips) > 0 || f.portSec != "" || f.bw != (bandwidthFlags{}) || f.pod != "" || f.podUID != "" || f.vlan != 0 || f.trunk != ""
+}
+
+// addOptions checks add's flags and turns them into its options.
+func (f *linkFlags) addOptions() (linkop.AddOptions, error) {
+	o := linkop.AddOptions{MAC: f.mac}
+	err := addOptions(&o, f.ips, f.portSec)
+	if err == nil {
+		o.Bandwidth, err = f.bw.options()
+	}
+	if err == nil {
+		o.Pod, err = podOption(f.pod, f.podUID)
+	}
+	if err == nil {
+		o.VLAN, err = vlanOption(f.vlan, f.trunk)
+	}
+	return o, err
+}
+
+// parseLinkArgs reads link's flags, before or after its words (list, add
+// NAME, del NAME), and checks them; --help or `link help` writes the
+// usage to stderr.
+func parseLinkArgs(args []string, stderr io.Writer) (linkArgs, error) {
+	fs := flag.NewFlagSet("link", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f linkFlags
+	f.register(fs)
+	help := func() (linkArgs, error) {
+		fmt.Fprint(stderr, linkUsage)
+		printFlags(stderr, fs)
+		return linkArgs{}, flag.ErrHelp
+	}
+	var words []string
+	for rest := args; ; rest = fs.Args()[1:] {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return help()
+			}
+			return linkArgs{}, usageError{fmt.Sprintf("link: %v (see 'xdpfwd link --help')", err)}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		words = append(words, fs.Arg(0))
+	}
+	if len(words) == 0 {
+		return linkArgs{}, usageError{"link: want list, add NAME or del NAME (see 'xdpfwd link --help')"}
+	}
+	a := linkArgs{op: words[0], path: f.path, asJSON: f.asJSON}
+	switch a.op {
+	case "list":
+		if len(words) != 1 {
+			return linkArgs{}, usageError{fmt.Sprintf("link list: unexpected %q", words[1])}
+		}
+	case "add", "del":
+		if len(words) != 2 {
+			return linkArgs{}, usageError{fmt.Sprintf("link %s: want exactly one link NAME", a.op)}
+		}
+		a.name = words[1]
+		if err := linkop.CheckName(a.name); err != nil {
+			return linkArgs{}, usageError{fmt.Sprintf("link %s: %v", a.op, err)}
+		}
+		if a.op == "del" && f.forAdd() {
+			return linkArgs{}, usageError{"link del: --mac, --ip, --port-security, the rates and bursts, --pod, --vlan and --trunk are for add"}
+		}
+	case "help":
+		return help()
+	default:
+		return linkArgs{}, usageError{fmt.Sprintf("link: unknown subcommand %q: want list, add or del", a.op)}
+	}
+	if a.op == "add" {
+		var err error
+		if a.opts, err = f.addOptions(); err != nil {
+			return linkArgs{}, usageError{"link add: " + err.Error()}
+		}
+	}
+	return a, nil
 }
 
 // vlanOption is link add's --vlan and --trunk: nil for neither.

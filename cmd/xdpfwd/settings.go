@@ -57,8 +57,12 @@ type setting struct {
 	reload fwd.Reload
 	// noKey: a flag only, not a key of the config file.
 	noKey bool
-	// help is its --help text; a `word` in it names the flag's value
-	// there (flag.UnquoteUsage).
+	// value names the flag's value in --help, as docs/reference.md does
+	// (N, D, FILE, MODE): fwd's for a setting whose values it spells.
+	// "": a `word` in help names it (flag.UnquoteUsage), or the flag is
+	// a switch.
+	value string
+	// help is its --help text.
 	help string
 	// ptr is where its value goes in v: a *string, *int, *uint, *uint64,
 	// *bool, *time.Duration or a flag.Value; for a setting whose values
@@ -102,16 +106,16 @@ var settings = extendForwarder([]setting{
 	{name: "link", group: linksAndMode, scope: runLinkFlag,
 		help: "`NAME` of a link to forward between (repeat: two for xconnect, 2..64 for switch (1 with --max-links), 1..64 for reflect, sink, 5tswap, mac and txonly)",
 		ptr:  func(v flagVars) any { return &v.ff.links }},
-	{name: "mode", group: linksAndMode, def: "xconnect",
+	{name: "mode", group: linksAndMode, def: "xconnect", value: "MODE",
 		help: "what to do with each packet: xconnect (two links, each to the other)|switch (learning L2 switch)|reflect (back out, MACs swapped)|sink (count and drop; loss, reordering and latency of txonly's frames)|5tswap (back out, MAC and IP addresses and TCP/UDP ports swapped)|mac (out of the paired link, 0-1, 2-3, ..., or back out of a lone one, MACs set to that link's and --eth-peer's)|txonly (generate: see --size, --rate)",
 		ptr:  func(v flagVars) any { return &v.ff.mode }},
 	{name: "eth-peer", group: linksAndMode,
 		help: "mac: the `MAC` address every frame is sent to, or LINK=MAC for the frames leaving one link (repeat; testpmd's --eth-peer)",
 		ptr:  func(v flagVars) any { return &v.ff.ethPeer }},
-	{name: "fdb-size", group: linksAndMode, def: strconv.Itoa(fdb.DefaultSize),
+	{name: "fdb-size", group: linksAndMode, def: strconv.Itoa(fdb.DefaultSize), value: "N",
 		help: "switch: addresses the forwarding database holds",
 		ptr:  func(v flagVars) any { return &v.ff.fdbSize }},
-	{name: "fdb-age", group: linksAndMode, def: "300s",
+	{name: "fdb-age", group: linksAndMode, def: "300s", value: "D",
 		help: "switch: forget an address not seen for this long",
 		ptr:  func(v flagVars) any { return &v.ff.fdbAge }},
 	{name: "fdb-static", group: linksAndMode,
@@ -123,10 +127,10 @@ var settings = extendForwarder([]setting{
 	{name: "trunk", group: linksAndMode, scope: runLinkFlag,
 		help: "switch: make a --link link a trunk of VLANs, `LINK=VLANS` (0,100,200-209; 0 is the untagged network): its frames carry their VLAN's tag, another VLAN's are spoofed_vlan (repeat). A link with neither is a port of every VLAN (docs/vlans.md)",
 		ptr:  func(v flagVars) any { return &v.ff.trunks }},
-	{name: "max-links", group: linksAndMode, def: "auto",
+	{name: "max-links", group: linksAndMode, def: "auto", value: "N",
 		help: fmt.Sprintf("switch, reflect, sink: the most links at once, those of --link and those added while running (xdpfwd link add); the UMEM is sized for them at start. auto (default): %d in those modes; 0: the --link links only", defaultMaxLinks),
 		ptr:  func(v flagVars) any { return &v.ff.maxLinks }},
-	{name: "port-security", group: linksAndMode, def: "on",
+	{name: "port-security", group: linksAndMode, def: "on", value: "on|off",
 		help: "switch: port security of the links added over the control socket with their pod's MAC (xdpfwd-cni gives it; xdpfwd link add --mac): on: frames from another source MAC are dropped (spoofed_source), the MAC is pinned to the link (a static FDB entry no other link moves) and nothing else is learned there; with the pod's IPs, packets and ARP from other IPs are dropped (spoofed_ip). off: such links learn like any. An add's own port_security (--port-security of xdpfwd link add) overrides; --link links are never secured",
 		ptr:  func(v flagVars) any { return &v.ff.portSecurity }},
 	{name: "xdp-mode", group: linksAndMode,
@@ -182,75 +186,75 @@ var settings = extendForwarder([]setting{
 	{name: "wait-for-links", group: operations, scope: runFlag, def: "false",
 		help: "when a link is missing or deleted, wait for it to return instead of exiting",
 		ptr:  func(v flagVars) any { return &v.run.waitLinks }},
-	{name: "stats-interval", group: operations, scope: runFlag, def: "1s", zero: "off", reload: fwd.Live,
+	{name: "stats-interval", group: operations, scope: runFlag, def: "1s", zero: "off", reload: fwd.Live, value: "D",
 		help: "period of the stats line on stderr; 0 turns it off",
 		ptr:  func(v flagVars) any { return &v.run.interval }},
-	{name: "summary", group: operations, scope: runFlag,
+	{name: "summary", group: operations, scope: runFlag, value: "FILE",
 		help: "write a JSON summary to this file on exit",
 		ptr:  func(v flagVars) any { return &v.run.summary }},
-	{name: "metrics", group: operations, scope: runFlag,
+	{name: "metrics", group: operations, scope: runFlag, value: "ADDR",
 		help: "serve Prometheus metrics and /healthz on this address (e.g. 127.0.0.1:9425)",
 		ptr:  func(v flagVars) any { return &v.run.metrics }},
-	{name: "control", group: operations, scope: runFlag, zero: control.Dir + "/FIRST-LINK.sock",
+	{name: "control", group: operations, scope: runFlag, zero: control.Dir + "/FIRST-LINK.sock", value: "PATH",
 		help: "unix socket for xdpfwd capture, mode 0600 (default " + control.Dir + "/FIRST-LINK.sock; off: none)",
 		ptr:  func(v flagVars) any { return &v.run.control }},
 	{name: "takeover", group: operations, scope: runFlag, noKey: true, zero: "start afresh",
-		help: "take the datapath over from the xdpfwd serving this control `socket` (its sockets, rings, UMEM and programs, handed over without a gap), then serve that socket; auto: if one serves --control, else start afresh. The settings must give its layout",
+		help: "take the datapath over from the xdpfwd serving this control `SOCKET` (its sockets, rings, UMEM and programs, handed over without a gap), then serve that socket; auto: if one serves --control, else start afresh. The settings must give its layout",
 		ptr:  func(v flagVars) any { return &v.run.takeover }},
-	{name: "after-handover", group: operations, scope: runFlag, def: "exit",
+	{name: "after-handover", group: operations, scope: runFlag, def: "exit", value: "exit|wait",
 		help: "what the daemon does once it handed its datapath to a successor: exit (0), or wait for SIGTERM (a pod's container, which Kubernetes would restart)",
 		ptr:  func(v flagVars) any { return &v.run.afterHandover }},
 	{name: "pid-file", group: operations, scope: runFlag,
-		help: "write the daemon's PID to this `file` once it forwards, and its successor's when it hands over (systemd's PIDFile=); removed at exit",
+		help: "write the daemon's PID to this `FILE` once it forwards, and its successor's when it hands over (systemd's PIDFile=); removed at exit",
 		ptr:  func(v flagVars) any { return &v.run.pidFile }},
-	{name: "config", group: operations, scope: runFlag, noKey: true,
+	{name: "config", group: operations, scope: runFlag, noKey: true, value: "FILE",
 		help: "YAML file of settings named like these flags; flags override it; SIGHUP re-reads it",
 		ptr:  func(v flagVars) any { return &v.run.config }},
-	{name: "log-format", group: operations, def: "text",
+	{name: "log-format", group: operations, def: "text", value: "text|json",
 		help: "log format: text|json",
 		ptr:  func(v flagVars) any { return &v.ff.logFormat }},
-	{name: "log-level", group: operations, def: "info",
+	{name: "log-level", group: operations, def: "info", value: "LEVEL",
 		help: "log level: debug|info|warn|error",
 		ptr:  func(v flagVars) any { return &v.ff.logLevel }},
 
 	// txonly's: no group, listed last under run's name
-	{name: "size", scope: runFlag, def: "64",
+	{name: "size", scope: runFlag, def: "64", value: "SIZE",
 		help: "txonly: frame size in bytes with FCS (64..1518, to the MTU), a list 64,512 cycled over the packets, or imix (7:4:1 of 64, 594, 1518)",
 		ptr:  func(v flagVars) any { return &v.run.gf.size }},
-	{name: "count", scope: runFlag, def: "0", zero: "until a signal",
+	{name: "count", scope: runFlag, def: "0", zero: "until a signal", value: "N",
 		help: "txonly: packets to send in all, then exit (0: until --duration or a signal)",
 		ptr:  func(v flagVars) any { return &v.run.gf.count }},
-	{name: "duration", scope: runFlag, def: "0", zero: "until a signal",
+	{name: "duration", scope: runFlag, def: "0", zero: "until a signal", value: "D",
 		help: "txonly: send this long, then exit (0: until --count or a signal)",
 		ptr:  func(v flagVars) any { return &v.run.gf.duration }},
-	{name: "rate", scope: runFlag, def: "0", zero: "as fast as the links take them",
+	{name: "rate", scope: runFlag, def: "0", zero: "as fast as the links take them", value: "RATE",
 		help: "txonly: target packets per second over all queues, e.g. 100k or 1.5M (0: as fast as the links take them); a finite number, at most 1G",
 		ptr:  func(v flagVars) any { return &v.run.gf.rate }},
-	{name: "flows", scope: runFlag, def: "0", zero: "links × queues",
+	{name: "flows", scope: runFlag, def: "0", zero: "links × queues", value: "N",
 		help: fmt.Sprintf("txonly: flows, 1..%d, at least links × queues (0: links × queues)", gen.MaxFlows),
 		ptr:  func(v flagVars) any { return &v.run.gf.flows }},
-	{name: "flows-by", scope: runFlag, def: "port",
+	{name: "flows-by", scope: runFlag, def: "port", value: "port|ip",
 		help: "txonly: what tells flows apart: port (UDP source port) or ip (source address)",
 		ptr:  func(v flagVars) any { return &v.run.gf.flowsBy }},
-	{name: "vlan", scope: runFlag, def: "0", zero: "none",
+	{name: "vlan", scope: runFlag, def: "0", zero: "none", value: "VID",
 		help: "txonly: 802.1Q VLAN ID to tag frames with, 1..4094 (0: untagged)",
 		ptr:  func(v flagVars) any { return &v.run.gf.vlan }},
-	{name: "batch", scope: runFlag, def: "64",
+	{name: "batch", scope: runFlag, def: "64", value: "N",
 		help: "txonly: most packets per TX round (one kick at most per round); paced (--rate), a round sends at most what is due in 1 ms, at least 1",
 		ptr:  func(v flagVars) any { return &v.run.gf.batch }},
-	{name: "dst-mac", scope: runFlag, def: "ff:ff:ff:ff:ff:ff",
+	{name: "dst-mac", scope: runFlag, def: "ff:ff:ff:ff:ff:ff", value: "MAC",
 		help: "txonly: destination MAC address",
 		ptr:  func(v flagVars) any { return &v.run.gf.dstMAC }},
-	{name: "src-ip", scope: runFlag, def: "198.18.0.1",
+	{name: "src-ip", scope: runFlag, def: "198.18.0.1", value: "IP",
 		help: "txonly: IPv4 source address (of flow 0 with --flows-by ip)",
 		ptr:  func(v flagVars) any { return &v.run.gf.srcIP }},
-	{name: "dst-ip", scope: runFlag, def: "198.18.0.2",
+	{name: "dst-ip", scope: runFlag, def: "198.18.0.2", value: "IP",
 		help: "txonly: IPv4 destination address",
 		ptr:  func(v flagVars) any { return &v.run.gf.dstIP }},
-	{name: "src-port", scope: runFlag, def: "1024",
+	{name: "src-port", scope: runFlag, def: "1024", value: "PORT",
 		help: "txonly: UDP source port (of flow 0 with --flows-by port)",
 		ptr:  func(v flagVars) any { return &v.run.gf.srcPort }},
-	{name: "dst-port", scope: runFlag, def: "9",
+	{name: "dst-port", scope: runFlag, def: "9", value: "PORT",
 		help: "txonly: UDP destination port",
 		ptr:  func(v flagVars) any { return &v.run.gf.dstPort }},
 })
@@ -273,10 +277,10 @@ func extendForwarder(settings []setting) []setting {
 		if !fs.Spelled() {
 			continue // the links, the mode, --max-links' auto: xdpfwd's to spell
 		}
-		if s.def != "" || s.ptr != nil {
-			panic(fmt.Sprintf("setting %s: spelled by fwd, yet its row gives a default or a value", s.name))
+		if s.def != "" || s.ptr != nil || s.value != "" {
+			panic(fmt.Sprintf("setting %s: spelled by fwd, yet its row gives a default, a value or its name", s.name))
 		}
-		s.def = fs.Format(&fwd.Config{})
+		s.def, s.value = fs.Format(&fwd.Config{}), fs.ValueName()
 		s.ptr = func(v flagVars) any { return &settingFlag{cfg: &v.ff.cfg, s: fs} }
 	}
 	return settings

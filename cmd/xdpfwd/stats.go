@@ -31,9 +31,9 @@ import (
 // its --metrics endpoint.
 func cmdStats(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	addr := fs.String("metrics", "", "the daemon's --metrics address, HOST:PORT or a URL (required)")
-	interval := fs.Duration("interval", time.Second, "time between two tables")
-	count := fs.Int("count", 0, "tables to print, then exit; 0 = until Ctrl-C")
+	addr := fs.String("metrics", "", "the daemon's --metrics address, `ADDR`: HOST:PORT or a URL (required)")
+	interval := fs.Duration("interval", time.Second, "time between two tables, `D`")
+	count := fs.Int("count", 0, "`N` tables to print, then exit; 0 = until Ctrl-C")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}

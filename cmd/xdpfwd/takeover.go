@@ -153,36 +153,51 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 		return
 	}
 	defer h.Close()
-	logger := cs.log
-	refuse := func(why string) {
-		logger.Warn("handover refused", "why", why)
-		h.Send(offer{Version: handoverVersion, Refused: why, PID: os.Getpid()})
-	}
 	cs.linkOps.Lock()
 	defer cs.linkOps.Unlock()
 	f := cs.fw.Load()
-	switch {
-	case f == nil || f.Stopping():
-		refuse("no forwarder is running (stopping, or being rebuilt)")
-		return
-	case cs.srv == nil:
-		refuse("no control socket to hand over")
-		return
-	}
-	lg, files, err := f.Legacy()
-	if err != nil {
-		refuse(err.Error())
-		return
-	}
+	files, ok := cs.offer(h, f)
 	defer func() {
 		for _, fl := range files {
 			fl.Close()
 		}
 	}()
+	if !ok || !cs.successorBuilt(h) {
+		return
+	}
+	if begin, ok := cs.freezeAndPass(h, f); ok {
+		cs.abdicate(f, peerPID(uc), begin)
+	}
+}
+
+// refuse tells the successor at h why this daemon does not hand over.
+func (cs *controlSocket) refuse(h *handover.Conn, why string) {
+	cs.log.Warn("handover refused", "why", why)
+	h.Send(offer{Version: handoverVersion, Refused: why, PID: os.Getpid()})
+}
+
+// offer sends the successor at h what it builds on, forwarder f's legacy
+// and the files it needs (the sockets, the UMEM, the programs, the
+// control and metrics listeners), or refuses; it returns the files to
+// close once the handover is over, and whether it offered.
+func (cs *controlSocket) offer(h *handover.Conn, f *fwd.Forwarder) ([]*os.File, bool) {
+	switch {
+	case f == nil || f.Stopping():
+		cs.refuse(h, "no forwarder is running (stopping, or being rebuilt)")
+		return nil, false
+	case cs.srv == nil:
+		cs.refuse(h, "no control socket to hand over")
+		return nil, false
+	}
+	lg, files, err := f.Legacy()
+	if err != nil {
+		cs.refuse(h, err.Error())
+		return nil, false
+	}
 	ln, ino, err := cs.srv.Listener()
 	if err != nil {
-		refuse(err.Error())
-		return
+		cs.refuse(h, err.Error())
+		return files, false
 	}
 	files = append(files, ln)
 	of := offer{Version: handoverVersion, PID: os.Getpid(), Mode: cs.mode, Legacy: lg, ControlIno: ino,
@@ -190,32 +205,47 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	if cs.metricsLn != nil {
 		ml, err := cs.metricsLn.File()
 		if err != nil {
-			refuse(fmt.Sprintf("--metrics listener: %v", err))
-			return
+			cs.refuse(h, fmt.Sprintf("--metrics listener: %v", err))
+			return files, false
 		}
 		files, of.Metrics = append(files, ml), true
 	}
 	of.Files = len(files)
-	logger.Info("handover: a successor asks; offering the datapath", "links", f.Links(), "files", len(files))
+	cs.log.Info("handover: a successor asks; offering the datapath", "links", f.Links(), "files", len(files))
 	if err := h.Send(of); err != nil {
-		logger.Error("handover: the successor went away; going on", "err", err)
-		return
+		cs.log.Error("handover: the successor went away; going on", "err", err)
+		return files, false
 	}
 	if err := h.SendFiles(files); err != nil {
-		logger.Error("handover: the successor went away; going on", "err", err)
-		return
+		cs.log.Error("handover: the successor went away; going on", "err", err)
+		return files, false
 	}
+	return files, true
+}
+
+// successorBuilt waits for the successor at h to say it built on the
+// offer, and refuses one that does not know all of the switch's state.
+func (cs *controlSocket) successorBuilt(h *handover.Conn) bool {
 	var v verdict
 	if err := h.Recv(&v, handoverBuildWait); err != nil || v.Error != "" {
-		logger.Error("handover: the successor did not take over; going on", "why", cmpErr(v.Error, err))
-		return
+		cs.log.Error("handover: the successor did not take over; going on", "why", cmpErr(v.Error, err))
+		return false
 	}
 	if part := cs.unknownTo(v.Knows); part != "" {
 		why := fmt.Sprintf("the successor does not know the switch's %s (an older xdpfwd): it would put every port in every network; restart it instead", part)
 		h.Send(frozenState{Error: why, Refused: true})
-		logger.Error("handover refused; going on", "why", why)
-		return
+		cs.log.Error("handover refused; going on", "why", why)
+		return false
 	}
+	return true
+}
+
+// freezeAndPass freezes f, sends the successor at h the frozen state and
+// lets it take the rings; it returns when f froze, and whether the
+// successor took over. Any failure before the successor says it took the
+// rings thaws f, which goes on.
+func (cs *controlSocket) freezeAndPass(h *handover.Conn, f *fwd.Forwarder) (time.Time, bool) {
+	logger := cs.log
 	// The frozen state's memory is touched now, not while frozen.
 	h.Prepare(cs.frozenState(f.InheritanceShape(), 0))
 	begin, frozenAt := time.Now(), monotonicNow()
@@ -223,28 +253,26 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	if err != nil {
 		h.Send(frozenState{Error: err.Error()})
 		logger.Error("handover: could not freeze; going on", "err", err)
-		return
+		return begin, false
 	}
 	logger.Debug("handover: frozen", "took", time.Since(begin))
 	killPoint("predecessor-frozen")
-	st := cs.frozenState(in, frozenAt)
-	thaw := func(why string, err error) {
+	thaw := func(why string, err error) (time.Time, bool) {
 		f.Thaw()
 		logger.Error("handover: "+why+"; thawed, going on", "err", err, "frozen", time.Since(begin).Round(time.Microsecond))
+		return begin, false
 	}
-	if err := h.Send(st); err != nil {
-		thaw("the successor went away", err)
-		return
+	if err := h.Send(cs.frozenState(in, frozenAt)); err != nil {
+		return thaw("the successor went away", err)
 	}
 	logger.Debug("handover: frozen state sent", "since_freeze", time.Since(begin))
+	var v verdict
 	if err := h.Recv(&v, handoverFrozenWait); err != nil || v.Error != "" {
-		thaw("the successor could not take the frozen state", errors.New(cmpErr(v.Error, err)))
-		return
+		return thaw("the successor could not take the frozen state", errors.New(cmpErr(v.Error, err)))
 	}
 	logger.Debug("handover: the successor took it", "since_freeze", time.Since(begin))
 	if err := h.Send(goAhead{Go: true}); err != nil {
-		thaw("the successor went away", err)
-		return
+		return thaw("the successor went away", err)
 	}
 	// It says "mine" before it writes a ring: the connection's end
 	// without it means it died not having touched one, and the
@@ -252,22 +280,25 @@ func (cs *controlSocket) handOver(c net.Conn, r net.Conn) {
 	// that is slow (stopped, starved) may write at any moment, so the
 	// datapath is its own.
 	if err := h.Recv(&v, handoverFrozenWait); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
-		thaw("the successor died before it took the rings", err)
-		return
+		return thaw("the successor died before it took the rings", err)
 	} else if err != nil {
 		logger.Warn("handover: the successor did not say it took the rings; it has them", "err", err)
 	}
-	// The successor's now: no link request of ours changes it, neither
-	// socket is served here, and Run returns.
+	return begin, true
+}
+
+// abdicate ends this daemon's part once the successor (pid) took over,
+// frozen since begin: no link request of ours changes the datapath,
+// neither socket is served here, and Run returns.
+func (cs *controlSocket) abdicate(f *fwd.Forwarder, pid int, begin time.Time) {
 	cs.handedOver.Store(true)
 	cs.srv.Release()
 	if cs.stopMetrics != nil {
 		cs.stopMetrics()
 	}
 	f.Abdicate()
-	pid := peerPID(uc)
-	logger.Info("handed over: the successor forwards", "pid", pid, "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
-	cs.pidFile.handOverPID(pid, logger)
+	cs.log.Info("handed over: the successor forwards", "pid", pid, "frozen", time.Since(begin).Round(time.Microsecond), "links", f.Links())
+	cs.pidFile.handOverPID(pid, cs.log)
 }
 
 // frozenState is what a successor takes over with: in, the pods and the

@@ -16,12 +16,17 @@ import (
 // last, under its command's name.
 var flagGroups = groupsOf(settings)
 
-// printUsage writes fs's flags, each spelled with two dashes as the docs
+// printUsage writes a command's usage line and its flags (printFlags).
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: xdpfwd %s [flags]\n", fs.Name())
+	printFlags(w, fs)
+}
+
+// printFlags writes fs's flags, each spelled with two dashes as the docs
 // spell them, its help on the lines below: for the commands that take the
 // forwarder's flags (run, demo) grouped by flagGroups, for the others in
 // one list.
-func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: xdpfwd %s [flags]\n", fs.Name())
+func printFlags(w io.Writer, fs *flag.FlagSet) {
 	if fs.Lookup("queues") == nil {
 		fmt.Fprintln(w)
 		fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })
@@ -57,16 +62,24 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 	group(fs.Name(), rest)
 }
 
-// printFlag writes one flag: "  --name TYPE" and its help, with the default
-// unless it is a zero value.
+// printFlag writes one flag: "  --name VALUE" and its help, with the
+// default unless it is a zero value. VALUE is the name its row of the
+// settings table gives its value (N, D, FILE), else the `word` its help
+// gives; none for a switch.
 func printFlag(w io.Writer, f *flag.Flag) {
-	typ, help := flag.UnquoteUsage(f)
-	if sf, ok := f.Value.(*settingFlag); ok && !sf.s.Bool {
-		typ = sf.s.ValueName() // fwd's name for it: N, SIZE, D…
+	value, help := flag.UnquoteUsage(f)
+	if s := settingNamed(f.Name); s != nil && s.help == f.Usage && s.value != "" {
+		value = s.value
+	}
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		value = "" // --multi-buffer alone is on
 	}
 	line := "  --" + f.Name
-	if typ != "" {
-		line += " " + typ
+	if len(f.Name) == 1 {
+		line = "  -" + f.Name // capture's -w, as tcpdump's
+	}
+	if value != "" {
+		line += " " + value
 	}
 	if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "0s" && !strings.Contains(help, "(default") {
 		help += " (default " + d + ")"

@@ -259,7 +259,6 @@ type exchangeResult struct {
 func (x *exchange) run(src, dst *NS, timeout time.Duration) (exchangeResult, error) {
 	res := exchangeResult{kinds: make(map[int]int), arrived: make([]uint8, x.count)}
 	deadline := time.Now().Add(timeout)
-
 	var (
 		rfd, sfd     = -1, -1
 		dstIf, srcIf *net.Interface
@@ -285,81 +284,101 @@ func (x *exchange) run(src, dst *NS, timeout time.Duration) (exchangeResult, err
 	if err := x.prepare(srcIf, dstIf); err != nil {
 		return res, fmt.Errorf("%s: %w", x.name, err)
 	}
+	to := &unix.SockaddrLinklayer{Protocol: htons(x.proto), Ifindex: srcIf.Index, Halen: 6}
+	copy(to.Addr[:], dstIf.HardwareAddr)
 
-	var (
-		// sendDone holds the UnixNano time the sender finished, 0 while
-		// it runs.
-		sendDone atomic.Int64
-		// read counts frames of ours the receiver has read; kick tells a
-		// sender waiting for window space that it grew.
-		read atomic.Int64
-		kick = make(chan struct{}, 1)
-		// stop tells the sender the receiver has given up.
-		stop = make(chan struct{})
-	)
-	sent := 0 // the sender's until sendErrc is read
-	sendErrc := make(chan error, 1)
+	s := &frameSender{kick: make(chan struct{}, 1), stop: make(chan struct{}), errc: make(chan error, 1)}
 	go func() {
-		defer func() { sendDone.Store(time.Now().UnixNano()) }()
-		sendErrc <- func() error {
-			to := &unix.SockaddrLinklayer{
-				Protocol: htons(x.proto),
-				Ifindex:  srcIf.Index,
-				Halen:    6,
-			}
-			copy(to.Addr[:], dstIf.HardwareAddr)
-			stopped := func() error {
-				return fmt.Errorf("receiver stopped after %d of %d frames were sent", sent, x.count)
-			}
-			stall := time.NewTimer(exchangeStall)
-			stall.Stop()
-			lost := 0 // frames given up on when the window stalled
-			var b []byte
-			for sent < x.count {
-				for sent-lost-int(read.Load()) >= exchangeWindow {
-					stall.Reset(exchangeStall)
-					select {
-					case <-kick:
-					case <-stop:
-						return stopped()
-					case <-stall.C:
-						// Nothing arrived for a while: what is in
-						// flight is lost, not queued.
-						lost = sent - int(read.Load())
-					}
-					stall.Stop()
-				}
-				select {
-				case <-stop:
-					return stopped()
-				default:
-				}
-				b = x.frame(b[:0], sent)
-				if err := unix.Sendto(sfd, b, 0, to); err != nil {
-					// A full queue (ENOBUFS, at once) or socket buffer
-					// (EAGAIN, after SO_SNDTIMEO) is back-pressure.
-					if (errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN)) && time.Now().Before(deadline) {
-						time.Sleep(50 * time.Microsecond)
-						continue
-					}
-					return fmt.Errorf("send frame %d (%d bytes): %w", sent, len(b), err)
-				}
-				sent++
-			}
-			return nil
-		}()
+		defer func() { s.done.Store(time.Now().UnixNano()) }()
+		s.errc <- x.send(s, sfd, to, deadline)
 	}()
+	recvErr := x.receive(s, rfd, deadline, &res)
+	// Unblock a sender that is still going before reading its count.
+	close(s.stop)
+	sendErr := <-s.errc
+	res.Sent = s.sent
 
-	var (
-		lastRx  = time.Now()
-		recvErr error
-		buf     = make([]byte, exchangeBuf)
-		oob     = make([]byte, unix.CmsgSpace(sizeofAuxdata))
-	)
+	switch {
+	case recvErr != nil:
+		return res, fmt.Errorf("%s: %w", x.name, recvErr)
+	case sendErr != nil && res.Matched < x.count:
+		return res, fmt.Errorf("%s: %w", x.name, sendErr)
+	}
+	return res, nil
+}
+
+// frameSender is an exchange's sending goroutine and what it shares with
+// the receiver.
+type frameSender struct {
+	// done holds the UnixNano time the sender finished, 0 while it runs.
+	done atomic.Int64
+	// read counts frames of ours the receiver has read; kick tells a
+	// sender waiting for window space that it grew.
+	read atomic.Int64
+	kick chan struct{}
+	// stop tells the sender the receiver has given up.
+	stop chan struct{}
+	// errc gives the sender's error, after which sent is the frames it
+	// sent (the sender's until then).
+	errc chan error
+	sent int
+}
+
+// send sends x's frames on sfd to to, at most exchangeWindow ahead of
+// what the receiver read, until deadline.
+func (x *exchange) send(s *frameSender, sfd int, to *unix.SockaddrLinklayer, deadline time.Time) error {
+	stopped := func() error {
+		return fmt.Errorf("receiver stopped after %d of %d frames were sent", s.sent, x.count)
+	}
+	stall := time.NewTimer(exchangeStall)
+	stall.Stop()
+	lost := 0 // frames given up on when the window stalled
+	var b []byte
+	for s.sent < x.count {
+		for s.sent-lost-int(s.read.Load()) >= exchangeWindow {
+			stall.Reset(exchangeStall)
+			select {
+			case <-s.kick:
+			case <-s.stop:
+				return stopped()
+			case <-stall.C:
+				// Nothing arrived for a while: what is in flight is
+				// lost, not queued.
+				lost = s.sent - int(s.read.Load())
+			}
+			stall.Stop()
+		}
+		select {
+		case <-s.stop:
+			return stopped()
+		default:
+		}
+		b = x.frame(b[:0], s.sent)
+		if err := unix.Sendto(sfd, b, 0, to); err != nil {
+			// A full queue (ENOBUFS, at once) or socket buffer (EAGAIN,
+			// after SO_SNDTIMEO) is back-pressure.
+			if (errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EAGAIN)) && time.Now().Before(deadline) {
+				time.Sleep(50 * time.Microsecond)
+				continue
+			}
+			return fmt.Errorf("send frame %d (%d bytes): %w", s.sent, len(b), err)
+		}
+		s.sent++
+	}
+	return nil
+}
+
+// receive reads x's frames from rfd into res until every one arrived
+// intact, deadline, or x.quiet of silence once the sender finished; the
+// error says why it could not read on.
+func (x *exchange) receive(s *frameSender, rfd int, deadline time.Time, res *exchangeResult) error {
+	lastRx := time.Now()
+	buf := make([]byte, exchangeBuf)
+	oob := make([]byte, unix.CmsgSpace(sizeofAuxdata))
 	for res.Matched < x.count {
 		now := time.Now()
 		until := deadline
-		if done := sendDone.Load(); done != 0 {
+		if done := s.done.Load(); done != 0 {
 			quietFrom := time.Unix(0, done)
 			if lastRx.After(quietFrom) {
 				quietFrom = lastRx
@@ -367,14 +386,13 @@ func (x *exchange) run(src, dst *NS, timeout time.Duration) (exchangeResult, err
 			until = earliest(until, quietFrom.Add(x.quiet))
 		}
 		if !now.Before(until) {
-			break
+			return nil
 		}
 		// Wake up periodically to notice the sender finishing.
 		wait := min(until.Sub(now), 50*time.Millisecond)
 		pfd := []unix.PollFd{{Fd: int32(rfd), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, int(wait/time.Millisecond)+1); err != nil && !errors.Is(err, unix.EINTR) {
-			recvErr = fmt.Errorf("poll: %w", err)
-			break
+			return fmt.Errorf("poll: %w", err)
 		}
 		for res.Matched < x.count {
 			n, oobn, _, from, err := unix.Recvmsg(rfd, buf, oob, unix.MSG_DONTWAIT)
@@ -382,8 +400,7 @@ func (x *exchange) run(src, dst *NS, timeout time.Duration) (exchangeResult, err
 				break
 			}
 			if err != nil {
-				recvErr = fmt.Errorf("receive: %w", err)
-				break
+				return fmt.Errorf("receive: %w", err)
 			}
 			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
 				continue // sent from dst's eth0, not received by it
@@ -393,48 +410,40 @@ func (x *exchange) run(src, dst *NS, timeout time.Duration) (exchangeResult, err
 				continue
 			}
 			lastRx = time.Now()
-			read.Add(1)
+			s.read.Add(1)
 			select {
-			case kick <- struct{}{}:
+			case s.kick <- struct{}{}:
 			default:
 			}
-			known := seq >= 0 && seq < x.count
-			switch {
-			case err == nil && !known:
-				err = fmt.Errorf("%d-byte frame with sequence number %d out of range (sent %d)", n, seq, x.count)
-				fallthrough
-			case err != nil:
-				res.Altered++
-				if len(res.alterations) < maxMismatchListed {
-					res.alterations = append(res.alterations, err)
-				}
-				if known && res.arrived[seq] == notArrived {
-					res.arrived[seq] = arrivedAltered
-				}
-			case res.arrived[seq] == arrivedIntact:
-				res.Duplicates++
-			default:
-				res.arrived[seq] = arrivedIntact
-				res.Matched++
-				res.kinds[kind]++
-			}
-		}
-		if recvErr != nil {
-			break
+			res.add(n, seq, kind, err, x.count)
 		}
 	}
-	// Unblock a sender that is still going before reading its count.
-	close(stop)
-	sendErr := <-sendErrc
-	res.Sent = sent
+	return nil
+}
 
+// add counts a frame of n bytes of ours that arrived: sequence number
+// seq of count sent, of kind kind, altered as err says (nil: intact).
+func (res *exchangeResult) add(n, seq, kind int, err error, count int) {
+	known := seq >= 0 && seq < count
 	switch {
-	case recvErr != nil:
-		return res, fmt.Errorf("%s: %w", x.name, recvErr)
-	case sendErr != nil && res.Matched < x.count:
-		return res, fmt.Errorf("%s: %w", x.name, sendErr)
+	case err == nil && !known:
+		err = fmt.Errorf("%d-byte frame with sequence number %d out of range (sent %d)", n, seq, count)
+		fallthrough
+	case err != nil:
+		res.Altered++
+		if len(res.alterations) < maxMismatchListed {
+			res.alterations = append(res.alterations, err)
+		}
+		if known && res.arrived[seq] == notArrived {
+			res.arrived[seq] = arrivedAltered
+		}
+	case res.arrived[seq] == arrivedIntact:
+		res.Duplicates++
+	default:
+		res.arrived[seq] = arrivedIntact
+		res.Matched++
+		res.kinds[kind]++
 	}
-	return res, nil
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

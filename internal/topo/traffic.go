@@ -327,9 +327,44 @@ func UDPBurst(src, dst *NS, dstAddr netip.Addr, count, size int, timeout time.Du
 		return res, fmt.Errorf("udp burst to %s: bad count %d or size %d (need size %d..65507)", dstAddr, count, size, udpSeqLen)
 	}
 	deadline := time.Now().Add(timeout)
+	rc, sc, err := udpEnds(src, dst, dstAddr)
+	if err != nil {
+		return res, err
+	}
+	defer rc.Close()
+	defer sc.Close()
+	to := rc.LocalAddr().(*net.UDPAddr).AddrPort()
 
-	var rc *net.UDPConn
-	err := dst.Do(func() error {
+	start := time.Now()
+	s := sendBurst(sc, count, size, deadline)
+	lastRx, recvErr := receiveBurst(rc, sc.LocalAddr().(*net.UDPAddr).AddrPort(), count, size, deadline, start, &s.done, &res)
+	// Unblock a sender stuck on a full socket before reading its count.
+	s.stop.Store(true)
+	sc.SetWriteDeadline(time.Now())
+	sendErr := <-s.errc
+	res.Sent = s.sent
+	res.Elapsed = lastRx.Sub(start)
+	if s := res.Elapsed.Seconds(); s > 0 {
+		res.PPS = float64(res.Received) / s
+	}
+
+	name := fmt.Sprintf("udp burst %s -> %s (%s)", src.Name, dst.Name, to)
+	switch {
+	case recvErr != nil:
+		return res, fmt.Errorf("%s: %w", name, recvErr)
+	case sendErr != nil && res.Received < count:
+		return res, fmt.Errorf("%s: %w", name, sendErr)
+	case res.Received == 0 && count > 0:
+		return res, fmt.Errorf("%s: none of %d datagrams arrived within %s", name, res.Sent, timeout)
+	}
+	return res, nil
+}
+
+// udpEnds are a burst's receiver, listening on dstAddr (an ephemeral
+// port) in dst with a large receive buffer, and its sender in src,
+// connected to it.
+func udpEnds(src, dst *NS, dstAddr netip.Addr) (rc, sc *net.UDPConn, err error) {
+	err = dst.Do(func() error {
 		var err error
 		rc, err = net.ListenUDP(network("udp", dstAddr), net.UDPAddrFromAddrPort(netip.AddrPortFrom(dstAddr, 0)))
 		if err != nil {
@@ -341,45 +376,50 @@ func UDPBurst(src, dst *NS, dstAddr netip.Addr, count, size int, timeout time.Du
 		if rc != nil {
 			rc.Close()
 		}
-		return res, fmt.Errorf("udp burst: listen on %s in %s: %w", dstAddr, dst.Name, err)
+		return nil, nil, fmt.Errorf("udp burst: listen on %s in %s: %w", dstAddr, dst.Name, err)
 	}
-	defer rc.Close()
 	to := rc.LocalAddr().(*net.UDPAddr).AddrPort()
-
-	var sc *net.UDPConn
 	err = src.Do(func() error {
 		var err error
 		sc, err = net.DialUDP(network("udp", dstAddr), nil, net.UDPAddrFromAddrPort(to))
 		return err
 	})
 	if err != nil {
-		return res, fmt.Errorf("udp burst: socket in %s to %s: %w", src.Name, to, err)
+		rc.Close()
+		return nil, nil, fmt.Errorf("udp burst: socket in %s to %s: %w", src.Name, to, err)
 	}
-	defer sc.Close()
-	from := sc.LocalAddr().(*net.UDPAddr).AddrPort()
+	return rc, sc, nil
+}
 
-	// sendDone holds the UnixNano time the sender finished, 0 while running;
-	// stop tells the sender the receiver has given up.
-	var (
-		sendDone atomic.Int64
-		stop     atomic.Bool
-	)
-	var sent int
-	sendErrc := make(chan error, 1)
-	start := time.Now()
+// burstSender is a burst's sending goroutine: done holds the UnixNano
+// time it finished (0 while running), stop tells it the receiver has
+// given up, and errc gives its error, after which sent is the datagrams
+// it sent.
+type burstSender struct {
+	done atomic.Int64
+	stop atomic.Bool
+	errc chan error
+	sent int
+}
+
+// sendBurst sends count datagrams of size bytes on sc, each starting with
+// its big-endian sequence number, as fast as the socket allows, until
+// deadline.
+func sendBurst(sc *net.UDPConn, count, size int, deadline time.Time) *burstSender {
+	s := &burstSender{errc: make(chan error, 1)}
 	go func() {
-		sendErrc <- func() error {
-			defer func() { sendDone.Store(time.Now().UnixNano()) }()
+		s.errc <- func() error {
+			defer func() { s.done.Store(time.Now().UnixNano()) }()
 			sc.SetWriteDeadline(deadline)
 			b := make([]byte, size)
 			for i := range b[udpSeqLen:] {
 				b[udpSeqLen+i] = byte(i)
 			}
-			for sent < count {
-				if stop.Load() {
-					return fmt.Errorf("receiver stopped after %d of %d datagrams were sent", sent, count)
+			for s.sent < count {
+				if s.stop.Load() {
+					return fmt.Errorf("receiver stopped after %d of %d datagrams were sent", s.sent, count)
 				}
-				binary.BigEndian.PutUint64(b, uint64(sent))
+				binary.BigEndian.PutUint64(b, uint64(s.sent))
 				if _, err := sc.Write(b); err != nil {
 					// A full device queue is back-pressure, not failure;
 					// ENOBUFS returns at once, so bound the retries.
@@ -387,21 +427,24 @@ func UDPBurst(src, dst *NS, dstAddr netip.Addr, count, size int, timeout time.Du
 						time.Sleep(50 * time.Microsecond)
 						continue
 					}
-					return fmt.Errorf("send datagram %d: %w", sent, err)
+					return fmt.Errorf("send datagram %d: %w", s.sent, err)
 				}
-				sent++
+				s.sent++
 			}
 			return nil
 		}()
 	}()
+	return s
+}
 
+// receiveBurst reads the burst's datagrams from rc, those from from, into
+// res, until every sequence number arrived, deadline, or udpQuiet of
+// silence once the sender finished (sendDone, UnixNano); it returns when
+// the last one arrived (start if none did) and why it stopped early.
+func receiveBurst(rc *net.UDPConn, from netip.AddrPort, count, size int, deadline, start time.Time, sendDone *atomic.Int64, res *UDPResult) (lastRx time.Time, err error) {
 	seen := make([]bool, count)
-	var (
-		maxSeq  = -1
-		lastRx  = start
-		recvErr error
-		buf     = make([]byte, 65536)
-	)
+	maxSeq, lastRx := -1, start
+	buf := make([]byte, 65536)
 	for res.Received < count {
 		now := time.Now()
 		until := deadline
@@ -422,21 +465,18 @@ func UDPBurst(src, dst *NS, dstAddr netip.Addr, count, size int, timeout time.Du
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
 				continue
 			}
-			recvErr = fmt.Errorf("receive: %w", err)
-			break
+			return lastRx, fmt.Errorf("receive: %w", err)
 		}
 		if addr.Port() != from.Port() || addr.Addr().Unmap() != from.Addr().Unmap() {
 			continue // not ours
 		}
 		if k != size {
-			recvErr = fmt.Errorf("datagram of %d bytes, sent %d", k, size)
-			break
+			return lastRx, fmt.Errorf("datagram of %d bytes, sent %d", k, size)
 		}
 		lastRx = time.Now()
 		seq := binary.BigEndian.Uint64(buf)
 		if seq >= uint64(count) {
-			recvErr = fmt.Errorf("datagram with sequence number %d out of range", seq)
-			break
+			return lastRx, fmt.Errorf("datagram with sequence number %d out of range", seq)
 		}
 		switch {
 		case seen[seq]:
@@ -450,26 +490,7 @@ func UDPBurst(src, dst *NS, dstAddr netip.Addr, count, size int, timeout time.Du
 		seen[seq] = true
 		res.Received++
 	}
-	// Unblock a sender stuck on a full socket before reading its count.
-	stop.Store(true)
-	sc.SetWriteDeadline(time.Now())
-	sendErr := <-sendErrc
-	res.Sent = sent
-	res.Elapsed = lastRx.Sub(start)
-	if s := res.Elapsed.Seconds(); s > 0 {
-		res.PPS = float64(res.Received) / s
-	}
-
-	name := fmt.Sprintf("udp burst %s -> %s (%s)", src.Name, dst.Name, to)
-	switch {
-	case recvErr != nil:
-		return res, fmt.Errorf("%s: %w", name, recvErr)
-	case sendErr != nil && res.Received < count:
-		return res, fmt.Errorf("%s: %w", name, sendErr)
-	case res.Received == 0 && count > 0:
-		return res, fmt.Errorf("%s: none of %d datagrams arrived within %s", name, res.Sent, timeout)
-	}
-	return res, nil
+	return lastRx, nil
 }
 
 // setRcvBuf enlarges the receive buffer so a burst is not dropped at the
