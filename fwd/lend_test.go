@@ -10,13 +10,15 @@ import (
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 )
 
-// TestBracedFreeze: a copy-mode worker's queue lends its whole fill ring
-// (4,096) unless flooded, and braces with it before it parks, so a burst
-// larger than a flood's lend (16 batches, 1,024) that arrives while the
-// forwarder is frozen (a handover's pause) waits on the RX ring, none
-// dropped for an empty fill ring, and is forwarded on thaw. (That a
-// flood's lower lend is braced too: rxring's TestBrace.)
-func TestBracedFreeze(t *testing.T) {
+// TestFreezeKeepsBurst: a copy-mode worker's queue lends its whole fill
+// ring (4,096) at rest, so a burst larger than a flood's lend (16
+// batches, 1,024) that arrives while the forwarder is frozen (a
+// handover's pause) waits on the RX ring, none dropped for an empty fill
+// ring, and is forwarded on thaw. That a worker also braces a flood's
+// lower lend before it parks is rxring's TestBrace and the park's call
+// (worker.takeChanges): at rest there is nothing to brace, so this test
+// does not tell a missing brace.
+func TestFreezeKeepsBurst(t *testing.T) {
 	p := newPair(t, topo.Options{})
 	r := start(t, p, fwd.Config{})
 	requirePing(t, "before", p.A, p.V4B, 3)

@@ -187,11 +187,12 @@ func New(cfg Config) (_ *Generator, err error) {
 			return nil, bad("link %s: %v", ifi.Name, err)
 		}
 		for qi := range cfg.Queues {
-			q, err := g.openQueue(ifi, qi, t)
+			k := len(g.queues) // socket index, 0..sockets-1
+			q, err := g.openQueue(ifi, qi, k, t)
 			if err != nil {
 				return nil, err
 			}
-			if err := q.writeBuffers(t, scratch); err != nil {
+			if err := q.writeBuffers(t, k, scratch); err != nil {
 				return nil, err
 			}
 		}
@@ -227,6 +228,10 @@ func (cfg *Config) links() ([]*net.Interface, error) {
 	return ifis, nil
 }
 
+// sockets is how many sockets the generator opens: one per queue of
+// every link.
+func (cfg *Config) sockets() int { return len(cfg.Links) * cfg.Queues }
+
 // sizeKinds reports whether some frame of cfg.Sizes fits an inline slot
 // (small) and whether some does not (large).
 func (cfg *Config) sizeKinds() (small, large bool) {
@@ -243,7 +248,7 @@ func (cfg *Config) sizeKinds() (small, large bool) {
 // regionConfig is the region every socket shares: a ring's worth of
 // inline slots per socket for the small frames, of frames for the large.
 func (cfg *Config) regionConfig() umem.Config {
-	sockets, per := len(cfg.Links)*cfg.Queues, int(cfg.RingSize)
+	sockets, per := cfg.sockets(), int(cfg.RingSize)
 	small, large := cfg.sizeKinds()
 	ucfg := umem.Config{FrameSize: 2048, Frames: 64, HugePages: cfg.HugePages}
 	if small {
@@ -256,9 +261,9 @@ func (cfg *Config) regionConfig() umem.Config {
 }
 
 // openQueue opens the socket of ifi's TX queue qi, sharing the region of
-// the first, and its queue, sending t's frames; Close frees both from
-// then on.
-func (g *Generator) openQueue(ifi *net.Interface, qi int, t Template) (*queue, error) {
+// the first, and its queue, socket k of the generator's, sending t's
+// frames; Close frees both from then on.
+func (g *Generator) openQueue(ifi *net.Interface, qi, k int, t Template) (*queue, error) {
 	cfg := &g.cfg
 	var shared *xsk.Socket
 	if len(g.socks) > 0 {
@@ -272,8 +277,7 @@ func (g *Generator) openQueue(ifi *net.Interface, qi int, t Template) (*queue, e
 		return nil, fmt.Errorf("txonly: %w", err)
 	}
 	g.socks = append(g.socks, s)
-	sockets, per := len(cfg.Links)*cfg.Queues, int(cfg.RingSize)
-	k := len(g.queues) // socket index, 0..sockets-1
+	sockets, per := cfg.sockets(), int(cfg.RingSize)
 	q := &queue{
 		g: g, link: ifi.Name, q: qi, sock: s, tx: txring.New(s),
 		bufs: make([]buffer, 0, per), free: make([]int32, per),
@@ -304,13 +308,12 @@ func (g *Generator) openQueue(ifi *net.Interface, qi int, t Template) (*queue, e
 	return q, nil
 }
 
-// writeBuffers writes q's ring of buffers, t's frames of the sizes in
-// turn, each of one of q's flows, into inline slots or frames; scratch
-// holds one frame.
-func (q *queue) writeBuffers(t Template, scratch []byte) error {
+// writeBuffers writes the ring of buffers of q, socket k, t's frames of
+// the sizes in turn, each of one of q's flows, into inline slots or
+// frames; scratch holds one frame.
+func (q *queue) writeBuffers(t Template, k int, scratch []byte) error {
 	g, cfg := q.g, &q.g.cfg
-	sockets, per := len(cfg.Links)*cfg.Queues, int(cfg.RingSize)
-	k, local := len(g.queues)-1, len(q.seq)
+	sockets, per, local := cfg.sockets(), int(cfg.RingSize), len(q.seq)
 	mem := g.region.Mem()
 	for j := range per {
 		size := cfg.Sizes[j%len(cfg.Sizes)]
@@ -385,7 +388,7 @@ func (c *Config) defaults() error {
 			return bad("frame size %d: want %d..%d bytes with FCS%s", s, MinSize(vlan), 2048+FCS, what)
 		}
 	}
-	sockets := len(c.Links) * c.Queues
+	sockets := c.sockets()
 	if _, ok := Interval(c.Rate / float64(sockets)); !ok {
 		// Each socket paces its share: one packet every
 		// sockets/Rate seconds must fit in a time.Duration.
