@@ -311,6 +311,9 @@ func TestDaemonSelfHandover(t *testing.T) {
 		res.Sent, res.Received, res.Lost, res.Reordered, res.Duplicates, res.MaxGap)
 	if res.Received == 0 || res.Lost != 0 || res.Reordered != 0 || res.Duplicates != 0 {
 		t.Errorf("the stream lost %d, reordered %d, duplicated %d of %d; want none", res.Lost, res.Reordered, res.Duplicates, res.Sent)
+		for _, r := range res.Reorders {
+			t.Logf("reordered: %d arrived at %s, %d behind", r.Seq, r.At.UTC().Format("15:04:05.000000"), r.Behind)
+		}
 	}
 	if r, err := topo.Ping(p.A, p.V4B, 1, 3*time.Second); err != nil || r.Received != 1 {
 		t.Errorf("ping through the last successor: %+v %v", r, err)

@@ -48,6 +48,7 @@ type SeqStream struct {
 	gaps                []Gap
 	delays              []Gap // datagrams that took longer than floor: when they arrived, and how long
 	maxDelay            time.Duration
+	reorders            []Reorder // the first seqMaxReorders
 	floor               time.Duration
 	last                time.Time
 	sendDone, recvDone  chan error
@@ -86,6 +87,9 @@ type SeqResult struct {
 	// the time they took); MaxDelay the longest of all.
 	Delays   []Gap
 	MaxDelay time.Duration
+	// Reorders are the first datagrams (up to 64) that arrived after a
+	// higher one: where and when, so that a reorder can be placed.
+	Reorders []Reorder
 	// LostRuns are the losses as runs of consecutive sequence numbers,
 	// each with when its first was written.
 	LostRuns []LostRun
@@ -95,6 +99,12 @@ type SeqResult struct {
 	Forgiven uint64
 }
 
+// Reorder is datagram Seq arriving At, Behind the highest before it.
+type Reorder struct {
+	Seq, Behind uint64
+	At          time.Time
+}
+
 // LostRun is Count consecutive datagrams lost, the first written at At.
 type LostRun struct {
 	First, Count uint64
@@ -102,8 +112,14 @@ type LostRun struct {
 }
 
 const (
-	seqBatch   = 64
-	seqMaxSent = 1 << 26 // a bound on any stream: 64 Mi datagrams
+	seqBatch = 64
+	// seqOpen numbers the datagrams that open a stream's path
+	// (openPath): beyond any stream's, and not counted.
+	seqOpen        = 1<<64 - 1
+	seqOpenTimeout = 5 * time.Second
+	// seqMaxReorders is how many reorders a stream records one by one.
+	seqMaxReorders = 64
+	seqMaxSent     = 1 << 26 // a bound on any stream: 64 Mi datagrams
 	// seqCatchUp is how far behind its rate a sender writes to catch up.
 	seqCatchUp = 2 * time.Millisecond
 )
@@ -135,11 +151,39 @@ func StartSeqStream(src, dst *NS, from, to netip.Addr, pps, size int, floor time
 		unix.Close(sfd)
 		return nil, fmt.Errorf("seq stream: connect to %s:%d: %w", to, port, err)
 	}
+	if err := openPath(sfd, rfd, size, seqOpenTimeout); err != nil {
+		unix.Close(rfd)
+		unix.Close(sfd)
+		return nil, fmt.Errorf("seq stream %s → %s: %w", from, to, err)
+	}
 	s := &SeqStream{sfd: sfd, rfd: rfd, pps: pps, size: size, floor: floor, maxSeq: -1,
 		seen: make([]uint64, seqMaxSent/64), sendDone: make(chan error, 1), recvDone: make(chan error, 1)}
 	go func() { s.recvDone <- s.receive() }()
 	go func() { s.sendDone <- s.send() }()
 	return s, nil
+}
+
+// openPath sends datagrams numbered seqOpen on sfd, one every 10 ms,
+// until one arrives on rfd, or for timeout. A stream starts on an open
+// path: while the sender's kernel resolves the receiver's address, it
+// queues what the sender writes and, once resolved, sends the queue
+// while the sender's newer datagrams overtake it; a stream that began
+// there would count the kernel's neighbour resolution as reordering.
+func openPath(sfd, rfd, size int, timeout time.Duration) error {
+	out, in := make([]byte, size), make([]byte, 2048)
+	binary.BigEndian.PutUint64(out, seqOpen)
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		if _, err := unix.Write(sfd, out); err != nil && !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.ECONNREFUSED) {
+			return fmt.Errorf("opening the path: %w", err)
+		}
+		for next := time.Now().Add(10 * time.Millisecond); time.Now().Before(next); {
+			n, err := unix.Read(rfd, in) // SO_RCVTIMEO bounds it
+			if err == nil && n >= 8 && binary.BigEndian.Uint64(in) == seqOpen {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("no datagram crossed in %v", timeout)
 }
 
 // udpSocket is a blocking IPv4 UDP socket in ns bound to an ephemeral
@@ -279,6 +323,9 @@ func arrival(oob []byte) time.Time {
 
 // arrived records datagram seq, sent at sent (Unix ns), arriving at at.
 func (s *SeqStream) arrived(at time.Time, seq uint64, sent int64) {
+	if seq == seqOpen {
+		return // a late one of openPath's
+	}
 	s.mu.Lock()
 	if !s.last.IsZero() {
 		if gap := at.Sub(s.last); gap > s.floor {
@@ -306,6 +353,9 @@ func (s *SeqStream) arrived(at time.Time, seq uint64, sent int64) {
 	s.received++
 	if int64(seq) < s.maxSeq {
 		s.reordered++
+		if len(s.reorders) < seqMaxReorders {
+			s.reorders = append(s.reorders, Reorder{Seq: seq, Behind: uint64(s.maxSeq) - seq, At: at})
+		}
 	} else {
 		s.maxSeq = int64(seq)
 	}
@@ -369,7 +419,7 @@ func (s *SeqStream) stopNow(quiet time.Duration) (SeqResult, error) {
 	unix.Close(s.sfd)
 	unix.Close(s.rfd)
 	r := SeqResult{Sent: s.sent.Load(), Received: s.received, Reordered: s.reordered, Duplicates: s.dups, Gaps: s.gaps,
-		Delays: s.delays, MaxDelay: s.maxDelay}
+		Delays: s.delays, MaxDelay: s.maxDelay, Reorders: s.reorders}
 	r.Lost = r.Sent - min(r.Sent, s.received)
 	r.LostRuns = s.lostRuns(r.Sent)
 	r.Forgiven = s.forgiven
