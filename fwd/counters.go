@@ -157,6 +157,9 @@ type loopStats struct {
 	// wake-up saved); replyWindow is the window now (ns, spin.go).
 	replyCaught atomic.Uint64
 	replyWindow atomic.Int64
+	// cadenceCaught counts new work that came while the worker polled
+	// the window it was due in (a wake-up saved: spin.go's cadence).
+	cadenceCaught atomic.Uint64
 	// stoodIn counts the merges another worker ran in this one's place
 	// while it slept (standin.go); written by that worker, under the
 	// lease.

@@ -27,8 +27,11 @@ type spinner struct {
 	// dry spells since the last spin while giving up.
 	misses, probe int
 	// reply, in the default spinner (adapts), stretches a spin into a
-	// window long enough to catch the replies to what was forwarded.
+	// window long enough to catch the replies to what was forwarded;
+	// next wakes it in time for new work that comes at a steady
+	// interval.
 	reply replyWindow
+	next  cadence
 }
 
 // adapts reports whether this is the default spinner: not --spin N, not off.
@@ -90,13 +93,34 @@ func (s *spinner) dry(now int64) int64 {
 	return s.reply.begin(now)
 }
 
-// ended records a dry spell of gap ns ended by a packet; turned: one
-// from a link the worker sent on just before.
-func (s *spinner) ended(gap int64, turned bool) {
-	if s.adapts() {
-		s.reply.end(gap, turned)
+// ended records a dry spell of gap ns ended at now by a packet; turned:
+// one from a link the worker sent on just before.
+func (s *spinner) ended(now, gap int64, turned bool) {
+	if !s.adapts() {
+		return
+	}
+	s.reply.end(gap, turned)
+	if gap > replyMax {
+		s.next.arrived(now)
 	}
 }
+
+// expect is what a worker whose rings stay dry at now, past its spin and
+// reply window, does for the next arrival (cadence.expect): poll, sleep
+// wait ns, or, neither, sleep until a packet comes.
+func (s *spinner) expect(now int64) (poll bool, wait int64) {
+	if !s.adapts() {
+		return false, 0
+	}
+	return s.next.expect(now)
+}
+
+// moved records n packets forwarded by a round.
+func (s *spinner) moved(n int) { s.next.packets += n }
+
+// woke records a timed sleep (expect's wait) meant to end at due that
+// ended at now.
+func (s *spinner) woke(due, now int64) { s.next.woke(due, now) }
 
 // caught records a spin that found a packet; missed one that ran out.
 func (s *spinner) caught() { s.misses, s.probe = 0, 0 }
@@ -191,4 +215,157 @@ func (r *replyWindow) choose() int64 {
 		return 0
 	}
 	return g + g/4
+}
+
+// cadence predicts when new work comes at low rates: a client that asks
+// every 2 ms, a heartbeat, a media stream. Its packet finds the worker
+// asleep and pays a wake-up (tens of µs on a virtual CPU) that a
+// busy-polling forwarder never pays; the reply window (replyWindow) only
+// catches what answers the worker's own forwarding. An arrival is a
+// packet ending a dry spell longer than any reply window (a request,
+// whichever link its answer went out on). When the recent arrivals came
+// at a steady interval, each with few packets, the worker sleeps until
+// just before the next is due, early by what its timed wake-ups ran
+// late, and polls through the spread of the recent intervals, within
+// 1/cadenceShare of its time. Irregular arrivals, intervals shorter than
+// cadenceMin (where the short spin and the reply window already poll
+// most of the time), and bursts earn no window.
+//
+// Only its worker uses it.
+type cadence struct {
+	// gaps are the recent intervals between arrivals (ns), 0 for none
+	// yet or longer than cadenceMax; next is the oldest.
+	gaps [cadenceSpells]int64
+	next int
+	// packets counts what the worker forwarded since the last arrival.
+	packets int
+	// last is when new work last arrived (monotonic ns, 0: never); lo
+	// and hi (ns after last) bound when the next is due, hi 0: no
+	// window.
+	last, lo, hi int64
+	// lead is how long before lo a timed sleep ends: the recent
+	// lateness of the worker's timed wake-ups (an average, ns).
+	lead int64
+	// budget (ns) is the polling left to spend on windows, refilled at
+	// 1/cadenceShare of the time since refilled; since is when the
+	// current window's polling began (0: not polling).
+	budget, refilled, since int64
+}
+
+const (
+	// cadenceSpells is how many intervals a window is chosen from.
+	cadenceSpells = 16
+	// cadencePackets is the most packets an interval may carry: new
+	// work whose wake-up is a large part of its cost (a request and its
+	// answer, a heartbeat), not bursts of a paced stream, over which a
+	// wake-up is spread and a poll's cost is not (as drivers' adaptive
+	// interrupt moderation tells latency from bulk traffic).
+	cadencePackets = 8
+	// cadenceMin and cadenceMax bound the intervals a window is
+	// predicted for: above 3,300 arrivals/s the spin and the reply
+	// window poll; below 50/s a wake-up is a small part of the wait.
+	cadenceMin = int64(300 * time.Microsecond)
+	cadenceMax = int64(20 * time.Millisecond)
+	// cadenceShare: windows take at most 1/cadenceShare of a worker's
+	// time; cadenceBudgetMax caps the budget saved while idle.
+	cadenceShare     = 5
+	cadenceBudgetMax = int64(4 * time.Millisecond)
+	// cadenceLeadMin is the least a timed sleep ends early; cadenceSlack
+	// how long a window polls past the latest recent arrival.
+	cadenceLeadMin = int64(10 * time.Microsecond)
+	cadenceSlack   = int64(20 * time.Microsecond)
+)
+
+// arrived records new work arriving at now, and charges what its window
+// polled.
+func (c *cadence) arrived(now int64) {
+	c.charge(now)
+	c.refill(now)
+	if c.last != 0 {
+		gap := now - c.last
+		if gap > cadenceMax || c.packets > cadencePackets {
+			gap = 0
+		}
+		c.gaps[c.next] = gap
+		c.next = (c.next + 1) % cadenceSpells
+	}
+	c.last, c.packets = now, 0
+	c.lo, c.hi = c.choose()
+}
+
+// choose is the window the recent intervals ask for, after the last
+// arrival: the narrowest span holding three quarters of them, plus
+// cadenceSlack; none while any is missing (or carried a burst), the span
+// starts under cadenceMin, or it is wider than a quarter of its start.
+// Three quarters, not all: a sender's timer late now and then (Go's
+// sleeps drift across a millisecond's grid), or a packet its worker saw
+// late, makes one interval long and the next short, and a window that
+// waited for every interval to agree would seldom open.
+func (c *cadence) choose() (lo, hi int64) {
+	sorted := c.gaps
+	slices.Sort(sorted[:])
+	if sorted[0] == 0 {
+		return 0, 0
+	}
+	const most = cadenceSpells * 3 / 4
+	lo, hi = sorted[0], sorted[most-1]
+	for i := 1; i+most <= cadenceSpells; i++ {
+		if sorted[i+most-1]-sorted[i] < hi-lo {
+			lo, hi = sorted[i], sorted[i+most-1]
+		}
+	}
+	if lo < cadenceMin || hi-lo > lo/4 {
+		return 0, 0
+	}
+	return lo, hi + cadenceSlack
+}
+
+// expect is what a worker whose rings are dry at now does for the next
+// arrival: poll (now is within the window, and the budget pays for the
+// window), or sleep until the window opens (wait > 0), or neither (no
+// window, or it has passed).
+func (c *cadence) expect(now int64) (poll bool, wait int64) {
+	if c.hi == 0 {
+		return false, 0
+	}
+	from, to := c.last+c.lo-max(c.lead, cadenceLeadMin), c.last+c.hi
+	switch {
+	case now >= to:
+		c.charge(to)
+		return false, 0
+	case now >= from:
+		if c.since == 0 {
+			c.refill(now)
+			if c.budget < to-now {
+				return false, 0
+			}
+			c.since = now
+		}
+		return true, 0
+	}
+	return false, from - now
+}
+
+// woke records a timed sleep meant to end at due that ended at now.
+func (c *cadence) woke(due, now int64) {
+	if late := now - due; late >= 0 && late < cadenceMin {
+		c.lead += (late - c.lead) / 8
+	}
+}
+
+// charge ends a window's polling at now, taking it from the budget.
+func (c *cadence) charge(now int64) {
+	if c.since != 0 {
+		c.budget -= max(0, now-c.since)
+		c.since = 0
+	}
+	c.hi = 0
+}
+
+// refill adds the budget earned since it was last refilled.
+func (c *cadence) refill(now int64) {
+	if c.refilled != 0 {
+		c.budget = min(c.budget+(now-c.refilled)/cadenceShare, cadenceBudgetMax)
+	}
+	c.refilled = now
 }

@@ -1,6 +1,7 @@
 package fwd
 
 import (
+	"cmp"
 	"log/slog"
 	"strings"
 	"testing"
@@ -121,7 +122,7 @@ func TestReplyWindow(t *testing.T) {
 			for _, sp := range tc.spells {
 				s.dry(now)
 				now += sp.gap
-				s.ended(sp.gap, sp.turned)
+				s.ended(now, sp.gap, sp.turned)
 			}
 			if w := s.reply.window; w < tc.wantMin || w > tc.wantMax {
 				t.Errorf("window %v, want %v..%v", time.Duration(w), time.Duration(tc.wantMin), time.Duration(tc.wantMax))
@@ -131,7 +132,7 @@ func TestReplyWindow(t *testing.T) {
 	for _, spin := range []int{64, -1} {
 		s := newSpinner(spin)
 		for range 16 {
-			s.ended(60*us, true)
+			s.ended(100, 60*us, true)
 		}
 		if until := s.dry(100); until != 100 {
 			t.Errorf("--spin %d: a dry spell polls until %d, want none past its rounds", spin, until)
@@ -153,7 +154,7 @@ func TestReplyWindowBudget(t *testing.T) {
 		until := s.dry(now)
 		polled += min(until-now, 150*us)
 		now += 150 * us
-		s.ended(150*us, true)
+		s.ended(now, 150*us, true)
 	}
 	if w := s.reply.window; w < 150*us {
 		t.Fatalf("window %v, want one that catches turns 150 µs apart", time.Duration(w))
@@ -192,5 +193,131 @@ func TestWarnBusyShare(t *testing.T) {
 				t.Errorf("warned %v, want %v: %q", got, tc.warn, log.String())
 			}
 		})
+	}
+}
+
+// TestCadence plays arrivals of new work through the default spinner's
+// cadence: steady intervals (jitter within a quarter, one outlier each
+// side forgiven) earn a window around the next arrival; a flood,
+// irregular arrivals, too few, or arrivals further apart than cadenceMax
+// earn none.
+func TestCadence(t *testing.T) {
+	const us = int64(time.Microsecond)
+	steady := func(n int, every, jitter int64) []int64 {
+		var out []int64
+		for i := range n {
+			out = append(out, every+jitter*int64(i%5-2)/2) // -jitter..+jitter
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name         string
+		gaps         []int64
+		packets      int      // forwarded in each interval (0: 2, a request and its answer)
+		wantLo       [2]int64 // bounds of the window's start after the last arrival; 0, 0: no window
+		wantHiAtMost int64
+	}{
+		{"requests every 2 ms, ±40 µs", steady(20, 2000*us, 40*us), 0, [2]int64{1960 * us, 1980 * us}, 2060 * us},
+		{"bursts of 16 every 2 ms", steady(20, 2000*us, 0), 16, [2]int64{}, 0},
+		{"a few late among steady ones", append(steady(16, 2000*us, 0), 5000*us, 900*us, 2000*us, 4000*us), 0, [2]int64{2000 * us, 2000 * us}, 2030 * us},
+		{"too few yet", steady(cadenceSpells-1, 2000*us, 0), 0, [2]int64{}, 0},
+		{"new work at 20k/s", steady(40, 50*us, 0), 0, [2]int64{}, 0},
+		{"irregular: 0.5 to 4.5 ms", []int64{500 * us, 4500 * us, 1000 * us, 3000 * us, 2000 * us, 700 * us, 3900 * us, 1500 * us,
+			2500 * us, 600 * us, 4000 * us, 1200 * us, 3300 * us, 900 * us, 2800 * us, 1800 * us, 3600 * us}, 0, [2]int64{}, 0},
+		{"every 50 ms", steady(20, 50_000*us, 0), 0, [2]int64{}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSpinner(0)
+			now := int64(1_000_000_000)
+			s.ended(now, 0, false)
+			for _, g := range tc.gaps {
+				s.moved(cmp.Or(tc.packets, 2))
+				now += g
+				s.ended(now, g, false)
+			}
+			c := &s.next
+			if c.lo < tc.wantLo[0] || c.lo > tc.wantLo[1] || c.hi > tc.wantHiAtMost || (tc.wantLo[0] > 0) != (c.hi > 0) {
+				t.Errorf("window %v..%v after the last arrival, want its start in %v..%v and its end at most %v",
+					time.Duration(c.lo), time.Duration(c.hi), time.Duration(tc.wantLo[0]), time.Duration(tc.wantLo[1]), time.Duration(tc.wantHiAtMost))
+			}
+		})
+	}
+	// Turns (answers to what the worker sent) are not new work.
+	s := newSpinner(0)
+	for i := range int64(40) {
+		s.ended(i*2000*us, 60*us, true)
+	}
+	if s.next.hi != 0 || s.next.last != 0 {
+		t.Errorf("answers every 2 ms earned a window %v..%v", time.Duration(s.next.lo), time.Duration(s.next.hi))
+	}
+	// --spin N, off and busy never predict.
+	for _, spin := range []int{64, -1, SpinBusy} {
+		s := newSpinner(spin)
+		for i := range int64(40) {
+			s.ended(i*2000*us, 2000*us, false)
+		}
+		if poll, wait := s.expect(41 * 2000 * us); poll || wait != 0 {
+			t.Errorf("--spin %d: expect polls %v, waits %v; want neither", spin, poll, wait)
+		}
+	}
+}
+
+// TestCadenceExpect follows a worker through requests every 2 ms: after
+// an arrival it sleeps until the next window opens, early by what its
+// timed wake-ups ran late, polls through the window, and, however often
+// windows come, polls at most 1/cadenceShare of its time (plus the
+// budget saved).
+func TestCadenceExpect(t *testing.T) {
+	const us = int64(time.Microsecond)
+	s := newSpinner(0)
+	now := int64(1_000_000_000)
+	for range cadenceSpells + 2 {
+		s.ended(now, 1900*us, false)
+		now += 2000 * us
+	}
+	last := now - 2000*us
+	for range 16 { // timed wake-ups 30 µs late
+		s.woke(0, 30*us)
+	}
+	if lead := s.next.lead; lead < 20*us || lead > 30*us {
+		t.Fatalf("lead %v after wake-ups 30 µs late, want about 30 µs", time.Duration(lead))
+	}
+	at := last + 100*us
+	poll, wait := s.expect(at)
+	if from := last + 2000*us - s.next.lead; poll || at+wait != from {
+		t.Fatalf("100 µs after an arrival: poll %v, wait until %v after it; want a sleep until %v after it",
+			poll, time.Duration(at+wait-last), time.Duration(from-last))
+	}
+	if poll, _ := s.expect(last + 1990*us); !poll {
+		t.Fatal("10 µs before the next is due: no poll")
+	}
+	if poll, wait := s.expect(last + 2030*us); poll || wait != 0 {
+		t.Errorf("past the window: poll %v, wait %v; want neither until the next arrival", poll, wait)
+	}
+
+	// Budget: windows of 150 µs asked for every 300 µs (half the time).
+	s = newSpinner(0)
+	now = 1_000_000_000
+	start, polled := now, int64(0)
+	for i := range 20000 {
+		s.ended(now, 300*us, false)
+		if i < cadenceSpells+1 {
+			now += 300 * us
+			continue
+		}
+		c := &s.next
+		c.lo, c.hi = 150*us, 300*us // as though the arrivals spread so
+		for t := now + 150*us - cadenceLeadMin; t < now+300*us; t += 10 * us {
+			if poll, _ := s.expect(t); poll {
+				polled += 10 * us
+			}
+		}
+		now += 300 * us
+	}
+	if limit := (now-start)/cadenceShare + cadenceBudgetMax; polled > limit {
+		t.Errorf("polled %v of %v, more than 1/%d of it plus the budget cap", time.Duration(polled), time.Duration(now-start), cadenceShare)
+	}
+	if polled < (now-start)/(2*cadenceShare) {
+		t.Errorf("polled %v of %v: the budget of 1/%d went unspent", time.Duration(polled), time.Duration(now-start), cadenceShare)
 	}
 }

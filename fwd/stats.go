@@ -500,6 +500,10 @@ type WorkerStats struct {
 	// the packets that came within it, each a wake-up saved (Config.Spin).
 	ReplyWindow time.Duration `json:"reply_window_ns"`
 	ReplyCaught uint64        `json:"reply_caught"`
+	// CadenceCaught counts the packets of new work that came while it
+	// polled the window they were due in (new work at a steady
+	// interval: it slept until just before), each a wake-up saved.
+	CadenceCaught uint64 `json:"cadence_caught"`
 	// StoodIn counts the times another worker, having handed it packets
 	// while it slept, sent them in its place instead of waking it.
 	StoodIn uint64 `json:"stood_in"`
@@ -596,6 +600,7 @@ func (f *Forwarder) workerStats() []WorkerStats {
 			EventfdWrites: w.wake.wakes.Load(),
 			ReplyWindow:   time.Duration(w.replyWindow.Load()),
 			ReplyCaught:   w.replyCaught.Load(),
+			CadenceCaught: w.cadenceCaught.Load(),
 			StoodIn:       w.stoodIn.Load(),
 			KickPolls:     w.lanes.kickPolls.Load(),
 		}

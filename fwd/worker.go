@@ -175,6 +175,7 @@ func (w *worker) run(stop *atomic.Bool) {
 				w.endSpell(monoNow(), dry, until)
 				dry = 0
 			}
+			w.spin.moved(n)
 			w.lanes.sentBefore, w.lanes.sent = w.lanes.sent, 0
 			idle, spinning = 0, false
 			w.lanes.endRound(roundMoved, &w.rx)
@@ -225,10 +226,31 @@ func (w *worker) run(stop *atomic.Bool) {
 			}
 			continue
 		}
+		// New work due at a steady interval (spin.go's cadence): poll
+		// through its window, or sleep until the window opens.
+		poll, wait := w.spin.expect(monoNow())
+		if poll {
+			w.lanes.endRound(roundPollsOn, &w.rx)
+			if idle%replyYieldRounds == 0 {
+				yield()
+			}
+			continue
+		}
 		if spinning {
 			w.spin.missed()
 		}
 		idle, spinning = 0, false
+		if wait > 0 {
+			due := monoNow() + wait
+			w.sleep(time.Duration(wait))
+			w.spin.woke(due, monoNow())
+			// Into the window without a short spin: what the window
+			// catches is the cadence's, not a sign that spinning pays
+			// (a trickle's worker goes on sleeping right after it
+			// forwards, and its poll(2) sends what it forwarded).
+			idle = 1
+			continue
+		}
 		w.sleep(pollTimeout)
 	}
 	// Drained while still taking link changes: a caller parks it only
@@ -271,7 +293,10 @@ func (w *worker) endSpell(now, dry, until int64) {
 	if now <= until {
 		w.replyCaught.Add(1)
 	}
-	w.spin.ended(now-dry, w.rx.from&w.lanes.sentBefore != 0)
+	if w.spin.next.since != 0 && now-dry > replyMax {
+		w.cadenceCaught.Add(1)
+	}
+	w.spin.ended(now, now-dry, w.rx.from&w.lanes.sentBefore != 0)
 	w.replyWindow.Store(w.spin.reply.window)
 }
 

@@ -166,6 +166,7 @@ type descs struct {
 	wRounds, wSleeps, wPolls, wPollTimeouts *prometheus.Desc
 	wPollEventfd, wEventfdWrites            *prometheus.Desc
 	wReplyCaught, wReplyWindow, wStoodIn    *prometheus.Desc
+	wCadenceCaught                          *prometheus.Desc
 	wKickPolls                              *prometheus.Desc
 
 	xskRXDropped, xskRXInvalid, xskTXInvalid        *prometheus.Desc
@@ -225,6 +226,7 @@ func newDescs() descs {
 		wReplyCaught:   d("worker_reply_caught_total", "Packets that came within the worker's reply window (polling for the answer to what it forwarded): wake-ups saved.", "worker"),
 		wStoodIn:       d("worker_stood_in_total", "Times another worker sent what it handed this one while this one slept, instead of waking it: wake-ups saved.", "worker"),
 		wKickPolls:     d("worker_kick_polls_total", "ppoll calls that kicked several of the worker's TX rings at once, in place of a sendto each.", "worker"),
+		wCadenceCaught: d("worker_cadence_caught_total", "Packets of new work that came while the worker polled the window they were due in (new work at a steady interval: it slept until just before): wake-ups saved.", "worker"),
 		wReplyWindow:   d("worker_reply_window_seconds", "How long the worker polls its rings after forwarding, for the answer to come (--spin auto); 0: none.", "worker"),
 
 		xskRXDropped:     d("xsk_rx_dropped_total", "Kernel XDP_STATISTICS rx_dropped of the socket: frames dropped for lack of room or too long for a frame.", lq...),
@@ -254,7 +256,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
 		d.txPath, d.txDescs, d.inlineFallbacks, d.domainCopies, d.domainCopyBytes, d.kickErrors, d.csumCompleted, d.descsPerPacket,
 		d.txKicks, d.fillWakeups, d.rxBatchPackets, d.rxLend, d.rxLendGrowths,
-		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wReplyWindow, d.wStoodIn, d.wKickPolls,
+		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wCadenceCaught, d.wReplyWindow, d.wStoodIn, d.wKickPolls,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
 		d.info, d.linkInfo, d.queues, d.inlineMax,
@@ -440,6 +442,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		counter(d.wEventfdWrites, w.EventfdWrites, worker)
 		counter(d.wKickPolls, w.KickPolls, worker)
 		counter(d.wReplyCaught, w.ReplyCaught, worker)
+		counter(d.wCadenceCaught, w.CadenceCaught, worker)
 		counter(d.wStoodIn, w.StoodIn, worker)
 		gauge(d.wReplyWindow, w.ReplyWindow.Seconds(), worker)
 	}

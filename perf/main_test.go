@@ -153,3 +153,27 @@ func TestPodRPSFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestRefRunsWhatItsContenderRuns: --ref-src's NAME-ref runs every
+// workload NAME runs, those that name their contenders (latency-1q's
+// peers) too, so that a change is measured beside the code before it on
+// each of its rows.
+func TestRefRunsWhatItsContenderRuns(t *testing.T) {
+	cs, _ := selectContenders(nil)
+	byName := map[string]*contender{}
+	for _, c := range cs {
+		byName[c.Name] = c
+	}
+	refs := refSrcContenders("/nowhere", cs)
+	if len(refs) == 0 {
+		t.Fatal("no -ref contenders")
+	}
+	for _, ref := range refs {
+		c := byName[strings.TrimSuffix(ref.Name, "-ref")]
+		for _, w := range workloadTable() {
+			if got, want := w.applies(ref), w.applies(c); got != want {
+				t.Errorf("%s runs %s: %v, %s: %v", ref.Name, w.Name, got, c.Name, want)
+			}
+		}
+	}
+}

@@ -211,7 +211,8 @@ func selectWorkloads(names []string) ([]*workload, error) {
 
 // applies reports whether contender c runs workload w: a contender with
 // Groups runs those groups only; a workload with Contenders is run by those
-// only (and by contenders whose Groups name it); the others, by all.
+// only (and by contenders whose Groups name it, and by NAME-ref, --ref-src's
+// build of a contender NAME it names); the others, by all.
 func (w *workload) applies(c *contender) bool {
 	switch {
 	case c.Baseline:
@@ -219,7 +220,7 @@ func (w *workload) applies(c *contender) bool {
 	case c.Groups != nil:
 		return slices.Contains(c.Groups, w.Group)
 	case w.Contenders != nil:
-		return slices.Contains(w.Contenders, c.Name)
+		return slices.Contains(w.Contenders, strings.TrimSuffix(c.Name, "-ref"))
 	}
 	return true
 }
