@@ -76,6 +76,9 @@ type worker struct {
 	coalesce int64
 	// busyPoll: each empty round runs the RX links' NAPI (recvfrom).
 	busyPoll bool
+	// rescheduled is when the worker last passed through the Go
+	// scheduler (reschedule; monotonic ns).
+	rescheduled int64
 	// stopping is run's stop flag (Forwarder.stop), for sleep's last look;
 	// handed is Forwarder.handedOver: a successor took the rings.
 	stopping *atomic.Bool
@@ -262,6 +265,25 @@ func (w *worker) run(stop *atomic.Bool) {
 	w.setRunning(false)
 }
 
+// reschedule passes the worker's goroutine through the Go scheduler
+// once every rescheduleEvery, before a sleep. A locked goroutine that
+// never does keeps its P's schedtick still: after 10 ms sysmon counts it
+// a hog, retakes its P at its next system call (the ppoll returns to no
+// P: a locked thread's hand-off, two context switches) and, having
+// retaken one, polls every 20 µs again: about 2,000 wake-ups a second of
+// the forwarder's CPU at 500 requests/s. A Gosched costs the same
+// hand-off, once per rescheduleEvery at most, at a moment the worker
+// was going to sleep.
+func (w *worker) reschedule() {
+	if now := monoNow(); now-w.rescheduled > int64(rescheduleEvery) {
+		w.rescheduled = now
+		runtime.Gosched()
+	}
+}
+
+// rescheduleEvery is under sysmon's 10 ms (forcePreemptNS).
+const rescheduleEvery = 5 * time.Millisecond
+
 // handedOver reports whether a successor took the forwarder's rings.
 func (w *worker) handedOver() bool { return w.handed != nil && w.handed.Load() }
 
@@ -337,6 +359,7 @@ func (w *worker) sleep(timeout time.Duration) {
 		w.lanes.endRound(roundPollsOn, &w.rx)
 		return
 	}
+	w.reschedule()
 	ts := unix.NsecToTimespec(int64(timeout))
 	w.sleeps.Add(1)
 	if blocked {
