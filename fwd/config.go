@@ -146,11 +146,10 @@ type Config struct {
 	// without a wake-up, within a quarter of its time; a one-way stream
 	// never earns one (WorkerStats.ReplyWindow). When new work comes at a
 	// steady interval (0.3 to 20 ms, a few packets each time) it sleeps
-	// until just before the next is due and polls through the window
-	// it is due in, within a fifth of its time (WorkerStats.CadenceCaught).
-	// Positive: spin that many
-	// rounds every time; SpinBusy (--spin busy): never sleep. Negative
-	// (--spin off): never spin.
+	// until just before the next is due and polls through the window it
+	// is due in, within a fifth of its time (WorkerStats.CadenceCaught).
+	// Positive: spin that many rounds every time; SpinBusy (--spin busy):
+	// never sleep. Negative (--spin off): never spin.
 	Spin int
 
 	// Coalesce is how long a worker keeps polling its rings after they

@@ -94,15 +94,17 @@ func (s *spinner) dry(now int64) int64 {
 }
 
 // ended records a dry spell of gap ns ended at now by a packet; turned:
-// one from a link the worker sent on just before.
-func (s *spinner) ended(now, gap int64, turned bool) {
+// one from a link the worker sent on just before. It reports whether the
+// packet was new work caught in the window it was due in.
+func (s *spinner) ended(now, gap int64, turned bool) (caught bool) {
 	if !s.adapts() {
-		return
+		return false
 	}
 	s.reply.end(gap, turned)
-	if gap > replyMax {
-		s.next.arrived(now)
+	if gap <= replyMax {
+		return false
 	}
+	return s.next.arrived(now)
 }
 
 // expect is what a worker whose rings stay dry at now, past its spin and
@@ -276,9 +278,10 @@ const (
 	cadenceSlack   = int64(20 * time.Microsecond)
 )
 
-// arrived records new work arriving at now, and charges what its window
-// polled.
-func (c *cadence) arrived(now int64) {
+// arrived records new work arriving at now, charges what its window
+// polled, and reports whether it came while the window was polled.
+func (c *cadence) arrived(now int64) (caught bool) {
+	caught = c.since != 0
 	c.charge(now)
 	c.refill(now)
 	if c.last != 0 {
@@ -291,6 +294,7 @@ func (c *cadence) arrived(now int64) {
 	}
 	c.last, c.packets = now, 0
 	c.lo, c.hi = c.choose()
+	return caught
 }
 
 // choose is the window the recent intervals ask for, after the last

@@ -220,18 +220,15 @@ func (w *worker) run(stop *atomic.Bool) {
 			w.lanes.endRound(roundPollsOn, &w.rx)
 			continue
 		}
-		if until > dry && monoNow() < until {
-			// The reply window: long enough for another thread on this
-			// CPU (the answering one, perhaps) to want it.
-			w.lanes.endRound(roundPollsOn, &w.rx)
-			if idle%replyYieldRounds == 0 {
-				yield()
-			}
-			continue
+		// The reply window, then the window new work due at a steady
+		// interval comes in (spin.go's cadence), which may first need a
+		// sleep until it opens. Both are long enough for another thread
+		// on this CPU (the answering one, perhaps) to want it.
+		now := monoNow()
+		poll, wait := until > dry && now < until, int64(0)
+		if !poll {
+			poll, wait = w.spin.expect(now)
 		}
-		// New work due at a steady interval (spin.go's cadence): poll
-		// through its window, or sleep until the window opens.
-		poll, wait := w.spin.expect(monoNow())
 		if poll {
 			w.lanes.endRound(roundPollsOn, &w.rx)
 			if idle%replyYieldRounds == 0 {
@@ -315,10 +312,9 @@ func (w *worker) endSpell(now, dry, until int64) {
 	if now <= until {
 		w.replyCaught.Add(1)
 	}
-	if w.spin.next.since != 0 && now-dry > replyMax {
+	if w.spin.ended(now, now-dry, w.rx.from&w.lanes.sentBefore != 0) {
 		w.cadenceCaught.Add(1)
 	}
-	w.spin.ended(now, now-dry, w.rx.from&w.lanes.sentBefore != 0)
 	w.replyWindow.Store(w.spin.reply.window)
 }
 
