@@ -11,7 +11,8 @@ import (
 // descriptors (the epoll and the waker's eventfd), ends when any one
 // socket becomes readable, before the sleep began as well as during it,
 // and runs to its timeout once what was readable has been read: the
-// epoll's ready list keeps nothing stale. Eventfds stand in for the
+// epoll's ready list keeps nothing stale. Under epollMin sockets, the
+// sleep polls each. Eventfds stand in for the
 // sockets: the epoll sees only what the kernel reports of a file's
 // readiness, as for an AF_XDP socket's RX ring.
 func TestWaitSetWakes(t *testing.T) {
@@ -90,5 +91,16 @@ func TestWaitSetWakes(t *testing.T) {
 	readable(rx[0])
 	if n := sleep(10 * time.Millisecond); n != 0 {
 		t.Fatalf("a socket left out of the rebuilt set: %d ready", n)
+	}
+	drain(rx[0])
+
+	// Under epollMin sockets, no epoll: the sleep polls each.
+	s.build(rx[:epollMin-1])
+	if s.epoll {
+		t.Fatalf("an epoll for %d sockets", epollMin-1)
+	}
+	readable(rx[3])
+	if n := sleep(5 * time.Second); n != 1 || len(s.pfds) != epollMin || s.pfds[3].Revents&unix.POLLIN == 0 {
+		t.Fatalf("%d sockets polled directly: %d ready, %d fds polled, socket 3's revents %#x", epollMin-1, n, len(s.pfds), s.pfds[3].Revents)
 	}
 }
