@@ -123,33 +123,11 @@ func (c *streamConn) cut(grace time.Duration) {
 // when none runs.
 func Serve(conn net.Conn, hub *Hub) error {
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var req Request
-	// Bounded as the first line is (control.ReadOp): a request is one
-	// line, and a JSON value spread over several must not get more.
-	if err := json.NewDecoder(io.LimitReader(conn, control.MaxRequest)).Decode(&req); err != nil {
-		return writeJSON(conn, Hello{Error: fmt.Sprintf("read the capture request: %v", err), BadRequest: true})
-	}
-	conn.SetReadDeadline(time.Time{})
-	if hub == nil {
-		return writeJSON(conn, Hello{Error: "no forwarder is running"})
-	}
-	spec, err := hub.spec(req)
-	if err != nil {
-		return writeJSON(conn, Hello{Error: err.Error(), BadRequest: true})
-	}
-	sess, err := hub.Open(spec)
-	if err != nil {
-		return writeJSON(conn, Hello{Error: err.Error()})
+	req, sess, hello := accept(conn, hub)
+	if sess == nil {
+		return writeJSON(conn, hello)
 	}
 	defer sess.Close()
-	names := sess.Links()
-	for k, l := range spec.Links {
-		// Removed, and its index maybe taken, since spec looked.
-		if names[l] != req.Links[k] {
-			return writeJSON(conn, Hello{Error: (&LinkGoneError{Link: req.Links[k]}).Error()})
-		}
-	}
 	sc := &streamConn{Conn: conn}
 	ended := make(chan struct{})
 	defer close(ended)
@@ -160,87 +138,153 @@ func Serve(conn net.Conn, hub *Hub) error {
 		case <-ended:
 		}
 	}()
-	bw := bufio.NewWriterSize(sc, 256<<10)
-	if err := writeJSON(bw, Hello{Links: names, Reasons: ReasonNames(), Snaplen: sess.spec.Snaplen, Workers: len(hub.points)}); err != nil {
+	s := &stream{w: bufio.NewWriterSize(sc, 256<<10), sess: sess, names: hello.Links, announced: len(hello.Links), count: req.Count}
+	if err := writeJSON(s.w, hello); err != nil {
 		return err
 	}
-	announced := len(names)
 	stop := make(chan struct{})
 	go func() {
 		io.Copy(io.Discard, conn) // the client shuts its side: stop
 		close(stop)
 	}()
-	var sent uint64
-	var werr error
-	send := func(rec []byte) bool {
-		if link := int(le.Uint16(rec[8:])); link >= announced && werr == nil {
-			// The first record of a link added since: the session
-			// numbered it before any worker could take its packets.
-			names = sess.Links()
-			for ; announced < len(names) && werr == nil; announced++ {
-				werr = announce(bw, names[announced])
-			}
-			if link >= announced {
-				return werr == nil // cannot be named: not sent
-			}
-		}
-		if werr == nil {
-			_, werr = bw.Write(rec)
-		}
-		sent++
-		return werr == nil && (req.Count == 0 || sent < req.Count)
+	s.run(stop)
+	sess.Close()
+	s.drain()
+	return s.end()
+}
+
+// accept reads conn's request and opens its session. Without one (sess
+// nil), hello says why, for Serve to answer.
+func accept(conn net.Conn, hub *Hub) (req Request, sess *Session, hello Hello) {
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	// Bounded as the first line is (control.ReadOp): a request is one
+	// line, and a JSON value spread over several must not get more.
+	if err := json.NewDecoder(io.LimitReader(conn, control.MaxRequest)).Decode(&req); err != nil {
+		return req, nil, Hello{Error: fmt.Sprintf("read the capture request: %v", err), BadRequest: true}
 	}
+	conn.SetReadDeadline(time.Time{})
+	if hub == nil {
+		return req, nil, Hello{Error: "no forwarder is running"}
+	}
+	spec, err := hub.spec(req)
+	if err != nil {
+		return req, nil, Hello{Error: err.Error(), BadRequest: true}
+	}
+	if sess, err = hub.Open(spec); err != nil {
+		return req, nil, Hello{Error: err.Error()}
+	}
+	names := sess.Links()
+	for k, l := range spec.Links {
+		// Removed, and its index maybe taken, since spec looked.
+		if names[l] != req.Links[k] {
+			sess.Close()
+			return req, nil, Hello{Error: (&LinkGoneError{Link: req.Links[k]}).Error()}
+		}
+	}
+	return req, sess, Hello{Links: names, Reasons: ReasonNames(), Snaplen: sess.spec.Snaplen, Workers: len(hub.points)}
+}
+
+// stream writes one session's records to its client, naming the links
+// added since the Hello before their first record.
+//
+// Concurrency: Serve's goroutine alone.
+type stream struct {
+	w         *bufio.Writer
+	sess      *Session
+	names     []string // the session's links, as last read
+	announced int      // links the client knows: the Hello's, then each NewLink
+	count     uint64   // the request's limit (0: none)
+	sent      uint64
+	err       error // the first write error: nothing is written after it
+}
+
+// more reports whether the stream takes another record.
+func (s *stream) more() bool { return s.err == nil && (s.count == 0 || s.sent < s.count) }
+
+// send writes one record, announcing its link first if it is new, and
+// reports whether the stream takes another (Session.Read's callback).
+func (s *stream) send(rec []byte) bool {
+	if link := int(le.Uint16(rec[8:])); link >= s.announced && s.err == nil {
+		// The first record of a link added since: the session
+		// numbered it before any worker could take its packets.
+		s.names = s.sess.Links()
+		for ; s.announced < len(s.names) && s.err == nil; s.announced++ {
+			s.err = announce(s.w, s.names[s.announced])
+		}
+		if link >= s.announced {
+			return s.err == nil // cannot be named: not sent
+		}
+	}
+	if s.err == nil {
+		_, s.err = s.w.Write(rec)
+	}
+	s.sent++
+	return s.more()
+}
+
+// run sends what the session captures until stop (the client shut its
+// side), the session's end, the count or a write error. While the rings
+// are empty it flushes and polls them, from pollMin to pollMax apart.
+func (s *stream) run(stop <-chan struct{}) {
+	send := s.send
 	t := time.NewTimer(pollMin)
 	defer t.Stop()
 	wait := pollMin
-loop:
-	for werr == nil && (req.Count == 0 || sent < req.Count) {
-		if sess.Read(4096, send) > 0 {
+	for s.more() {
+		if s.sess.Read(4096, send) > 0 {
 			// Traffic may never leave the rings empty: look at the
 			// stop between reads too.
 			select {
 			case <-stop:
-				break loop
-			case <-sess.Done():
-				break loop
+				return
+			case <-s.sess.Done():
+				return
 			default:
 			}
 			wait = pollMin
 			continue
 		}
-		if werr = bw.Flush(); werr != nil {
-			break
+		if s.err = s.w.Flush(); s.err != nil {
+			return
 		}
 		t.Reset(wait)
 		wait = min(2*wait, pollMax)
 		select {
 		case <-t.C:
 		case <-stop:
-			break loop
-		case <-sess.Done():
-			break loop
+			return
+		case <-s.sess.Done():
+			return
 		}
 	}
-	sess.Close()
-	for werr == nil && (req.Count == 0 || sent < req.Count) && sess.Read(4096, send) > 0 {
+}
+
+// drain sends what the closed session's rings still hold.
+func (s *stream) drain() {
+	send := s.send
+	for s.more() && s.sess.Read(4096, send) > 0 {
 	}
-	if werr != nil {
-		return werr
+}
+
+// end writes the end mark and the Totals.
+func (s *stream) end() error {
+	if s.err != nil {
+		return s.err
 	}
 	var end [4]byte
-	bw.Write(end[:])
-	totals := Totals{Captured: sent, Lost: sess.Lost()}
-	if err := sess.Err(); err != nil {
+	s.w.Write(end[:])
+	totals := Totals{Captured: s.sent, Lost: s.sess.Lost()}
+	if err := s.sess.Err(); err != nil {
 		totals.Error = err.Error()
 		var gone *LinkGoneError
 		if errors.As(err, &gone) {
 			totals.LinkGone = gone.Link
 		}
 	}
-	if err := writeJSON(bw, totals); err != nil {
+	if err := writeJSON(s.w, totals); err != nil {
 		return err
 	}
-	return bw.Flush()
+	return s.w.Flush()
 }
 
 // announce writes a NewLink.

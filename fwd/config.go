@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpfwd/xdpfwd/inline"
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 	"github.com/xdpfwd/xdpfwd/internal/ethtool"
 	"github.com/xdpfwd/xdpfwd/internal/netdev"
 	"github.com/xdpfwd/xdpfwd/umem"
@@ -192,31 +193,18 @@ const (
 	PromiscOff
 )
 
+var promiscNames = enum.New[PromiscMode]("PromiscMode", "auto", "on", "off")
+
 // ParsePromiscMode parses "auto", "on" or "off", as xdpfwd's --promisc
 // and its config file give it.
 func ParsePromiscMode(s string) (PromiscMode, error) {
-	switch s {
-	case "auto":
-		return PromiscAuto, nil
-	case "on":
-		return PromiscOn, nil
-	case "off":
-		return PromiscOff, nil
+	if m, ok := promiscNames.Parse(s); ok {
+		return m, nil
 	}
-	return 0, fmt.Errorf("promisc %q: want auto, on or off", s)
+	return 0, fmt.Errorf("promisc %q: want %s", s, promiscNames.Want())
 }
 
-func (m PromiscMode) String() string {
-	switch m {
-	case PromiscAuto:
-		return "auto"
-	case PromiscOn:
-		return "on"
-	case PromiscOff:
-		return "off"
-	}
-	return fmt.Sprintf("PromiscMode(%d)", int(m))
-}
+func (m PromiscMode) String() string { return promiscNames.String(m) }
 
 // PromiscHandler is a Handler that tells PromiscAuto whether it needs
 // promiscuous mode: a sink, which only counts, does not; every other
@@ -271,31 +259,18 @@ const (
 	ChecksumsOff
 )
 
+var checksumNames = enum.New[ChecksumMode]("ChecksumMode", "auto", "on", "off")
+
 // ParseChecksumMode parses "auto", "on" or "off".
 func ParseChecksumMode(s string) (ChecksumMode, error) {
-	switch s {
-	case "auto":
-		return ChecksumsAuto, nil
-	case "on":
-		return ChecksumsOn, nil
-	case "off":
-		return ChecksumsOff, nil
+	if m, ok := checksumNames.Parse(s); ok {
+		return m, nil
 	}
-	return 0, fmt.Errorf("complete-checksums %q: want auto, on or off", s)
+	return 0, fmt.Errorf("complete-checksums %q: want %s", s, checksumNames.Want())
 }
 
 // String is m as ParseChecksumMode reads it.
-func (m ChecksumMode) String() string {
-	switch m {
-	case ChecksumsAuto:
-		return "auto"
-	case ChecksumsOn:
-		return "on"
-	case ChecksumsOff:
-		return "off"
-	}
-	return fmt.Sprintf("ChecksumMode(%d)", int(m))
-}
+func (m ChecksumMode) String() string { return checksumNames.String(m) }
 
 // MultiBufferMode selects AF_XDP multi-buffer (XDP_USE_SG).
 type MultiBufferMode int
@@ -306,31 +281,24 @@ const (
 	MultiBufferOff
 )
 
+var multiBufferNames = enum.New[MultiBufferMode]("MultiBufferMode", "auto", "on", "off")
+
 // ParseMultiBufferMode parses "auto", "on" or "off"; "true" and "false"
 // are on and off (the flag was a boolean once).
 func ParseMultiBufferMode(s string) (MultiBufferMode, error) {
 	switch s {
-	case "auto":
-		return MultiBufferAuto, nil
-	case "on", "true":
+	case "true":
 		return MultiBufferOn, nil
-	case "off", "false":
+	case "false":
 		return MultiBufferOff, nil
 	}
-	return 0, fmt.Errorf("multi-buffer %q: want auto, on or off", s)
+	if m, ok := multiBufferNames.Parse(s); ok {
+		return m, nil
+	}
+	return 0, fmt.Errorf("multi-buffer %q: want %s", s, multiBufferNames.Want())
 }
 
-func (m MultiBufferMode) String() string {
-	switch m {
-	case MultiBufferAuto:
-		return "auto"
-	case MultiBufferOn:
-		return "on"
-	case MultiBufferOff:
-		return "off"
-	}
-	return fmt.Sprintf("MultiBufferMode(%d)", int(m))
-}
+func (m MultiBufferMode) String() string { return multiBufferNames.String(m) }
 
 // Ring sizes New accepts (Config.RingSize, Config.AddedRingSize).
 const (

@@ -326,12 +326,12 @@ const (
 	holdYield = 20 * time.Microsecond
 )
 
-// sleep waits in ppoll(2) for an RX ring (through the epoll of its
-// waitSet), a handoff from another worker or the timeout. The poll kicks
-// the TX rings owed a kick; what exceeds what one poll surely sends is
-// kicked first (txLanes.beforeSleep). A down link makes
-// it sleep the backoff instead, its lanes kicked explicitly (its RX ring
-// would keep poll from sleeping).
+// sleep waits in ppoll(2) for an RX ring (polled directly, or from 16
+// through an epoll: waitSet), a handoff from another worker or the
+// timeout. The poll kicks the TX rings owed a kick; what exceeds what one
+// poll surely sends is kicked first (txLanes.beforeSleep). A down link
+// makes it sleep the backoff instead, its lanes kicked explicitly (its RX
+// ring would keep poll from sleeping).
 func (w *worker) sleep(timeout time.Duration) {
 	blocked := w.lanes.endRound(roundSleeps, &w.rx)
 	if blocked {

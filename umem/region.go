@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,31 +36,18 @@ const (
 	HugePagesOff                   // 4 KiB pages only
 )
 
+var hugePagesNames = enum.New[HugePages]("HugePages", "auto", "on", "off")
+
 // ParseHugePages parses "auto", "on" or "off".
 func ParseHugePages(s string) (HugePages, error) {
-	switch s {
-	case "auto":
-		return HugePagesAuto, nil
-	case "on":
-		return HugePagesOn, nil
-	case "off":
-		return HugePagesOff, nil
+	if h, ok := hugePagesNames.Parse(s); ok {
+		return h, nil
 	}
-	return 0, fmt.Errorf("hugepages %q: want auto, on or off", s)
+	return 0, fmt.Errorf("hugepages %q: want %s", s, hugePagesNames.Want())
 }
 
 // String is h as ParseHugePages reads it.
-func (h HugePages) String() string {
-	switch h {
-	case HugePagesAuto:
-		return "auto"
-	case HugePagesOn:
-		return "on"
-	case HugePagesOff:
-		return "off"
-	}
-	return fmt.Sprintf("HugePages(%d)", int(h))
-}
+func (h HugePages) String() string { return hugePagesNames.String(h) }
 
 // Backing says what memory the region ended up on.
 type Backing string

@@ -2,8 +2,9 @@ package xps
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 )
 
 // Mode selects how Table.Pick chooses a TX queue.
@@ -21,28 +22,19 @@ const (
 	ModeCPU
 )
 
+var modeNames = enum.New[Mode]("Mode", "sticky", "hash", "cpu")
+
 // ParseMode parses "sticky", "hash" or "cpu" (case-insensitive; "" is
 // ModeSticky).
 func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "sticky":
+	v := strings.ToLower(strings.TrimSpace(s))
+	if v == "" {
 		return ModeSticky, nil
-	case "hash":
-		return ModeHash, nil
-	case "cpu":
-		return ModeCPU, nil
 	}
-	return ModeSticky, fmt.Errorf("xps: unknown TX queue mode %q (want sticky, hash or cpu)", s)
+	if m, ok := modeNames.Parse(v); ok {
+		return m, nil
+	}
+	return ModeSticky, fmt.Errorf("xps: unknown TX queue mode %q (want %s)", s, modeNames.Want())
 }
 
-func (m Mode) String() string {
-	switch m {
-	case ModeSticky:
-		return "sticky"
-	case ModeHash:
-		return "hash"
-	case ModeCPU:
-		return "cpu"
-	}
-	return "Mode(" + strconv.Itoa(int(m)) + ")"
-}
+func (m Mode) String() string { return modeNames.String(m) }

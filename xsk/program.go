@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,31 +69,18 @@ const (
 	XDPGeneric                // on the skb path, any driver
 )
 
+var xdpModeNames = enum.New[XDPMode]("XDPMode", "auto", "native", "generic")
+
 // ParseXDPMode parses "auto", "native" or "generic".
 func ParseXDPMode(s string) (XDPMode, error) {
-	switch s {
-	case "auto":
-		return XDPAuto, nil
-	case "native":
-		return XDPNative, nil
-	case "generic":
-		return XDPGeneric, nil
+	if m, ok := xdpModeNames.Parse(s); ok {
+		return m, nil
 	}
-	return 0, fmt.Errorf("xdp mode %q: want auto, native or generic", s)
+	return 0, fmt.Errorf("xdp mode %q: want %s", s, xdpModeNames.Want())
 }
 
 // String is m as ParseXDPMode reads it.
-func (m XDPMode) String() string {
-	switch m {
-	case XDPAuto:
-		return "auto"
-	case XDPNative:
-		return "native"
-	case XDPGeneric:
-		return "generic"
-	}
-	return fmt.Sprintf("XDPMode(%d)", int(m))
-}
+func (m XDPMode) String() string { return xdpModeNames.String(m) }
 
 // ErrForeignProgram is returned when a link already carries an XDP program
 // that this process did not attach.

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 	"github.com/xdpfwd/xdpfwd/umem"
 )
 
@@ -22,31 +23,18 @@ const (
 	ZeroCopyOff                  // copy mode
 )
 
+var zeroCopyNames = enum.New[ZeroCopy]("ZeroCopy", "auto", "on", "off")
+
 // ParseZeroCopy parses "auto", "on" or "off".
 func ParseZeroCopy(s string) (ZeroCopy, error) {
-	switch s {
-	case "auto":
-		return ZeroCopyAuto, nil
-	case "on":
-		return ZeroCopyOn, nil
-	case "off":
-		return ZeroCopyOff, nil
+	if z, ok := zeroCopyNames.Parse(s); ok {
+		return z, nil
 	}
-	return 0, fmt.Errorf("zerocopy %q: want auto, on or off", s)
+	return 0, fmt.Errorf("zerocopy %q: want %s", s, zeroCopyNames.Want())
 }
 
 // String is z as ParseZeroCopy reads it.
-func (z ZeroCopy) String() string {
-	switch z {
-	case ZeroCopyAuto:
-		return "auto"
-	case ZeroCopyOn:
-		return "on"
-	case ZeroCopyOff:
-		return "off"
-	}
-	return fmt.Sprintf("ZeroCopy(%d)", int(z))
-}
+func (z ZeroCopy) String() string { return zeroCopyNames.String(z) }
 
 // ErrZeroCopyUnsupported is returned when zero-copy was demanded and the
 // driver cannot do it.
