@@ -79,7 +79,7 @@ func benchForwardSize(b *testing.B, size int, across bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { w.wake.close(); w.waits.close() })
+	b.Cleanup(func() { w.wake.close() })
 	w.tap.point = capture.NewHub(1, []string{"a", "b"}).Point(0) // as New gives it
 	// Every frame holds the packet already: the fake kernel only
 	// hands out descriptors.
