@@ -293,6 +293,20 @@ func TestDaemonPortTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The gateway sends nothing of its own until the test makes it speak:
+	// no IPv6 (its DAD and MLD reports go out at random in its first
+	// second) and no ARP probe of the victim (an entry left stale is
+	// probed after 5 s). Either, from the gateway's MAC, would revoke the
+	// thief's port before the test looks at it (a CI run saw "revoked"
+	// 0.57 s into the test).
+	for _, args := range [][]string{
+		{"netns", "exec", h.NS[0].Name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
+		{"-n", h.NS[0].Name, "neigh", "replace", h.V4[2].String(), "lladdr", victim.String(), "dev", "eth0", "nud", "permanent"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
 	if r := runBin(t, 10*time.Second, nil, "link", "add", h.Links[2], "--mac", victim.String(), "--ip", h.V4[2].String(), "--control", ctl); r.code != 0 {
 		t.Fatalf("link add the victim: exit %d, %s", r.code, r.stderr)
 	}
