@@ -22,6 +22,7 @@ import (
 
 	"github.com/xdpfwd/xdpfwd/fdb"
 	"github.com/xdpfwd/xdpfwd/fwd"
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 )
 
 // Reflect sends every frame back out of the link and queue it came in on,
@@ -295,24 +296,17 @@ const (
 	TxOnlyMode
 )
 
-var modeNames = []string{"xconnect", "switch", "reflect", "sink", "5tswap", "mac", "txonly"}
+var modeNames = enum.New[Mode]("mode", "xconnect", "switch", "reflect", "sink", "5tswap", "mac", "txonly")
 
-func (m Mode) String() string {
-	if int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return fmt.Sprintf("mode(%d)", int(m))
-}
+func (m Mode) String() string { return modeNames.String(m) }
 
 // ParseMode parses a mode's name: "xconnect", "switch", "reflect",
 // "sink", "5tswap", "mac" or "txonly".
 func ParseMode(s string) (Mode, error) {
-	for i, n := range modeNames {
-		if s == n {
-			return Mode(i), nil
-		}
+	if m, ok := modeNames.Parse(s); ok {
+		return m, nil
 	}
-	return 0, fmt.Errorf("mode %q: want xconnect, switch, reflect, sink, 5tswap, mac or txonly", s)
+	return 0, fmt.Errorf("mode %q: want %s", s, modeNames.Want())
 }
 
 // Links says how many links a mode takes: the least and the most.

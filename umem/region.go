@@ -10,8 +10,9 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/xdpfwd/xdpfwd/internal/enum"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 )
 
 const (

@@ -13,8 +13,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/xdpfwd/xdpfwd/internal/enum"
 	"golang.org/x/sys/unix"
+
+	"github.com/xdpfwd/xdpfwd/internal/enum"
 )
 
 // The metadata the program writes in front of every packet, MetaLen bytes
