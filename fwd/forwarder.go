@@ -653,7 +653,7 @@ func (f *Forwarder) Close() error {
 		// The successor took every unit where it was: nothing here is
 		// this process's to count or give back.
 		for _, w := range f.workers {
-			errs = append(errs, w.wake.close())
+			errs = append(errs, w.wake.close(), w.waits.close())
 		}
 		for _, dm := range f.doms {
 			errs = append(errs, dm.region.Close())
@@ -667,7 +667,7 @@ func (f *Forwarder) Close() error {
 				d.build.Close()
 				d.frames.Flush()
 			}
-			errs = append(errs, w.wake.close())
+			errs = append(errs, w.wake.close(), w.waits.close())
 		}
 		// Closing the sockets made the kernel let go of its fill, RX, TX
 		// and completion rings. Whatever the TX side still held beyond

@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/xdpfwd/xdpfwd/control/linkop"
 	"github.com/xdpfwd/xdpfwd/xsk"
 )
@@ -47,7 +45,7 @@ import (
 // removals, and Run's finish. The forwarder's per-link slices (links,
 // socks, ports, progs, health, promisc) are written under teardown.mu held
 // exclusively, so stats readers see a link whole or not at all; what a
-// worker owns (rx, tx, own, pfds, live, its ordering) is written only by
+// worker owns (rx, tx, own, waits, live, its ordering) is written only by
 // the worker, or by the caller while the worker is parked or not running
 // (linkChanges).
 
@@ -251,16 +249,14 @@ func removeLinkOf[T any](s []T, link int, of func(T) int) []T {
 	return out
 }
 
-// pollSet rebuilds what poll(2) waits on: the RX sockets, then the
-// waker's eventfd.
+// pollSet rebuilds what the worker's sleep waits on (waitSet), and
+// whether an RX socket is in memory, with no fd to wait on.
 func (w *worker) pollSet() {
-	w.pfds = w.pfds[:0]
 	w.memRX = false
 	for _, p := range w.rx.ports {
-		w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
 		w.memRX = w.memRX || p.sock.FD() < 0
 	}
-	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
+	w.waits.build(w.rx.ports, w.wake.fd)
 }
 
 // changeable says why links cannot be added or removed now, if so.

@@ -510,6 +510,15 @@ type WorkerStats struct {
 	// KickPolls counts the ppoll calls that kicked several of its TX
 	// rings at once, in place of a sendto each.
 	KickPolls uint64 `json:"kick_polls"`
+	// ColdSockets is how many of its RX sockets its sleep now waits on
+	// through an epoll, quiet for a while, rather than polling each;
+	// Coolings and Warmings count the moves there and back, and
+	// ColdFailures the sockets the epoll could not take or let go of
+	// (they are polled directly: a sleep costs more, nothing is missed).
+	ColdSockets  int64  `json:"cold_sockets"`
+	Coolings     uint64 `json:"socket_coolings"`
+	Warmings     uint64 `json:"socket_warmings"`
+	ColdFailures uint64 `json:"cold_failures"`
 }
 
 // Efficiency is the cost side of a span of forwarding, per 1,000 packets
@@ -603,6 +612,10 @@ func (f *Forwarder) workerStats() []WorkerStats {
 			CadenceCaught: w.cadenceCaught.Load(),
 			StoodIn:       w.stoodIn.Load(),
 			KickPolls:     w.lanes.kickPolls.Load(),
+			ColdSockets:   w.waits.moves.cold.Load(),
+			Coolings:      w.waits.moves.coolings.Load(),
+			Warmings:      w.waits.moves.warmings.Load(),
+			ColdFailures:  w.waits.moves.failed.Load(),
 		}
 	}
 	return out

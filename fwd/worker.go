@@ -68,8 +68,8 @@ type worker struct {
 	// memRX: some RX socket has no file descriptor for poll(2) to wait
 	// on (an Env's in memory, which rouses the worker through wake).
 	memRX bool
-	pfds  []unix.PollFd // its RX sockets', then the waker's eventfd
-	cpu   int           // pinned CPU, or -1
+	waits waitSet // what its sleep waits on (waitset.go)
+	cpu   int     // pinned CPU, or -1
 	// spin decides whether to poll the rings once they ran dry before
 	// sleeping in poll(2) (spin.go); coalesce (ns) is how long at least.
 	spin     spinner
@@ -124,12 +124,9 @@ func newWorker(f *Forwarder, q int) (*worker, error) {
 			if p.tx != nil {
 				w.lanes.own = append(w.lanes.own, p.tx) // a TX lane, or a Handler's reflections
 			}
-			// poll(2) passes over a negative fd (a socket in memory).
-			w.pfds = append(w.pfds, unix.PollFd{Fd: int32(p.sock.FD()), Events: unix.POLLIN})
-			w.memRX = w.memRX || p.sock.FD() < 0
 		}
 	}
-	w.pfds = append(w.pfds, unix.PollFd{Fd: int32(w.wake.fd), Events: unix.POLLIN})
+	w.pollSet()
 	w.lanes.txAll = slices.Clone(w.lanes.tx)
 	return w, nil
 }
@@ -329,8 +326,9 @@ const (
 	holdYield = 20 * time.Microsecond
 )
 
-// sleep waits in ppoll(2) for an RX ring, a handoff from another worker
-// or the timeout. The poll kicks the TX rings; what exceeds what one poll
+// sleep waits in ppoll(2) for an RX ring (waitSet: a cold one through an
+// epoll), a handoff from another worker or the timeout. The poll kicks the
+// TX rings owed a kick; what exceeds what one poll
 // surely sends is kicked first (txLanes.beforeSleep). A down link makes
 // it sleep the backoff instead, its lanes kicked explicitly (its RX ring
 // would keep poll from sleeping).
@@ -361,24 +359,28 @@ func (w *worker) sleep(timeout time.Duration) {
 	if blocked {
 		time.Sleep(timeout)
 	} else {
+		w.waits.arm(monoNow(), w.wake.fd)
 		w.lease.free() // another worker may stand in meanwhile (standin.go)
-		n, err := unix.Ppoll(w.pfds, &ts, nil)
+		n, err := unix.Ppoll(w.waits.pfds, &ts, nil)
 		w.lease.reclaim()
-		// The poll passed over every socket (even one a signal ended):
-		// what was owed left.
+		// The poll passed over every socket owed a kick (even one a
+		// signal ended): what was owed left.
 		if err == nil || err == unix.EINTR {
 			w.lanes.endRound(roundPolled, &w.rx)
 		}
 		w.polls.Add(1)
 		if n == 0 {
 			w.pollTimeouts.Add(1)
-		} else if w.pfds[len(w.pfds)-1].Revents != 0 {
-			w.pollEventfd.Add(1)
+		} else {
+			w.waits.slept(monoNow(), w.wake.fd)
+			if w.waits.woken() {
+				w.pollEventfd.Add(1)
+			}
 		}
 	}
 	w.wake.sleeping.Store(false)
 	w.wake.idle.Store(false)
-	if w.pfds[len(w.pfds)-1].Revents != 0 {
+	if w.waits.woken() {
 		w.wake.drain()
 	}
 }

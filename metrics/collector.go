@@ -163,11 +163,12 @@ type descs struct {
 	txKicks, fillWakeups, rxBatchPackets   *prometheus.Desc
 	rxLend, rxLendGrowths                  *prometheus.Desc
 
-	wRounds, wSleeps, wPolls, wPollTimeouts *prometheus.Desc
-	wPollEventfd, wEventfdWrites            *prometheus.Desc
-	wReplyCaught, wReplyWindow, wStoodIn    *prometheus.Desc
-	wCadenceCaught                          *prometheus.Desc
-	wKickPolls                              *prometheus.Desc
+	wRounds, wSleeps, wPolls, wPollTimeouts   *prometheus.Desc
+	wPollEventfd, wEventfdWrites              *prometheus.Desc
+	wColdSockets, wSocketMoves, wColdFailures *prometheus.Desc
+	wReplyCaught, wReplyWindow, wStoodIn      *prometheus.Desc
+	wCadenceCaught                            *prometheus.Desc
+	wKickPolls                                *prometheus.Desc
 
 	xskRXDropped, xskRXInvalid, xskTXInvalid        *prometheus.Desc
 	xskRXRingFull, xskFillRingEmpty, xskTXRingEmpty *prometheus.Desc
@@ -227,6 +228,9 @@ func newDescs() descs {
 		wStoodIn:       d("worker_stood_in_total", "Times another worker sent what it handed this one while this one slept, instead of waking it: wake-ups saved.", "worker"),
 		wKickPolls:     d("worker_kick_polls_total", "ppoll calls that kicked several of the worker's TX rings at once, in place of a sendto each.", "worker"),
 		wCadenceCaught: d("worker_cadence_caught_total", "Packets of new work that came while the worker polled the window they were due in (new work at a steady interval: it slept until just before): wake-ups saved.", "worker"),
+		wColdSockets:   d("worker_cold_sockets", "RX sockets, quiet for a while, that the worker's sleep waits on through one epoll rather than polling each.", "worker"),
+		wSocketMoves:   d("worker_socket_moves_total", "RX sockets the worker moved between its sleep's poll (hot) and its epoll (cold).", "worker", "to"),
+		wColdFailures:  d("worker_cold_failures_total", "RX sockets the worker's epoll could not take or let go of: they are polled directly.", "worker"),
 		wReplyWindow:   d("worker_reply_window_seconds", "How long the worker polls its rings after forwarding, for the answer to come (--spin auto); 0: none.", "worker"),
 
 		xskRXDropped:     d("xsk_rx_dropped_total", "Kernel XDP_STATISTICS rx_dropped of the socket: frames dropped for lack of room or too long for a frame.", lq...),
@@ -256,7 +260,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.rxPackets, d.rxBytes, d.txPackets, d.txBytes, d.drops,
 		d.txPath, d.txDescs, d.inlineFallbacks, d.domainCopies, d.domainCopyBytes, d.kickErrors, d.csumCompleted, d.descsPerPacket,
 		d.txKicks, d.fillWakeups, d.rxBatchPackets, d.rxLend, d.rxLendGrowths,
-		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wCadenceCaught, d.wReplyWindow, d.wStoodIn, d.wKickPolls,
+		d.wRounds, d.wSleeps, d.wPolls, d.wPollTimeouts, d.wPollEventfd, d.wEventfdWrites, d.wReplyCaught, d.wCadenceCaught, d.wReplyWindow, d.wStoodIn, d.wKickPolls, d.wColdSockets, d.wSocketMoves, d.wColdFailures,
 		d.xskRXDropped, d.xskRXInvalid, d.xskTXInvalid, d.xskRXRingFull, d.xskFillRingEmpty, d.xskTXRingEmpty,
 		d.zoneUnits, d.zoneFree, d.zoneUnitBytes, d.pagesPer1K, d.violations,
 		d.info, d.linkInfo, d.queues, d.inlineMax,
@@ -445,6 +449,10 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, s *snapshot) {
 		counter(d.wCadenceCaught, w.CadenceCaught, worker)
 		counter(d.wStoodIn, w.StoodIn, worker)
 		gauge(d.wReplyWindow, w.ReplyWindow.Seconds(), worker)
+		gauge(d.wColdSockets, float64(w.ColdSockets), worker)
+		counter(d.wSocketMoves, w.Coolings, worker, "cold")
+		counter(d.wSocketMoves, w.Warmings, worker, "hot")
+		counter(d.wColdFailures, w.ColdFailures, worker)
 	}
 
 	// Flow table: emit the xps flow table's metrics here.

@@ -253,6 +253,12 @@ func (r *Ring) lendMore(n uint32) uint32 {
 	return k
 }
 
+// FillWanted reports whether the fill ring asks for a wake-up: a
+// zero-copy driver that ran out of frames waits for one (a sendto, a
+// recvfrom or a poll of the socket) before it takes those lent since. Its
+// owner's sleep then polls the socket (fwd's waitSet).
+func (r *Ring) FillWanted() bool { return r.fill.NeedsWakeup() }
+
 // wakeFill wakes the kernel if the fill ring asks for it.
 func (r *Ring) wakeFill() {
 	if r.fill.NeedsWakeup() {
