@@ -510,7 +510,9 @@ func dropBaseline() *contender {
 }
 
 // waitPath waits until A can ping B across the contender (bounded), and
-// fails early if the forwarder process c (may be nil) exits.
+// fails early if the forwarder process c (may be nil) exits. c's ready
+// time is when the first ping came back: within readyProbe of when the
+// path opened.
 func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 	if p.B == nil {
 		return e.waitReflect(ctx, p, c)
@@ -524,7 +526,7 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if _, err := topo.Ping(p.A, p.V4B, 1, 250*time.Millisecond); err == nil {
+		if _, err := topo.Ping(p.A, p.V4B, 1, readyProbe); err == nil {
 			if c != nil {
 				c.ready = time.Since(c.started)
 			}
@@ -542,6 +544,11 @@ func (e *env) waitPath(ctx context.Context, p *topo.Pair, c *child) error {
 	}
 	return fmt.Errorf("no path from %s to %s within 10s: %w", p.A.Name, p.B.Name, last)
 }
+
+// readyProbe is how long waitPath's pings wait for their reply: the
+// grain of a forwarder's ready time (a ping of 250 ms made every start
+// under 250 ms read 256 and every one above it 509).
+const readyProbe = 20 * time.Millisecond
 
 // udpProbe sends one datagram from each of flows sockets (distinct source
 // ports) in A to B and reports whether any arrived within 250 ms.
