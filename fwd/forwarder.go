@@ -241,7 +241,7 @@ func (f *Forwarder) startWorkers(fill bool) error {
 		w.tap.point = f.capture.Point(q)
 		f.workers = append(f.workers, w)
 		if fill {
-			w.rx.refill()
+			refill(w.rx.ports, w.rx.batch)
 		}
 		for _, p := range w.rx.ports {
 			f.env.Notify(p.sock, w.wake.wake)

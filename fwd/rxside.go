@@ -40,6 +40,10 @@ type port struct {
 	tx          *lane     // nil unless a TX lane (lane.go)
 	stats       portStats // counters.go
 	owner       *worker
+	// cold: its socket passed nothing for a while, and the owner's
+	// sleep waits on it through an epoll (waitset.go); the owner's
+	// rounds read it less often (rxSide.roundPorts). The owner's.
+	cold bool
 	portOrder
 }
 
@@ -87,7 +91,44 @@ type rxSide struct {
 	// from are the links whose RX rings gave packets this round (the
 	// worker's reply window).
 	from LinkSet
+	// hot are the ports not cold, built from ports at the wait set's
+	// move gen (hotGen); turn counts the rounds since one read them all.
+	hot    []*port
+	hotGen uint64
+	turn   int
 }
+
+// coldEvery: a round in this many reads the cold ports too (roundPorts).
+// In a flood, where the worker never sleeps, a cold port's first packet
+// waits that many rounds at most.
+const coldEvery = 8
+
+// roundPorts are the ports a round reads: all of them in the first round
+// after a sleep (allNext) and every coldEvery-th, else the hot ones
+// (gen is the wait set's: its moves rebuild the list). A cold port is
+// quiet: reading its rings in every empty round of a spin made a round's
+// cost grow with the links of a switch. With ordering (several workers)
+// every round reads every port: the merge waits on each port's watermark.
+func (r *rxSide) roundPorts(gen uint64, ordered bool) []*port {
+	if r.turn++; ordered || r.turn >= coldEvery {
+		r.turn = 0
+		return r.ports
+	}
+	if r.hotGen != gen || r.hot == nil {
+		r.hotGen = gen
+		r.hot = r.hot[:0]
+		for _, p := range r.ports {
+			if !p.cold {
+				r.hot = append(r.hot, p)
+			}
+		}
+	}
+	return r.hot
+}
+
+// allNext makes the next round read every port: the sleep that ended may
+// have been ended by a cold one.
+func (r *rxSide) allNext() { r.turn = coldEvery }
 
 func newRXSide(mem []byte, frameSize, batch int) rxSide {
 	return rxSide{
@@ -122,9 +163,9 @@ func (r *rxSide) brace() {
 // frames zone on a frame), so no domain need be looked up.
 func (r *rxSide) frameStart(addr uint64) uint64 { return addr &^ (r.frameSize - 1) }
 
-// refill tops up every fill ring, a batch at a time.
-func (r *rxSide) refill() {
-	for _, p := range r.ports {
-		p.rx.Refill(r.batch)
+// refill tops up the fill rings of ports, a batch at a time.
+func refill(ports []*port, batch uint32) {
+	for _, p := range ports {
+		p.rx.Refill(batch)
 	}
 }

@@ -510,8 +510,9 @@ type WorkerStats struct {
 	// KickPolls counts the ppoll calls that kicked several of its TX
 	// rings at once, in place of a sendto each.
 	KickPolls uint64 `json:"kick_polls"`
-	// ColdSockets is how many of its RX sockets its sleep now waits on
-	// through an epoll, quiet for a while, rather than polling each;
+	// ColdSockets is how many of its sockets, quiet for a while, its
+	// sleep now waits on through an epoll rather than polling each, and
+	// its rounds read less often;
 	// Coolings and Warmings count the moves there and back, and
 	// ColdFailures the sockets the epoll could not take or let go of
 	// (they are polled directly: a sleep costs more, nothing is missed).

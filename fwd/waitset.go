@@ -24,8 +24,12 @@ import (
 // sleeps. One quiet for longer is cold, held in an epoll that the sleep
 // polls as one descriptor: its entry costs nothing while nothing passes.
 // A cold socket's first packet ends the sleep through the epoll (level-
-// triggered: a packet that came before the sleep ends it at once), and
-// the set makes it hot again at that wake-up.
+// triggered: a packet that came before the sleep ends it at once).
+//
+// The rounds follow the same split (rxSide.roundPorts): a cold port is
+// read after every sleep and every coldEvery-th round, not in each of the
+// empty rounds of a spin, and is warmed by the round that finds it
+// holding packets.
 //
 // With fewer than coolMin RX sockets, or without an epoll (none could be
 // made: out of descriptors or of epoll watches), every socket stays hot.
@@ -47,6 +51,8 @@ type waitSet struct {
 	// sorted is when the sockets were last sorted into hot and cold
 	// (monotonic ns).
 	sorted int64
+	// gen counts the moves, for the rounds' port list (rxSide.hot).
+	gen uint64
 	// moves counts the sockets moved each way, for the worker's stats.
 	moves waitMoves
 }
@@ -112,6 +118,7 @@ func passed(p *port) uint64 { return p.stats.load(cRXBatches) + p.stats.load(cTX
 
 // rebuild lays out pfds' hot prefix after a move.
 func (s *waitSet) rebuild(wake int) {
+	s.gen++
 	s.pfds = s.pfds[:0]
 	for _, c := range s.socks {
 		if !c.cold {
@@ -144,22 +151,14 @@ func (s *waitSet) arm(now int64, wake int) {
 	s.pfds = append(s.pfds, unix.PollFd{Fd: int32(wake), Events: unix.POLLIN})
 }
 
-// slept looks at what the sleep's poll found: a cold socket that
-// received (the epoll) is warmed now, not at the next sort, so that its
-// traffic stops waking the epoll from the sending CPU.
-func (s *waitSet) slept(now int64, wake int) {
-	if s.cold > 0 && s.pfds[s.hot].Revents != 0 {
-		s.sort(now, wake)
-	}
-}
-
 // woken reports whether the last sleep's poll found the eventfd written.
 func (s *waitSet) woken() bool {
 	return len(s.pfds) > 0 && s.pfds[len(s.pfds)-1].Revents != 0
 }
 
 // sort moves the sockets that passed packets since the last sort to the
-// hot ones, and those quiet for coolAfter to the cold ones.
+// hot ones (a cold port a round found packets on is warmed at once:
+// warmPort), and those quiet for coolAfter to the cold ones.
 func (s *waitSet) sort(now int64, wake int) {
 	s.sorted = now
 	moved := false
@@ -204,7 +203,7 @@ func (s *waitSet) cool(c *waitSock) bool {
 		s.moves.failed.Add(1)
 		return false
 	}
-	c.cold = true
+	c.cold, c.p.cold = true, true
 	s.cold++
 	s.moves.coolings.Add(1)
 	return true
@@ -217,15 +216,30 @@ func (s *waitSet) warm(c *waitSock) {
 	if unix.EpollCtl(s.ep, unix.EPOLL_CTL_DEL, int(c.fd), nil) != nil {
 		s.moves.failed.Add(1)
 	}
-	c.cold = false
+	c.cold, c.p.cold = false, false
 	s.cold--
 	s.moves.warmings.Add(1)
+}
+
+// warmPort warms cold port p, which a round found holding packets, at
+// now: its traffic should not wake the epoll from the sending CPU.
+func (s *waitSet) warmPort(p *port, now int64, wake int) {
+	for i := range s.socks {
+		if c := &s.socks[i]; c.p == p && c.cold {
+			s.warm(c)
+			c.heard, c.quiet = passed(p), now
+			s.moves.cold.Store(int64(s.cold))
+			s.rebuild(wake)
+			return
+		}
+	}
 }
 
 // close lets go of the epoll; every socket is hot again.
 func (s *waitSet) close() error {
 	for i := range s.socks {
-		s.socks[i].cold, s.socks[i].stuck = false, false
+		c := &s.socks[i]
+		c.cold, c.stuck, c.p.cold = false, false, false
 	}
 	s.cold, s.noEpoll = 0, false
 	s.moves.cold.Store(0)

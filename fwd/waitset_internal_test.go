@@ -3,6 +3,7 @@ package fwd
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,9 +55,6 @@ func TestWaitSetCools(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ppoll: %v", err)
 		}
-		if k > 0 {
-			s.slept(now, int(wake))
-		}
 		return k
 	}
 	readable := func(fd int32) {
@@ -99,15 +97,24 @@ func TestWaitSetCools(t *testing.T) {
 		t.Fatalf("coolings %d, want %d", got, n-2)
 	}
 
-	// A cold socket readable before the sleep ends it, and is hot again.
+	// A cold socket readable before the sleep ends it, and is hot again
+	// once a round found its packet.
 	readable(fds[40])
-	received(40)
 	if k := sleep(5 * time.Second); k != 1 || s.woken() {
 		t.Fatalf("cold socket 40 readable before the sleep: %d ready, woken %v", k, s.woken())
 	}
 	drain(fds[40])
-	if s.socks[40].cold || s.cold != n-3 || s.moves.warmings.Load() != 1 {
-		t.Fatalf("socket 40 woke the sleep: cold %v, %d cold, %d warmings; want hot, %d, 1", s.socks[40].cold, s.cold, s.moves.warmings.Load(), n-3)
+	received(40)
+	gen := s.gen
+	s.warmPort(ports[40], now, int(wake))
+	if s.socks[40].cold || ports[40].cold || s.cold != n-3 || s.moves.warmings.Load() != 1 || s.gen == gen {
+		t.Fatalf("socket 40 woke the sleep: cold %v (port %v), %d cold, %d warmings, gen %d -> %d; want hot, %d, 1, a new gen",
+			s.socks[40].cold, ports[40].cold, s.cold, s.moves.warmings.Load(), gen, s.gen, n-3)
+	}
+	for i, p := range ports {
+		if p.cold != s.socks[i].cold {
+			t.Fatalf("port %d cold %v, its socket %v", i, p.cold, s.socks[i].cold)
+		}
 	}
 	if k := sleep(10 * time.Millisecond); k != 0 {
 		t.Fatalf("socket 40 read: the next sleep found %d ready", k)
@@ -199,5 +206,47 @@ func TestWaitSetStuck(t *testing.T) {
 	}
 	if s.pfds[0].Fd != fds[0] || s.pfds[0].Events != unix.POLLIN {
 		t.Fatalf("the stuck socket is not polled directly: %+v", s.pfds)
+	}
+}
+
+// TestRoundPorts: a round reads the hot ports, and every port in the
+// round after a sleep, every coldEvery-th round, and every round with
+// ordering; a move (a new gen) rebuilds the hot list.
+func TestRoundPorts(t *testing.T) {
+	ports := make([]*port, 6)
+	for i := range ports {
+		ports[i] = &port{link: i, cold: i >= 2}
+	}
+	r := rxSide{ports: ports}
+	links := func(ps []*port) (l []int) {
+		for _, p := range ps {
+			l = append(l, p.link)
+		}
+		return l
+	}
+	hot, all := []int{0, 1}, []int{0, 1, 2, 3, 4, 5}
+	var got [][]int
+	for range 2 * coldEvery {
+		got = append(got, links(r.roundPorts(1, false)))
+	}
+	for i, g := range got {
+		want := hot
+		if (i+1)%coldEvery == 0 {
+			want = all
+		}
+		if !slices.Equal(g, want) {
+			t.Fatalf("round %d: reads %v, want %v", i+1, g, want)
+		}
+	}
+	r.allNext()
+	if g := links(r.roundPorts(1, false)); !slices.Equal(g, all) {
+		t.Fatalf("after a sleep: reads %v, want %v", g, all)
+	}
+	if g := links(r.roundPorts(1, true)); !slices.Equal(g, all) {
+		t.Fatalf("ordered: reads %v, want %v", g, all)
+	}
+	ports[3].cold = false // warmed: a new gen
+	if g := links(r.roundPorts(2, false)); !slices.Equal(g, []int{0, 1, 3}) {
+		t.Fatalf("port 3 warmed: reads %v, want [0 1 3]", g)
 	}
 }

@@ -284,12 +284,16 @@ func (w *worker) handedOver() bool { return w.handed != nil && w.handed.Load() }
 // round is one pass over the worker's rings: refill, forward, merge, reap.
 // It returns the packets it moved and the descriptors it holds for order.
 func (w *worker) round() (n, held int) {
-	w.rx.refill()
+	ports := w.rx.roundPorts(w.waits.gen, w.flows.order != nil)
+	refill(ports, w.rx.batch)
 	w.rx.from = 0
-	for _, p := range w.rx.ports {
+	for _, p := range ports {
 		if k := w.forwardAll(p); k > 0 {
 			n += k
 			w.rx.from = w.rx.from.Add(p.link)
+			if p.cold {
+				w.waits.warmPort(p, monoNow(), w.wake.fd)
+			}
 		}
 	}
 	if w.flows.order != nil {
@@ -371,13 +375,11 @@ func (w *worker) sleep(timeout time.Duration) {
 		w.polls.Add(1)
 		if n == 0 {
 			w.pollTimeouts.Add(1)
-		} else {
-			w.waits.slept(monoNow(), w.wake.fd)
-			if w.waits.woken() {
-				w.pollEventfd.Add(1)
-			}
+		} else if w.waits.woken() {
+			w.pollEventfd.Add(1)
 		}
 	}
+	w.rx.allNext()
 	w.wake.sleeping.Store(false)
 	w.wake.idle.Store(false)
 	if w.waits.woken() {

@@ -228,7 +228,7 @@ func newDescs() descs {
 		wStoodIn:       d("worker_stood_in_total", "Times another worker sent what it handed this one while this one slept, instead of waking it: wake-ups saved.", "worker"),
 		wKickPolls:     d("worker_kick_polls_total", "ppoll calls that kicked several of the worker's TX rings at once, in place of a sendto each.", "worker"),
 		wCadenceCaught: d("worker_cadence_caught_total", "Packets of new work that came while the worker polled the window they were due in (new work at a steady interval: it slept until just before): wake-ups saved.", "worker"),
-		wColdSockets:   d("worker_cold_sockets", "RX sockets, quiet for a while, that the worker's sleep waits on through one epoll rather than polling each.", "worker"),
+		wColdSockets:   d("worker_cold_sockets", "Sockets that passed no packet for a while, which the worker's sleep waits on through one epoll rather than polling each.", "worker"),
 		wSocketMoves:   d("worker_socket_moves_total", "RX sockets the worker moved between its sleep's poll (hot) and its epoll (cold).", "worker", "to"),
 		wColdFailures:  d("worker_cold_failures_total", "RX sockets the worker's epoll could not take or let go of: they are polled directly.", "worker"),
 		wReplyWindow:   d("worker_reply_window_seconds", "How long the worker polls its rings after forwarding, for the answer to come (--spin auto); 0: none.", "worker"),
