@@ -66,7 +66,8 @@ type waitMoves struct {
 	cold                       atomic.Int64
 }
 
-// waitSock is one RX socket of the set.
+// waitSock is one socket of the set: an RX port's, which its TX lane
+// shares.
 type waitSock struct {
 	p  *port
 	fd int32
@@ -88,8 +89,9 @@ const (
 	// socket that passes packets less often pays two epoll_ctl(2) calls
 	// a packet at most: under 40 a second.
 	coolAfter = int64(50 * time.Millisecond)
-	// sortEvery is how often the set looks for sockets to move, apart
-	// from a wake-up through the epoll, which warms at once.
+	// sortEvery is how often the set looks for sockets to move (at a
+	// sleep); a round that finds packets on a cold port warms it at once
+	// (warmPort).
 	sortEvery = coolAfter / 2
 )
 
