@@ -12,14 +12,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/xdpfwd/xdpfwd/internal/topo"
 	"github.com/xdpfwd/xdpfwd/perf/internal/measure"
+	"github.com/xdpfwd/xdpfwd/perf/internal/xdpprog"
 )
 
 // scalePoints are the scale workloads' sizes: pods, then source MACs
@@ -54,10 +58,10 @@ func scaleWorkloads() []*workload {
 		}
 		ws = append(ws,
 			&workload{Name: "scale-cost-" + name, Group: "scale", Title: "CPU per packet, UDP 64 B at a fixed load, " + title,
-				Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Hosts: pt.pods + 1, MACs: pt.macs, SpreadFlows: pt.flows, OnRequest: true,
+				Metric: "own_cpu_ns_per_pkt_net", Unit: "ns/packet", Size: 64, Paced: true, Hosts: pt.pods + 1, MACs: pt.macs, SpreadFlows: pt.flows, PodSink: true, OnRequest: true,
 				Contenders: scaleContenders, run: runScale},
 			&workload{Name: "scale-udp-" + name, Group: "scale", Title: "UDP 64 B, packets/s at maximum offered load, " + title,
-				Metric: "pps", Unit: "packets/s", Size: 64, Hosts: pt.pods + 1, MACs: pt.macs, SpreadFlows: pt.flows, OnRequest: true,
+				Metric: "pps", Unit: "packets/s", Size: 64, Hosts: pt.pods + 1, MACs: pt.macs, SpreadFlows: pt.flows, PodSink: true, OnRequest: true,
 				Contenders: scaleContenders, run: runScale})
 	}
 	return ws
@@ -126,3 +130,67 @@ func rssKiB(pid int) (float64, bool) {
 	}
 	return 0, false
 }
+
+// podSink counts and drops, at each pod's eth0, the UDP the switch
+// delivers to it: an XDP program per pod (xdpprog.LoadUDPSink), each
+// counting in its host's slot. The scale workloads receive with it, not
+// with a socket in each pod: with flows over every pod, the pods' UDP
+// stacks (which the kernel runs in the sender's transmit, the switch's
+// CPU) and perf's 63 receivers doubled every contender's cost per packet,
+// and a switch's own cost is what the scale curves are for.
+type podSink struct {
+	x      xdpprog.Set
+	counts *ebpf.Map
+	// dst is the one host counted (its slot), or 0: every pod.
+	dst, hosts int
+}
+
+// newPodSink attaches a sink to every pod of h (hosts 1..), counting what
+// reaches host dst alone, or with dst 0 every pod.
+func newPodSink(h *topo.Hosts, dst int) (_ *podSink, err error) {
+	s := &podSink{dst: dst, hosts: len(h.NS)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Close())
+		}
+	}()
+	if s.counts, err = ebpf.NewMap(&ebpf.MapSpec{Name: "perf_pod_udp", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(len(h.NS))}); err != nil {
+		return nil, fmt.Errorf("pod sink map: %w", err)
+	}
+	s.x.Maps = append(s.x.Maps, s.counts)
+	for i := 1; i < len(h.NS); i++ {
+		prog, err := xdpprog.LoadUDPSink(s.counts, uint32(i))
+		if err != nil {
+			return nil, fmt.Errorf("load pod sink: %w", err)
+		}
+		s.x.Progs = append(s.x.Progs, prog)
+		if err := s.x.Attach(h.NS[i], "eth0", prog); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// read is what the sink counted so far: at dst (every pod with dst 0),
+// and how many pods counted any.
+func (s *podSink) read() (n uint64, reached int, err error) {
+	for i := 1; i < s.hosts; i++ {
+		var per []uint64
+		if err := s.counts.Lookup(uint32(i), &per); err != nil {
+			return 0, 0, fmt.Errorf("read pod sink of host %d: %w", i, err)
+		}
+		var k uint64
+		for _, v := range per {
+			k += v
+		}
+		if k > 0 {
+			reached++
+		}
+		if s.dst == 0 || s.dst == i {
+			n += k
+		}
+	}
+	return n, reached, nil
+}
+
+func (s *podSink) Close() error { return s.x.Close() }

@@ -70,6 +70,10 @@ type workload struct {
 	// 5-tuples in all (txonly only), to every link of a switch and for
 	// tables keyed by flow to hold.
 	SpreadFlows int
+	// PodSink: UDP is counted and dropped at the destinations' eth0 by
+	// an XDP program (podSink), not received on sockets: what the
+	// switch costs, without the pods' stacks and perf's receivers.
+	PodSink bool
 
 	run func(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload) (map[string]float64, error)
 }
@@ -290,7 +294,16 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 	if err != nil {
 		return nil, err
 	}
-	dst, rxs, err := e.udpReceivers(p, shape, c.Baseline, deadline.Add(time.Second))
+	var (
+		dst  netip.AddrPort
+		rxs  []*traffic.UDPReceiver
+		sink *podSink
+	)
+	if w.PodSink && !c.Baseline {
+		sink, dst, err = e.podSinkOf(p, shape)
+	} else {
+		dst, rxs, err = e.udpReceivers(p, shape, c.Baseline, deadline.Add(time.Second))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -298,12 +311,16 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 		for _, rx := range rxs {
 			err = errors.Join(err, rx.Close())
 		}
+		if sink != nil {
+			err = errors.Join(err, sink.Close())
+		}
 		return err
 	}
 	tx, err := traffic.NewSource(e.o.Source, p, dst, w.Size, rate, deadline, shape)
 	if err != nil {
 		return nil, errors.Join(err, closeRx())
 	}
+	var sinkErr error
 	var costs []fwdCost // the forwarder's own counters, at both ends of the window
 	a, b, werr := e.window(ctx, func() [3]float64 {
 		if w.Paced && !c.Baseline {
@@ -314,16 +331,28 @@ func runUDP(ctx context.Context, e *env, c *contender, p *topo.Pair, w *workload
 			n[1] += float64(rx.Packets.Load())
 			n[2] += float64(rx.OutOfOrder.Load())
 		}
+		if sink != nil {
+			got, _, err := sink.read()
+			if err != nil {
+				sinkErr = err
+			}
+			n[1] = float64(got)
+		}
 		return n
 	})
-	if err := errors.Join(werr, tx.Close(), closeRx()); err != nil {
-		return nil, err
-	}
 	reached := 0 // hosts that received, with flows spread over them
 	for _, rx := range rxs {
 		if rx.Packets.Load() > 0 {
 			reached++
 		}
+	}
+	if sink != nil {
+		var err error
+		_, reached, err = sink.read()
+		sinkErr = errors.Join(sinkErr, err)
+	}
+	if err := errors.Join(werr, sinkErr, tx.Close(), closeRx()); err != nil {
+		return nil, err
 	}
 	secs := b.cpu.At.Sub(a.cpu.At).Seconds()
 	sent := b.n[0] - a.n[0]
@@ -377,6 +406,24 @@ func (e *env) shapeOf(p *topo.Pair, w *workload) (traffic.Shape, error) {
 	}
 	shape.SrcPorts = max(1, w.SpreadFlows/len(shape.DstHosts))
 	return shape, nil
+}
+
+// podSinkOf attaches a podSink to p's pods, counting at B alone unless
+// shape spreads the flows over them all, and returns where to send: B's
+// discard port (the sink drops the UDP before B's stack sees it).
+func (e *env) podSinkOf(p *topo.Pair, shape traffic.Shape) (*podSink, netip.AddrPort, error) {
+	h := e.hosts[p]
+	if h == nil {
+		return nil, netip.AddrPort{}, fmt.Errorf("%s has no pods to sink in", p.Name)
+	}
+	dst := 0
+	if len(shape.DstHosts) == 0 {
+		if dst = slices.Index(h.V4, p.V4B); dst < 1 {
+			return nil, netip.AddrPort{}, fmt.Errorf("%s: B (%s) is not a pod", p.Name, p.V4B)
+		}
+	}
+	s, err := newPodSink(h, dst)
+	return s, netip.AddrPortFrom(p.V4B, 9), err
 }
 
 // udpReceivers starts a receiver on B, and on every host of shape, all on

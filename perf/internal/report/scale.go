@@ -28,7 +28,9 @@ func (r *Results) scaleSection(b *strings.Builder) {
 		"Every pod is learned before a measurement (each pings host 0); traffic goes from host 0 to host 1 and the other pods are idle, " +
 		"so what grows with *N* is what the switch holds and walks per link, not the traffic. " +
 		"CPU per packet as in the switch table (own CPU at the paced rate, net of the generator alone into `XDP_DROP` on host 0's root end); " +
-		"packets/s at the maximum offered load. For xdpfwd and Open vSwitch, at the end of each window: the process's resident memory (`VmRSS`) and its ready time, from its start to the first ping across it; " +
+		"packets/s at the maximum offered load. The pods receive with an XDP program on their eth0 that counts and drops the UDP (ARP and ICMP pass), not with sockets: " +
+		"with flows over every pod, the pods' UDP stacks, which the kernel runs in the switch's transmit, and perf's 63 receivers would double every contender's cost. " +
+		"For xdpfwd and Open vSwitch, at the end of each window: the process's resident memory (`VmRSS`) and its ready time, from its start to the first ping across it; " +
 		"for xdpfwd also its UMEM (every zone's units × unit size, from its metrics) and its forwarding database's entries. " +
 		"The next points keep 63 pods and send from 1,024 and 16,384 source MACs in turn behind the uplink (xdpfwd's txonly generator), which the switch learns: " +
 		"16,384 is twice xdpfwd's `--fdb-size` default, so it evicts, and `fdb_evictions` counts it. " +

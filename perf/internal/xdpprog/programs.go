@@ -127,3 +127,39 @@ func LoadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program
 		},
 	})
 }
+
+// LoadUDPSink assembles an XDP program that counts, in slot slot of the
+// per-CPU array counts, and drops every IPv4 UDP frame, and passes the
+// rest (ARP, ICMP: what a host needs to be learned and reached).
+func LoadUDPSink(counts *ebpf.Map, slot uint32) (*ebpf.Program, error) {
+	return ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:    "perf_udp_sink",
+		Type:    ebpf.XDP,
+		License: "Dual BSD/GPL",
+		Instructions: asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
+			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, 24), // Ethernet header and IPv4's protocol
+			asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+			asm.LoadMem(asm.R4, asm.R2, 12, asm.Half), // EtherType, network order
+			asm.JNE.Imm(asm.R4, int32(binary.NativeEndian.Uint16([]byte{0x08, 0x00})), "pass"),
+			asm.LoadMem(asm.R4, asm.R2, 23, asm.Byte), // IPv4 protocol
+			asm.JNE.Imm(asm.R4, 17, "pass"),
+			// counts[slot]++ (per CPU: no atomic needed)
+			asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -4),
+			asm.LoadMapPtr(asm.R1, counts.FD()),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, "drop"),
+			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+			asm.Add.Imm(asm.R1, 1),
+			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+			asm.Mov.Imm(asm.R0, Drop).WithSymbol("drop"),
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, Pass).WithSymbol("pass"),
+			asm.Return(),
+		},
+	})
+}
