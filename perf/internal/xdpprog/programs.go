@@ -94,7 +94,7 @@ func LoadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program
 		Name:    "perf_echo_count",
 		Type:    ebpf.XDP,
 		License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
+		Instructions: append(asm.Instructions{
 			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
 			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
 			asm.Mov.Reg(asm.R4, asm.R2),
@@ -110,22 +110,29 @@ func LoadEchoCounter(counts *ebpf.Map, dst, src net.HardwareAddr) (*ebpf.Program
 			asm.JNE.Reg(asm.R4, asm.R5, "pass"),
 			asm.LoadMem(asm.R4, asm.R2, 10, asm.Half),
 			asm.JNE.Imm(asm.R4, hi(src), "pass"),
-			// counts[0]++ (per CPU: no atomic needed)
-			asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.LoadMapPtr(asm.R1, counts.FD()),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "drop"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, Drop).WithSymbol("drop"),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, Pass).WithSymbol("pass"),
-			asm.Return(),
-		},
+		}, countAndDrop(counts, 0)...),
 	})
+}
+
+// countAndDrop ends a program that matched a frame: counts[slot]++ (per
+// CPU: no atomic needed), then XDP_DROP; the label "pass" returns
+// XDP_PASS, for what it did not match.
+func countAndDrop(counts *ebpf.Map, slot uint32) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, counts.FD()),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "drop"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, Drop).WithSymbol("drop"),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, Pass).WithSymbol("pass"),
+		asm.Return(),
+	}
 }
 
 // LoadUDPSink assembles an XDP program that counts, in slot slot of the
@@ -136,7 +143,7 @@ func LoadUDPSink(counts *ebpf.Map, slot uint32) (*ebpf.Program, error) {
 		Name:    "perf_udp_sink",
 		Type:    ebpf.XDP,
 		License: "Dual BSD/GPL",
-		Instructions: asm.Instructions{
+		Instructions: append(asm.Instructions{
 			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word), // data
 			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word), // data_end
 			asm.Mov.Reg(asm.R4, asm.R2),
@@ -146,20 +153,6 @@ func LoadUDPSink(counts *ebpf.Map, slot uint32) (*ebpf.Program, error) {
 			asm.JNE.Imm(asm.R4, int32(binary.NativeEndian.Uint16([]byte{0x08, 0x00})), "pass"),
 			asm.LoadMem(asm.R4, asm.R2, 23, asm.Byte), // IPv4 protocol
 			asm.JNE.Imm(asm.R4, 17, "pass"),
-			// counts[slot]++ (per CPU: no atomic needed)
-			asm.StoreImm(asm.RFP, -4, int64(slot), asm.Word),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -4),
-			asm.LoadMapPtr(asm.R1, counts.FD()),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, "drop"),
-			asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-			asm.Add.Imm(asm.R1, 1),
-			asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
-			asm.Mov.Imm(asm.R0, Drop).WithSymbol("drop"),
-			asm.Return(),
-			asm.Mov.Imm(asm.R0, Pass).WithSymbol("pass"),
-			asm.Return(),
-		},
+		}, countAndDrop(counts, slot)...),
 	})
 }
